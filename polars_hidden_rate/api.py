@@ -1,0 +1,289 @@
+"""The public functions: local cloaking per record, and the hidden rate.
+
+Every entry point walks one path: :func:`plan` checks the schemas and returns a
+:class:`CountPlan`; collecting its :meth:`CountPlan.counts_frame` reads the
+coordinate arrays, runs the exact engine, and the counts are joined back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import polars as pl
+
+from polars_hidden_rate import engine
+from polars_hidden_rate.frames import (
+    ColumnSpec,
+    Link,
+    as_lazy,
+    check_output_free,
+    read_aligned,
+    resolve_coords,
+    resolve_link,
+)
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+Keys = str | Sequence[str]
+Device = Literal["cpu", "gpu"]
+
+_ROW = "__polars_hidden_rate_row"
+
+
+@dataclass(frozen=True)
+class CountPlan:
+    """A checked request for local cloaking counts; nothing is read until it runs."""
+
+    originals: pl.LazyFrame
+    avatars: pl.LazyFrame
+    coords: list[str]
+    link: Link
+    tie_tol: float
+    threads: int | None
+    progress: bool | None
+    device: Device
+    cluster: Any | None
+
+    def coordinates(self) -> tuple[engine.Float64Array, engine.Float64Array]:
+        """The linked coordinate arrays ``(originals, avatars)``, row ``i`` with row ``i``."""
+        return read_aligned(self.originals, self.avatars, self.coords, self.link)
+
+    def counts(self) -> engine.CountArray:
+        """The exact counts ``c_i``, in the originals' row order."""
+        originals, avatars = self.coordinates()
+        if self.cluster is not None or self.device != "cpu":
+            msg = "`cluster` and `device='gpu'` are not available yet"
+            raise NotImplementedError(msg)
+        return engine.count_cloaking(originals, avatars, tie_tol=self.tie_tol, threads=self.threads)
+
+    def counts_frame(self) -> pl.LazyFrame:
+        """A LazyFrame of ``(row, local_cloaking)`` that counts when collected."""
+        index_type = pl.get_index_type()
+
+        def compute() -> pl.DataFrame:
+            counts = self.counts()
+            return pl.DataFrame(
+                {
+                    _ROW: pl.Series(np.arange(len(counts)), dtype=index_type),
+                    "local_cloaking": pl.Series(counts, dtype=index_type),
+                }
+            )
+
+        return pl.defer(compute, schema={_ROW: index_type, "local_cloaking": index_type})
+
+
+def plan(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    *,
+    coords: ColumnSpec | None = None,
+    ncp: int | None = None,
+    on: Keys | None = None,
+    left_on: Keys | None = None,
+    right_on: Keys | None = None,
+    features: ColumnSpec | None = None,
+    tie_tol: float = 1e-9,
+    threads: int | None = None,
+    progress: bool | None = None,
+    device: Device = "cpu",
+    cluster: Any | None = None,
+) -> CountPlan:
+    """Check a request against the schemas and return its :class:`CountPlan`."""
+    originals_lf = as_lazy(originals, "originals")
+    avatars_lf = as_lazy(avatars, "avatars")
+    left_schema = originals_lf.collect_schema()
+    right_schema = avatars_lf.collect_schema()
+    if coords is None:
+        msg = "`coords` is required: name the projected coordinate columns, e.g. coords=['Dim1']"
+        raise ValueError(msg)
+    if (
+        isinstance(tie_tol, bool)
+        or not isinstance(tie_tol, int | float)
+        or not (math.isfinite(tie_tol) and tie_tol >= 0)
+    ):
+        msg = f"`tie_tol` must be a finite number >= 0, got {tie_tol!r}"
+        raise ValueError(msg)
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        msg = f"`threads` must be a positive integer or None, got {threads!r}"
+        raise ValueError(msg)
+    if device not in ("cpu", "gpu"):
+        msg = f"`device` must be 'cpu' or 'gpu', got {device!r}"
+        raise ValueError(msg)
+    check_output_free(left_schema)
+    if _ROW in left_schema:
+        msg = f"originals have a column named {_ROW!r}, which this package reserves"
+        raise pl.exceptions.DuplicateError(msg)
+    return CountPlan(
+        originals=originals_lf,
+        avatars=avatars_lf,
+        coords=resolve_coords(coords, ncp, left_schema, right_schema),
+        link=resolve_link(on, left_on, right_on, left_schema, right_schema),
+        tie_tol=float(tie_tol),
+        threads=threads,
+        progress=progress,
+        device=device,
+        cluster=cluster,
+    )
+
+
+def local_cloaking(
+    originals: FrameT,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    *,
+    coords: ColumnSpec | None = None,
+    ncp: int | None = None,
+    on: Keys | None = None,
+    left_on: Keys | None = None,
+    right_on: Keys | None = None,
+    features: ColumnSpec | None = None,
+    tie_tol: float = 1e-9,
+    threads: int | None = None,
+    progress: bool | None = None,
+    device: Device = "cpu",
+    cluster: Any | None = None,
+) -> FrameT:
+    """Add each original's local cloaking and whether it is hidden.
+
+    The local cloaking of original ``x_i`` with avatar ``y_a(i)`` is the number
+    of other avatars at least as close to it as its own:
+    ``c_i = #{j != a(i) : d2(x_i, y_j) <= d2(x_i, y_a(i)) * (1 + tie_tol)}``,
+    with Euclidean distances computed exactly in float64.
+
+    Parameters
+    ----------
+    originals
+        The original records, a DataFrame or a LazyFrame.
+    avatars
+        One avatar per original, a DataFrame or a LazyFrame.
+    coords
+        The projected coordinate columns, by name or selector, present and
+        numeric in both frames.
+    ncp
+        Use the first ``ncp`` columns of ``coords``; default all of them.
+    on, left_on, right_on
+        Key columns linking each original to its avatar, as in
+        :meth:`polars.DataFrame.join`. Default: row ``i`` of ``avatars`` is the
+        avatar of row ``i`` of ``originals``.
+    tie_tol
+        Relative tie tolerance; ``0`` gives the literal comparison. The default
+        ``1e-9`` keeps exact ties that float64 rounding would split.
+    features
+        Raw feature columns to project when ``coords`` is None.
+    threads
+        Threads for the counting engine; default all cores.
+    progress
+        Show a progress bar on stderr; default: only on a terminal.
+    device
+        ``"cpu"``, or ``"gpu"`` for FAISS's GPU indexes.
+    cluster
+        A ``dask.distributed.Client`` to shard the counting over.
+
+    Returns
+    -------
+    DataFrame or LazyFrame
+        The originals, same kind, rows and order, with ``local_cloaking``
+        (unsigned integer) and ``hidden`` (``local_cloaking > 0``). A LazyFrame
+        counts when it is collected or sunk.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 3.0], "Dim2": [0.0, 0.0, 0.0]})
+    >>> avatars = pl.DataFrame({"Dim1": [0.5, 1.5, 3.0], "Dim2": [0.0, 0.0, 0.0]})
+    >>> phr.local_cloaking(originals, avatars, coords=["Dim1", "Dim2"])
+    shape: (3, 4)
+    ┌──────┬──────┬────────────────┬────────┐
+    │ Dim1 ┆ Dim2 ┆ local_cloaking ┆ hidden │
+    │ ---  ┆ ---  ┆ ---            ┆ ---    │
+    │ f64  ┆ f64  ┆ u32            ┆ bool   │
+    ╞══════╪══════╪════════════════╪════════╡
+    │ 0.0  ┆ 0.0  ┆ 0              ┆ false  │
+    │ 1.0  ┆ 0.0  ┆ 1              ┆ true   │
+    │ 3.0  ┆ 0.0  ┆ 0              ┆ false  │
+    └──────┴──────┴────────────────┴────────┘
+    """
+    request = plan(
+        originals,
+        avatars,
+        coords=coords,
+        ncp=ncp,
+        on=on,
+        left_on=left_on,
+        right_on=right_on,
+        features=features,
+        tie_tol=tie_tol,
+        threads=threads,
+        progress=progress,
+        device=device,
+        cluster=cluster,
+    )
+    joined = (
+        request.originals.with_row_index(_ROW)
+        .join(request.counts_frame(), on=_ROW, how="left", maintain_order="left")
+        .drop(_ROW)
+        .with_columns(hidden=pl.col("local_cloaking") > 0)
+    )
+    if isinstance(originals, pl.DataFrame):
+        return joined.collect()
+    return joined
+
+
+def hidden_rate(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    *,
+    coords: ColumnSpec | None = None,
+    ncp: int | None = None,
+    on: Keys | None = None,
+    left_on: Keys | None = None,
+    right_on: Keys | None = None,
+    features: ColumnSpec | None = None,
+    tie_tol: float = 1e-9,
+    threads: int | None = None,
+    progress: bool | None = None,
+    device: Device = "cpu",
+    cluster: Any | None = None,
+) -> float:
+    """The hidden rate: the percentage of originals whose own avatar is not strictly closest.
+
+    ``100 * (1 - #{i : c_i = 0} / n)``, with ``c_i`` the local cloaking of
+    :func:`local_cloaking`; ties count as hidden. The options are those of
+    :func:`local_cloaking`, and LazyFrames are collected.
+
+    Returns
+    -------
+    float
+        The hidden rate, in [0, 100].
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 3.0, 4.0]})
+    >>> avatars = pl.DataFrame({"Dim1": [0.5, 1.5, 3.0, 4.0]})
+    >>> phr.hidden_rate(originals, avatars, coords="Dim1")
+    25.0
+    """
+    request = plan(
+        originals,
+        avatars,
+        coords=coords,
+        ncp=ncp,
+        on=on,
+        left_on=left_on,
+        right_on=right_on,
+        features=features,
+        tie_tol=tie_tol,
+        threads=threads,
+        progress=progress,
+        device=device,
+        cluster=cluster,
+    )
+    rate = request.counts_frame().select((pl.col("local_cloaking") > 0).mean() * 100).collect()
+    return float(rate.item())

@@ -1,0 +1,243 @@
+"""From frames to coordinate arrays: resolve columns and links, read and align them.
+
+Plan-time checks use only the schemas, so a LazyFrame stays lazy; the data
+checks run when :func:`read_aligned` collects the few columns it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import polars.selectors as cs
+from polars.exceptions import (
+    ColumnNotFoundError,
+    ComputeError,
+    DuplicateError,
+    NoDataError,
+    SchemaError,
+    ShapeError,
+)
+
+from polars_hidden_rate.engine import Float64Array
+
+ColumnSpec = str | Sequence[str] | cs.Selector
+"""Columns given by name, a list of names, or a Polars selector."""
+
+OUTPUT_COLUMNS = ("local_cloaking", "hidden")
+_AVATAR_ROW = "__polars_hidden_rate_avatar_row"
+
+
+@dataclass(frozen=True)
+class Link:
+    """How each original finds its own avatar: by key columns, or by row order when empty."""
+
+    left: tuple[str, ...] = ()
+    right: tuple[str, ...] = ()
+
+    @property
+    def by_row_order(self) -> bool:
+        return not self.left
+
+
+def as_lazy(frame: pl.DataFrame | pl.LazyFrame, role: str) -> pl.LazyFrame:
+    """The frame as a LazyFrame, or a TypeError naming its role."""
+    if isinstance(frame, pl.LazyFrame):
+        return frame
+    if isinstance(frame, pl.DataFrame):
+        return frame.lazy()
+    msg = f"{role} must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
+    raise TypeError(msg)
+
+
+def resolve_columns(spec: ColumnSpec, schema: pl.Schema, role: str, option: str) -> list[str]:
+    """Expand names or a selector against ``schema``; every name must exist."""
+    if isinstance(spec, cs.Selector):
+        names = pl.LazyFrame(schema=schema).select(spec).collect_schema().names()
+    elif isinstance(spec, str):
+        names = [spec]
+    else:
+        names = list(spec)
+        if not all(isinstance(name, str) for name in names):
+            msg = f"`{option}` must be column names or a selector, got {spec!r}"
+            raise TypeError(msg)
+    missing = [name for name in names if name not in schema]
+    if missing:
+        msg = f"{option} column {missing[0]!r} not found in {role}; available: {schema.names()}"
+        raise ColumnNotFoundError(msg)
+    if not names:
+        msg = f"`{option}` selects no column of {role}"
+        raise ColumnNotFoundError(msg)
+    if len(set(names)) != len(names):
+        msg = f"`{option}` names a column twice: {names}"
+        raise DuplicateError(msg)
+    return names
+
+
+def resolve_coords(
+    coords: ColumnSpec,
+    ncp: int | None,
+    originals: pl.Schema,
+    avatars: pl.Schema,
+) -> list[str]:
+    """The first ``ncp`` coordinate columns; numeric and present in both frames."""
+    names = resolve_columns(coords, originals, "originals", "coords")
+    for name in names:
+        if name not in avatars:
+            msg = f"coords column {name!r} not found in avatars; available: {avatars.names()}"
+            raise ColumnNotFoundError(msg)
+        for role, schema in (("originals", originals), ("avatars", avatars)):
+            if not schema[name].is_numeric():
+                msg = f"coords column {name!r} of {role} must be numeric, got {schema[name]}"
+                raise SchemaError(msg)
+    return names[: check_ncp(ncp, len(names))]
+
+
+def check_ncp(ncp: int | None, available: int) -> int:
+    """``ncp`` itself, or ``available`` when None; ValueError unless 1 <= ncp <= available."""
+    if ncp is None:
+        return available
+    if isinstance(ncp, bool) or not isinstance(ncp, int | np.integer):
+        msg = f"`ncp` must be an integer, got {ncp!r}"
+        raise TypeError(msg)
+    if not 1 <= ncp <= available:
+        msg = f"`ncp` must satisfy 1 <= ncp <= {available}, got ncp={ncp}"
+        raise ValueError(msg)
+    return int(ncp)
+
+
+def resolve_link(
+    on: str | Sequence[str] | None,
+    left_on: str | Sequence[str] | None,
+    right_on: str | Sequence[str] | None,
+    originals: pl.Schema,
+    avatars: pl.Schema,
+) -> Link:
+    """Key columns that link originals to avatars, after Polars' join conventions."""
+    if on is not None and (left_on is not None or right_on is not None):
+        msg = "give either `on`, or both `left_on` and `right_on`, not both"
+        raise ValueError(msg)
+    if on is not None:
+        left_on = right_on = on
+    if left_on is None and right_on is None:
+        return Link()
+    if left_on is None or right_on is None:
+        msg = "`left_on` and `right_on` must be given together"
+        raise ValueError(msg)
+    left = resolve_columns(left_on, originals, "originals", "key")
+    right = resolve_columns(right_on, avatars, "avatars", "key")
+    if len(left) != len(right):
+        msg = f"`left_on` has {len(left)} keys but `right_on` has {len(right)}"
+        raise ValueError(msg)
+    for lname, rname in zip(left, right, strict=True):
+        if originals[lname] != avatars[rname]:
+            msg = (
+                f"key {lname!r} of originals is {originals[lname]} but key {rname!r} "
+                f"of avatars is {avatars[rname]}"
+            )
+            raise SchemaError(msg)
+    return Link(tuple(left), tuple(right))
+
+
+def check_output_free(schema: pl.Schema) -> None:
+    """The originals must not already hold a column this package adds."""
+    for name in OUTPUT_COLUMNS:
+        if name in schema:
+            msg = f"originals already have a column named {name!r}; rename or drop it first"
+            raise DuplicateError(msg)
+
+
+def read_aligned(
+    originals: pl.LazyFrame,
+    avatars: pl.LazyFrame,
+    columns: Sequence[str],
+    link: Link,
+) -> tuple[Float64Array, Float64Array]:
+    """Collect ``columns`` of both frames as float64, avatars reordered to match the originals.
+
+    Row ``i`` of the avatars array is the avatar of row ``i`` of the originals.
+    Reads only ``columns`` and the key columns.
+    """
+    columns = list(columns)
+    left = originals.select(_unique([*link.left, *columns])).collect()
+    right = avatars.select(_unique([*link.right, *columns])).collect()
+    for role, frame in (("originals", left), ("avatars", right)):
+        if frame.height == 0:
+            msg = f"{role} is empty: there is nothing to measure"
+            raise NoDataError(msg)
+        _check_finite(frame, columns, role)
+    if link.by_row_order:
+        if left.height != right.height:
+            msg = (
+                f"originals have {left.height} rows but avatars have {right.height}; "
+                "linking by row order needs equal heights (or give `on`)"
+            )
+            raise ShapeError(msg)
+        return _to_float64(left, columns), _to_float64(right, columns)
+    order = _avatar_order(left, right, link)
+    return _to_float64(left, columns), _to_float64(right, columns)[order]
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def _to_float64(frame: pl.DataFrame, columns: list[str]) -> Float64Array:
+    return np.ascontiguousarray(
+        frame.select(pl.col(columns).cast(pl.Float64)).to_numpy(), dtype=np.float64
+    )
+
+
+def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
+    checks = frame.select(
+        *(pl.col(c).is_null().sum().alias(f"null\0{c}") for c in columns),
+        *(
+            (~pl.col(c).cast(pl.Float64).is_finite()).sum().alias(f"not finite\0{c}")
+            for c in columns
+        ),
+    ).row(0, named=True)
+    for label, bad in checks.items():
+        if bad:
+            kind, column = label.split("\0")
+            kind = "null" if kind == "null" else "NaN or infinite"
+            msg = f"coords column {column!r} of {role} has {bad} {kind} value(s) in {frame.height}"
+            msg += " rows"
+            raise ComputeError(msg)
+
+
+def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:
+    """Row of ``right`` holding each original's avatar; every key unique and matched."""
+    for role, frame, keys in (("originals", left, link.left), ("avatars", right, link.right)):
+        duplicated = frame.select(keys).filter(pl.struct(keys).is_duplicated())
+        if duplicated.height:
+            msg = (
+                f"key {list(keys)} is not unique in {role}: {duplicated.height} rows share a key, "
+                f"e.g. {duplicated.row(0, named=True)}"
+            )
+            raise DuplicateError(msg)
+    matched = left.select(link.left).join(
+        right.select(link.right).with_row_index(_AVATAR_ROW),
+        left_on=list(link.left),
+        right_on=list(link.right),
+        how="left",
+        maintain_order="left",
+    )
+    orphans = matched.filter(pl.col(_AVATAR_ROW).is_null())
+    if orphans.height:
+        msg = (
+            f"{orphans.height} originals have no avatar with the same key, "
+            f"e.g. {orphans.select(link.left).row(0, named=True)}"
+        )
+        raise ComputeError(msg)
+    if right.height != left.height:
+        extra = right.select(link.right).join(
+            left.select(link.left), left_on=list(link.right), right_on=list(link.left), how="anti"
+        )
+        msg = (
+            f"{extra.height} avatars have no original with the same key, "
+            f"e.g. {extra.row(0, named=True)}"
+        )
+        raise ComputeError(msg)
+    return matched.get_column(_AVATAR_ROW).to_numpy()
