@@ -29,6 +29,7 @@ CountArray = npt.NDArray[np.int64]
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 # An absolute term for float32 results that underflow into subnormals.
 FLOAT32_UNDERFLOW_FLOOR = 2.0**-120
+FLOAT64_SMALLEST = 2.0**-1074
 # Results FAISS may hold for one query chunk: bounds memory when radii are huge.
 MAX_RESULTS_PER_CHUNK = 1 << 23
 
@@ -141,20 +142,25 @@ def count_within(
     avatar_coords = avatars - centre
     # Scale by a power of two (exact) so that every norm is at most 1.
     largest = max(_norms(query_coords).max(), _norms(avatar_coords).max())
-    scale = 2.0 ** -math.ceil(math.log2(largest)) if largest > 0 else 1.0
-    query_f32 = (query_coords * scale).astype(np.float32)
-    avatar_f32 = (avatar_coords * scale).astype(np.float32)
+    exponent = -math.ceil(math.log2(largest)) if largest > 0 else 0
+    query_f32 = np.ldexp(query_coords, exponent).astype(np.float32)
+    avatar_f32 = np.ldexp(avatar_coords, exponent).astype(np.float32)
+    scaled_thresholds = np.ldexp(thresholds, 2 * exponent)
+    # The float64 reference itself rounds absolutely below the normal range.
+    reference_floor = min(np.ldexp((queries.shape[1] + 2) * FLOAT64_SMALLEST, 2 * exponent), 16.0)
 
     index = faiss.IndexFlatL2(avatar_f32.shape[1] + 1)
     index.add(np.hstack([avatar_f32, np.zeros((len(avatar_f32), 1), np.float32)]))
-    search = _RangeSearch(index, float(_norms(avatar_f32).max()), queries, avatars)
+    search = _RangeSearch(
+        index, float(_norms(avatar_f32).max()), float(reference_floor), queries, avatars
+    )
     chunk = int(np.clip(MAX_RESULTS_PER_CHUNK // len(avatars), 16, 4096))
     for start in range(0, len(queries), chunk):
         part = slice(start, start + chunk)
         counts[part] = search.count(
             np.arange(start, min(start + chunk, len(queries))),
             query_f32[part],
-            thresholds[part] * scale**2,
+            scaled_thresholds[part],
             thresholds[part],
             own[part],
         )
@@ -167,6 +173,7 @@ class _RangeSearch:
 
     index: faiss.IndexFlatL2
     avatar_radius: float
+    reference_floor: float
     queries: Float64Array
     avatars: Float64Array
 
@@ -195,6 +202,7 @@ class _RangeSearch:
             bound: Float64Array = (
                 2.0 * (dim + 8) * FLOAT32_UNIT_ROUNDOFF * (augmented_norm + self.avatar_radius) ** 2
                 + (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
+                + self.reference_floor
             )
             return bound
 

@@ -191,20 +191,20 @@ def _to_float64(frame: pl.DataFrame, columns: list[str]) -> Float64Array:
 
 
 def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
+    as_float = [pl.col(c).cast(pl.Float64) for c in columns]
     checks = frame.select(
         *(pl.col(c).is_null().sum().alias(f"null\0{c}") for c in columns),
+        *(x.is_nan().sum().alias(f"NaN\0{c}") for c, x in zip(columns, as_float, strict=True)),
         *(
-            (~pl.col(c).cast(pl.Float64).is_finite()).sum().alias(f"not finite\0{c}")
-            for c in columns
+            x.is_infinite().sum().alias(f"infinite\0{c}")
+            for c, x in zip(columns, as_float, strict=True)
         ),
     ).row(0, named=True)
     for label, bad in checks.items():
         if bad:
             kind, column = label.split("\0")
-            kind = "null" if kind == "null" else "NaN or infinite"
             msg = f"coords column {column!r} of {role} has {bad} {kind} value(s) in {frame.height}"
-            msg += " rows"
-            raise ComputeError(msg)
+            raise ComputeError(msg + " rows")
 
 
 def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:

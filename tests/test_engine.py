@@ -1,0 +1,160 @@
+"""The engine against a float64 brute force, on data built to break float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from scipy.spatial import cKDTree
+
+from polars_hidden_rate import engine
+from polars_hidden_rate.engine import count_cloaking
+from tests.conftest import brute_force_counts
+
+OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]
+
+
+@st.composite
+def integer_grids(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Originals on a small integer grid, avatars a step or two away: full of exact ties."""
+    n = draw(st.integers(2, 60))
+    d = draw(st.sampled_from([2, 5, 12]))
+    originals = draw(hnp.arrays(np.int64, (n, d), elements=st.integers(-3, 3)))
+    steps = draw(hnp.arrays(np.int64, (n, d), elements=st.integers(-1, 1)))
+    scale = 2.0 ** draw(st.integers(-30, 30))  # dyadic: keeps every tie exact
+    offset = draw(st.sampled_from(OFFSETS))
+    x = originals * scale + offset
+    return x, (originals + steps) * scale + offset
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=integer_grids(), tie_tol=st.sampled_from([0.0, 1e-9]))
+def test_integer_grids_match_brute_force(
+    data: tuple[np.ndarray, np.ndarray], tie_tol: float
+) -> None:
+    originals, avatars = data
+    np.testing.assert_array_equal(
+        count_cloaking(originals, avatars, tie_tol=tie_tol),
+        brute_force_counts(originals, avatars, tie_tol),
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(2, 40), st.sampled_from([2, 5, 12])),
+        elements=st.floats(-1e3, 1e3, allow_nan=False, width=32),
+    ),
+    noise=st.floats(1e-6, 10.0),
+    offset=st.sampled_from(OFFSETS),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_continuous_data_match_brute_force(
+    data: np.ndarray, noise: float, offset: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    originals = data + offset
+    avatars = originals + rng.normal(scale=noise, size=data.shape)
+    np.testing.assert_array_equal(
+        count_cloaking(originals, avatars), brute_force_counts(originals, avatars, 1e-9)
+    )
+
+
+@pytest.mark.parametrize("d", [2, 5, 12])
+@pytest.mark.parametrize("offset", OFFSETS)
+def test_duplicates_and_identical_avatars(d: int, offset: float) -> None:
+    rng = np.random.default_rng(d)
+    base = rng.integers(-2, 3, (40, d)).astype(float)
+    originals = np.concatenate([base, base, base[:10]]) + offset  # exact duplicate rows
+    avatars = originals.copy()
+    avatars[::3] += rng.integers(-1, 2, avatars[::3].shape)  # the rest are their own originals
+    for tie_tol in (0.0, 1e-9):
+        np.testing.assert_array_equal(
+            count_cloaking(originals, avatars, tie_tol=tie_tol),
+            brute_force_counts(originals, avatars, tie_tol),
+        )
+
+
+def test_all_points_identical_count_everyone() -> None:
+    points = np.full((50, 5), 123456.789)
+    np.testing.assert_array_equal(count_cloaking(points, points, tie_tol=0.0), np.full(50, 49))
+
+
+@pytest.mark.parametrize("offset", [1.0, 1e4, 1e8])
+def test_below_float32_resolution(offset: float) -> None:
+    """Differences far below a float32 ulp of the offset: float32 sees only one point."""
+    rng = np.random.default_rng(7)
+    steps = rng.integers(-4, 5, (200, 3)).astype(float)
+    ulp64 = np.spacing(offset)
+    originals = offset + steps * ulp64 * 4
+    avatars = originals + rng.integers(-1, 2, steps.shape) * ulp64 * 4
+    for tie_tol in (0.0, 1e-9):
+        np.testing.assert_array_equal(
+            count_cloaking(originals, avatars, tie_tol=tie_tol),
+            brute_force_counts(originals, avatars, tie_tol),
+        )
+
+
+def test_tiny_magnitudes_do_not_underflow() -> None:
+    rng = np.random.default_rng(3)
+    originals = rng.integers(-3, 4, (100, 4)) * 1e-160
+    avatars = originals + rng.integers(-1, 2, originals.shape) * 1e-160
+    np.testing.assert_array_equal(
+        count_cloaking(originals, avatars, tie_tol=0.0), brute_force_counts(originals, avatars, 0.0)
+    )
+
+
+def test_reversing_columns_changes_no_count() -> None:
+    """Standardized integer data: symmetric rivals tie exactly; float64 splits them by an ulp."""
+    rng = np.random.default_rng(11)
+    raw = rng.integers(0, 10, (3000, 7)).astype(float)
+    mean, std = raw.mean(axis=0), raw.std(axis=0)
+    originals = (raw - mean) / std
+    avatars = (raw + rng.integers(-1, 2, raw.shape) - mean) / std
+    forward = count_cloaking(originals, avatars)
+    reverse = count_cloaking(originals[:, ::-1], avatars[:, ::-1])
+    np.testing.assert_array_equal(forward, reverse)
+
+
+def test_far_avatars_give_large_counts_over_many_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "MAX_RESULTS_PER_CHUNK", 64)
+    rng = np.random.default_rng(5)
+    originals = rng.integers(-2, 3, (300, 2)).astype(float)
+    avatars = originals.copy()
+    avatars[::2] = -avatars[::2] * 3 + 1  # many avatars far from their originals
+    np.testing.assert_array_equal(
+        count_cloaking(originals, avatars), brute_force_counts(originals, avatars, 1e-9)
+    )
+
+
+@pytest.mark.parametrize("d", [2, 5, 12])
+def test_agrees_with_scipy_kdtree(d: int) -> None:
+    rng = np.random.default_rng(d)
+    originals = rng.normal(size=(2000, d))
+    avatars = originals + rng.normal(scale=0.3, size=originals.shape)
+    # Widen the radius a little so that the own avatar is always inside for scipy too.
+    radius = np.sqrt(((originals - avatars) ** 2).sum(axis=1)) * (1 + 1e-9)
+    scipy_counts = cKDTree(avatars).query_ball_point(originals, r=radius, return_length=True) - 1
+    ours = count_cloaking(originals, avatars, tie_tol=(1 + 1e-9) ** 2 - 1)
+    np.testing.assert_array_equal(ours, scipy_counts)
+
+
+def test_threads_do_not_change_counts() -> None:
+    rng = np.random.default_rng(2)
+    originals = rng.integers(-3, 4, (500, 5)).astype(float)
+    avatars = originals + rng.integers(-1, 2, originals.shape)
+    np.testing.assert_array_equal(
+        count_cloaking(originals, avatars, threads=1), count_cloaking(originals, avatars, threads=2)
+    )
+
+
+def test_count_within_honours_own_and_missing_own() -> None:
+    originals = np.array([[0.0], [10.0]])
+    avatars = np.array([[1.0], [0.5], [9.0]])
+    thresholds = np.array([1.0, 1.0])
+    # Query 0 owns avatar 0; query 1's own avatar is not in this shard.
+    counts = engine.count_within(originals, thresholds, np.array([0, -1]), avatars)
+    np.testing.assert_array_equal(counts, [1, 1])
