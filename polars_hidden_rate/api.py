@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate import engine
+from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.frames import (
     ColumnSpec,
     Link,
@@ -47,11 +48,11 @@ class CountPlan:
     device: Device
     cluster: Any | None
 
-    def coordinates(self) -> tuple[engine.Float64Array, engine.Float64Array]:
+    def coordinates(self) -> tuple[Float64Array, Float64Array]:
         """The linked coordinate arrays ``(originals, avatars)``, row ``i`` with row ``i``."""
         return read_aligned(self.originals, self.avatars, self.coords, self.link)
 
-    def counts(self) -> engine.CountArray:
+    def counts(self) -> CountArray:
         """The exact counts ``c_i``, in the originals' row order."""
         originals, avatars = self.coordinates()
         if self.cluster is not None or self.device != "cpu":

@@ -17,14 +17,16 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import faiss
 import numpy as np
 import numpy.typing as npt
 
-Float64Array = npt.NDArray[np.float64]
-IndexArray = npt.NDArray[np.int64]
-CountArray = npt.NDArray[np.int64]
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.partition import KdLeaves, reachable_leaves
+
+Strategy = Literal["auto", "flat", "tree"]
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 # An absolute term for float32 results that underflow into subnormals.
@@ -32,6 +34,14 @@ FLOAT32_UNDERFLOW_FLOOR = 2.0**-120
 FLOAT64_SMALLEST = 2.0**-1074
 # Results FAISS may hold for one query chunk: bounds memory when radii are huge.
 MAX_RESULTS_PER_CHUNK = 1 << 23
+# Below this many query-avatar pairs, one flat pass beats building trees (measured).
+FLAT_MAX_PAIRS = 1 << 22
+# Above this dimension, kd-tree boxes prune too little to pay for themselves (measured).
+TREE_MAX_DIM = 12
+AVATAR_LEAF_SIZE = 32
+QUERY_LEAF_SIZE = 16
+# Cells of the (queries x inverted lists) key matrix handed to FAISS at once.
+MAX_KEYS_PER_BATCH = 1 << 22
 
 
 def squared_distances(
@@ -73,6 +83,7 @@ def count_cloaking(
     *,
     tie_tol: float = 1e-9,
     threads: int | None = None,
+    strategy: Strategy = "auto",
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
@@ -86,6 +97,8 @@ def count_cloaking(
         ``d2(x_i, y_i) * (1 + tie_tol)``.
     threads
         FAISS threads; None uses all cores.
+    strategy
+        How to find candidates; see :func:`count_within`. Counts never depend on it.
 
     Returns
     -------
@@ -105,7 +118,7 @@ def count_cloaking(
     thresholds = own_thresholds(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
     with faiss_threads(threads):
-        return count_within(originals, thresholds, own, avatars)
+        return count_within(originals, thresholds, own, avatars, strategy=strategy)
 
 
 def count_within(
@@ -113,8 +126,13 @@ def count_within(
     thresholds: Float64Array,
     own: IndexArray,
     avatars: Float64Array,
+    *,
+    strategy: Strategy = "auto",
 ) -> CountArray:
     """For each query, count the avatars within its threshold, its own avatar aside.
+
+    This is the engine's building block: whole data sets, blocks and shards all
+    go through it.
 
     Parameters
     ----------
@@ -126,70 +144,121 @@ def count_within(
         For each query, the row of ``avatars`` holding its own avatar, or -1
         when that avatar is not among them.
     avatars
-        The avatars to count, float64 of shape ``(s, d)``: a caller that prunes
-        must pass every avatar that can lie within a query's threshold.
+        The avatars to count, float64 of shape ``(s, d)``.
+    strategy
+        ``"flat"`` compares every query with every avatar in one FAISS flat
+        index. ``"tree"`` splits the avatars into kd-tree leaves, stored as the
+        inverted lists of a FAISS IVF index, and each small block of queries
+        scans only the leaves within reach of its radii
+        (:mod:`polars_hidden_rate.partition`). ``"auto"`` picks by size.
 
     Returns
     -------
     numpy.ndarray
         Counts as int64, one per query.
     """
-    counts = np.zeros(len(queries), dtype=np.int64)
     if len(queries) == 0 or len(avatars) == 0:
-        return counts
-    centre = np.concatenate([queries, avatars]).mean(axis=0)
-    query_coords = queries - centre
-    avatar_coords = avatars - centre
-    # Scale by a power of two (exact) so that every norm is at most 1.
-    largest = max(_norms(query_coords).max(), _norms(avatar_coords).max())
-    exponent = -math.ceil(math.log2(largest)) if largest > 0 else 0
-    query_f32 = np.ldexp(query_coords, exponent).astype(np.float32)
-    avatar_f32 = np.ldexp(avatar_coords, exponent).astype(np.float32)
-    scaled_thresholds = np.ldexp(thresholds, 2 * exponent)
-    # The float64 reference itself rounds absolutely below the normal range.
-    reference_floor = min(np.ldexp((queries.shape[1] + 2) * FLOAT64_SMALLEST, 2 * exponent), 16.0)
+        return np.zeros(len(queries), dtype=np.int64)
+    if strategy == "auto":
+        strategy = choose_strategy(len(queries), len(avatars), queries.shape[1])
+    search = _Search.prepare(queries, thresholds, own, avatars)
+    if strategy == "tree":
+        return search.count_by_leaves()
+    return search.count_flat()
 
-    index = faiss.IndexFlatL2(avatar_f32.shape[1] + 1)
-    index.add(np.hstack([avatar_f32, np.zeros((len(avatar_f32), 1), np.float32)]))
-    search = _RangeSearch(
-        index, float(_norms(avatar_f32).max()), float(reference_floor), queries, avatars
-    )
-    chunk = int(np.clip(MAX_RESULTS_PER_CHUNK // len(avatars), 16, 4096))
-    for start in range(0, len(queries), chunk):
-        part = slice(start, start + chunk)
-        counts[part] = search.count(
-            np.arange(start, min(start + chunk, len(queries))),
-            query_f32[part],
-            scaled_thresholds[part],
-            thresholds[part],
-            own[part],
-        )
-    return counts
+
+def choose_strategy(n_queries: int, n_avatars: int, dim: int) -> Literal["flat", "tree"]:
+    """Flat for small inputs and high dimensions, where boxes prune little; tree otherwise."""
+    if n_queries * n_avatars <= FLAT_MAX_PAIRS or dim > TREE_MAX_DIM:
+        return "flat"
+    return "tree"
 
 
 @dataclass(frozen=True)
-class _RangeSearch:
-    """A FAISS flat index over scaled float32 avatars, with the float64 data to settle on."""
+class _Search:
+    """Queries and avatars centred, scaled to norms <= 1 and rounded to float32, with
+    the float64 originals kept to settle on."""
 
-    index: faiss.IndexFlatL2
+    queries: Float64Array
+    thresholds: Float64Array
+    own: IndexArray
+    avatars: Float64Array
+    query_f32: npt.NDArray[np.float32]
+    avatar_f32: npt.NDArray[np.float32]
+    scaled_thresholds: Float64Array
     avatar_radius: float
     reference_floor: float
-    queries: Float64Array
-    avatars: Float64Array
+
+    @classmethod
+    def prepare(
+        cls,
+        queries: Float64Array,
+        thresholds: Float64Array,
+        own: IndexArray,
+        avatars: Float64Array,
+    ) -> _Search:
+        centre = (queries.sum(axis=0) + avatars.sum(axis=0)) / (len(queries) + len(avatars))
+        query_coords = queries - centre
+        avatar_coords = avatars - centre
+        # Scale by a power of two (exact) so that every norm is at most 1.
+        largest = max(_norms(query_coords).max(), _norms(avatar_coords).max())
+        exponent = -math.ceil(math.log2(largest)) if largest > 0 else 0
+        avatar_f32 = np.ldexp(avatar_coords, exponent).astype(np.float32)
+        # The float64 reference itself rounds absolutely below the normal range.
+        floor = np.ldexp((queries.shape[1] + 2) * FLOAT64_SMALLEST, 2 * exponent)
+        return cls(
+            queries=queries,
+            thresholds=thresholds,
+            own=own,
+            avatars=avatars,
+            query_f32=np.ldexp(query_coords, exponent).astype(np.float32),
+            avatar_f32=avatar_f32,
+            scaled_thresholds=np.ldexp(thresholds, 2 * exponent),
+            avatar_radius=float(_norms(avatar_f32).max()),
+            reference_floor=float(min(floor, 16.0)),
+        )
+
+    def lifted_avatars(self) -> npt.NDArray[np.float32]:
+        """Avatars with the extra coordinate 0 (see :meth:`count`)."""
+        return np.hstack([self.avatar_f32, np.zeros((len(self.avatar_f32), 1), np.float32)])
+
+    def count_flat(self) -> CountArray:
+        """Every query against every avatar, through one FAISS flat index."""
+        index = faiss.IndexFlatL2(self.avatar_f32.shape[1] + 1)
+        index.add(self.lifted_avatars())
+        chunk = int(np.clip(MAX_RESULTS_PER_CHUNK // len(self.avatars), 16, 4096))
+        counts = np.zeros(len(self.queries), dtype=np.int64)
+        for start in range(0, len(self.queries), chunk):
+            rows = np.arange(start, min(start + chunk, len(self.queries)))
+            counts[rows] = self.count(index, rows)
+        return counts
+
+    def count_by_leaves(self) -> CountArray:
+        """Each block of queries against the avatar leaves within its reach."""
+        leaves = KdLeaves.build(self.avatars, AVATAR_LEAF_SIZE)
+        index = _leaf_index(self.lifted_avatars(), leaves)
+        reach = reachable_leaves(self.queries, self.thresholds, leaves, QUERY_LEAF_SIZE)
+        counts = np.zeros(len(self.queries), dtype=np.int64)
+        for rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
+            leaves.prune_keys(self.queries[rows], self.thresholds[rows], keys)
+            index.nprobe = keys.shape[1]
+            counts[rows] = self.count(index, rows, keys)
+        return counts
 
     def count(
         self,
+        index: faiss.IndexFlatL2 | faiss.IndexIVFFlat,
         rows: IndexArray,
-        query_f32: npt.NDArray[np.float32],
-        scaled_thresholds: Float64Array,
-        thresholds: Float64Array,
-        own: IndexArray,
+        keys: IndexArray | None = None,
     ) -> CountArray:
-        """One range search over a chunk of queries, each with its own radius.
+        """One range search over the queries ``rows``, each with its own radius.
 
         FAISS takes one radius ``R``; query ``i`` gets its own through an extra
         coordinate ``s_i`` (zero for avatars): ``d2 + s_i^2 < R`` iff ``d2 < R - s_i^2``.
+        With ``keys``, query ``i`` scans only the inverted lists ``keys[i]``.
         """
+        query_f32 = self.query_f32[rows]
+        scaled_thresholds = self.scaled_thresholds[rows]
         dim = query_f32.shape[1]
         query_norm2 = _norms(query_f32) ** 2
 
@@ -197,7 +266,8 @@ class _RangeSearch:
             # |float32 estimate - float64 d2| <= this for every pair: rounding the inputs
             # to float32 costs (2u + u^2)(|x|+|y|)^2, and FAISS's expanded form
             # |x|^2 + |y|^2 - 2x.y over dim + 1 coordinates costs (dim + 3)u(|x'|+|y|)^2
-            # (the standard dot-product bound); the factor 2 covers second-order terms.
+            # (the standard dot-product bound; direct differences do better); the
+            # factor 2 covers second-order terms.
             augmented_norm = np.sqrt(query_norm2 + radius)
             bound: Float64Array = (
                 2.0 * (dim + 8) * FLOAT32_UNIT_ROUNDOFF * (augmented_norm + self.avatar_radius) ** 2
@@ -221,20 +291,39 @@ class _RangeSearch:
         too_far = lift.astype(np.float64) ** 2 > slack
         lift[too_far] = np.nextafter(lift[too_far], np.float32(0))
 
-        lims, found_dist, rival = self.index.range_search(
-            np.hstack([query_f32, lift[:, None]]), float(radius32)
-        )
+        lifted = np.hstack([query_f32, lift[:, None]])
+        if isinstance(index, faiss.IndexFlatL2):
+            lims, found_dist, rival = index.range_search(lifted, float(radius32))
+        else:
+            ivf: Any = index  # FAISS's stubs describe the C++ signature, not the Python one
+            lims, found_dist, rival = ivf.range_search_preassigned(
+                lifted, float(radius32), keys, None
+            )
         owner = np.repeat(np.arange(len(rows)), np.diff(lims.astype(np.int64)))
-        not_own = rival != own[owner]
+        not_own = rival != self.own[rows][owner]
         owner, rival = owner[not_own], rival[not_own]
         estimate = found_dist[not_own].astype(np.float64) - lift[owner].astype(np.float64) ** 2
         sure_in = estimate + bound[owner] <= scaled_thresholds[owner]
         unsure = ~sure_in & (estimate - bound[owner] <= scaled_thresholds[owner])
         settled = squared_distances(self.queries, self.avatars, rows[owner[unsure]], rival[unsure])
-        inside = settled <= thresholds[owner[unsure]]
+        inside = settled <= self.thresholds[rows[owner[unsure]]]
         return np.bincount(owner[sure_in], minlength=len(rows)) + np.bincount(
             owner[unsure][inside], minlength=len(rows)
         )
+
+
+def _leaf_index(lifted_avatars: npt.NDArray[np.float32], leaves: KdLeaves) -> faiss.IndexIVFFlat:
+    """A FAISS IVF index whose inverted lists are the kd-tree leaves; labels are avatar rows."""
+    dim = lifted_avatars.shape[1]
+    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, leaves.n_leaves)
+    index.is_trained = True  # the lists are given, never trained
+    vectors = np.ascontiguousarray(lifted_avatars[leaves.order])
+    labels = np.ascontiguousarray(leaves.order, dtype=np.int64)
+    lists = np.ascontiguousarray(leaves.leaf_of_position(), dtype=np.int64)
+    index.add_core(
+        len(vectors), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(lists)
+    )
+    return index
 
 
 def _norms(coords: npt.NDArray[np.floating]) -> Float64Array:

@@ -21,7 +21,7 @@ from polars.exceptions import (
     ShapeError,
 )
 
-from polars_hidden_rate.engine import Float64Array
+from polars_hidden_rate._types import Float64Array
 
 ColumnSpec = str | Sequence[str] | cs.Selector
 """Columns given by name, a list of names, or a Polars selector."""

@@ -14,6 +14,14 @@ from polars_hidden_rate.engine import count_cloaking
 from tests.conftest import brute_force_counts
 
 OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]
+STRATEGIES = ["flat", "tree"]
+
+
+@pytest.fixture(autouse=True)
+def tiny_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leaves of a few points, so that small data builds deep trees and prunes for real."""
+    monkeypatch.setattr(engine, "AVATAR_LEAF_SIZE", 3)
+    monkeypatch.setattr(engine, "QUERY_LEAF_SIZE", 2)
 
 
 @st.composite
@@ -51,21 +59,24 @@ def test_integer_grids_match_brute_force(
     noise=st.floats(1e-6, 10.0),
     offset=st.sampled_from(OFFSETS),
     seed=st.integers(0, 2**32 - 1),
+    strategy=st.sampled_from(STRATEGIES),
 )
 def test_continuous_data_match_brute_force(
-    data: np.ndarray, noise: float, offset: float, seed: int
+    data: np.ndarray, noise: float, offset: float, seed: int, strategy: engine.Strategy
 ) -> None:
     rng = np.random.default_rng(seed)
     originals = data + offset
     avatars = originals + rng.normal(scale=noise, size=data.shape)
     np.testing.assert_array_equal(
-        count_cloaking(originals, avatars), brute_force_counts(originals, avatars, 1e-9)
+        count_cloaking(originals, avatars, strategy=strategy),
+        brute_force_counts(originals, avatars, 1e-9),
     )
 
 
 @pytest.mark.parametrize("d", [2, 5, 12])
 @pytest.mark.parametrize("offset", OFFSETS)
-def test_duplicates_and_identical_avatars(d: int, offset: float) -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_duplicates_and_identical_avatars(d: int, offset: float, strategy: engine.Strategy) -> None:
     rng = np.random.default_rng(d)
     base = rng.integers(-2, 3, (40, d)).astype(float)
     originals = np.concatenate([base, base, base[:10]]) + offset  # exact duplicate rows
@@ -73,18 +84,22 @@ def test_duplicates_and_identical_avatars(d: int, offset: float) -> None:
     avatars[::3] += rng.integers(-1, 2, avatars[::3].shape)  # the rest are their own originals
     for tie_tol in (0.0, 1e-9):
         np.testing.assert_array_equal(
-            count_cloaking(originals, avatars, tie_tol=tie_tol),
+            count_cloaking(originals, avatars, tie_tol=tie_tol, strategy=strategy),
             brute_force_counts(originals, avatars, tie_tol),
         )
 
 
-def test_all_points_identical_count_everyone() -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_all_points_identical_count_everyone(strategy: engine.Strategy) -> None:
     points = np.full((50, 5), 123456.789)
-    np.testing.assert_array_equal(count_cloaking(points, points, tie_tol=0.0), np.full(50, 49))
+    np.testing.assert_array_equal(
+        count_cloaking(points, points, tie_tol=0.0, strategy=strategy), np.full(50, 49)
+    )
 
 
 @pytest.mark.parametrize("offset", [1.0, 1e4, 1e8])
-def test_below_float32_resolution(offset: float) -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_below_float32_resolution(offset: float, strategy: engine.Strategy) -> None:
     """Differences far below a float32 ulp of the offset: float32 sees only one point."""
     rng = np.random.default_rng(7)
     steps = rng.integers(-4, 5, (200, 3)).astype(float)
@@ -93,52 +108,60 @@ def test_below_float32_resolution(offset: float) -> None:
     avatars = originals + rng.integers(-1, 2, steps.shape) * ulp64 * 4
     for tie_tol in (0.0, 1e-9):
         np.testing.assert_array_equal(
-            count_cloaking(originals, avatars, tie_tol=tie_tol),
+            count_cloaking(originals, avatars, tie_tol=tie_tol, strategy=strategy),
             brute_force_counts(originals, avatars, tie_tol),
         )
 
 
-def test_tiny_magnitudes_do_not_underflow() -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_tiny_magnitudes_do_not_underflow(strategy: engine.Strategy) -> None:
     rng = np.random.default_rng(3)
     originals = rng.integers(-3, 4, (100, 4)) * 1e-160
     avatars = originals + rng.integers(-1, 2, originals.shape) * 1e-160
     np.testing.assert_array_equal(
-        count_cloaking(originals, avatars, tie_tol=0.0), brute_force_counts(originals, avatars, 0.0)
+        count_cloaking(originals, avatars, tie_tol=0.0, strategy=strategy),
+        brute_force_counts(originals, avatars, 0.0),
     )
 
 
-def test_reversing_columns_changes_no_count() -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_reversing_columns_changes_no_count(strategy: engine.Strategy) -> None:
     """Standardized integer data: symmetric rivals tie exactly; float64 splits them by an ulp."""
     rng = np.random.default_rng(11)
     raw = rng.integers(0, 10, (3000, 7)).astype(float)
     mean, std = raw.mean(axis=0), raw.std(axis=0)
     originals = (raw - mean) / std
     avatars = (raw + rng.integers(-1, 2, raw.shape) - mean) / std
-    forward = count_cloaking(originals, avatars)
-    reverse = count_cloaking(originals[:, ::-1], avatars[:, ::-1])
+    forward = count_cloaking(originals, avatars, strategy=strategy)
+    reverse = count_cloaking(originals[:, ::-1], avatars[:, ::-1], strategy=strategy)
     np.testing.assert_array_equal(forward, reverse)
 
 
-def test_far_avatars_give_large_counts_over_many_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_far_avatars_give_large_counts_over_many_chunks(
+    monkeypatch: pytest.MonkeyPatch, strategy: engine.Strategy
+) -> None:
     monkeypatch.setattr(engine, "MAX_RESULTS_PER_CHUNK", 64)
     rng = np.random.default_rng(5)
     originals = rng.integers(-2, 3, (300, 2)).astype(float)
     avatars = originals.copy()
     avatars[::2] = -avatars[::2] * 3 + 1  # many avatars far from their originals
     np.testing.assert_array_equal(
-        count_cloaking(originals, avatars), brute_force_counts(originals, avatars, 1e-9)
+        count_cloaking(originals, avatars, strategy=strategy),
+        brute_force_counts(originals, avatars, 1e-9),
     )
 
 
 @pytest.mark.parametrize("d", [2, 5, 12])
-def test_agrees_with_scipy_kdtree(d: int) -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_agrees_with_scipy_kdtree(d: int, strategy: engine.Strategy) -> None:
     rng = np.random.default_rng(d)
     originals = rng.normal(size=(2000, d))
     avatars = originals + rng.normal(scale=0.3, size=originals.shape)
     # Widen the radius a little so that the own avatar is always inside for scipy too.
     radius = np.sqrt(((originals - avatars) ** 2).sum(axis=1)) * (1 + 1e-9)
     scipy_counts = cKDTree(avatars).query_ball_point(originals, r=radius, return_length=True) - 1
-    ours = count_cloaking(originals, avatars, tie_tol=(1 + 1e-9) ** 2 - 1)
+    ours = count_cloaking(originals, avatars, tie_tol=(1 + 1e-9) ** 2 - 1, strategy=strategy)
     np.testing.assert_array_equal(ours, scipy_counts)
 
 
@@ -151,10 +174,37 @@ def test_threads_do_not_change_counts() -> None:
     )
 
 
-def test_count_within_honours_own_and_missing_own() -> None:
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_count_within_honours_own_and_missing_own(strategy: engine.Strategy) -> None:
     originals = np.array([[0.0], [10.0]])
     avatars = np.array([[1.0], [0.5], [9.0]])
     thresholds = np.array([1.0, 1.0])
     # Query 0 owns avatar 0; query 1's own avatar is not in this shard.
-    counts = engine.count_within(originals, thresholds, np.array([0, -1]), avatars)
+    counts = engine.count_within(
+        originals, thresholds, np.array([0, -1]), avatars, strategy=strategy
+    )
     np.testing.assert_array_equal(counts, [1, 1])
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_shards_add_up_to_the_whole(strategy: engine.Strategy) -> None:
+    """Counting against disjoint shards of the avatars and summing gives the whole count."""
+    rng = np.random.default_rng(12)
+    originals = rng.integers(-3, 4, (400, 3)).astype(float) + 1e6
+    avatars = originals + rng.integers(-1, 2, originals.shape)
+    thresholds = engine.own_thresholds(originals, avatars, 1e-9)
+    rows = np.arange(len(originals))
+    total = np.zeros(len(originals), dtype=np.int64)
+    for shard in np.array_split(rng.permutation(len(avatars)), 3):
+        position = np.full(len(avatars), -1)
+        position[shard] = np.arange(len(shard))
+        total += engine.count_within(
+            originals, thresholds, position[rows], avatars[shard], strategy=strategy
+        )
+    np.testing.assert_array_equal(total, brute_force_counts(originals, avatars, 1e-9))
+
+
+def test_auto_strategy_picks_by_size() -> None:
+    assert engine.choose_strategy(100, 100, 5) == "flat"
+    assert engine.choose_strategy(10**6, 10**6, 5) == "tree"
+    assert engine.choose_strategy(10**6, 10**6, 20) == "flat"
