@@ -107,6 +107,9 @@ def plan(
     ):
         msg = f"`tie_tol` must be a finite number >= 0, got {tie_tol!r}"
         raise ValueError(msg)
+    if progress is not None and not isinstance(progress, bool):
+        msg = f"`progress` must be True, False or None, got {progress!r}"
+        raise TypeError(msg)
     if threads is not None and (
         isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
     ):

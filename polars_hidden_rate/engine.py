@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.partition import KdLeaves, reachable_leaves
+from polars_hidden_rate.progress import Progress
 
 Strategy = Literal["auto", "flat", "tree"]
 
@@ -84,6 +85,7 @@ def count_cloaking(
     tie_tol: float = 1e-9,
     threads: int | None = None,
     strategy: Strategy = "auto",
+    progress: bool | None = False,
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
@@ -99,6 +101,8 @@ def count_cloaking(
         FAISS threads; None uses all cores.
     strategy
         How to find candidates; see :func:`count_within`. Counts never depend on it.
+    progress
+        Show a progress bar on stderr; None shows it only on a terminal.
 
     Returns
     -------
@@ -118,7 +122,9 @@ def count_cloaking(
     thresholds = own_thresholds(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
     with faiss_threads(threads):
-        return count_within(originals, thresholds, own, avatars, strategy=strategy)
+        return count_within(
+            originals, thresholds, own, avatars, strategy=strategy, progress=progress
+        )
 
 
 def count_within(
@@ -128,6 +134,7 @@ def count_within(
     avatars: Float64Array,
     *,
     strategy: Strategy = "auto",
+    progress: bool | None = False,
 ) -> CountArray:
     """For each query, count the avatars within its threshold, its own avatar aside.
 
@@ -151,6 +158,8 @@ def count_within(
         inverted lists of a FAISS IVF index, and each small block of queries
         scans only the leaves within reach of its radii
         (:mod:`polars_hidden_rate.partition`). ``"auto"`` picks by size.
+    progress
+        Show a progress bar on stderr; None shows it only on a terminal.
 
     Returns
     -------
@@ -162,9 +171,10 @@ def count_within(
     if strategy == "auto":
         strategy = choose_strategy(len(queries), len(avatars), queries.shape[1])
     search = _Search.prepare(queries, thresholds, own, avatars)
-    if strategy == "tree":
-        return search.count_by_leaves()
-    return search.count_flat()
+    with Progress(len(queries), enabled=progress) as bar:
+        if strategy == "tree":
+            return search.count_by_leaves(bar)
+        return search.count_flat(bar)
 
 
 def choose_strategy(n_queries: int, n_avatars: int, dim: int) -> Literal["flat", "tree"]:
@@ -222,7 +232,7 @@ class _Search:
         """Avatars with the extra coordinate 0 (see :meth:`count`)."""
         return np.hstack([self.avatar_f32, np.zeros((len(self.avatar_f32), 1), np.float32)])
 
-    def count_flat(self) -> CountArray:
+    def count_flat(self, bar: Progress) -> CountArray:
         """Every query against every avatar, through one FAISS flat index."""
         index = faiss.IndexFlatL2(self.avatar_f32.shape[1] + 1)
         index.add(self.lifted_avatars())
@@ -231,9 +241,10 @@ class _Search:
         for start in range(0, len(self.queries), chunk):
             rows = np.arange(start, min(start + chunk, len(self.queries)))
             counts[rows] = self.count(index, rows)
+            bar.advance(len(rows))
         return counts
 
-    def count_by_leaves(self) -> CountArray:
+    def count_by_leaves(self, bar: Progress) -> CountArray:
         """Each block of queries against the avatar leaves within its reach."""
         leaves = KdLeaves.build(self.avatars, AVATAR_LEAF_SIZE)
         index = _leaf_index(self.lifted_avatars(), leaves)
@@ -243,6 +254,7 @@ class _Search:
             leaves.prune_keys(self.queries[rows], self.thresholds[rows], keys)
             index.nprobe = keys.shape[1]
             counts[rows] = self.count(index, rows, keys)
+            bar.advance(len(rows))
         return counts
 
     def count(
