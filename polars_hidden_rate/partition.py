@@ -62,17 +62,24 @@ class KdLeaves:
                 order[begin:end] = segment[np.argpartition(coords[:, widest], mid)]
                 next_starts[2 * j + 1] = begin + mid
             starts = next_starts
-        leaf_lower = np.minimum.reduceat(points[order], starts[:-1], axis=0)
-        leaf_upper = np.maximum.reduceat(points[order], starts[:-1], axis=0)
-        lower = np.empty(((1 << (depth + 1)) - 1, points.shape[1]))
+        tree = cls(order, starts, np.empty((0, 0)), np.empty((0, 0)), depth)
+        lower, upper = tree.node_boxes(points, points)
+        return cls(order, starts, lower, upper, depth)
+
+    def node_boxes(
+        self, point_lower: Float64Array, point_upper: Float64Array
+    ) -> tuple[Float64Array, Float64Array]:
+        """Per node, the smallest box holding ``[point_lower[i], point_upper[i]]`` of its points."""
+        leaf_lower = np.minimum.reduceat(point_lower[self.order], self.starts[:-1], axis=0)
+        leaf_upper = np.maximum.reduceat(point_upper[self.order], self.starts[:-1], axis=0)
+        lower = np.empty(((1 << (self.depth + 1)) - 1, *leaf_lower.shape[1:]))
         upper = np.empty_like(lower)
-        first = (1 << depth) - 1
-        lower[first:], upper[first:] = leaf_lower, leaf_upper
-        for level in range(depth - 1, -1, -1):
+        lower[self.first_leaf :], upper[self.first_leaf :] = leaf_lower, leaf_upper
+        for level in range(self.depth - 1, -1, -1):
             nodes = np.arange((1 << level) - 1, (1 << (level + 1)) - 1)
             lower[nodes] = np.minimum(lower[2 * nodes + 1], lower[2 * nodes + 2])
             upper[nodes] = np.maximum(upper[2 * nodes + 1], upper[2 * nodes + 2])
-        return cls(order, starts, lower, upper, depth)
+        return lower, upper
 
     def prune_keys(self, points: Float64Array, thresholds: Float64Array, keys: IndexArray) -> None:
         """Set to -1 each leaf in ``keys[i]`` out of reach of ``points[i]``.
@@ -146,47 +153,60 @@ def reachable_leaves(
     """Split the queries into kd-tree blocks and find the avatar leaves each block may reach.
 
     Query ``i`` reaches the avatars within squared distance ``thresholds[i]``.
-    An avatar leaf is skipped for a block when, for every query of the block,
-    its box lies farther than the query's radius: either its box misses the box
-    of the queries widened by their radii, or its distance to the box of the
-    queries exceeds the largest radius. The tree is walked level by level for
-    all blocks at once.
+    The two trees are walked together, level by level, for all node pairs at
+    once. A pair is dropped when, for every query of the query node, the box of
+    the avatar node lies beyond the query's radius: either it misses the box of
+    the queries widened by their radii, or its distance to the box of the
+    queries exceeds their largest radius.
     """
     tree = KdLeaves.build(queries, query_leaf_size)
     reach = _reach(thresholds, queries.shape[1])
-    ordered = tree.order
-    group_starts = tree.starts[:-1]
-    points = queries[ordered]
-    box_lower = np.minimum.reduceat(points, group_starts, axis=0)
-    box_upper = np.maximum.reduceat(points, group_starts, axis=0)
-    widened = reach[ordered][:, None]
-    wide_lower = np.minimum.reduceat(points - widened, group_starts, axis=0)
-    wide_upper = np.maximum.reduceat(points + widened, group_starts, axis=0)
+    wide_lower, wide_upper = tree.node_boxes(queries - reach[:, None], queries + reach[:, None])
     wide_lower *= _shrink(wide_lower)
     wide_upper *= _widen(wide_upper)
-    group_reach2 = np.maximum.reduceat(reach[ordered], group_starts) ** 2
+    reach2 = tree.node_boxes(reach, reach)[1] ** 2
 
-    groups = np.arange(len(group_starts), dtype=np.int64)
-    nodes = np.zeros(len(groups), dtype=np.int64)
-    for level in range(avatars.depth + 1):
-        node_lower, node_upper = avatars.lower[nodes], avatars.upper[nodes]
-        keep = ((node_lower <= wide_upper[groups]) & (node_upper >= wide_lower[groups])).all(axis=1)
-        groups, nodes = groups[keep], nodes[keep]
-        node_lower, node_upper = node_lower[keep], node_upper[keep]
+    query_nodes = np.zeros(1, dtype=np.int64)
+    avatar_nodes = np.zeros(1, dtype=np.int64)
+    for level in range(max(tree.depth, avatars.depth) + 1):
+        avatar_lower, avatar_upper = avatars.lower[avatar_nodes], avatars.upper[avatar_nodes]
+        keep = (
+            (avatar_lower <= wide_upper[query_nodes]) & (avatar_upper >= wide_lower[query_nodes])
+        ).all(axis=1)
+        query_nodes, avatar_nodes = query_nodes[keep], avatar_nodes[keep]
+        avatar_lower, avatar_upper = avatar_lower[keep], avatar_upper[keep]
         gap = np.maximum(
-            np.maximum(node_lower - box_upper[groups], box_lower[groups] - node_upper), 0.0
+            np.maximum(
+                avatar_lower - tree.upper[query_nodes], tree.lower[query_nodes] - avatar_upper
+            ),
+            0.0,
         )
-        keep = (gap * gap).sum(axis=1) * (1 - MARGIN) <= group_reach2[groups]
-        groups, nodes = groups[keep], nodes[keep]
+        keep = (gap * gap).sum(axis=1) * (1 - MARGIN) <= reach2[query_nodes]
+        query_nodes, avatar_nodes = query_nodes[keep], avatar_nodes[keep]
+        if level < tree.depth:
+            query_nodes = np.stack([2 * query_nodes + 1, 2 * query_nodes + 2], axis=1).ravel()
+            avatar_nodes = np.repeat(avatar_nodes, 2)
         if level < avatars.depth:
-            groups = np.repeat(groups, 2)
-            nodes = np.stack([2 * nodes + 1, 2 * nodes + 2], axis=1).ravel()
+            avatar_nodes = np.stack([2 * avatar_nodes + 1, 2 * avatar_nodes + 2], axis=1).ravel()
+            query_nodes = np.repeat(query_nodes, 2)
+
+    by_block = np.argsort(query_nodes, kind="stable")
+    blocks = query_nodes[by_block] - tree.first_leaf
     return Reach(
-        block_rows=ordered,
+        block_rows=tree.order,
         block_starts=tree.starts,
-        leaf_starts=np.searchsorted(groups, np.arange(len(group_starts) + 1)),
-        leaves=nodes - avatars.first_leaf,
+        leaf_starts=np.searchsorted(blocks, np.arange(tree.n_leaves + 1)),
+        leaves=avatar_nodes[by_block] - avatars.first_leaf,
     )
+
+
+def _widen(values: Float64Array) -> Float64Array:
+    """A factor that moves ``values`` away from zero's other side by the margin."""
+    return np.where(values >= 0, 1 + MARGIN, 1 - MARGIN)
+
+
+def _shrink(values: Float64Array) -> Float64Array:
+    return np.where(values >= 0, 1 - MARGIN, 1 + MARGIN)
 
 
 def _reach(thresholds: Float64Array, dim: int) -> Float64Array:
@@ -201,12 +221,3 @@ def _ranges(starts: IndexArray, lengths: IndexArray) -> IndexArray:
     offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
     ranges: IndexArray = np.arange(int(lengths.sum()), dtype=np.int64) + offsets
     return ranges
-
-
-def _widen(values: Float64Array) -> Float64Array:
-    """A factor that moves ``values`` away from zero's other side by the margin."""
-    return np.where(values >= 0, 1 + MARGIN, 1 - MARGIN)
-
-
-def _shrink(values: Float64Array) -> Float64Array:
-    return np.where(values >= 0, 1 - MARGIN, 1 + MARGIN)
