@@ -76,7 +76,7 @@ class NumericFeature:
     scale: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CategoricalFeature:
     """A categorical column: its modalities, in a fixed order, and their shares in the originals."""
 
@@ -310,6 +310,7 @@ def _fit_features(
             tally = counts[name]
             for value, count in block.get_column(name).value_counts().iter_rows():
                 tally[value] = tally.get(value, 0) + count
+        _check_width(len(numeric), counts)
     culprits = [f"{name!r} ({count} null)" for name, count in nulls.items() if count]
     culprits += [
         f"{name!r} ({count} NaN or infinite)"
@@ -341,6 +342,18 @@ def _fit_features(
     return [fitted[name] for name in names], n
 
 
+def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
+    """Stop as soon as the scaled columns exceed :data:`MAX_WIDTH` (an identifier among them?)."""
+    width = numeric + sum(len(tally) for tally in counts.values())
+    if width > MAX_WIDTH:
+        widest = max(counts, key=lambda name: len(counts[name]))
+        msg = (
+            f"the features make more than {MAX_WIDTH} scaled columns (numbers and modalities); "
+            f"{widest!r} alone has {len(counts[widest])} modalities (is it an identifier?)"
+        )
+        raise ValueError(msg)
+
+
 def _modality_order(counts: dict[Modality, int], dtype: pl.DataType) -> tuple[Modality, ...]:
     """Enum modalities in the Enum's order; others sorted (False before True)."""
     if isinstance(dtype, pl.Enum):
@@ -353,7 +366,7 @@ def _modality_order(counts: dict[Modality, int], dtype: pl.DataType) -> tuple[Mo
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Scaling:
     """The originals' statistics: frames to scaled matrices and back."""
 
@@ -479,7 +492,7 @@ def _decompose(gram: Float64Array) -> tuple[Float64Array, Float64Array]:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Projection:
     """A PCA, MCA or FAMD model fitted on the originals, as in the avatar method.
 
@@ -574,13 +587,6 @@ class Projection:
         else:
             model = "FAMD"
         scaling = Scaling(tuple(fitted), model)
-        if scaling.width > MAX_WIDTH:
-            widest = max(fitted, key=_width)
-            msg = (
-                f"the features make {scaling.width} scaled columns, more than {MAX_WIDTH}; "
-                f"{widest.name!r} alone has {_width(widest)} modalities (is it an identifier?)"
-            )
-            raise ValueError(msg)
         eigenvalues, components = _decompose(_gram(frame, scaling))
         top = float(eigenvalues[0]) if len(eigenvalues) else 0.0
         rank = int(np.count_nonzero(eigenvalues > top * RANK_RTOL)) if top > 0 else 0
@@ -600,6 +606,12 @@ class Projection:
             components=components,
             n_components=rank,
             ncp=wanted if wanted is not None else min(DEFAULT_NCP, rank),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Projection(model={self.model!r}, features={self.features}, ncp={self.ncp}, "
+            f"n_components={self.n_components}, n_rows={self.n_rows})"
         )
 
     @property

@@ -581,3 +581,6 @@ def test_projection_errors() -> None:
         Projection.fit(frame.to_dict())  # type: ignore[arg-type]
     with pytest.raises(ComputeError, match="age"):
         proj.scaled(frame.with_columns(age=pl.lit(None, pl.Int64)))
+    assert repr(proj) == (
+        "Projection(model='FAMD', features=['age', 'sex'], ncp=2, n_components=2, n_rows=20)"
+    )
