@@ -5,7 +5,9 @@ Importing the package registers the ``avatar`` namespace on DataFrame and LazyFr
 
 from polars_hidden_rate import namespace as _namespace  # noqa: F401  (registers `avatar`)
 from polars_hidden_rate.api import hidden_rate, local_cloaking
+from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
+from polars_hidden_rate.projection import Projection
 
-__all__ = ["count_cloaking", "hidden_rate", "local_cloaking"]
+__all__ = ["Projection", "avatarize", "count_cloaking", "hidden_rate", "local_cloaking"]
 __version__ = "0.1.0"

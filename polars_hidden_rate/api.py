@@ -26,6 +26,7 @@ from polars_hidden_rate.frames import (
     resolve_coords,
     resolve_link,
 )
+from polars_hidden_rate.projection import ProjectedCoordinates
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 Keys = str | Sequence[str]
@@ -47,9 +48,15 @@ class CountPlan:
     progress: bool | None
     device: Device
     cluster: Any | None
+    projection: ProjectedCoordinates | None = None
 
     def coordinates(self) -> tuple[Float64Array, Float64Array]:
-        """The linked coordinate arrays ``(originals, avatars)``, row ``i`` with row ``i``."""
+        """The linked coordinate arrays ``(originals, avatars)``, row ``i`` with row ``i``.
+
+        Without ``coords``, the projection is fitted on the originals here, at collect time.
+        """
+        if self.projection is not None:
+            return self.projection.read(self.originals, self.avatars, self.link)
         return read_aligned(self.originals, self.avatars, self.coords, self.link)
 
     def counts(self) -> CountArray:
@@ -58,7 +65,9 @@ class CountPlan:
         if self.cluster is not None or self.device != "cpu":
             msg = "`cluster` and `device='gpu'` are not available yet"
             raise NotImplementedError(msg)
-        return engine.count_cloaking(originals, avatars, tie_tol=self.tie_tol, threads=self.threads)
+        return engine.count_cloaking(
+            originals, avatars, tie_tol=self.tie_tol, threads=self.threads, progress=self.progress
+        )
 
     def counts_frame(self) -> pl.LazyFrame:
         """A LazyFrame of ``(row, local_cloaking)`` that counts when collected."""
@@ -97,8 +106,8 @@ def plan(
     avatars_lf = as_lazy(avatars, "avatars")
     left_schema = originals_lf.collect_schema()
     right_schema = avatars_lf.collect_schema()
-    if coords is None:
-        msg = "`coords` is required: name the projected coordinate columns, e.g. coords=['Dim1']"
+    if coords is not None and features is not None:
+        msg = "give either `coords` (projected columns) or `features` (raw columns), not both"
         raise ValueError(msg)
     if (
         isinstance(tie_tol, bool)
@@ -122,16 +131,21 @@ def plan(
     if _ROW in left_schema:
         msg = f"originals have a column named {_ROW!r}, which this package reserves"
         raise pl.exceptions.DuplicateError(msg)
+    link = resolve_link(on, left_on, right_on, left_schema, right_schema)
+    projection = None
+    if coords is None:
+        projection = ProjectedCoordinates.plan(features, ncp, left_schema, right_schema, link)
     return CountPlan(
         originals=originals_lf,
         avatars=avatars_lf,
-        coords=resolve_coords(coords, ncp, left_schema, right_schema),
-        link=resolve_link(on, left_on, right_on, left_schema, right_schema),
+        coords=[] if coords is None else resolve_coords(coords, ncp, left_schema, right_schema),
+        link=link,
         tie_tol=float(tie_tol),
         threads=threads,
         progress=progress,
         device=device,
         cluster=cluster,
+        projection=projection,
     )
 
 
@@ -166,9 +180,13 @@ def local_cloaking(
         One avatar per original, a DataFrame or a LazyFrame.
     coords
         The projected coordinate columns, by name or selector, present and
-        numeric in both frames.
+        numeric in both frames. When None, the raw ``features`` are projected
+        as the avatar method does (:class:`~polars_hidden_rate.Projection`,
+        fitted on the originals when the counting runs).
     ncp
-        Use the first ``ncp`` columns of ``coords``; default all of them.
+        Use the first ``ncp`` columns of ``coords`` (default all of them), or
+        without ``coords`` the first ``ncp`` components of the projection
+        (default 5, capped at the dimensions available).
     on, left_on, right_on
         Key columns linking each original to its avatar, as in
         :meth:`polars.DataFrame.join`. Default: row ``i`` of ``avatars`` is the
@@ -177,7 +195,8 @@ def local_cloaking(
         Relative tie tolerance; ``0`` gives the literal comparison. The default
         ``1e-9`` keeps exact ties that float64 rounding would split.
     features
-        Raw feature columns to project when ``coords`` is None.
+        Raw feature columns to project when ``coords`` is None, by name or
+        selector; default every column the two frames share, less the keys.
     threads
         Threads for the counting engine; default all cores.
     progress

@@ -41,7 +41,7 @@ def run(originals: pl.DataFrame, avatars: pl.DataFrame, **options: object) -> No
         ({"coords": ["Dim1"], "on": "key"}, ColumnNotFoundError, "key"),
         ({"ncp": 0}, ValueError, "ncp"),
         ({"ncp": 3}, ValueError, "ncp"),
-        ({"coords": None}, ValueError, "coords"),
+        ({"features": ["Dim1"]}, ValueError, "coords"),
         ({"tie_tol": -1.0}, ValueError, "tie_tol"),
         ({"tie_tol": float("nan")}, ValueError, "tie_tol"),
         ({"threads": 0}, ValueError, "threads"),

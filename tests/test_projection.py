@@ -1,0 +1,586 @@
+"""The projection: saiph's conventions, exact components, a streaming fit, and the metric hook."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.exceptions import (
+    ColumnNotFoundError,
+    ComputeError,
+    DuplicateError,
+    NoDataError,
+    SchemaError,
+)
+
+import polars_hidden_rate as phr
+from polars_hidden_rate import projection as projection_module
+from polars_hidden_rate.projection import Projection
+from tests.conftest import brute_force_counts
+
+STAGES = ["I", "II", "III", "IV"]
+
+
+def cohort(n: int, seed: int) -> pl.DataFrame:
+    """Mixed types: integers, floats, a date, strings, an Enum and a Boolean."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(20, 90, n)
+    return pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "age": age,
+            "weight": np.round(50 + 0.3 * age + rng.normal(0, 8, n), 1),
+            "visit": [
+                dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 900, n)
+            ],
+            "sex": rng.choice(["F", "M"], n),
+            "stage": rng.choice(STAGES, n, p=[0.4, 0.3, 0.2, 0.1]),
+            "smoker": rng.random(n) < 0.3,
+        }
+    ).with_columns(pl.col("stage").cast(pl.Enum(STAGES)))
+
+
+def perturbed(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """Avatars of a kind: same types, values moved a little, rows shuffled within the frame."""
+    rng = np.random.default_rng(seed)
+    n = frame.height
+    return frame.with_columns(
+        pl.col("age") + pl.Series(rng.integers(-3, 4, n)),
+        pl.col("weight") + pl.Series(np.round(rng.normal(0, 2, n), 1)),
+        pl.col("sex").shuffle(seed=seed),
+    )
+
+
+def coordinates(frame: pl.DataFrame | pl.LazyFrame, proj: Projection) -> np.ndarray:
+    out = proj.transform(frame)
+    data = out.collect() if isinstance(out, pl.LazyFrame) else out
+    return data.select(proj.coordinate_columns()).to_numpy()
+
+
+def squared_distances(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(axis=2)
+
+
+def eigen_groups(values: np.ndarray, rtol: float = 1e-8) -> list[slice]:
+    """Runs of equal eigenvalues: inside one, the basis of the eigenspace is not unique."""
+    groups, start = [], 0
+    for k in range(1, len(values) + 1):
+        if k == len(values) or abs(values[k] - values[start]) > rtol * values[0]:
+            groups.append(slice(start, k))
+            start = k
+    return groups
+
+
+def assert_same_space(ours: np.ndarray, theirs: np.ndarray, values: np.ndarray) -> None:
+    """Equal up to the sign of each component, and up to a rotation inside an eigenspace."""
+    scale = max(1.0, float(np.abs(theirs).max()))
+    for group in eigen_groups(values):
+        a, b = ours[:, group], theirs[:, group]
+        np.testing.assert_allclose(a @ a.T, b @ b.T, atol=1e-9 * scale**2)
+        if group.stop - group.start == 1:
+            sign = np.sign(float(a[:, 0] @ b[:, 0])) or 1.0
+            np.testing.assert_allclose(a * sign, b, atol=1e-9 * scale)
+
+
+# ---------------------------------------------------------------------------------------------
+# Full projected space: distances are those of the scaled rows
+# ---------------------------------------------------------------------------------------------
+
+
+@st.composite
+def raw_frames(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals and avatars with small-integer numbers and few-letter categories."""
+    n = draw(st.integers(3, 30))
+    n_numeric = draw(st.integers(0, 3))
+    n_categorical = draw(st.integers(0 if n_numeric else 1, 3))
+    columns: dict[str, Any] = {}
+    other: dict[str, Any] = {}
+    for j in range(n_numeric):
+        values = st.integers(-3, 3)
+        columns[f"x{j}"] = draw(st.lists(values, min_size=n, max_size=n))
+        other[f"x{j}"] = draw(st.lists(values, min_size=n, max_size=n))
+    for j in range(n_categorical):
+        letters = st.sampled_from("abcd"[: draw(st.integers(1, 4))])
+        columns[f"c{j}"] = draw(st.lists(letters, min_size=n, max_size=n))
+        # Avatars may hold a modality the originals never had ("z").
+        other[f"c{j}"] = draw(st.lists(st.sampled_from("abcz"), min_size=n, max_size=n))
+    return pl.DataFrame(columns), pl.DataFrame(other)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_frames())
+def test_full_space_distances_are_scaled_distances(
+    frames: tuple[pl.DataFrame, pl.DataFrame],
+) -> None:
+    originals, avatars = frames
+    if all(column.n_unique() == 1 for column in originals.iter_columns()):
+        with pytest.raises(ValueError, match="nothing to project"):
+            Projection.fit(originals)
+        return
+    proj = Projection.fit(originals)
+    scaled_x, scaled_y = proj.scaled(originals), proj.scaled(avatars)
+    full_x, full_y = scaled_x @ proj.components.T, scaled_y @ proj.components.T
+    expected = squared_distances(scaled_x, scaled_y)
+    atol = 1e-9 * max(1.0, float(expected.max()))
+    np.testing.assert_allclose(squared_distances(full_x, full_y), expected, atol=atol)
+    # The originals lie in the span of the first n_components: the expressions Polars evaluates
+    # give their distances with every dimension the originals have.
+    proj = Projection.fit(originals, ncp=proj.n_components)
+    dims = coordinates(originals, proj)
+    expected = squared_distances(scaled_x, scaled_x)
+    np.testing.assert_allclose(squared_distances(dims, dims), expected, atol=atol)
+    # The Polars expressions and the numpy matrix agree for avatars too (unseen modalities too).
+    np.testing.assert_allclose(
+        coordinates(avatars, proj),
+        full_y[:, : proj.ncp],
+        atol=1e-9 * max(1.0, np.abs(full_y).max()),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Agreement with saiph
+# ---------------------------------------------------------------------------------------------
+
+
+def to_pandas(frame: pl.DataFrame) -> Any:
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame({name: frame[name].to_list() for name in frame.columns})
+
+
+@pytest.mark.parametrize(
+    ("features", "model"),
+    [
+        (["age", "weight", "height"], "PCA"),
+        (["sex", "stage", "smoker", "site"], "MCA"),
+        (["age", "weight", "height", "sex", "stage", "smoker", "site"], "FAMD"),
+    ],
+)
+def test_agrees_with_saiph(features: list[str], model: str) -> None:
+    saiph = pytest.importorskip("saiph")
+    rng = np.random.default_rng(7)
+    n = 300
+    stage = rng.choice(STAGES, n)
+    frame = pl.DataFrame(
+        {
+            "age": rng.integers(20, 90, n),
+            "weight": rng.normal(70, 12, n),
+            "height": 150 + rng.gamma(4, 6, n),
+            "sex": rng.choice(["F", "M"], n, p=[0.6, 0.4]),
+            "stage": stage,
+            "smoker": np.where(stage == "IV", rng.random(n) < 0.6, rng.random(n) < 0.2),
+            "site": rng.choice(["breast", "colon", "lung", "skin", "other"], n),
+        }
+    ).select(features)
+    originals, avatars = frame.head(200), frame.tail(100)
+    if "site" in features:  # a modality the originals never had
+        avatars = avatars.with_columns(
+            pl.Series("site", ["bone"] * 5 + avatars["site"][5:].to_list())
+        )
+    fitted = saiph.fit(to_pandas(originals), nf=None)
+    theirs_x = saiph.transform(to_pandas(originals), fitted).to_numpy()
+    theirs_y = saiph.transform(to_pandas(avatars), fitted).to_numpy()
+
+    proj = Projection.fit(originals, ncp=None)
+    proj = Projection.fit(originals, ncp=proj.n_components)
+    assert proj.model == model
+    rank = proj.n_components
+    values = proj.eigenvalues[:rank]
+    assert_same_space(coordinates(originals, proj), theirs_x[:, :rank], values)
+    assert_same_space(coordinates(avatars, proj), theirs_y[:, :rank], values)
+    np.testing.assert_allclose(
+        proj.explained_variance_ratio, fitted.explained_var_ratio[:rank], atol=1e-12
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The real WBCD data: the pipeline equals a direct float64 computation
+# ---------------------------------------------------------------------------------------------
+
+
+def wbcd(wbcd_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    originals = pl.read_csv(wbcd_dir / "originals.csv").with_columns(
+        pl.col("Class").cast(pl.String)
+    )
+    avatars = pl.read_csv(wbcd_dir / "avatars_k20.csv").with_columns(
+        pl.col("Class").cast(pl.String)
+    )
+    return originals, avatars
+
+
+def direct_coordinates(
+    originals: pl.DataFrame, avatars: pl.DataFrame, ncp: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """saiph's FAMD conventions written out in numpy: z-scores, (dummy - p) / sqrt(p), full SVD."""
+    numeric = [c for c in avatars.columns if c != "Class"]
+    x = originals.select(numeric).to_numpy().astype(float)
+    y = avatars.select(numeric).to_numpy().astype(float)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    blocks_x, blocks_y = [(x - mean) / std], [(y - mean) / std]
+    for level in sorted(originals["Class"].unique().to_list()):
+        p = float((originals["Class"] == level).mean())
+        blocks_x.append(((originals["Class"].to_numpy() == level) - p)[:, None] / np.sqrt(p))
+        blocks_y.append(((avatars["Class"].to_numpy() == level) - p)[:, None] / np.sqrt(p))
+    scaled_x, scaled_y = np.hstack(blocks_x), np.hstack(blocks_y)
+    _, _, vt = np.linalg.svd(scaled_x / len(scaled_x), full_matrices=False)
+    return scaled_x @ vt[:ncp].T, scaled_y @ vt[:ncp].T
+
+
+@pytest.mark.parametrize("ncp", [2, 5])
+def test_wbcd_hidden_rate_equals_direct_computation(wbcd_dir: Path, ncp: int) -> None:
+    originals, avatars = wbcd(wbcd_dir)
+    x, y = direct_coordinates(originals, avatars, ncp)
+    expected = brute_force_counts(x, y, 1e-9)
+
+    # Sample_code_number is not in the avatars: the default features leave it out.
+    eager = phr.local_cloaking(originals, avatars, ncp=ncp)
+    lazy = originals.lazy().avatar.local_cloaking(avatars.lazy(), ncp=ncp)
+    assert isinstance(lazy, pl.LazyFrame)
+    np.testing.assert_array_equal(eager["local_cloaking"].to_numpy(), expected)
+    np.testing.assert_array_equal(lazy.collect()["local_cloaking"].to_numpy(), expected)
+    rate = phr.hidden_rate(originals.lazy(), avatars.lazy(), ncp=ncp)
+    assert rate == 100.0 * float(np.mean(expected > 0))
+    assert rate == phr.hidden_rate(originals, avatars, ncp=ncp, features=avatars.columns)
+    assert 0.0 < rate < 100.0
+
+    proj = Projection.fit(originals.drop("Sample_code_number"), ncp=ncp)
+    assert proj.model == "FAMD"
+    assert proj.n_components == 10  # 9 numbers + 2 modalities of one variable
+    ours = coordinates(originals, proj)
+    sign = np.sign((ours * x).sum(axis=0))
+    np.testing.assert_allclose(ours * sign, x, atol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming fit = in-memory fit
+# ---------------------------------------------------------------------------------------------
+
+
+def test_streaming_fit_equals_in_memory_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = cohort(5000, seed=3).drop("id")
+    in_memory = Projection.fit(frame)
+    path = tmp_path / "originals.parquet"
+    frame.write_parquet(path, row_group_size=700)
+
+    blocks: list[int] = []
+    real_blocks = projection_module._blocks
+
+    def counted(source: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
+        for block in real_blocks(source, rows):
+            blocks.append(block.height)
+            yield block
+
+    monkeypatch.setattr(projection_module, "_blocks", counted)
+    monkeypatch.setattr(projection_module, "BLOCK_ROWS", 333)
+    monkeypatch.setattr(projection_module, "GRAM_BLOCK_VALUES", 300 * 11)
+    streamed = Projection.fit(pl.scan_parquet(path))
+    # Pass 1 in blocks of 333 rows; pass 2 in blocks of 300 rows (3300 values of 11 columns).
+    assert blocks == [333] * 15 + [5] + [300] * 16 + [200]
+
+    # The scaled matrix and its SVD, all in memory, as the reference.
+    scaled = in_memory.scaled(frame)
+    _, singular, vt = np.linalg.svd(scaled, full_matrices=False)
+    rank = in_memory.n_components
+    for fitted in (in_memory, streamed):
+        assert fitted.model == "FAMD"
+        np.testing.assert_allclose(fitted.eigenvalues[:rank], singular[:rank] ** 2, rtol=1e-9)
+        signs = np.sign((fitted.components[:rank] * vt[:rank]).sum(axis=1))
+        np.testing.assert_allclose(fitted.components[:rank] * signs[:, None], vt[:rank], atol=1e-9)
+    np.testing.assert_allclose(streamed.components[:rank], in_memory.components[:rank], atol=1e-9)
+    np.testing.assert_allclose(
+        coordinates(frame, streamed), coordinates(frame, in_memory), atol=1e-9
+    )
+    np.testing.assert_allclose(
+        streamed.explained_variance_ratio, in_memory.explained_variance_ratio, rtol=1e-9
+    )
+
+
+def test_fit_is_deterministic_whatever_the_batches() -> None:
+    frame = cohort(3000, seed=4).drop("id")
+    eager = Projection.fit(frame)
+    lazy = Projection.fit(pl.concat([frame.slice(0, 1234).lazy(), frame.slice(1234).lazy()]))
+    np.testing.assert_array_equal(eager.components, lazy.components)
+    np.testing.assert_array_equal(eager.eigenvalues, lazy.eigenvalues)
+    assert coordinates(frame, eager).tobytes() == coordinates(frame.lazy(), lazy).tobytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# Conventions
+# ---------------------------------------------------------------------------------------------
+
+
+def test_transform_keeps_the_frame_kind_and_adds_dims() -> None:
+    frame = cohort(200, seed=1)
+    proj = Projection.fit(frame, features=["age", "weight", "sex", "stage"], ncp=3)
+    eager = proj.transform(frame)
+    lazy = proj.transform(frame.lazy())
+    assert isinstance(eager, pl.DataFrame)
+    assert isinstance(lazy, pl.LazyFrame)
+    assert eager.columns == [*frame.columns, "Dim1", "Dim2", "Dim3"]
+    assert lazy.collect().equals(eager)
+    assert lazy.collect(engine="streaming").equals(eager)
+    assert proj.explained_variance_ratio.shape == (3,)
+    assert 0 < proj.explained_variance_ratio.sum() < 1
+    assert np.all(np.diff(proj.explained_variance_ratio) <= 0)
+
+
+def test_sign_convention_largest_loading_positive() -> None:
+    frame = cohort(300, seed=2).drop("id")
+    proj = Projection.fit(frame)
+    for component in proj.components[: proj.n_components]:
+        assert component[np.argmax(np.abs(component))] > 0
+    # Reversing the rows changes no component.
+    again = Projection.fit(frame.reverse())
+    rank = proj.n_components
+    np.testing.assert_allclose(again.components[:rank], proj.components[:rank], atol=1e-10)
+
+
+def test_numeric_scaling_uses_population_std_and_constant_divided_by_one() -> None:
+    frame = pl.DataFrame({"x": [1.0, 2.0, 3.0, 6.0], "k": [7, 7, 7, 7]})
+    proj = Projection.fit(frame)
+    scaled = proj.scaled(frame)
+    x = frame["x"].to_numpy()
+    np.testing.assert_allclose(scaled[:, 0], (x - x.mean()) / x.std(ddof=0))
+    assert (scaled[:, 1] == 0).all()
+    avatars = pl.DataFrame({"x": [1.0], "k": [9]})
+    assert proj.scaled(avatars)[0, 1] == 2.0
+    assert proj.n_components == 1
+
+
+def test_categorical_scaling_and_unseen_modality() -> None:
+    frame = pl.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "c": ["a", "b", "b", "b"]})
+    proj = Projection.fit(frame)
+    assert proj.scaled_columns == ["x", "c=a", "c=b"]
+    p = np.array([0.25, 0.75])
+    scaled = proj.scaled(pl.DataFrame({"x": [0.0, 0.0], "c": ["a", "zzz"]}))
+    np.testing.assert_allclose(scaled[0, 1:], (np.array([1.0, 0.0]) - p) / np.sqrt(p))
+    np.testing.assert_allclose(scaled[1, 1:], -np.sqrt(p))  # unseen: every dummy zero
+
+
+def test_types_family_and_temporal_as_seconds() -> None:
+    days = [0, 3, 10, 11, 40]
+    numeric = pl.DataFrame({"t": [d * 86400.0 for d in days], "c": ["a", "b", "a", "b", "b"]})
+    dated = numeric.with_columns(
+        pl.Series("t", [dt.date(2001, 1, 1) + dt.timedelta(days=d) for d in days])
+    )
+    stamped = numeric.with_columns(pl.col("t").cast(pl.Int64).mul(1000).cast(pl.Datetime("ms")))
+    proj = Projection.fit(numeric, ncp=2)
+    for frame in (dated, stamped):
+        other = Projection.fit(frame, ncp=2)
+        np.testing.assert_allclose(
+            coordinates(frame, other), coordinates(numeric, proj), atol=1e-12
+        )
+    # Categorical and Enum hold the same modalities as String; integers and floats are one family.
+    as_cat = numeric.with_columns(pl.col("c").cast(pl.Categorical))
+    np.testing.assert_allclose(coordinates(as_cat, proj), coordinates(numeric, proj), atol=0)
+    boolean = pl.DataFrame({"b": [True, False, False, True], "x": [1, 2, 3, 5]})
+    fitted = Projection.fit(boolean)
+    floats = boolean.with_columns(pl.col("x").cast(pl.Float32))
+    np.testing.assert_allclose(coordinates(floats, fitted), coordinates(boolean, fitted), atol=0)
+
+
+def test_mca_rows_are_profiles_over_known_modalities() -> None:
+    rng = np.random.default_rng(5)
+    frame = pl.DataFrame({name: rng.choice(list("abc"), 60).tolist() for name in ("u", "v", "w")})
+    proj = Projection.fit(frame)
+    assert proj.model == "MCA"
+    assert proj.n_components == 6  # 9 modalities less one constraint per variable
+    scaled = proj.scaled(pl.DataFrame({"u": ["a"], "v": ["b"], "w": ["new"]}))
+    shares = np.concatenate([f.shares for f in proj.scaling.features])
+    dummies = np.array([1, 0, 0, 0, 1, 0, 0, 0, 0]) * 3 / 2  # a profile over 2 known modalities
+    np.testing.assert_allclose(scaled[0], (dummies - shares) / np.sqrt(shares) / np.sqrt(3))
+
+
+# ---------------------------------------------------------------------------------------------
+# Lazy: the fit runs when the counting runs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fit_happens_at_collect_time() -> None:
+    originals = cohort(100, seed=6)
+    calls: list[int] = []
+
+    def spy(series: pl.Series) -> pl.Series:
+        calls.append(len(series))
+        return series
+
+    lazy = originals.lazy().with_columns(pl.col("weight").map_batches(spy, return_dtype=pl.Float64))
+    result = phr.local_cloaking(lazy, perturbed(originals, 1).lazy(), on="id")
+    assert isinstance(result, pl.LazyFrame)
+    assert not calls
+    assert result.collect().height == originals.height
+    assert calls
+
+
+def test_keys_are_not_features_and_keyed_equals_row_order() -> None:
+    originals = cohort(400, seed=8)
+    avatars = perturbed(originals, 2)
+    by_key = phr.local_cloaking(
+        originals, avatars.sample(fraction=1.0, shuffle=True, seed=3), on="id"
+    )
+    by_order = phr.local_cloaking(
+        originals, avatars, features=[c for c in originals.columns if c != "id"]
+    )
+    assert by_key["local_cloaking"].equals(by_order["local_cloaking"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def raw() -> tuple[pl.DataFrame, pl.DataFrame]:
+    originals = cohort(50, seed=9)
+    return originals, perturbed(originals, 4)
+
+
+@pytest.mark.parametrize(
+    ("change", "options", "error", "culprit"),
+    [
+        (
+            lambda o, a: (o, a.drop("weight")),
+            {"features": ["age", "weight"]},
+            ColumnNotFoundError,
+            "weight",
+        ),
+        (lambda o, a: (o, a), {"features": ["age", "nope"]}, ColumnNotFoundError, "nope"),
+        (lambda o, a: (o, a.with_columns(pl.col("age").cast(pl.String))), {}, SchemaError, "age"),
+        (
+            lambda o, a: (o, a.with_columns(pl.col("smoker").cast(pl.Int8))),
+            {},
+            SchemaError,
+            "smoker",
+        ),
+        (
+            lambda o, a: (
+                o.with_columns(tags=pl.concat_list("sex")),
+                a.with_columns(tags=pl.concat_list("sex")),
+            ),
+            {},
+            SchemaError,
+            "tags",
+        ),
+        (
+            lambda o, a: (o.select("id"), a.select("id")),
+            {"on": "id"},
+            ColumnNotFoundError,
+            "no column",
+        ),
+        (lambda o, a: (o, a), {"features": ["age", "weight"], "ncp": 3}, ValueError, "ncp"),
+        (lambda o, a: (o, a), {"ncp": 0}, ValueError, "ncp"),
+        (lambda o, a: (o, a), {"features": ["age"], "coords": ["age"]}, ValueError, "features"),
+    ],
+)
+def test_plan_time_errors(
+    raw: tuple[pl.DataFrame, pl.DataFrame],
+    change: Any,
+    options: dict[str, Any],
+    error: type[Exception],
+    culprit: str,
+) -> None:
+    originals, avatars = change(*raw)
+    # Raised when the plan is made: nothing is collected.
+    with pytest.raises(error, match=culprit):
+        phr.local_cloaking(originals.lazy(), avatars.lazy(), **options)
+    with pytest.raises(error, match=culprit):
+        phr.hidden_rate(originals, avatars, **options)
+
+
+@pytest.mark.parametrize(
+    ("change", "options", "error", "culprit"),
+    [
+        (
+            lambda o, a: (o.with_columns(pl.lit(None, pl.Int64).alias("age")), a),
+            {},
+            ComputeError,
+            "age",
+        ),
+        (
+            lambda o, a: (
+                o.with_columns(
+                    pl.when(pl.col("id") == 3).then(None).otherwise(pl.col("sex")).alias("sex")
+                ),
+                a,
+            ),
+            {},
+            ComputeError,
+            "sex.*1 null",
+        ),
+        (lambda o, a: (o.with_columns(pl.col("weight") / 0.0), a), {}, ComputeError, "weight.*NaN"),
+        (
+            lambda o, a: (o, a.with_columns(pl.lit(None, pl.String).alias("sex"))),
+            {},
+            ComputeError,
+            "sex",
+        ),
+        (
+            lambda o, a: (o, a.with_columns(pl.lit(float("nan")).alias("weight"))),
+            {},
+            ComputeError,
+            "weight",
+        ),
+        (lambda o, a: (o.clear(), a.clear()), {}, NoDataError, "empty"),
+        (lambda o, a: (o, a), {"features": ["sex", "stage"], "ncp": 5}, ValueError, r"ncp <= 4"),
+        (
+            lambda o, a: (o.with_columns(sex=pl.lit("F")), a),
+            {"features": ["sex"]},
+            ValueError,
+            "nothing",
+        ),
+        (
+            lambda o, a: (
+                o.with_columns(pl.col("id").cast(pl.String)),
+                a.with_columns(pl.col("id").cast(pl.String)),
+            ),
+            {},
+            ValueError,
+            "'id' alone has 50 modalities",
+        ),
+    ],
+)
+def test_collect_time_errors(
+    raw: tuple[pl.DataFrame, pl.DataFrame],
+    change: Any,
+    options: dict[str, Any],
+    error: type[Exception],
+    culprit: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(projection_module, "MAX_WIDTH", 40)
+    originals, avatars = change(*raw)
+    lazy = phr.local_cloaking(originals.lazy(), avatars.lazy(), **options)
+    with pytest.raises(error, match=culprit):
+        lazy.collect()
+    with pytest.raises(error, match=culprit):
+        phr.hidden_rate(originals, avatars, **options)
+
+
+def test_projection_errors() -> None:
+    frame = cohort(20, seed=0)
+    proj = Projection.fit(frame, features=["age", "sex"], ncp=2)
+    with pytest.raises(DuplicateError, match="Dim1"):
+        proj.transform(proj.transform(frame))
+    with pytest.raises(ColumnNotFoundError, match="sex"):
+        proj.transform(frame.drop("sex"))
+    with pytest.raises(SchemaError, match="age"):
+        proj.transform(frame.with_columns(pl.col("age").cast(pl.String)))
+    with pytest.raises(ValueError, match="ncp <= 2"):
+        Projection.fit(frame, features=["age", "sex"], ncp=3)
+    with pytest.raises(TypeError, match="ncp"):
+        Projection.fit(frame, ncp=2.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="DataFrame or LazyFrame"):
+        Projection.fit(frame.to_dict())  # type: ignore[arg-type]
+    with pytest.raises(ComputeError, match="age"):
+        proj.scaled(frame.with_columns(age=pl.lit(None, pl.Int64)))
+    assert repr(proj) == (
+        "Projection(model='FAMD', features=['age', 'sex'], ncp=2, n_components=2, n_rows=20)"
+    )
