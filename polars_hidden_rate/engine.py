@@ -187,16 +187,7 @@ class _RangeSearch:
         query_norm2 = _norms(query_f32) ** 2
 
         def error_bound(radius: float) -> Float64Array:
-            # |float32 estimate - float64 d2| <= this for every pair: rounding the inputs
-            # to float32 costs (2u + u^2)(|x|+|y|)^2, and FAISS's expanded form
-            # |x|^2 + |y|^2 - 2x.y over dim + 1 coordinates costs (dim + 3)u(|x'|+|y|)^2
-            # (the standard dot-product bound); the factor 2 covers second-order terms.
-            augmented_norm = np.sqrt(query_norm2 + radius)
-            bound: Float64Array = (
-                2.0 * (dim + 8) * FLOAT32_UNIT_ROUNDOFF * (augmented_norm + self.avatar_radius) ** 2
-                + (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
-            )
-            return bound
+            return float32_error_bound(query_norm2, self.avatar_radius, dim, lift2=radius)
 
         # Find R >= T_i + 2 E_i(R) for all i (a fixed point; E grows slowly with R).
         radius = float(scaled_thresholds.max())
@@ -227,6 +218,26 @@ class _RangeSearch:
         return np.bincount(owner[sure_in], minlength=len(rows)) + np.bincount(
             owner[unsure][inside], minlength=len(rows)
         )
+
+
+def float32_error_bound(
+    query_norm2: Float64Array, avatar_radius: float, dim: int, *, lift2: float = 0.0
+) -> Float64Array:
+    """A bound on ``|float32 FAISS estimate - float64 d2|`` for every pair of a query.
+
+    ``query_norm2`` holds the squared norms of the float32 queries, ``avatar_radius``
+    the largest float32 avatar norm, ``dim`` the coordinates before any lift and
+    ``lift2`` a bound on the square of an extra query coordinate (0 without one).
+    """
+    # Rounding the inputs to float32 costs (2u + u^2)(|x|+|y|)^2, and FAISS's expanded
+    # form |x|^2 + |y|^2 - 2x.y over dim + 1 coordinates costs (dim + 3)u(|x'|+|y|)^2
+    # (the standard dot-product bound); the factor 2 covers second-order terms.
+    augmented_norm = np.sqrt(query_norm2 + lift2)
+    bound: Float64Array = (
+        2.0 * (dim + 8) * FLOAT32_UNIT_ROUNDOFF * (augmented_norm + avatar_radius) ** 2
+        + (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
+    )
+    return bound
 
 
 def _norms(coords: npt.NDArray[np.floating]) -> Float64Array:
