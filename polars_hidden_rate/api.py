@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate import engine
+from polars_hidden_rate import distributed, engine, gpu
 from polars_hidden_rate.frames import (
     ColumnSpec,
     Link,
@@ -53,10 +53,21 @@ class CountPlan:
 
     def counts(self) -> engine.CountArray:
         """The exact counts ``c_i``, in the originals' row order."""
-        originals, avatars = self.coordinates()
-        if self.cluster is not None or self.device != "cpu":
-            msg = "`cluster` and `device='gpu'` are not available yet"
+        # Check the cluster or the GPU before reading anything.
+        if self.cluster is not None and self.device != "cpu":
+            msg = "`cluster` with `device='gpu'` is not available yet: pass one of them"
             raise NotImplementedError(msg)
+        if self.cluster is not None:
+            client = distributed.require_client(self.cluster)
+            originals, avatars = self.coordinates()
+            return distributed.count_cloaking_distributed(
+                originals, avatars, client=client, tie_tol=self.tie_tol, threads=self.threads
+            )
+        if self.device == "gpu":
+            gpu.require_gpu()
+            originals, avatars = self.coordinates()
+            return gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
+        originals, avatars = self.coordinates()
         return engine.count_cloaking(originals, avatars, tie_tol=self.tie_tol, threads=self.threads)
 
     def counts_frame(self) -> pl.LazyFrame:
