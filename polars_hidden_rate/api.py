@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate import engine
+from polars_hidden_rate import distributed, engine, gpu
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.frames import (
     ColumnSpec,
@@ -62,9 +62,12 @@ class CountPlan:
     def counts(self) -> CountArray:
         """The exact counts ``c_i``, in the originals' row order."""
         originals, avatars = self.coordinates()
-        if self.cluster is not None or self.device != "cpu":
-            msg = "`cluster` and `device='gpu'` are not available yet"
-            raise NotImplementedError(msg)
+        if self.cluster is not None:
+            return distributed.count_cloaking_distributed(
+                originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
+            )
+        if self.device == "gpu":
+            return gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
         return engine.count_cloaking(
             originals, avatars, tie_tol=self.tie_tol, threads=self.threads, progress=self.progress
         )
@@ -127,6 +130,13 @@ def plan(
     if device not in ("cpu", "gpu"):
         msg = f"`device` must be 'cpu' or 'gpu', got {device!r}"
         raise ValueError(msg)
+    if cluster is not None and device != "cpu":
+        msg = "`cluster` with `device='gpu'` is not available: pass one of them"
+        raise NotImplementedError(msg)
+    if cluster is not None:
+        distributed.require_client(cluster)
+    if device == "gpu":
+        gpu.require_gpu()
     check_output_free(left_schema)
     if _ROW in left_schema:
         msg = f"originals have a column named {_ROW!r}, which this package reserves"

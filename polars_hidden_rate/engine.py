@@ -170,7 +170,7 @@ def count_within(
         return np.zeros(len(queries), dtype=np.int64)
     if strategy == "auto":
         strategy = choose_strategy(len(queries), len(avatars), queries.shape[1])
-    search = _Search.prepare(queries, thresholds, own, avatars)
+    search = Search.prepare(queries, thresholds, own, avatars)
     with Progress(len(queries), enabled=progress) as bar:
         if strategy == "tree":
             return search.count_by_leaves(bar)
@@ -185,9 +185,9 @@ def choose_strategy(n_queries: int, n_avatars: int, dim: int) -> Literal["flat",
 
 
 @dataclass(frozen=True)
-class _Search:
-    """Queries and avatars centred, scaled to norms <= 1 and rounded to float32, with
-    the float64 originals kept to settle on."""
+class Search:
+    """Queries and avatars centred, scaled by a power of two to norms <= 1 and rounded
+    to float32 for FAISS, with the float64 originals kept to settle on."""
 
     queries: Float64Array
     thresholds: Float64Array
@@ -206,12 +206,12 @@ class _Search:
         thresholds: Float64Array,
         own: IndexArray,
         avatars: Float64Array,
-    ) -> _Search:
+    ) -> Search:
         centre = (queries.sum(axis=0) + avatars.sum(axis=0)) / (len(queries) + len(avatars))
         query_coords = queries - centre
         avatar_coords = avatars - centre
         # Scale by a power of two (exact) so that every norm is at most 1.
-        largest = max(_norms(query_coords).max(), _norms(avatar_coords).max())
+        largest = max(row_norms(query_coords).max(), row_norms(avatar_coords).max())
         exponent = -math.ceil(math.log2(largest)) if largest > 0 else 0
         avatar_f32 = np.ldexp(avatar_coords, exponent).astype(np.float32)
         # The float64 reference itself rounds absolutely below the normal range.
@@ -224,7 +224,7 @@ class _Search:
             query_f32=np.ldexp(query_coords, exponent).astype(np.float32),
             avatar_f32=avatar_f32,
             scaled_thresholds=np.ldexp(thresholds, 2 * exponent),
-            avatar_radius=float(_norms(avatar_f32).max()),
+            avatar_radius=float(row_norms(avatar_f32).max()),
             reference_floor=float(min(floor, 16.0)),
         )
 
@@ -272,21 +272,16 @@ class _Search:
         query_f32 = self.query_f32[rows]
         scaled_thresholds = self.scaled_thresholds[rows]
         dim = query_f32.shape[1]
-        query_norm2 = _norms(query_f32) ** 2
+        query_norm2 = row_norms(query_f32) ** 2
 
         def error_bound(radius: float) -> Float64Array:
-            # |float32 estimate - float64 d2| <= this for every pair: rounding the inputs
-            # to float32 costs (2u + u^2)(|x|+|y|)^2, and FAISS's expanded form
-            # |x|^2 + |y|^2 - 2x.y over dim + 1 coordinates costs (dim + 3)u(|x'|+|y|)^2
-            # (the standard dot-product bound; direct differences do better); the
-            # factor 2 covers second-order terms.
-            augmented_norm = np.sqrt(query_norm2 + radius)
-            bound: Float64Array = (
-                2.0 * (dim + 8) * FLOAT32_UNIT_ROUNDOFF * (augmented_norm + self.avatar_radius) ** 2
-                + (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
-                + self.reference_floor
+            return float32_error_bound(
+                query_norm2,
+                self.avatar_radius,
+                dim,
+                lift2=radius,
+                reference_floor=self.reference_floor,
             )
-            return bound
 
         # Find R >= T_i + 2 E_i(R) for all i (a fixed point; E grows slowly with R).
         radius = float(scaled_thresholds.max())
@@ -324,6 +319,35 @@ class _Search:
         )
 
 
+def float32_error_bound(
+    query_norm2: Float64Array,
+    avatar_radius: float,
+    dim: int,
+    *,
+    lift2: float = 0.0,
+    reference_floor: float = 0.0,
+) -> Float64Array:
+    """A bound on ``|float32 FAISS estimate - float64 d2|`` for every pair of a query.
+
+    ``query_norm2`` holds the squared norms of the scaled float32 queries,
+    ``avatar_radius`` the largest scaled float32 avatar norm, ``dim`` the
+    coordinates before any lift, ``lift2`` a bound on the square of an extra
+    query coordinate (0 without one), and ``reference_floor`` the absolute
+    rounding of the float64 reference below the normal range.
+    """
+    # Why it holds: rounding the inputs to float32 costs (2u + u^2)(|x|+|y|)^2, and
+    # FAISS's expanded form |x|^2 + |y|^2 - 2x.y over dim + 1 coordinates costs
+    # (dim + 3)u(|x'|+|y|)^2 (the standard dot-product bound; direct differences do
+    # better); the factor 2 covers second-order terms and the float64 reference.
+    augmented_norm = np.sqrt(query_norm2 + lift2)
+    bound: Float64Array = (
+        2.0 * (dim + 8) * FLOAT32_UNIT_ROUNDOFF * (augmented_norm + avatar_radius) ** 2
+        + (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
+        + reference_floor
+    )
+    return bound
+
+
 def _leaf_index(lifted_avatars: npt.NDArray[np.float32], leaves: KdLeaves) -> faiss.IndexIVFFlat:
     """A FAISS IVF index whose inverted lists are the kd-tree leaves; labels are avatar rows."""
     dim = lifted_avatars.shape[1]
@@ -338,6 +362,6 @@ def _leaf_index(lifted_avatars: npt.NDArray[np.float32], leaves: KdLeaves) -> fa
     return index
 
 
-def _norms(coords: npt.NDArray[np.floating]) -> Float64Array:
+def row_norms(coords: npt.NDArray[np.floating]) -> Float64Array:
     norms: Float64Array = np.sqrt((coords.astype(np.float64) ** 2).sum(axis=1))
     return norms

@@ -1,0 +1,65 @@
+"""Throughput of one sharded task: ``engine.count_within`` for a query block x avatar shard.
+
+A task on a Dask worker runs exactly this with one FAISS thread, so the pairs per
+second measured here, times the worker threads, is what a cluster can count.
+``docs/scale.md`` extrapolates its cost model from these figures.
+
+    .venv/bin/python benchmarks/bench_shard_throughput.py [--dim 5] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from polars_hidden_rate import engine
+
+
+def synthetic(n: int, dim: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Standard normal originals, and avatars ``noise`` away from them."""
+    rng = np.random.default_rng(seed)
+    originals = rng.normal(size=(n, dim))
+    return originals, originals + rng.normal(scale=noise, size=(n, dim))
+
+
+def time_task(
+    block_rows: int, shard_rows: int, dim: int, noise: float, repeat: int
+) -> tuple[float, float]:
+    """Best seconds for one block x shard task, and the mean count per query."""
+    n = max(block_rows, shard_rows)
+    originals, avatars = synthetic(n, dim, noise, seed=0)
+    thresholds = engine.own_thresholds(originals, avatars, 1e-9)
+    queries, query_thresholds = originals[:block_rows], thresholds[:block_rows]
+    shard = avatars[:shard_rows]
+    own = np.where(np.arange(block_rows) < shard_rows, np.arange(block_rows), -1)
+    best = float("inf")
+    counts = np.zeros(0)
+    with engine.faiss_threads(1):
+        for _ in range(repeat):
+            start = time.perf_counter()
+            counts = engine.count_within(queries, query_thresholds, own, shard)
+            best = min(best, time.perf_counter() - start)
+    return best, float(counts.mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--noise", type=float, nargs="+", default=[0.1, 0.5])
+    args = parser.parse_args()
+    print(f"{'noise':>6} {'block':>7} {'shard':>7} {'seconds':>8} {'pairs/s':>9} {'mean c_i':>9}")
+    for noise in args.noise:
+        for block_rows, shard_rows in [(4096, 65536), (16384, 65536), (8192, 262144)]:
+            seconds, mean_count = time_task(block_rows, shard_rows, args.dim, noise, args.repeat)
+            rate = block_rows * shard_rows / seconds
+            print(
+                f"{noise:>6} {block_rows:>7} {shard_rows:>7} {seconds:>8.3f}"
+                f" {rate:>9.3g} {mean_count:>9.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

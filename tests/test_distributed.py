@@ -1,0 +1,261 @@
+"""Counting on a Dask cluster (`cluster=`): exact, also when a worker dies mid-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from polars.testing import assert_frame_equal
+
+import polars_hidden_rate as phr
+from polars_hidden_rate import distributed as phd
+from polars_hidden_rate import engine
+from tests.conftest import brute_force_counts
+
+COORDS = ["Dim1", "Dim2", "Dim3"]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def adversarial(kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Linked (originals, avatars) with ties, duplicates, zero distances or large offsets."""
+    rng = np.random.default_rng(seed)
+    if kind == "gaussian":
+        originals = rng.normal(size=(n, 3))
+        return originals, originals + rng.normal(scale=0.3, size=(n, 3))
+    grid = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+    if kind == "grid":
+        return grid, rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+    if kind == "duplicates":
+        originals = np.repeat(grid[: n // 4], 4, axis=0)
+        avatars = originals.copy()
+        avatars[::3] += 1.0
+        return originals, avatars
+    if kind == "offset":
+        return grid + 1e9, rng.integers(0, 4, size=(n, 3)) + 1e9
+    if kind == "dyadic":
+        return grid / 8, rng.integers(0, 32, size=(n, 3)) / 32
+    raise AssertionError(kind)
+
+
+def linked_frames(
+    originals: np.ndarray, avatars: np.ndarray, seed: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an `id`, and their avatars shuffled, linked back by `id`."""
+    ids = np.random.default_rng(seed).permutation(len(originals)) * 7 + 3
+    left = pl.DataFrame({"id": ids, **dict(zip(COORDS, originals.T, strict=True))})
+    right = pl.DataFrame({"id": ids, **dict(zip(COORDS, avatars.T, strict=True))})
+    return left, right.sample(fraction=1.0, shuffle=True, seed=seed)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
+def test_cluster_counts_equal_local_on_shuffled_linked_avatars(client: Any, kind: str) -> None:
+    originals, avatars = adversarial(kind, 400, seed=1)
+    left, right = linked_frames(originals, avatars, seed=2)
+
+    local = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    sharded = phr.local_cloaking(left, right, coords=COORDS, on="id", cluster=client)
+
+    assert_frame_equal(sharded, local)
+    expected = brute_force_counts(originals, avatars, 1e-9)
+    assert sharded["local_cloaking"].to_numpy().tolist() == expected.tolist()
+
+
+def test_lazy_hidden_rate_and_tie_tol_on_cluster(client: Any) -> None:
+    originals, avatars = adversarial("grid", 300, seed=3)
+    left, right = linked_frames(originals, avatars, seed=4)
+    for tie_tol in (0.0, 1e-9):
+        lazy = phr.local_cloaking(
+            left.lazy(), right.lazy(), coords=COORDS, on="id", tie_tol=tie_tol, cluster=client
+        )
+        assert isinstance(lazy, pl.LazyFrame)
+        expected = brute_force_counts(originals, avatars, tie_tol)
+        assert lazy.collect()["local_cloaking"].to_list() == expected.tolist()
+    assert phr.hidden_rate(left, right, coords=COORDS, on="id", cluster=client) == (
+        phr.hidden_rate(left, right, coords=COORDS, on="id")
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "block_rows", "shard_rows"),
+    [("grid", 7, 5), ("offset", 64, 9), ("duplicates", 1, 400), ("dyadic", 400, 1)],
+)
+def test_any_sharding_sums_to_the_brute_force(
+    client: Any, kind: str, block_rows: int, shard_rows: int
+) -> None:
+    originals, avatars = adversarial(kind, 120, seed=5)
+    counts = phd.count_cloaking_distributed(
+        originals,
+        avatars,
+        client=client,
+        sizing=phd.Sizing(block_rows=block_rows, shard_rows=shard_rows),
+    )
+    assert counts.tolist() == brute_force_counts(originals, avatars, 1e-9).tolist()
+
+
+def _slow_down(seconds: float) -> Callable[[], None]:
+    """A function for `client.run` that makes every `count_within` on a worker sleep first."""
+
+    def install() -> None:
+        original = engine.count_within
+
+        def slow(*args: Any) -> Any:
+            time.sleep(seconds)
+            return original(*args)
+
+        engine.count_within = slow  # type: ignore[assignment]
+
+    return install
+
+
+def _count_tasks_done(dask_scheduler: Any) -> int:
+    prefix = dask_scheduler.task_prefixes.get("phr-count-within")
+    return 0 if prefix is None else prefix.states["memory"] + prefix.states["forgotten"]
+
+
+def test_counts_stay_exact_when_a_worker_is_killed_mid_run(client: Any) -> None:
+    originals, avatars = adversarial("gaussian", 600, seed=6)
+    left, right = linked_frames(originals, avatars, seed=7)
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    client.run(_slow_down(0.25))
+    outcome: dict[str, Any] = {}
+
+    def count() -> None:
+        try:
+            outcome["frame"] = phr.local_cloaking(
+                left, right, coords=COORDS, on="id", cluster=client
+            )
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=count)
+    try:
+        runner.start()
+        deadline = time.monotonic() + 60
+        while client.run_on_scheduler(_count_tasks_done) == 0:
+            assert time.monotonic() < deadline, "no task finished within 60 s"
+            time.sleep(0.02)
+        # Kill a worker that holds an avatar shard: its scattered data is lost with it.
+        victim = next(
+            address
+            for address, keys in client.has_what().items()
+            if any(str(key).startswith("phr-avatar-shard") for key in keys)
+        )
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)
+        assert runner.is_alive(), "the run ended before the worker was killed"
+        runner.join(timeout=120)
+        assert not runner.is_alive()
+    finally:
+        client.restart()  # fresh workers, without the slow-down
+    assert "error" not in outcome, outcome.get("error")
+    assert_frame_equal(outcome["frame"], expected)
+
+
+coordinates = arrays(
+    np.float64,
+    st.tuples(st.integers(2, 40), st.integers(1, 3)),
+    elements=st.sampled_from([-2.0, -0.5, 0.0, 0.25, 1.0, 3.0, 1e9, 1e9 + 1.0]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(coordinates, st.integers(1, 7), st.integers(1, 7), st.integers(0, 2**16))
+def test_pruned_pairs_hold_no_rival(
+    originals: np.ndarray, block_rows: int, shard_rows: int, seed: int
+) -> None:
+    avatars = originals[np.random.default_rng(seed).permutation(len(originals))]
+    thresholds = engine.own_thresholds(originals, avatars, 0.0)
+    blocks = [
+        phd._QueryBlock(originals[i : i + block_rows], thresholds[i : i + block_rows], np.zeros(0))
+        for i in range(0, len(originals), block_rows)
+    ]
+    shards = [avatars[j : j + shard_rows] for j in range(0, len(avatars), shard_rows)]
+    kept = set(phd._pairs_within_reach(blocks, shards))
+    for b, block in enumerate(blocks):
+        for s, shard in enumerate(shards):
+            if (b, s) in kept:
+                continue
+            rows = np.repeat(np.arange(len(block.queries)), len(shard))
+            cols = np.tile(np.arange(len(shard)), len(block.queries))
+            d2 = engine.squared_distances(block.queries, shard, rows, cols)
+            assert not (d2 <= block.thresholds[rows]).any()
+
+
+def test_far_apart_pairs_are_not_submitted() -> None:
+    rng = np.random.default_rng(8)
+    originals = np.concatenate([rng.normal(size=(50, 2)), rng.normal(size=(50, 2)) + 100])
+    avatars = originals + rng.normal(scale=0.01, size=originals.shape)
+    thresholds = engine.own_thresholds(originals, avatars, 1e-9)
+    blocks = [
+        phd._QueryBlock(originals[i : i + 50], thresholds[i : i + 50], np.zeros(0)) for i in (0, 50)
+    ]
+    shards = [avatars[:50], avatars[50:]]
+    assert sorted(phd._pairs_within_reach(blocks, shards)) == [(0, 0), (1, 1)]
+
+
+def test_sizing_respects_memory_and_task_caps() -> None:
+    small = [phd.WorkerSpec(nthreads=4, memory_limit=64 << 20)] * 3
+    sizing = phd.size_tasks(10**6, 10**6, 5, small)
+    per_task = sizing.shard_rows * phd.TASK_BYTES_PER_AVATAR_COORD * 5
+    assert per_task <= phd.TASK_MEMORY_FRACTION * (64 << 20) / 4
+    big = [phd.WorkerSpec(nthreads=32, memory_limit=256 << 30)] * 10
+    sizing = phd.size_tasks(10**8, 10**8, 5, big)
+    assert sizing.shard_rows == phd.MAX_SHARD_ROWS
+    tasks = -(-(10**8) // sizing.block_rows) * -(-(10**8) // sizing.shard_rows)
+    assert tasks <= phd.MAX_TASKS
+    unlimited = phd.size_tasks(1000, 1000, 3, [phd.WorkerSpec(nthreads=2, memory_limit=0)] * 2)
+    assert unlimited.shard_rows == 500
+
+
+def test_non_client_cluster_is_a_type_error(client: Any) -> None:
+    frame = pl.DataFrame({"Dim1": [0.0, 1.0]})
+    with pytest.raises(TypeError, match=r"dask\.distributed\.Client, got str"):
+        phr.local_cloaking(frame, frame, coords="Dim1", cluster="tcp://127.0.0.1:8786")
+    with pytest.raises(TypeError, match=r"Client\(cluster\)"):
+        phr.hidden_rate(frame, frame, coords="Dim1", cluster=client.cluster)
+
+
+def test_cluster_is_checked_before_anything_is_read() -> None:
+    pytest.importorskip("distributed")
+
+    def unreadable() -> pl.DataFrame:
+        raise AssertionError("the originals were read")
+
+    lazy = pl.defer(unreadable, schema={"Dim1": pl.Float64})
+    with pytest.raises(TypeError, match="got object"):  # at the call, not at collect
+        phr.local_cloaking(lazy, pl.DataFrame({"Dim1": [0.0]}), coords="Dim1", cluster=object())
+
+
+def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    frame = pl.DataFrame({"Dim1": [0.0, 1.0]})
+    with pytest.raises(ImportError, match=r"pip install polars-hidden-rate\[dask\]"):
+        phr.local_cloaking(frame, frame, coords="Dim1", cluster=object())
+
+
+def test_cluster_with_gpu_is_refused(client: Any) -> None:
+    frame = pl.DataFrame({"Dim1": [0.0, 1.0]})
+    with pytest.raises(NotImplementedError, match="cluster"):
+        phr.local_cloaking(frame, frame, coords="Dim1", cluster=client, device="gpu")
