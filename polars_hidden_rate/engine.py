@@ -41,6 +41,8 @@ FLAT_MAX_PAIRS = 1 << 22
 TREE_MAX_DIM = 12
 AVATAR_LEAF_SIZE = 32
 QUERY_LEAF_SIZE = 16
+# Queries walked through the trees together; bounds the walk's memory.
+QUERIES_PER_REGION = 1 << 17
 # Cells of the (queries x inverted lists) key matrix handed to FAISS at once.
 MAX_KEYS_PER_BATCH = 1 << 22
 
@@ -248,13 +250,19 @@ class Search:
         """Each block of queries against the avatar leaves within its reach."""
         leaves = KdLeaves.build(self.avatars, AVATAR_LEAF_SIZE)
         index = _leaf_index(self.lifted_avatars(), leaves)
-        reach = reachable_leaves(self.queries, self.thresholds, leaves, QUERY_LEAF_SIZE)
         counts = np.zeros(len(self.queries), dtype=np.int64)
-        for rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
-            leaves.prune_keys(self.queries[rows], self.thresholds[rows], keys)
-            index.nprobe = keys.shape[1]
-            counts[rows] = self.count(index, rows, keys)
-            bar.advance(len(rows))
+        # Regions of nearby queries, one at a time, bound the memory of the tree walk.
+        regions = KdLeaves.build(self.queries, QUERIES_PER_REGION)
+        for region in np.split(regions.order, regions.starts[1:-1]):
+            reach = reachable_leaves(
+                self.queries[region], self.thresholds[region], leaves, QUERY_LEAF_SIZE
+            )
+            for local_rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
+                rows = region[local_rows]
+                leaves.prune_keys(self.queries[rows], self.thresholds[rows], keys)
+                index.nprobe = keys.shape[1]
+                counts[rows] = self.count(index, rows, keys)
+                bar.advance(len(rows))
         return counts
 
     def count(
