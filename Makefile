@@ -4,18 +4,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest clean
+.PHONY: demo test lint typecheck pytest docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,dev,dask]"
+	$(PY) -m pip install --quiet -e ".[test,dev,dask,plot,docs]"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m polars_hidden_rate.demo
+	$(VENV)/bin/hidden-rate demo
 
-test: lint typecheck pytest
+test: lint typecheck pytest docs
 
 lint: $(STAMP)
 	$(PY) -m ruff check polars_hidden_rate tests benchmarks
@@ -28,5 +28,9 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(PY) -m pytest
 
+# The docs site, built strictly: a broken link or a bad docstring fails the build.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

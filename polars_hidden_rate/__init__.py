@@ -7,7 +7,16 @@ from polars_hidden_rate import namespace as _namespace  # noqa: F401  (registers
 from polars_hidden_rate.api import hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
+from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
 from polars_hidden_rate.projection import Projection
 
-__all__ = ["Projection", "avatarize", "count_cloaking", "hidden_rate", "local_cloaking"]
+__all__ = [
+    "HiddenRateTooLowError",
+    "Projection",
+    "assert_hidden_rate",
+    "avatarize",
+    "count_cloaking",
+    "hidden_rate",
+    "local_cloaking",
+]
 __version__ = "0.1.0"

@@ -1,0 +1,327 @@
+"""The `hidden-rate` command line: exit codes, outputs, atomic writes, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import polars_hidden_rate.cli as cli
+from polars_hidden_rate import engine
+from polars_hidden_rate.cli import main
+from tests.conftest import brute_force_counts
+
+COORDS = ["Dim1", "Dim2", "Dim3"]
+WRITERS = {
+    "parquet": pl.DataFrame.write_parquet,
+    "csv": pl.DataFrame.write_csv,
+    "ipc": pl.DataFrame.write_ipc,
+}
+
+
+def _cohort(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame, np.ndarray]:
+    """Originals with a key and a text column; shuffled avatars; the reference counts."""
+    rng = np.random.default_rng(seed)
+    # A coarse grid: many exact ties and zero distances.
+    x = rng.integers(-3, 4, (n, 3)).astype(float)
+    y = x + rng.integers(-1, 2, x.shape) * 0.5
+    originals = pl.DataFrame(x, schema=COORDS).select(
+        pl.int_range(n, dtype=pl.Int64).alias("id") * 7,
+        pl.all(),
+        pl.format("p{}", pl.int_range(n)).alias("label"),
+    )
+    avatars = pl.DataFrame(y, schema=COORDS).with_columns(
+        pl.int_range(n, dtype=pl.Int64).alias("id") * 7
+    )
+    order = rng.permutation(n)
+    return originals, avatars[order], brute_force_counts(x, y, 1e-9)
+
+
+@pytest.fixture(params=["parquet", "csv"])
+def files(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    kind = request.param
+    originals, avatars, counts = _cohort()
+    paths = {"originals": tmp_path / f"originals.{kind}", "avatars": tmp_path / f"avatars.{kind}"}
+    WRITERS[kind](originals, paths["originals"])
+    WRITERS[kind](avatars, paths["avatars"])
+    rate = 100.0 * float(np.mean(counts > 0))
+    return {**paths, "kind": kind, "frame": originals, "counts": counts, "rate": rate}
+
+
+def _check(files: dict[str, Any], *options: str) -> list[str]:
+    return [
+        "check",
+        str(files["originals"]),
+        str(files["avatars"]),
+        "--coords",
+        ",".join(COORDS),
+        "--on",
+        "id",
+        *options,
+    ]
+
+
+def test_reference_rate_is_strictly_between_0_and_100(files: dict[str, Any]) -> None:
+    # The thresholds below straddle it, so both exit codes are reachable.
+    assert 50 < files["rate"] < 100
+
+
+def test_text_summary_and_pass(files: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(_check(files, "--min-rate", str(files["rate"] - 1)))
+    out, err = capsys.readouterr()
+    counts = files["counts"]
+    assert code == 0
+    assert err == ""
+    assert f"records               {len(counts)}" in out
+    assert f"hidden rate           {files['rate']:.2f} %" in out
+    q1, median, q3 = np.quantile(counts, [0.25, 0.5, 0.75])
+    assert f"median {median:g}, quartiles {q1:g} to {q3:g}" in out
+    not_hidden = int((counts == 0).sum())
+    assert f"not hidden (c_i = 0)  {not_hidden} ({100 * not_hidden / len(counts):.2f} %)" in out
+    assert "PASS" in out
+
+
+def test_below_threshold_exits_1(files: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(_check(files, "--min-rate", str(files["rate"] + 0.01)))
+    out, _ = capsys.readouterr()
+    assert code == 1
+    assert "FAIL" in out
+
+
+def test_rate_equal_to_threshold_passes(files: dict[str, Any]) -> None:
+    assert main(_check(files, "--min-rate", repr(files["rate"]), "--quiet")) == 0
+
+
+def test_no_threshold_exits_0(files: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_check(files)) == 0
+    assert "no threshold" in capsys.readouterr().out
+
+
+def test_json(files: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(_check(files, "--format", "json", "--min-rate", "100"))
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    counts = files["counts"]
+    assert code == 1
+    assert err == ""
+    assert report["n"] == len(counts)
+    assert report["hidden_rate"] == pytest.approx(files["rate"], abs=1e-12)
+    assert report["local_cloaking_median"] == float(np.median(counts))
+    assert report["not_hidden"] == int((counts == 0).sum())
+    assert report["min_rate"] == 100.0
+    assert report["passed"] is False
+
+
+def test_json_without_threshold(files: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_check(files, "--format", "json")) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["min_rate"] is None
+    assert report["passed"] is True
+
+
+def test_quiet_prints_nothing(files: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_check(files, "--quiet", "--min-rate", "100")) == 1
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv", "ipc", "feather"])
+def test_output_holds_originals_with_counts(
+    files: dict[str, Any], tmp_path: Path, suffix: str
+) -> None:
+    output = tmp_path / "out" / f"per_record.{suffix}"
+    output.parent.mkdir()
+    assert main(_check(files, "--output", str(output), "--quiet")) == 0
+    written = {"parquet": pl.read_parquet, "csv": pl.read_csv}.get(suffix, pl.read_ipc)(output)
+    expected = files["frame"]
+    assert written.columns == [*expected.columns, "local_cloaking", "hidden"]
+    assert written.select(expected.columns).equals(expected)
+    np.testing.assert_array_equal(written["local_cloaking"].to_numpy(), files["counts"])
+    np.testing.assert_array_equal(written["hidden"].to_numpy(), files["counts"] > 0)
+    assert os.listdir(output.parent) == [output.name]
+
+
+def test_output_is_written_when_the_gate_fails(files: dict[str, Any], tmp_path: Path) -> None:
+    output = tmp_path / "per_record.parquet"
+    assert main(_check(files, "--output", str(output), "--min-rate", "100", "--quiet")) == 1
+    assert pl.read_parquet(output).height == len(files["counts"])
+
+
+def test_counts_once(
+    files: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+    count_cloaking = engine.count_cloaking
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return count_cloaking(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "count_cloaking", counting)
+    assert main(_check(files, "--quiet")) == 0
+    assert len(calls) == 1
+    assert main(_check(files, "--quiet", "--output", str(tmp_path / "o.parquet"))) == 0
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize(("options", "progress"), [((), None), (("--quiet",), False)])
+def test_progress_only_on_a_terminal(
+    files: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    options: tuple[str, ...],
+    progress: bool | None,
+) -> None:
+    seen = []
+    local_cloaking = cli.local_cloaking
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["progress"])
+        return local_cloaking(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "local_cloaking", spy)
+    assert main(_check(files, *options)) == 0
+    assert seen == [progress]
+
+
+def test_options_reach_the_api(files: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    reader = pl.read_parquet if files["kind"] == "parquet" else pl.read_csv
+    args = _check(files, "--ncp", "2", "--tie-tol", "0", "--threads", "1", "--format", "json")
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    x = reader(files["originals"]).select(COORDS[:2]).to_numpy()
+    y = reader(files["avatars"]).sort("id").select(COORDS[:2]).to_numpy()
+    expected = brute_force_counts(x, y, 0.0)
+    assert report["hidden_rate"] == pytest.approx(100 * np.mean(expected > 0), abs=1e-12)
+
+
+def test_left_on_right_on(
+    files: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    renamed = tmp_path / f"renamed.{files['kind']}"
+    reader = pl.read_parquet if files["kind"] == "parquet" else pl.read_csv
+    WRITERS[files["kind"]](reader(files["avatars"]).rename({"id": "key"}), renamed)
+    args = ["check", str(files["originals"]), str(renamed), "--coords", ",".join(COORDS)]
+    assert main([*args, "--left-on", "id", "--right-on", "key", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hidden_rate"] == pytest.approx(files["rate"])
+
+
+def _bad_input_cases(files: dict[str, Any], tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    kind = files["kind"]
+    duplicated = tmp_path / f"duplicated.{kind}"
+    frame = files["frame"]
+    WRITERS[kind](frame.with_columns(id=pl.col("id").replace(7, 0)), duplicated)
+    (tmp_path / "avatars.txt").write_text("Dim1\n1\n")
+    original, avatar = str(files["originals"]), str(files["avatars"])
+    coords = ["--coords", ",".join(COORDS)]
+    return {
+        "missing file": (
+            ["check", original, str(tmp_path / f"nope.{kind}"), *coords],
+            f"nope.{kind}",
+        ),
+        "unknown column": (["check", original, avatar, "--coords", "Dim1,Dim9"], "Dim9"),
+        "unknown key": (["check", original, avatar, *coords, "--on", "idx"], "idx"),
+        "duplicate keys": (
+            ["check", str(duplicated), avatar, *coords, "--on", "id"],
+            "not unique in originals",
+        ),
+        "unknown extension": (
+            ["check", original, str(tmp_path / "avatars.txt"), *coords],
+            "avatars.txt",
+        ),
+        "output extension": (
+            ["check", original, avatar, *coords, "--output", str(tmp_path / "o.json")],
+            "o.json",
+        ),
+        "min rate": (["check", original, avatar, *coords, "--min-rate", "101"], "min_rate"),
+        "ncp": (["check", original, avatar, *coords, "--ncp", "7"], "ncp"),
+        "usage": (["check", original, avatar, *coords, "--bogus"], "--bogus"),
+        "coords and features": (
+            ["check", original, avatar, *coords, "--features", "Dim1"],
+            "--features",
+        ),
+        "no command": ([], "required"),
+    }
+
+
+CASES = [
+    "missing file",
+    "unknown column",
+    "unknown key",
+    "duplicate keys",
+    "unknown extension",
+    "output extension",
+    "min rate",
+    "ncp",
+    "usage",
+    "coords and features",
+    "no command",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_exits_2_with_one_line(
+    files: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    argv, culprit = _bad_input_cases(files, tmp_path)[case]
+    output = tmp_path / "written" / "per_record.parquet"
+    output.parent.mkdir()
+    if "--output" not in argv:
+        argv = [*argv, "--output", str(output)] if argv else argv
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("hidden-rate: error: ")
+    assert err.endswith("\n")
+    assert err.count("\n") == 1
+    assert culprit in err
+    assert os.listdir(output.parent) == []
+
+
+def test_failure_at_count_time_leaves_nothing_and_keeps_old_output(
+    files: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Duplicate keys are found only when the data is read, mid-sink.
+    duplicated = tmp_path / f"duplicated.{files['kind']}"
+    frame = files["frame"]
+    WRITERS[files["kind"]](frame.with_columns(id=pl.lit(1, pl.Int64)), duplicated)
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / "per_record.csv"
+    output.write_text("previous\n")
+    args = ["check", str(duplicated), str(files["avatars"]), "--coords", "Dim1", "--on", "id"]
+    assert main([*args, "--output", str(output)]) == 2
+    assert "not unique" in capsys.readouterr().err
+    assert os.listdir(folder) == [output.name]
+    assert output.read_text() == "previous\n"
+
+
+def test_missing_output_folder(files: dict[str, Any], tmp_path: Path) -> None:
+    output = tmp_path / "absent" / "per_record.parquet"
+    assert main(_check(files, "--output", str(output))) == 2
+    assert not output.parent.exists()
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--help"]) == 0
+    assert "--min-rate" in capsys.readouterr().out
+
+
+def test_installed_script(files: dict[str, Any]) -> None:
+    script = Path(sys.executable).parent / "hidden-rate"
+    if not script.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    args = _check(files, "--format", "json", "--min-rate", "100")
+    done = subprocess.run([str(script), *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["hidden_rate"] == pytest.approx(files["rate"])
+    bad = subprocess.run(
+        [str(script), *args, "--on", "nope"], capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1
