@@ -30,7 +30,7 @@ pytest: $(STAMP)
 
 # The docs site, built strictly: a broken link or a bad docstring fails the build.
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
