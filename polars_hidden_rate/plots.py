@@ -49,14 +49,16 @@ def cloaking_histogram(per_record: pl.DataFrame, path: str | Path) -> Path:
         else [("", per_record)]
     )
     largest = int(per_record.get_column("local_cloaking").to_numpy().max(initial=0))
-    # Bin 0 alone (the records not hidden), then widths growing geometrically.
-    edges = np.unique(np.concatenate([[0, 1], np.geomspace(1, largest + 2, 40).round()])).tolist()
+    # Integer bin edges: one bin per value up to 10 (0 alone: the records not hidden), then
+    # widths growing geometrically; heights are records per value, so wide bins do not spike.
+    edges = np.unique(np.geomspace(1, largest + 2, 60).round().astype(np.int64))
+    edges = np.unique(np.concatenate([np.arange(min(11, largest + 2)), edges]))
     for label, group in groups:
-        counts = group.get_column("local_cloaking").to_numpy()
-        axes.hist(counts, bins=edges, histtype="step", linewidth=1.5, label=label or None)
+        counts, _ = np.histogram(group.get_column("local_cloaking").to_numpy(), bins=edges)
+        axes.stairs(counts / np.diff(edges), edges, linewidth=1.5, label=label or None)
     axes.set_xscale("symlog", linthresh=1)
     axes.set_xlabel("local cloaking $c_i$ (0: own avatar strictly closest, not hidden)")
-    axes.set_ylabel("records")
+    axes.set_ylabel("records per value of $c_i$")
     axes.set_title("Local cloaking")
     if len(groups) > 1:
         axes.legend()
@@ -84,6 +86,7 @@ def k_curve(table: pl.DataFrame, path: str | Path) -> Path:
     ks = table.get_column("k").to_numpy()
     rate_axes.plot(ks, table.get_column("hidden_rate").to_numpy(), "o-", color="tab:blue")
     rate_axes.set_xscale("log")
+    rate_axes.minorticks_off()
     rate_axes.set_xticks(ks, [str(k) for k in ks])
     rate_axes.set_xlabel("k (neighbours per avatar)")
     rate_axes.set_ylabel("hidden rate (%)", color="tab:blue")
