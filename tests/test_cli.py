@@ -325,3 +325,17 @@ def test_installed_script(files: dict[str, Any]) -> None:
     )
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1
+
+
+def test_failure_after_writing_removes_the_temporary_file(
+    files: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The output is complete, but it cannot replace a folder of the same name.
+    folder = tmp_path / "written"
+    (folder / "per_record.parquet").mkdir(parents=True)
+    assert main(_check(files, "--output", str(folder / "per_record.parquet"))) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "per_record.parquet" in err
+    assert os.listdir(folder) == ["per_record.parquet"]
+    assert (folder / "per_record.parquet").is_dir()
