@@ -169,6 +169,7 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"{'k':>4}  {'hidden rate':>12}  {'median local cloaking':>22}")
     for k, rate, median in table.iter_rows():
         print(f"{k:>4}  {rate:>10.2f} %  {median:>22g}")
+    print("\nAt very small k the hidden rate can dip before it rises with k (docs/avatarize.md).")
     if args.plot is not None:
         from polars_hidden_rate.plots import cloaking_histogram, k_curve
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -36,10 +37,20 @@ class Link:
 
     left: tuple[str, ...] = ()
     right: tuple[str, ...] = ()
+    # Per key pair, the type both sides are cast to before matching (None: no cast).
+    common_types: tuple[pl.DataType | None, ...] = ()
 
     @property
     def by_row_order(self) -> bool:
         return not self.left
+
+    def key_columns(self, side: Literal["left", "right"]) -> list[pl.Expr]:
+        """The key columns of one side, cast to the types both sides share."""
+        names = self.left if side == "left" else self.right
+        return [
+            pl.col(name) if dtype is None else pl.col(name).cast(dtype)
+            for name, dtype in zip(names, self.common_types, strict=True)
+        ]
 
 
 def as_lazy(frame: pl.DataFrame | pl.LazyFrame, role: str) -> pl.LazyFrame:
@@ -131,14 +142,27 @@ def resolve_link(
     if len(left) != len(right):
         msg = f"`left_on` has {len(left)} keys but `right_on` has {len(right)}"
         raise ValueError(msg)
-    for lname, rname in zip(left, right, strict=True):
-        if originals[lname] != avatars[rname]:
-            msg = (
-                f"key {lname!r} of originals is {originals[lname]} but key {rname!r} "
-                f"of avatars is {avatars[rname]}"
-            )
-            raise SchemaError(msg)
-    return Link(tuple(left), tuple(right))
+    common = tuple(
+        _common_key_type(lname, originals[lname], rname, avatars[rname])
+        for lname, rname in zip(left, right, strict=True)
+    )
+    return Link(tuple(left), tuple(right), common)
+
+
+def _common_key_type(
+    lname: str, ltype: pl.DataType, rname: str, rtype: pl.DataType
+) -> pl.DataType | None:
+    """None for equal types; Int64 for two integer types (csv reads UInt32 ids as Int64);
+    String for two text types; otherwise a SchemaError naming both keys."""
+    if ltype == rtype:
+        return None
+    if ltype.is_integer() and rtype.is_integer() and pl.UInt64 not in (ltype, rtype):
+        return pl.Int64()
+    text = (pl.String, pl.Categorical, pl.Enum)
+    if isinstance(ltype, text) and isinstance(rtype, text):
+        return pl.String()
+    msg = f"key {lname!r} of originals is {ltype} but key {rname!r} of avatars is {rtype}"
+    raise SchemaError(msg)
 
 
 def check_output_free(schema: pl.Schema) -> None:
@@ -161,8 +185,12 @@ def read_aligned(
     Reads only ``columns`` and the key columns.
     """
     columns = list(columns)
-    left = originals.select(_unique([*link.left, *columns])).collect()
-    right = avatars.select(_unique([*link.right, *columns])).collect()
+    left = originals.select(
+        *link.key_columns("left"), *(c for c in columns if c not in link.left)
+    ).collect()
+    right = avatars.select(
+        *link.key_columns("right"), *(c for c in columns if c not in link.right)
+    ).collect()
     for role, frame in (("originals", left), ("avatars", right)):
         if frame.height == 0:
             msg = f"{role} is empty: there is nothing to measure"
@@ -178,10 +206,6 @@ def read_aligned(
         return _to_float64(left, columns), _to_float64(right, columns)
     order = _avatar_order(left, right, link)
     return _to_float64(left, columns), _to_float64(right, columns)[order]
-
-
-def _unique(names: list[str]) -> list[str]:
-    return list(dict.fromkeys(names))
 
 
 def _to_float64(frame: pl.DataFrame, columns: list[str]) -> Float64Array:

@@ -159,3 +159,21 @@ def test_integer_and_float_coordinates_mix() -> None:
     np.testing.assert_array_equal(
         frame["local_cloaking"].to_numpy(), expected_counts(originals, avatars, ["Dim1", "Dim2"])
     )
+
+
+@pytest.mark.parametrize(
+    ("left_type", "right_type"),
+    [(pl.UInt32, pl.Int64), (pl.Int16, pl.UInt16), (pl.String, pl.Categorical)],
+)
+def test_keys_of_related_types_match(left_type: pl.DataType, right_type: pl.DataType) -> None:
+    """Ids written as UInt32 come back from csv as Int64; text keys may be categorical."""
+    originals, avatars = make_frames(200, 2, seed=13)
+    originals = originals.with_columns(pl.col("id").cast(pl.String).cast(left_type))
+    shuffled = avatars.sample(fraction=1.0, shuffle=True, seed=2).with_columns(
+        pl.col("id").cast(pl.String).cast(right_type)
+    )
+    frame = phr.local_cloaking(originals, shuffled, coords=["Dim1", "Dim2"], on="id")
+    assert frame.schema["id"] == left_type
+    np.testing.assert_array_equal(
+        frame["local_cloaking"].to_numpy(), expected_counts(originals, avatars, ["Dim1", "Dim2"])
+    )
