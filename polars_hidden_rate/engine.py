@@ -259,7 +259,6 @@ class Search:
             )
             for local_rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
                 rows = region[local_rows]
-                leaves.prune_keys(self.queries[rows], self.thresholds[rows], keys)
                 index.nprobe = keys.shape[1]
                 counts[rows] = self.count(index, rows, keys)
                 bar.advance(len(rows))

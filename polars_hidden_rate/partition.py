@@ -19,6 +19,8 @@ from polars_hidden_rate._types import Float64Array, IndexArray
 
 # Relative widening of radii and boxes: covers float64 rounding in the tests below.
 MARGIN = 1e-9
+# Queries whose leaves are pruned together: keeps the temporaries in cache.
+PRUNE_ROWS = 2048
 
 
 @dataclass(frozen=True)
@@ -81,23 +83,6 @@ class KdLeaves:
             upper[nodes] = np.maximum(upper[2 * nodes + 1], upper[2 * nodes + 2])
         return lower, upper
 
-    def prune_keys(self, points: Float64Array, thresholds: Float64Array, keys: IndexArray) -> None:
-        """Set to -1 each leaf in ``keys[i]`` out of reach of ``points[i]``.
-
-        Reach is the squared distance ``thresholds[i]``.
-        """
-        valid = keys >= 0
-        nodes = np.where(valid, keys, 0) + self.first_leaf
-        gap2 = np.zeros(keys.shape)
-        for k in range(points.shape[1]):
-            coord = points[:, k : k + 1]
-            gap = np.maximum(
-                np.maximum(self.lower[nodes, k] - coord, coord - self.upper[nodes, k]), 0.0
-            )
-            gap2 += gap * gap
-        reach2 = _reach(thresholds, points.shape[1]) ** 2
-        keys[valid & (gap2 * (1 - MARGIN) > reach2[:, None])] = -1
-
     def leaf_of_position(self) -> IndexArray:
         """For each position in ``order``, the leaf holding it."""
         return np.repeat(np.arange(len(self.starts) - 1), np.diff(self.starts))
@@ -111,12 +96,16 @@ class Reach:
     block_starts: IndexArray  # block b holds block_rows[block_starts[b]:block_starts[b + 1]]
     leaf_starts: IndexArray  # block b scans leaves[leaf_starts[b]:leaf_starts[b + 1]]
     leaves: IndexArray
+    queries: Float64Array
+    thresholds: Float64Array
+    avatars: KdLeaves
 
     def batches(self, max_keys: int) -> Iterator[tuple[IndexArray, IndexArray]]:
         """``(rows, keys)`` pairs: query rows and, row by row, the leaves to scan (-1 pads).
 
-        Blocks with similar numbers of leaves go together, and no batch holds more
-        than about ``max_keys`` keys, however wide one block's reach.
+        Each query keeps only the leaves of its block whose box lies within its own
+        radius. Blocks with similar numbers of leaves go together, and no batch
+        holds more than about ``max_keys`` keys, however wide one block's reach.
         """
         widths = np.diff(self.leaf_starts)
         sizes = np.diff(self.block_starts)
@@ -137,11 +126,37 @@ class Reach:
         widths = self.leaf_starts[chosen + 1] - self.leaf_starts[chosen]
         block_keys = np.full((len(chosen), int(widths.max())), -1, dtype=np.int64)
         slot = np.arange(block_keys.shape[1])
-        filled = slot[None, :] < widths[:, None]
-        block_keys[filled] = self.leaves[_ranges(self.leaf_starts[chosen], widths)]
+        block_keys[slot[None, :] < widths[:, None]] = self.leaves[
+            _ranges(self.leaf_starts[chosen], widths)
+        ]
         sizes = self.block_starts[chosen + 1] - self.block_starts[chosen]
         rows = self.block_rows[_ranges(self.block_starts[chosen], sizes)]
-        return rows, block_keys[np.repeat(np.arange(len(chosen)), sizes)]
+        keys = np.repeat(block_keys, sizes, axis=0)
+        # Per query, drop the leaves of its block beyond its own radius; a few blocks at
+        # a time keep the temporaries in cache.
+        nodes = np.maximum(block_keys, 0) + self.avatars.first_leaf
+        lower, upper = self.avatars.lower[nodes], self.avatars.upper[nodes]
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        step = max(1, PRUNE_ROWS // max(int(sizes.max()), 1))
+        for first in range(0, len(chosen), step):
+            part = slice(first, first + step)
+            span = slice(starts[first], starts[min(first + step, len(chosen))])
+            points = self.queries[rows[span]]
+            reps = sizes[part]
+            gap2 = np.zeros((len(points), block_keys.shape[1]))
+            for k in range(points.shape[1]):
+                coord = points[:, k : k + 1]
+                gap = np.maximum(
+                    np.maximum(
+                        np.repeat(lower[part, :, k], reps, axis=0) - coord,
+                        coord - np.repeat(upper[part, :, k], reps, axis=0),
+                    ),
+                    0.0,
+                )
+                gap2 += gap * gap
+            reach2 = _reach(self.thresholds[rows[span]], points.shape[1]) ** 2
+            keys[span][gap2 * (1 - MARGIN) > reach2[:, None]] = -1
+        return rows, keys
 
 
 def reachable_leaves(
@@ -197,6 +212,9 @@ def reachable_leaves(
         block_starts=tree.starts,
         leaf_starts=np.searchsorted(blocks, np.arange(tree.n_leaves + 1)),
         leaves=avatar_nodes[by_block] - avatars.first_leaf,
+        queries=queries,
+        thresholds=thresholds,
+        avatars=avatars,
     )
 
 
