@@ -208,4 +208,6 @@ def test_shards_add_up_to_the_whole(strategy: engine.Strategy) -> None:
 def test_auto_strategy_picks_by_size() -> None:
     assert engine.choose_strategy(100, 100, 5) == "flat"
     assert engine.choose_strategy(10**6, 10**6, 5) == "tree"
-    assert engine.choose_strategy(10**6, 10**6, 20) == "flat"
+    assert engine.choose_strategy(10**4, 10**4, 20) == "flat"
+    assert engine.choose_strategy(10**4, 10**4, 5) == "tree"
+    assert engine.choose_strategy(10**6, 10**6, 20) == "tree"
