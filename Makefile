@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest clean
+.PHONY: demo test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,18 @@ typecheck: $(STAMP)
 # pytest exits 5 when it collects no test; that fails the target like any other error.
 pytest: $(STAMP)
 	$(PY) -m pytest
+
+# The benchmark peers live in the `bench` extra. Options go through BENCH_ARGS, e.g.
+# make bench BENCH_ARGS="--sizes 1e4,1e5 --dims 2,5,20"   (see docs/performance.md)
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[bench]"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(PY) -m benchmarks.bench_counts $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
