@@ -33,21 +33,35 @@ def test_harness_agrees_and_writes_results(tmp_path: Path) -> None:
     assert "| 300 | 2 |" in (tmp_path / "counts.md").read_text()
 
 
+@pytest.mark.parametrize(
+    ("engine", "status", "engines"),
+    [
+        ("ckdtree", 0, "ours,brute,ckdtree"),
+        ("ours", 1, "ours,brute,ckdtree"),
+        # Without the brute force, the disputed records are settled by one.
+        ("ckdtree", 0, "ours,ckdtree"),
+    ],
+)
 def test_harness_reports_an_engine_that_miscounts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: str, status: int, engines: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    right = bench_counts.ENGINES[engine].run
+
     def off_by_one(case: bench_counts.Case) -> np.ndarray:
-        counts = bench_counts.run_ckdtree(case)
+        counts = right(case)
         counts[:7] += 1
         return counts
 
-    wrong = dataclasses.replace(bench_counts.ENGINES["ckdtree"], run=off_by_one)
-    monkeypatch.setitem(bench_counts.ENGINES, "ckdtree", wrong)
-    assert bench_counts.main([*TINY, "--out", str(tmp_path)]) == 1
+    wrong = dataclasses.replace(bench_counts.ENGINES[engine], run=off_by_one)
+    monkeypatch.setitem(bench_counts.ENGINES, engine, wrong)
+    # A wrong peer is reported; wrong counts of ours also fail the run.
+    arguments = [*TINY, "--engines", engines, "--out", str(tmp_path)]
+    assert bench_counts.main(arguments) == status
     (cell,) = json.loads((tmp_path / "counts.json").read_text())["cells"]
     assert not cell["agree"]
-    assert cell["mismatches"]["ckdtree"] == 7
-    assert "ckdtree" in (tmp_path / "counts.md").read_text()
+    assert cell["disagreeing"] == [engine]
+    assert cell["mismatches"][engine] == 7
+    assert f"no: {engine}" in (tmp_path / "counts.md").read_text()
 
 
 def test_the_arbiter_is_the_reference_brute_force() -> None:
