@@ -519,8 +519,10 @@ def benchmark(options: Options, command: Sequence[str] | None = None) -> dict[st
     cells.sort(key=lambda cell: (cell["n"], cell["d"]))
     payload["cells"] = cells
     payload["agree"] = all(cell["agree"] for cell in cells)
-    payload["ours_exact"] = not any(
-        name in cell["disagreeing"] for cell in cells for name in ("ours", "ours-polars")
+    ours = ("ours", "ours-polars")
+    payload["ours_exact"] = not any(name in cell["disagreeing"] for cell in cells for name in ours)
+    payload["ours_failed"] = any(
+        cell["engines"].get(name, {}).get("status") == "error" for cell in cells for name in ours
     )
     payload["machine"]["load_average_after"] = header()["machine"]["load_average"]
     return payload
@@ -675,7 +677,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; exit status 1 when our counts differ from the brute force."""
+    """Run the benchmark; exit status 1 when our counts differ from the brute force or fail."""
     options = parse_args(argv)
     limit_threads(options.threads)
     arguments = sys.argv[1:] if argv is None else list(argv)
@@ -684,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = write_results(options.out, options.name, payload, text)
     print(text)
     print("wrote " + ", ".join(str(path) for path in paths), file=sys.stderr)
-    return 0 if payload["ours_exact"] else 1
+    return 0 if payload["ours_exact"] and not payload["ours_failed"] else 1
 
 
 if __name__ == "__main__":
