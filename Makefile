@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs clean
+.PHONY: demo test lint typecheck pytest docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,18 @@ pytest: $(STAMP)
 # The docs site, built strictly: a broken link or a bad docstring fails the build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The benchmark peers live in the `bench` extra. Options go through BENCH_ARGS, e.g.
+# make bench BENCH_ARGS="--sizes 1e4,1e5 --dims 2,5,20"   (see docs/performance.md)
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[bench]"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(PY) -m benchmarks.bench_counts $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,324 @@
+"""The parquet run of issue 4: 1e7 originals and 1e7 shuffled avatars, linked by an ``id`` key.
+
+Writes the two files (5 coordinates, an ``id`` key and payload columns each),
+then runs, each in its own process so that its peak memory can be read:
+
+- ``ours``: ``pl.scan_parquet(o).avatar.local_cloaking(pl.scan_parquet(a),
+  coords=..., on="id").sink_parquet(out)``;
+- ``ckdtree``: the same data loaded into numpy (coordinates and key only,
+  avatars aligned by key), counted with scipy's cKDTree, and the counts written.
+
+Reports wall time and peak resident memory (the child's own ``VmHWM``) of each,
+checks that the counts agree record by record, and writes
+``<out>/parquet.json`` and ``<out>/parquet.md``. ``--n`` runs it smaller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (
+    RESULTS,
+    default_threads,
+    header,
+    limit_threads,
+    parse_sizes,
+    seconds,
+    thresholds,
+    write_results,
+)
+from benchmarks.data import PROFILES, Profile, make_case
+
+ROOT = Path(__file__).resolve().parents[1]
+DIMS = 5
+COORDS = [f"Dim{k + 1}" for k in range(DIMS)]
+MEMORY_GOAL_GIB = 4.0
+RUNNERS = ("ours", "ckdtree")
+INPUTS = ("originals.parquet", "avatars.parquet")
+
+
+def write_inputs(directory: Path, n: int, *, profile: Profile, seed: int, threads: int) -> Path:
+    """Write ``originals.parquet`` and ``avatars.parquet`` (avatars shuffled); return the dir."""
+    import polars as pl
+
+    originals, avatars = make_case(n, DIMS, profile=profile, seed=seed, threads=threads)
+    rng = np.random.default_rng([seed, n])
+    # Unique keys in no particular order, so that the link is really by key.
+    ids = rng.permutation(n).astype(np.int64) * 7 + 1_000_003
+    groups = np.array(["A", "B", "C", "D", "E"])
+    frame = pl.DataFrame(originals, schema=COORDS)
+    payload = {
+        "age": pl.Series(rng.integers(18, 91, n), dtype=pl.Int16),
+        "group": pl.Series(groups[rng.integers(0, len(groups), n)]),
+        "score": pl.Series(rng.random(n), dtype=pl.Float32),
+    }
+    frame.insert_column(0, pl.Series("id", ids)).with_columns(**payload).write_parquet(
+        directory / "originals.parquet"
+    )
+    del frame
+    order = rng.permutation(n)
+    avatar_frame = pl.DataFrame(avatars[order], schema=COORDS).insert_column(
+        0, pl.Series("id", ids[order])
+    )
+    avatar_frame.with_columns(
+        age=pl.Series(rng.integers(18, 91, n), dtype=pl.Int16),
+        group=pl.Series(groups[rng.integers(0, len(groups), n)]),
+    ).write_parquet(directory / "avatars.parquet")
+    return directory
+
+
+def work(runner: str, originals: Path, avatars: Path, result: Path, threads: int) -> float:
+    """One run, inside the child process; returns its seconds from start to written output."""
+    import polars as pl
+    from scipy.spatial import cKDTree
+
+    import polars_hidden_rate  # noqa: F401  (registers `avatar`)
+
+    # Imports stay out of the timing; the child's peak memory includes them.
+    started = time.perf_counter()
+    if runner == "ours":
+        originals_lf: Any = pl.scan_parquet(originals)  # the `avatar` namespace is untyped
+        originals_lf.avatar.local_cloaking(
+            pl.scan_parquet(avatars), coords=COORDS, on="id", threads=threads, progress=False
+        ).sink_parquet(result)
+    elif runner == "ckdtree":
+        left = pl.read_parquet(originals, columns=["id", *COORDS])
+        right = pl.read_parquet(avatars, columns=["id", *COORDS])
+        aligned = left.select("id").join(right, on="id", how="left", maintain_order="left")
+        x = left.select(COORDS).to_numpy()
+        y = aligned.select(COORDS).to_numpy()
+        del right, aligned
+        radius = np.sqrt(thresholds(x, y, 1e-9))
+        found = cKDTree(y).query_ball_point(x, r=radius, return_length=True, workers=threads)
+        counts = np.asarray(found, dtype=np.int64) - 1
+        pl.DataFrame({"id": left["id"], "local_cloaking": counts}).write_parquet(result)
+    else:
+        msg = f"unknown runner {runner!r}"
+        raise ValueError(msg)
+    return time.perf_counter() - started
+
+
+def own_peak_rss_mib() -> float | None:
+    """This process's peak resident memory (VmHWM), counted from its own exec.
+
+    ``ru_maxrss`` of a child is no good here: Linux carries the parent's peak
+    over fork and exec, so every child would report at least the parent's.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def run_child(runner: str, directory: Path, threads: int, timeout: float | None) -> dict[str, Any]:
+    """Run one runner in a child process; its wall time, peak RSS and own timing."""
+    result = directory / f"result-{runner}.parquet"
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_parquet",
+        "--worker",
+        runner,
+        "--dir",
+        str(directory),
+        "--threads",
+        str(threads),
+    ]
+    environment = dict(os.environ)
+    for name in ("POLARS_MAX_THREADS", "OMP_NUM_THREADS", "RAYON_NUM_THREADS"):
+        environment[name] = str(threads)
+    started = time.perf_counter()
+    child = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, text=True)
+    killer = threading.Timer(timeout, child.kill) if timeout else None
+    if killer:
+        killer.start()
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if killer:
+        killer.cancel()
+    entry: dict[str, Any] = {
+        "wall_seconds": round(wall, 2),
+        # An upper bound (see own_peak_rss_mib); the child's own VmHWM replaces it below.
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "ru_maxrss_mib": round(usage.ru_maxrss / 1024, 1),
+        "exit_code": child.returncode,
+        "result": str(result),
+    }
+    if child.returncode == 0:
+        report = json.loads(output.strip().splitlines()[-1])
+        if report.get("peak_rss_mib") is None:
+            report.pop("peak_rss_mib", None)
+        entry.update(report, status="ok")
+    elif timeout and wall >= timeout:
+        entry["status"] = f"timed out after {timeout:g} s"
+    else:
+        entry["status"] = "failed"
+    return entry
+
+
+def verify(directory: Path, n: int, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Our output keeps every original row and column; both runs give the same counts per key."""
+    import polars as pl
+
+    if any(runs[name]["status"] != "ok" for name in runs):
+        return {"checked": False}
+    ours = pl.read_parquet(runs["ours"]["result"])
+    peer = pl.read_parquet(runs["ckdtree"]["result"])
+    original_columns = list(pl.read_parquet_schema(directory / "originals.parquet"))
+    joined = ours.select("id", "local_cloaking").join(
+        peer, on="id", how="full", suffix="_ckdtree", coalesce=True
+    )
+    mismatches = joined.filter(
+        pl.col("local_cloaking").cast(pl.Int64).ne_missing(pl.col("local_cloaking_ckdtree"))
+    ).height
+    counts = ours["local_cloaking"].to_numpy()
+    return {
+        "checked": True,
+        "rows": ours.height,
+        "all_rows": ours.height == n and peer.height == n,
+        "columns_kept": ours.columns[: len(original_columns)] == original_columns,
+        "mismatches": mismatches,
+        "hidden_rate": round(100.0 * float(np.mean(counts > 0)), 2),
+        "median_count": float(np.median(counts)),
+    }
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    machine = payload["machine"]
+    runs = payload["runs"]
+    check = payload["check"]
+    lines = [
+        f"Measured {payload['date']} on {machine['cpus_usable']} of {machine['cpus']} CPUs "
+        f"({machine['cpu_model']}, {machine['memory_gib']} GiB), "
+        f"threads={payload['threads']}, n={payload['n']:,} originals and avatars, "
+        f"{DIMS} coordinates, inputs {payload['input_mib']} MiB of parquet.",
+        "",
+        f"Command: `{payload['command']}`",
+        "",
+        "| run | status | seconds (work) | seconds (process) | peak RSS MiB |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, run in runs.items():
+        lines.append(
+            f"| {name} | {run['status']} | {seconds(run.get('seconds'))} | "
+            f"{seconds(run['wall_seconds'])} | {run['peak_rss_mib']:,.0f} |"
+        )
+    lines.append("")
+    if check.get("checked"):
+        lines.append(
+            f"Counts agree on {check['rows'] - check['mismatches']:,} of {check['rows']:,} keys "
+            f"({check['mismatches']} differ); our output keeps every original row and column: "
+            f"{'yes' if check['all_rows'] and check['columns_kept'] else 'NO'}. "
+            f"Hidden rate {check['hidden_rate']} %, median count {check['median_count']}."
+        )
+    goals = payload["goals"]
+    lines += [
+        "",
+        f"Goals: faster than numpy + cKDTree: **{goals['faster']}**; "
+        f"peak RSS under {MEMORY_GOAL_GIB:g} GiB: **{goals['memory']}**.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_parquet",
+        description="Time local_cloaking from parquet to parquet against numpy + cKDTree.",
+    )
+    parser.add_argument("--n", default="1e7", help="originals (and avatars), default 1e7")
+    parser.add_argument("--dir", type=Path, help="folder for the parquet files (default: temp)")
+    parser.add_argument("--keep", action="store_true", help="keep the parquet files")
+    parser.add_argument("--reuse", action="store_true", help="reuse the inputs already in --dir")
+    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds allowed per run")
+    parser.add_argument("--runners", nargs="+", default=list(RUNNERS), choices=RUNNERS)
+    parser.add_argument("--profile", choices=PROFILES, default="gaussian")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for JSON and Markdown")
+    parser.add_argument("--name", default="parquet", help="file name stem")
+    parser.add_argument("--worker", choices=RUNNERS, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    limit_threads(args.threads)
+    if args.worker:
+        directory = args.dir
+        spent = work(
+            args.worker,
+            directory / "originals.parquet",
+            directory / "avatars.parquet",
+            directory / f"result-{args.worker}.parquet",
+            args.threads,
+        )
+        print(json.dumps({"seconds": round(spent, 3), "peak_rss_mib": own_peak_rss_mib()}))
+        return 0
+    (n,) = parse_sizes([args.n])
+    temporary = args.dir is None
+    directory = Path(tempfile.mkdtemp(prefix="bench-parquet-")) if temporary else args.dir
+    directory.mkdir(parents=True, exist_ok=True)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    payload = header(["python", "-m", "benchmarks.bench_parquet", *arguments])
+    try:
+        started = time.perf_counter()
+        if not (args.reuse and (directory / "avatars.parquet").exists()):
+            write_inputs(directory, n, profile=args.profile, seed=args.seed, threads=args.threads)
+        payload.update(
+            n=n,
+            threads=args.threads,
+            write_seconds=round(time.perf_counter() - started, 1),
+            input_mib=round(sum((directory / name).stat().st_size for name in INPUTS) / 2**20),
+        )
+        runs = {}
+        for runner in args.runners:
+            print(f"running {runner} on n={n:,} ...", file=sys.stderr, flush=True)
+            runs[runner] = run_child(runner, directory, args.threads, args.timeout)
+            print(f"  {runs[runner]}", file=sys.stderr, flush=True)
+        payload["runs"] = runs
+        payload["check"] = verify(directory, n, runs) if len(runs) == len(RUNNERS) else {}
+    finally:
+        if temporary and not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    ours, peer = runs.get("ours", {}), runs.get("ckdtree", {})
+    payload["goals"] = {
+        "faster": (
+            ours.get("status") == "ok"
+            and peer.get("status") == "ok"
+            and ours["seconds"] < peer["seconds"]
+        ),
+        "memory": ours.get("status") == "ok" and ours["peak_rss_mib"] < MEMORY_GOAL_GIB * 1024,
+    }
+    text = markdown(payload)
+    paths = write_results(args.out, args.name, payload, text)
+    print(text)
+    print("wrote " + ", ".join(str(path) for path in paths), file=sys.stderr)
+    check = payload["check"]
+    return 0 if not check.get("checked") or check["mismatches"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Smoke tests of the benchmark harness: it runs, its arbiter is right, and it catches errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import bench_counts
+from benchmarks.common import exact_counts, parse_sizes, thresholds
+from tests.conftest import brute_force_counts
+
+TINY = ["--sizes", "300", "--dims", "2", "--engines", "ours,brute,ckdtree", "--threads", "1"]
+
+
+def test_harness_agrees_and_writes_results(tmp_path: Path) -> None:
+    assert bench_counts.main([*TINY, "--out", str(tmp_path)]) == 0
+    payload = json.loads((tmp_path / "counts.json").read_text())
+    (cell,) = payload["cells"]
+    assert (cell["n"], cell["d"]) == (300, 2)
+    assert cell["agree"]
+    assert cell["checked_records"] == 300
+    assert {name: entry["status"] for name, entry in cell["engines"].items()} == {
+        "ours": "ok",
+        "brute": "ok",
+        "ckdtree": "ok",
+    }
+    assert cell["mismatches"] == {"ours": 0, "brute": 0, "ckdtree": 0}
+    assert cell["ratio"] > 0
+    assert "| 300 | 2 |" in (tmp_path / "counts.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("engine", "status", "engines"),
+    [
+        ("ckdtree", 0, "ours,brute,ckdtree"),
+        ("ours", 1, "ours,brute,ckdtree"),
+        # Without the brute force, the disputed records are settled by one.
+        ("ckdtree", 0, "ours,ckdtree"),
+    ],
+)
+def test_harness_reports_an_engine_that_miscounts(
+    engine: str, status: int, engines: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    right = bench_counts.ENGINES[engine].run
+
+    def off_by_one(case: bench_counts.Case) -> np.ndarray:
+        counts = right(case)
+        counts[:7] += 1
+        return counts
+
+    wrong = dataclasses.replace(bench_counts.ENGINES[engine], run=off_by_one)
+    monkeypatch.setitem(bench_counts.ENGINES, engine, wrong)
+    # A wrong peer is reported; wrong counts of ours also fail the run.
+    arguments = [*TINY, "--engines", engines, "--out", str(tmp_path)]
+    assert bench_counts.main(arguments) == status
+    (cell,) = json.loads((tmp_path / "counts.json").read_text())["cells"]
+    assert not cell["agree"]
+    assert cell["disagreeing"] == [engine]
+    assert cell["mismatches"][engine] == 7
+    assert f"no: {engine}" in (tmp_path / "counts.md").read_text()
+
+
+def test_the_arbiter_is_the_reference_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    originals = rng.integers(-2, 3, (200, 3)).astype(float)
+    avatars = originals + rng.integers(-1, 2, originals.shape)
+    limits = thresholds(originals, avatars, 1e-9)
+    expected = brute_force_counts(originals, avatars, 1e-9)
+    np.testing.assert_array_equal(exact_counts(originals, avatars, limits, threads=2), expected)
+    rows = np.array([5, 0, 199], dtype=np.int64)
+    np.testing.assert_array_equal(exact_counts(originals, avatars, limits, rows), expected[rows])
+
+
+def test_sizes_parse_like_the_command_line() -> None:
+    assert parse_sizes(["1e4,1e5", "300"]) == [10_000, 100_000, 300]
+    with pytest.raises(ValueError, match="positive integer"):
+        parse_sizes(["2.5"])
