@@ -33,6 +33,7 @@ FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 # An absolute term for float32 results that underflow into subnormals.
 FLOAT32_UNDERFLOW_FLOOR = 2.0**-120
 FLOAT64_SMALLEST = 2.0**-1074
+FLOAT32_SUBNORMAL_STEP = 2.0**-149
 # Results FAISS may hold for one query chunk: bounds memory when radii are huge.
 MAX_RESULTS_PER_CHUNK = 1 << 23
 # Below this many query-avatar pairs, one flat pass beats building trees (measured).
@@ -263,21 +264,17 @@ class Search:
             for local_rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
                 rows = region[local_rows]
                 index.nprobe = keys.shape[1]
-                counts[rows] = self.count(index, rows, keys)
+                counts[rows] = self.count_in_leaves(index, rows, keys)
                 bar.advance(len(rows))
         return counts
 
-    def count(
-        self,
-        index: faiss.IndexFlatL2 | faiss.IndexIVFFlat,
-        rows: IndexArray,
-        keys: IndexArray | None = None,
-    ) -> CountArray:
-        """One range search over the queries ``rows``, each with its own radius.
+    def count(self, index: faiss.IndexFlatL2, rows: IndexArray) -> CountArray:
+        """One flat range search over the queries ``rows``, each with its own radius.
 
         FAISS takes one radius ``R``; query ``i`` gets its own through an extra
         coordinate ``s_i`` (zero for avatars): ``d2 + s_i^2 < R`` iff ``d2 < R - s_i^2``.
-        With ``keys``, query ``i`` scans only the inverted lists ``keys[i]``.
+        A flat index may use the expanded form ``|x|^2 + |y|^2 - 2x.y``, hence the
+        bound of :func:`float32_error_bound`.
         """
         query_f32 = self.query_f32[rows]
         scaled_thresholds = self.scaled_thresholds[rows]
@@ -297,36 +294,129 @@ class Search:
         radius = float(scaled_thresholds.max())
         for _ in range(4):
             radius = float(np.max(scaled_thresholds + 2.0 * error_bound(radius))) * (1 + 2.0**-10)
-        radius32 = np.float32(radius)
-        if float(radius32) < radius:
-            radius32 = np.nextafter(radius32, np.float32(np.inf))
-        bound = error_bound(float(radius32))
-        slack = float(radius32) - scaled_thresholds - 2.0 * bound
+        radius32 = _float32_at_least(radius)
+        bound = error_bound(radius32)
+        slack = radius32 - scaled_thresholds - 2.0 * bound
         assert (slack >= 0).all()
         # Round s_i down so that s_i^2 <= R - T_i - 2 E_i: no true rival is pushed out.
-        lift = np.sqrt(slack).astype(np.float32)
-        too_far = lift.astype(np.float64) ** 2 > slack
-        lift[too_far] = np.nextafter(lift[too_far], np.float32(0))
+        lift = _float32_at_most(slack)
 
-        lifted = np.hstack([query_f32, lift[:, None]])
-        if isinstance(index, faiss.IndexFlatL2):
-            lims, found_dist, rival = index.range_search(lifted, float(radius32))
-        else:
-            ivf: Any = index  # FAISS's stubs describe the C++ signature, not the Python one
-            lims, found_dist, rival = ivf.range_search_preassigned(
-                lifted, float(radius32), keys, None
-            )
+        lims, found_dist, rival = index.range_search(
+            np.hstack([query_f32, lift[:, None]]), radius32
+        )
         owner = np.repeat(np.arange(len(rows)), np.diff(lims.astype(np.int64)))
+        estimate = found_dist.astype(np.float64) - lift[owner].astype(np.float64) ** 2
+        return self.settle(rows, owner, rival, estimate - bound[owner], estimate + bound[owner])
+
+    def count_in_leaves(
+        self, index: faiss.IndexIVFFlat, rows: IndexArray, keys: IndexArray
+    ) -> CountArray:
+        """One range search of the queries ``rows``, each scanning only its lists ``keys[i]``.
+
+        Each query gets its own radius through the extra coordinate ``s_i``, as in
+        :meth:`count`. FAISS's IVF-flat scanner computes direct differences
+        ``sum (x_k - y_k)^2`` (a test pins this down), whose float32 error is
+        relative, not tied to the norms: see :func:`direct_error_bounds`.
+        """
+        query_f32 = self.query_f32[rows]
+        scaled_thresholds = self.scaled_thresholds[rows]
+        relative, shift, absolute = direct_error_bounds(
+            row_norms(query_f32), self.avatar_radius, query_f32.shape[1] + 1
+        )
+        floor = self.reference_floor
+        # A pair within T_i has float32 points at most `within` apart.
+        within2 = (np.sqrt(scaled_thresholds + floor) + shift) ** 2
+        radius32 = _float32_at_least(
+            float(within2.max()) * (1 + relative) * (1 + 2.0**-10) + 2 * absolute
+        )
+        # Then its estimate is below (within2 + s^2)(1 + relative) + absolute < R.
+        lift = _float32_at_most(
+            np.maximum((radius32 - absolute) / (1 + relative) * (1 - 2.0**-30) - within2, 0.0)
+        )
+        lift2 = lift.astype(np.float64) ** 2
+        ivf: Any = index  # FAISS's stubs describe the C++ signature, not the Python one
+        lims, found_dist, rival = ivf.range_search_preassigned(
+            np.hstack([query_f32, lift[:, None]]), radius32, keys, None
+        )
+        owner = np.repeat(np.arange(len(rows)), np.diff(lims.astype(np.int64)))
+        estimate = found_dist.astype(np.float64)
+        # The exact squared distance of the float32 points (float64 rounding aside) ...
+        margin = 2.0**-40 * (estimate + lift2[owner])
+        low2 = (estimate - absolute) / (1 + relative) - lift2[owner] - margin
+        high2 = (estimate + absolute) / (1 - relative) - lift2[owner] + margin
+        # ... then of the float64 points.
+        low = np.maximum(np.sqrt(np.maximum(low2, 0.0)) - shift[owner], 0.0)
+        high = np.sqrt(np.maximum(high2, 0.0)) + shift[owner]
+        return self.settle(
+            rows, owner, rival, low**2 * (1 - 2.0**-40) - floor, high**2 * (1 + 2.0**-40) + floor
+        )
+
+    def settle(
+        self,
+        rows: IndexArray,
+        owner: IndexArray,
+        rival: IndexArray,
+        at_least: Float64Array,
+        at_most: Float64Array,
+    ) -> CountArray:
+        """Count the rivals of each query in ``rows``, its own avatar aside.
+
+        Pair ``p`` joins query ``rows[owner[p]]`` to avatar ``rival[p]``, and its
+        scaled squared distance lies in ``[at_least[p], at_most[p]]``. A pair whose
+        interval lies on one side of the threshold is decided; the others are
+        settled in float64 by :func:`squared_distances`.
+        """
         not_own = rival != self.own[rows][owner]
         owner, rival = owner[not_own], rival[not_own]
-        estimate = found_dist[not_own].astype(np.float64) - lift[owner].astype(np.float64) ** 2
-        sure_in = estimate + bound[owner] <= scaled_thresholds[owner]
-        unsure = ~sure_in & (estimate - bound[owner] <= scaled_thresholds[owner])
-        settled = squared_distances(self.queries, self.avatars, rows[owner[unsure]], rival[unsure])
-        inside = settled <= self.thresholds[rows[owner[unsure]]]
+        at_least, at_most = at_least[not_own], at_most[not_own]
+        scaled_thresholds = self.scaled_thresholds[rows][owner]
+        sure_in = at_most <= scaled_thresholds
+        unsure = ~sure_in & (at_least <= scaled_thresholds)
+        queries = rows[owner[unsure]]
+        settled = squared_distances(self.queries, self.avatars, queries, rival[unsure])
+        inside = settled <= self.thresholds[queries]
         return np.bincount(owner[sure_in], minlength=len(rows)) + np.bincount(
             owner[unsure][inside], minlength=len(rows)
         )
+
+
+def direct_error_bounds(
+    query_norms: Float64Array, avatar_radius: float, dim: int
+) -> tuple[float, Float64Array, float]:
+    """Bounds for FAISS's direct-difference distances between scaled float32 points.
+
+    Returns ``(relative, shift, absolute)``: the float32 estimate ``D`` of the
+    exact squared distance ``D_f`` of the float32 points satisfies
+    ``|D - D_f| <= relative * D_f + absolute``, and ``sqrt(D_f)`` is within
+    ``shift[i]`` of the distance of the float64 points.
+    """
+    # Why it holds: each difference, square and sum of non-negative terms rounds
+    # relatively, (dim + 3)u in all, plus at most 2^-149 per operation below
+    # float32's normal range; rounding a point to float32 moves it by at most u|x|
+    # (the 1.01 covers the float64 centring); the extra u-multiples cover the float64
+    # reference's own relative rounding.
+    relative = (dim + 6) * FLOAT32_UNIT_ROUNDOFF
+    shift: Float64Array = (
+        1.01 * FLOAT32_UNIT_ROUNDOFF * (query_norms + avatar_radius)
+        + 2 * math.sqrt(dim) * FLOAT32_SUBNORMAL_STEP
+    )
+    return relative, shift, (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
+
+
+def _float32_at_most(values: Float64Array) -> npt.NDArray[np.float32]:
+    """Square roots of ``values``, rounded down to float32: their squares stay within."""
+    roots = np.sqrt(values).astype(np.float32)
+    too_far = roots.astype(np.float64) ** 2 > values
+    roots[too_far] = np.nextafter(roots[too_far], np.float32(0))
+    return roots
+
+
+def _float32_at_least(value: float) -> float:
+    """The smallest float32 at least ``value`` (FAISS takes its radius as float32)."""
+    rounded = np.float32(value)
+    if float(rounded) < value:
+        rounded = np.nextafter(rounded, np.float32(np.inf))
+    return float(rounded)
 
 
 def float32_error_bound(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -211,3 +212,25 @@ def test_auto_strategy_picks_by_size() -> None:
     assert engine.choose_strategy(10**4, 10**4, 20) == "flat"
     assert engine.choose_strategy(10**4, 10**4, 5) == "tree"
     assert engine.choose_strategy(10**6, 10**6, 20) == "tree"
+
+
+def test_faiss_ivf_scanner_computes_direct_differences() -> None:
+    """The leaf search's error bound assumes FAISS's IVF-flat range search computes
+    sum (x_k - y_k)^2 directly. On dyadic points far from the origin that is exact,
+    while the expanded form |x|^2 + |y|^2 - 2x.y would be off by units."""
+    rng = np.random.default_rng(0)
+    avatars = (4096 + rng.integers(0, 64, (500, 5)) / 64).astype(np.float32)
+    queries = (4096 + rng.integers(0, 64, (40_000, 5)) / 64).astype(np.float32)
+    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(5), 5, 1)
+    index.is_trained = True
+    ids = np.arange(len(avatars), dtype=np.int64)
+    lists = np.zeros(len(avatars), dtype=np.int64)
+    index.add_core(
+        len(avatars), faiss.swig_ptr(avatars), faiss.swig_ptr(ids), faiss.swig_ptr(lists)
+    )
+    keys = np.zeros((len(queries), 1), dtype=np.int64)
+    lims, found, labels = index.range_search_preassigned(queries, 0.5, keys, None)
+    owner = np.repeat(np.arange(len(queries)), np.diff(lims.astype(np.int64)))
+    exact = ((queries[owner].astype(np.float64) - avatars[labels].astype(np.float64)) ** 2).sum(1)
+    assert len(found) > 0
+    np.testing.assert_array_equal(found.astype(np.float64), exact)
