@@ -41,8 +41,12 @@ FLAT_MAX_PAIRS = 1 << 22
 # Above this dimension boxes prune less, and flat wins up to about 16,000 x 16,000.
 TREE_MIN_GAIN_DIM = 8
 FLAT_MAX_PAIRS_HIGH_DIM = 1 << 28
-AVATAR_LEAF_SIZE = 32
-QUERY_LEAF_SIZE = 16
+# Avatars per kd-tree leaf (a FAISS inverted list), by dimension; blocks of queries
+# hold half as many. Larger in higher dimensions, where boxes prune less and scanning
+# in FAISS beats walking finer trees in numpy (measured).
+LEAF_SIZE_LOW_DIM = 128
+LEAF_SIZE_HIGH_DIM = 512
+HIGH_DIM = 6
 # Queries walked through the trees together; bounds the walk's memory.
 QUERIES_PER_REGION = 1 << 17
 # Cells of the (queries x inverted lists) key matrix handed to FAISS at once.
@@ -190,6 +194,12 @@ def choose_strategy(n_queries: int, n_avatars: int, dim: int) -> Literal["flat",
     return "tree"
 
 
+def leaf_sizes(dim: int) -> tuple[int, int]:
+    """Avatars per leaf and queries per block for the tree strategy in ``dim`` dimensions."""
+    avatars = LEAF_SIZE_HIGH_DIM if dim > HIGH_DIM else LEAF_SIZE_LOW_DIM
+    return avatars, avatars // 2
+
+
 @dataclass(frozen=True)
 class Search:
     """Queries and avatars centred, scaled by a power of two to norms <= 1 and rounded
@@ -252,14 +262,15 @@ class Search:
 
     def count_by_leaves(self, bar: Progress) -> CountArray:
         """Each block of queries against the avatar leaves within its reach."""
-        leaves = KdLeaves.build(self.avatars, AVATAR_LEAF_SIZE)
+        avatar_leaf, query_leaf = leaf_sizes(self.queries.shape[1])
+        leaves = KdLeaves.build(self.avatars, avatar_leaf)
         index = _leaf_index(self.lifted_avatars(), leaves)
         counts = np.zeros(len(self.queries), dtype=np.int64)
         # Regions of nearby queries, one at a time, bound the memory of the tree walk.
         regions = KdLeaves.build(self.queries, QUERIES_PER_REGION)
         for region in np.split(regions.order, regions.starts[1:-1]):
             reach = reachable_leaves(
-                self.queries[region], self.thresholds[region], leaves, QUERY_LEAF_SIZE
+                self.queries[region], self.thresholds[region], leaves, query_leaf
             )
             for local_rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
                 rows = region[local_rows]

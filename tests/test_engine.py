@@ -21,8 +21,7 @@ STRATEGIES = ["flat", "tree"]
 @pytest.fixture(autouse=True)
 def tiny_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
     """Leaves of a few points, so that small data builds deep trees and prunes for real."""
-    monkeypatch.setattr(engine, "AVATAR_LEAF_SIZE", 3)
-    monkeypatch.setattr(engine, "QUERY_LEAF_SIZE", 2)
+    monkeypatch.setattr(engine, "leaf_sizes", lambda dim: (3, 2))
     monkeypatch.setattr(engine, "QUERIES_PER_REGION", 16)
 
 
