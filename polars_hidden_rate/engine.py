@@ -245,7 +245,7 @@ class Search:
         )
 
     def lifted_avatars(self) -> npt.NDArray[np.float32]:
-        """Avatars with the extra coordinate 0 (see :meth:`count`)."""
+        """Avatars with the extra coordinate 0 (see :meth:`count_in_flat`)."""
         return np.hstack([self.avatar_f32, np.zeros((len(self.avatar_f32), 1), np.float32)])
 
     def count_flat(self, bar: Progress) -> CountArray:
@@ -256,7 +256,7 @@ class Search:
         counts = np.zeros(len(self.queries), dtype=np.int64)
         for start in range(0, len(self.queries), chunk):
             rows = np.arange(start, min(start + chunk, len(self.queries)))
-            counts[rows] = self.count(index, rows)
+            counts[rows] = self.count_in_flat(index, rows)
             bar.advance(len(rows))
         return counts
 
@@ -279,7 +279,7 @@ class Search:
                 bar.advance(len(rows))
         return counts
 
-    def count(self, index: faiss.IndexFlatL2, rows: IndexArray) -> CountArray:
+    def count_in_flat(self, index: faiss.IndexFlatL2, rows: IndexArray) -> CountArray:
         """One flat range search over the queries ``rows``, each with its own radius.
 
         FAISS takes one radius ``R``; query ``i`` gets its own through an extra
@@ -325,7 +325,7 @@ class Search:
         """One range search of the queries ``rows``, each scanning only its lists ``keys[i]``.
 
         Each query gets its own radius through the extra coordinate ``s_i``, as in
-        :meth:`count`. FAISS's IVF-flat scanner computes direct differences
+        :meth:`count_in_flat`. FAISS's IVF-flat scanner computes direct differences
         ``sum (x_k - y_k)^2`` (a test pins this down), whose float32 error is
         relative, not tied to the norms: see :func:`direct_error_bounds`.
         """
