@@ -3,7 +3,7 @@
 The count decomposes exactly over the avatars: ``c_i`` is the sum, over any
 partition of the avatars into shards, of the rivals of ``x_i`` in each shard.
 The driver computes every threshold ``T_i`` from the link alone
-(:func:`engine.own_thresholds`), splits the originals into query blocks and the
+(:func:`engine.linked_arrays`), splits the originals into query blocks and the
 avatars into shards, and submits one pure task per (block, shard) pair; each
 task is the single-machine building block :func:`engine.count_within`. The
 driver sums the partial counts, so the result is the local result, bit for bit.
@@ -164,12 +164,10 @@ def count_cloaking_distributed(
     """
     from distributed import as_completed
 
-    originals = np.ascontiguousarray(originals, dtype=np.float64)
-    avatars = np.ascontiguousarray(avatars, dtype=np.float64)
+    originals, avatars, thresholds = engine.linked_arrays(originals, avatars, tie_tol)
     n, dim = originals.shape
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    thresholds = engine.own_thresholds(originals, avatars, tie_tol)
     if sizing is None:
         sizing = size_tasks(n, len(avatars), dim, _workers(client))
 

@@ -75,6 +75,15 @@ def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: floa
     return thresholds
 
 
+def linked_arrays(
+    originals: Float64Array, avatars: Float64Array, tie_tol: float
+) -> tuple[Float64Array, Float64Array, Float64Array]:
+    """Linked coordinates as contiguous float64 arrays, with each original's ``T_i``."""
+    originals = np.ascontiguousarray(originals, dtype=np.float64)
+    avatars = np.ascontiguousarray(avatars, dtype=np.float64)
+    return originals, avatars, own_thresholds(originals, avatars, tie_tol)
+
+
 @contextlib.contextmanager
 def faiss_threads(threads: int | None) -> Iterator[None]:
     """Run FAISS with ``threads`` OpenMP threads (all cores when None), then restore."""
@@ -125,9 +134,7 @@ def count_cloaking(
     >>> count_cloaking(originals, avatars).tolist()
     [1, 1, 0]
     """
-    originals = np.ascontiguousarray(originals, dtype=np.float64)
-    avatars = np.ascontiguousarray(avatars, dtype=np.float64)
-    thresholds = own_thresholds(originals, avatars, tie_tol)
+    originals, avatars, thresholds = linked_arrays(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
     with faiss_threads(threads):
         return count_within(

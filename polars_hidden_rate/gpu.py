@@ -76,9 +76,7 @@ def count_cloaking_gpu(
         When FAISS has no GPU support or sees no GPU, or the GPU cannot run it.
     """
     require_gpu()
-    originals = np.ascontiguousarray(originals, dtype=np.float64)
-    avatars = np.ascontiguousarray(avatars, dtype=np.float64)
-    thresholds = engine.own_thresholds(originals, avatars, tie_tol)
+    originals, avatars, thresholds = engine.linked_arrays(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
     resources = faiss.StandardGpuResources()
     config = faiss.GpuIndexFlatConfig()
