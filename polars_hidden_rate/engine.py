@@ -49,6 +49,8 @@ LEAF_SIZE_HIGH_DIM = 512
 HIGH_DIM = 6
 # Queries walked through the trees together; bounds the walk's memory.
 QUERIES_PER_REGION = 1 << 17
+# Largest ratio between the thresholds searched together in the tree strategy.
+SEARCH_SPREAD = 2.0**12
 # Cells of the (queries x inverted lists) key matrix handed to FAISS at once.
 MAX_KEYS_PER_BATCH = 1 << 22
 
@@ -282,7 +284,10 @@ class Search:
             for local_rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
                 rows = region[local_rows]
                 index.nprobe = keys.shape[1]
-                counts[rows] = self.count_in_leaves(index, rows, keys)
+                # One radius per search: keep thresholds of one magnitude together, so
+                # that the error band, relative to that radius, stays narrow for each.
+                for part in _magnitude_groups(self.scaled_thresholds[rows], SEARCH_SPREAD):
+                    counts[rows[part]] = self.count_in_leaves(index, rows[part], keys[part])
                 bar.advance(len(rows))
         return counts
 
@@ -419,6 +424,19 @@ def direct_error_bounds(
         + 2 * math.sqrt(dim) * FLOAT32_SUBNORMAL_STEP
     )
     return relative, shift, (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
+
+
+def _magnitude_groups(values: Float64Array, spread: float) -> list[IndexArray]:
+    """Positions of ``values`` in groups whose largest is at most ``spread`` times the smallest."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    groups: list[IndexArray] = []
+    start = 0
+    while start < len(order):
+        end = max(int(np.searchsorted(ordered, ordered[start] * spread, side="right")), start + 1)
+        groups.append(order[start:end])
+        start = end
+    return groups
 
 
 def _float32_at_most(values: Float64Array) -> npt.NDArray[np.float32]:

@@ -233,3 +233,19 @@ def test_faiss_ivf_scanner_computes_direct_differences() -> None:
     exact = ((queries[owner].astype(np.float64) - avatars[labels].astype(np.float64)) ** 2).sum(1)
     assert len(found) > 0
     np.testing.assert_array_equal(found.astype(np.float64), exact)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=hnp.arrays(
+        np.float64, st.integers(0, 200), elements=st.floats(0, 1e6, allow_subnormal=True)
+    ),
+    spread=st.sampled_from([1.0, 2.0, 2.0**12]),
+)
+def test_magnitude_groups_split_every_value_once(values: np.ndarray, spread: float) -> None:
+    groups = engine._magnitude_groups(values, spread)
+    assert sorted(np.concatenate([*groups, np.zeros(0, dtype=np.int64)]).tolist()) == list(
+        range(len(values))
+    )
+    for group in groups:
+        assert values[group].max() <= values[group].min() * spread
