@@ -19,8 +19,7 @@ from polars_hidden_rate._types import Float64Array, IndexArray
 
 # Relative widening of radii and boxes: covers float64 rounding in the tests below.
 MARGIN = 1e-9
-# Queries whose leaves are pruned together (keeps the temporaries in cache); 0: no
-# pruning query by query.
+# Queries whose leaves are pruned together: keeps the temporaries in cache.
 PRUNE_ROWS = 2048
 
 
@@ -133,8 +132,6 @@ class Reach:
         sizes = self.block_starts[chosen + 1] - self.block_starts[chosen]
         rows = self.block_rows[_ranges(self.block_starts[chosen], sizes)]
         keys = np.repeat(block_keys, sizes, axis=0)
-        if not PRUNE_ROWS:
-            return rows, keys
         # Per query, drop the leaves of its block beyond its own radius; a few blocks at
         # a time keep the temporaries in cache.
         nodes = np.maximum(block_keys, 0) + self.avatars.first_leaf
