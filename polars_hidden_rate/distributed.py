@@ -152,7 +152,7 @@ def count_cloaking_distributed(
     tie_tol
         Relative tie tolerance, as in :func:`engine.count_cloaking`.
     threads
-        FAISS threads inside each task. None runs one per task: Dask already
+        Counting threads inside each task. None runs one per task: Dask already
         runs one task per worker thread, and more would oversubscribe the cores.
     sizing
         Block and shard sizes; default :func:`size_tasks` for the client's workers.
@@ -235,8 +235,7 @@ def count_block_in_shard(
     """One task: the block's partial counts over one shard (a pure function of its inputs)."""
     own = block.avatar_position - shard_start
     own[(own < 0) | (own >= len(shard))] = -1
-    with engine.faiss_threads(threads or 1):
-        return engine.count_within(block.queries, block.thresholds, own, shard)
+    return engine.count_within(block.queries, block.thresholds, own, shard, threads=threads or 1)
 
 
 def _pairs_within_reach(

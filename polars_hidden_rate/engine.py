@@ -5,9 +5,13 @@ the engine counts the rivals ``j != i`` with ``d2(x_i, y_j) <= T_i``, where
 ``T_i = d2(x_i, y_i) * (1 + tie_tol)`` and every ``d2`` is the float64 sum of
 squared direct differences, taken in column order (:func:`squared_distances`).
 
-FAISS finds the candidates in float32. Each float32 distance carries an error
-bound; a pair is decided in float32 only when it lies outside that bound, and
-every pair inside it is settled again in float64 by :func:`squared_distances`.
+Two exact strategies share that definition. The default walks a compiled
+kd-tree in float64 (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` finds
+candidates in a FAISS flat index in float32: each float32 distance carries an
+error bound, a pair is decided in float32 only when it lies outside that bound,
+and every pair inside it is settled again in float64 by
+:func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.gpu`) uses
+the same float32 preparation and bound.
 """
 
 from __future__ import annotations
@@ -17,14 +21,14 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import faiss
 import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.partition import KdLeaves, reachable_leaves
+from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.progress import Progress
 
 Strategy = Literal["auto", "flat", "tree"]
@@ -33,26 +37,8 @@ FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 # An absolute term for float32 results that underflow into subnormals.
 FLOAT32_UNDERFLOW_FLOOR = 2.0**-120
 FLOAT64_SMALLEST = 2.0**-1074
-FLOAT32_SUBNORMAL_STEP = 2.0**-149
 # Results FAISS may hold for one query chunk: bounds memory when radii are huge.
 MAX_RESULTS_PER_CHUNK = 1 << 23
-# Below this many query-avatar pairs, one flat pass beats building trees (measured).
-FLAT_MAX_PAIRS = 1 << 22
-# Above this dimension boxes prune less, and flat wins up to about 16,000 x 16,000.
-TREE_MIN_GAIN_DIM = 8
-FLAT_MAX_PAIRS_HIGH_DIM = 1 << 28
-# Avatars per kd-tree leaf (a FAISS inverted list), by dimension; blocks of queries
-# hold half as many. Larger in higher dimensions, where boxes prune less and scanning
-# in FAISS beats walking finer trees in numpy (measured).
-LEAF_SIZE_LOW_DIM = 128
-LEAF_SIZE_HIGH_DIM = 512
-HIGH_DIM = 6
-# Queries walked through the trees together; bounds the walk's memory.
-QUERIES_PER_REGION = 1 << 17
-# Largest ratio between the thresholds searched together in the tree strategy.
-SEARCH_SPREAD = 2.0**12
-# Cells of the (queries x inverted lists) key matrix handed to FAISS at once.
-MAX_KEYS_PER_BATCH = 1 << 22
 
 
 def squared_distances(
@@ -117,7 +103,7 @@ def count_cloaking(
         Relative tolerance: a rival counts when its squared distance is at most
         ``d2(x_i, y_i) * (1 + tie_tol)``.
     threads
-        FAISS threads; None uses all cores.
+        Threads to count with; None uses all cores.
     strategy
         How to find candidates; see :func:`count_within`. Counts never depend on it.
     progress
@@ -138,10 +124,9 @@ def count_cloaking(
     """
     originals, avatars, thresholds = linked_arrays(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
-    with faiss_threads(threads):
-        return count_within(
-            originals, thresholds, own, avatars, strategy=strategy, progress=progress
-        )
+    return count_within(
+        originals, thresholds, own, avatars, threads=threads, strategy=strategy, progress=progress
+    )
 
 
 def count_within(
@@ -150,6 +135,7 @@ def count_within(
     own: IndexArray,
     avatars: Float64Array,
     *,
+    threads: int | None = None,
     strategy: Strategy = "auto",
     progress: bool | None = False,
 ) -> CountArray:
@@ -169,12 +155,15 @@ def count_within(
         when that avatar is not among them.
     avatars
         The avatars to count, float64 of shape ``(s, d)``.
+    threads
+        Threads to count with; None uses all cores.
     strategy
-        ``"flat"`` compares every query with every avatar in one FAISS flat
-        index. ``"tree"`` splits the avatars into kd-tree leaves, stored as the
-        inverted lists of a FAISS IVF index, and each small block of queries
-        scans only the leaves within reach of its radii
-        (:mod:`polars_hidden_rate.partition`). ``"auto"`` picks by size.
+        ``"tree"`` (and ``"auto"``) walks a compiled kd-tree of the avatars in
+        float64 per query (:mod:`polars_hidden_rate.kdtree`). ``"flat"``
+        compares every query with every avatar in a FAISS flat index and
+        settles the float32 band in float64; it was measured slower at every
+        size and dimension tried (``docs/engine.md``), and stays as the CPU
+        twin of the GPU path and an independent check.
     progress
         Show a progress bar on stderr; None shows it only on a terminal.
 
@@ -185,28 +174,13 @@ def count_within(
     """
     if len(queries) == 0 or len(avatars) == 0:
         return np.zeros(len(queries), dtype=np.int64)
-    if strategy == "auto":
-        strategy = choose_strategy(len(queries), len(avatars), queries.shape[1])
-    search = Search.prepare(queries, thresholds, own, avatars)
+    threads = threads or os.cpu_count() or 1
     with Progress(len(queries), enabled=progress) as bar:
-        if strategy == "tree":
-            return search.count_by_leaves(bar)
-        return search.count_flat(bar)
-
-
-def choose_strategy(n_queries: int, n_avatars: int, dim: int) -> Literal["flat", "tree"]:
-    """Flat for small inputs, and for mid-sized ones in higher dimensions, where boxes
-    prune little; tree otherwise (crossovers measured on avatar-like data)."""
-    pairs = n_queries * n_avatars
-    if pairs <= FLAT_MAX_PAIRS or (dim > TREE_MIN_GAIN_DIM and pairs <= FLAT_MAX_PAIRS_HIGH_DIM):
-        return "flat"
-    return "tree"
-
-
-def leaf_sizes(dim: int) -> tuple[int, int]:
-    """Avatars per leaf and queries per block for the tree strategy in ``dim`` dimensions."""
-    avatars = LEAF_SIZE_HIGH_DIM if dim > HIGH_DIM else LEAF_SIZE_LOW_DIM
-    return avatars, avatars // 2
+        if strategy == "flat":
+            with faiss_threads(threads):
+                return Search.prepare(queries, thresholds, own, avatars).count_flat(bar)
+        tree = KdTree.build(avatars)
+        return tree.count_within(queries, thresholds, own, threads=threads, advance=bar.advance)
 
 
 @dataclass(frozen=True)
@@ -269,28 +243,6 @@ class Search:
             bar.advance(len(rows))
         return counts
 
-    def count_by_leaves(self, bar: Progress) -> CountArray:
-        """Each block of queries against the avatar leaves within its reach."""
-        avatar_leaf, query_leaf = leaf_sizes(self.queries.shape[1])
-        leaves = KdLeaves.build(self.avatars, avatar_leaf)
-        index = _leaf_index(self.lifted_avatars(), leaves)
-        counts = np.zeros(len(self.queries), dtype=np.int64)
-        # Regions of nearby queries, one at a time, bound the memory of the tree walk.
-        regions = KdLeaves.build(self.queries, QUERIES_PER_REGION)
-        for region in np.split(regions.order, regions.starts[1:-1]):
-            reach = reachable_leaves(
-                self.queries[region], self.thresholds[region], leaves, query_leaf
-            )
-            for local_rows, keys in reach.batches(MAX_KEYS_PER_BATCH):
-                rows = region[local_rows]
-                index.nprobe = keys.shape[1]
-                # One radius per search: keep thresholds of one magnitude together, so
-                # that the error band, relative to that radius, stays narrow for each.
-                for part in _magnitude_groups(self.scaled_thresholds[rows], SEARCH_SPREAD):
-                    counts[rows[part]] = self.count_in_leaves(index, rows[part], keys[part])
-                bar.advance(len(rows))
-        return counts
-
     def count_in_flat(self, index: faiss.IndexFlatL2, rows: IndexArray) -> CountArray:
         """One flat range search over the queries ``rows``, each with its own radius.
 
@@ -331,49 +283,6 @@ class Search:
         estimate = found_dist.astype(np.float64) - lift[owner].astype(np.float64) ** 2
         return self.settle(rows, owner, rival, estimate - bound[owner], estimate + bound[owner])
 
-    def count_in_leaves(
-        self, index: faiss.IndexIVFFlat, rows: IndexArray, keys: IndexArray
-    ) -> CountArray:
-        """One range search of the queries ``rows``, each scanning only its lists ``keys[i]``.
-
-        Each query gets its own radius through the extra coordinate ``s_i``, as in
-        :meth:`count_in_flat`. FAISS's IVF-flat scanner computes direct differences
-        ``sum (x_k - y_k)^2`` (a test pins this down), whose float32 error is
-        relative, not tied to the norms: see :func:`direct_error_bounds`.
-        """
-        query_f32 = self.query_f32[rows]
-        scaled_thresholds = self.scaled_thresholds[rows]
-        relative, shift, absolute = direct_error_bounds(
-            row_norms(query_f32), self.avatar_radius, query_f32.shape[1] + 1
-        )
-        floor = self.reference_floor
-        # A pair within T_i has float32 points at most `within` apart.
-        within2 = (np.sqrt(scaled_thresholds + floor) + shift) ** 2
-        radius32 = _float32_at_least(
-            float(within2.max()) * (1 + relative) * (1 + 2.0**-10) + 2 * absolute
-        )
-        # Then its estimate is below (within2 + s^2)(1 + relative) + absolute < R.
-        lift = _float32_at_most(
-            np.maximum((radius32 - absolute) / (1 + relative) * (1 - 2.0**-30) - within2, 0.0)
-        )
-        lift2 = lift.astype(np.float64) ** 2
-        ivf: Any = index  # FAISS's stubs describe the C++ signature, not the Python one
-        lims, found_dist, rival = ivf.range_search_preassigned(
-            np.hstack([query_f32, lift[:, None]]), radius32, keys, None
-        )
-        owner = np.repeat(np.arange(len(rows)), np.diff(lims.astype(np.int64)))
-        estimate = found_dist.astype(np.float64)
-        # The exact squared distance of the float32 points (float64 rounding aside) ...
-        margin = 2.0**-40 * (estimate + lift2[owner])
-        low2 = (estimate - absolute) / (1 + relative) - lift2[owner] - margin
-        high2 = (estimate + absolute) / (1 - relative) - lift2[owner] + margin
-        # ... then of the float64 points.
-        low = np.maximum(np.sqrt(np.maximum(low2, 0.0)) - shift[owner], 0.0)
-        high = np.sqrt(np.maximum(high2, 0.0)) + shift[owner]
-        return self.settle(
-            rows, owner, rival, low**2 * (1 - 2.0**-40) - floor, high**2 * (1 + 2.0**-40) + floor
-        )
-
     def settle(
         self,
         rows: IndexArray,
@@ -401,42 +310,6 @@ class Search:
         return np.bincount(owner[sure_in], minlength=len(rows)) + np.bincount(
             owner[unsure][inside], minlength=len(rows)
         )
-
-
-def direct_error_bounds(
-    query_norms: Float64Array, avatar_radius: float, dim: int
-) -> tuple[float, Float64Array, float]:
-    """Bounds for FAISS's direct-difference distances between scaled float32 points.
-
-    Returns ``(relative, shift, absolute)``: the float32 estimate ``D`` of the
-    exact squared distance ``D_f`` of the float32 points satisfies
-    ``|D - D_f| <= relative * D_f + absolute``, and ``sqrt(D_f)`` is within
-    ``shift[i]`` of the distance of the float64 points.
-    """
-    # Why it holds: each difference, square and sum of non-negative terms rounds
-    # relatively, (dim + 3)u in all, plus at most 2^-149 per operation below
-    # float32's normal range; rounding a point to float32 moves it by at most u|x|
-    # (the 1.01 covers the float64 centring); the extra u-multiples cover the float64
-    # reference's own relative rounding.
-    relative = (dim + 6) * FLOAT32_UNIT_ROUNDOFF
-    shift: Float64Array = (
-        1.01 * FLOAT32_UNIT_ROUNDOFF * (query_norms + avatar_radius)
-        + 2 * math.sqrt(dim) * FLOAT32_SUBNORMAL_STEP
-    )
-    return relative, shift, (dim + 8) * FLOAT32_UNDERFLOW_FLOOR
-
-
-def _magnitude_groups(values: Float64Array, spread: float) -> list[IndexArray]:
-    """Positions of ``values`` in groups whose largest is at most ``spread`` times the smallest."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    groups: list[IndexArray] = []
-    start = 0
-    while start < len(order):
-        end = max(int(np.searchsorted(ordered, ordered[start] * spread, side="right")), start + 1)
-        groups.append(order[start:end])
-        start = end
-    return groups
 
 
 def _float32_at_most(values: Float64Array) -> npt.NDArray[np.float32]:
@@ -482,20 +355,6 @@ def float32_error_bound(
         + reference_floor
     )
     return bound
-
-
-def _leaf_index(lifted_avatars: npt.NDArray[np.float32], leaves: KdLeaves) -> faiss.IndexIVFFlat:
-    """A FAISS IVF index whose inverted lists are the kd-tree leaves; labels are avatar rows."""
-    dim = lifted_avatars.shape[1]
-    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, leaves.n_leaves)
-    index.is_trained = True  # the lists are given, never trained
-    vectors = np.ascontiguousarray(lifted_avatars[leaves.order])
-    labels = np.ascontiguousarray(leaves.order, dtype=np.int64)
-    lists = np.ascontiguousarray(leaves.leaf_of_position(), dtype=np.int64)
-    index.add_core(
-        len(vectors), faiss.swig_ptr(vectors), faiss.swig_ptr(labels), faiss.swig_ptr(lists)
-    )
-    return index
 
 
 def row_norms(coords: npt.NDArray[np.floating]) -> Float64Array:

@@ -27,6 +27,19 @@ def brute_force_counts(originals: np.ndarray, avatars: np.ndarray, tie_tol: floa
     return counts
 
 
+def brute_force_within(
+    queries: np.ndarray, thresholds: np.ndarray, own: np.ndarray, avatars: np.ndarray
+) -> np.ndarray:
+    """#{j != own[i] : d2(q_i, y_j) <= thresholds[i]}, in float64 column by column."""
+    d2 = np.zeros((len(queries), len(avatars)))
+    for k in range(queries.shape[1]):
+        diff = queries[:, k : k + 1] - avatars[None, :, k]
+        d2 += diff * diff
+    inside = d2 <= thresholds[:, None]
+    inside[np.arange(len(queries)), own] &= own < 0
+    return inside.sum(axis=1)
+
+
 @pytest.fixture
 def wbcd_dir() -> Path:
     if not WBCD.is_dir():

@@ -120,9 +120,9 @@ def _slow_down(seconds: float) -> Callable[[], None]:
     def install() -> None:
         original = engine.count_within
 
-        def slow(*args: Any) -> Any:
+        def slow(*args: Any, **kwargs: Any) -> Any:
             time.sleep(seconds)
-            return original(*args)
+            return original(*args, **kwargs)
 
         engine.count_within = slow  # type: ignore[assignment]
 

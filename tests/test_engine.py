@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import faiss
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,9 +9,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.spatial import cKDTree
 
-from polars_hidden_rate import engine
+from polars_hidden_rate import engine, kdtree
 from polars_hidden_rate.engine import count_cloaking
-from tests.conftest import brute_force_counts
+from tests.conftest import brute_force_counts, brute_force_within
 
 OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]
 STRATEGIES = ["flat", "tree"]
@@ -20,9 +19,10 @@ STRATEGIES = ["flat", "tree"]
 
 @pytest.fixture(autouse=True)
 def tiny_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Leaves of a few points, so that small data builds deep trees and prunes for real."""
-    monkeypatch.setattr(engine, "leaf_sizes", lambda dim: (3, 2))
-    monkeypatch.setattr(engine, "QUERIES_PER_REGION", 16)
+    """Leaves of a few points, so that small data builds deep trees and prunes for real,
+    and tasks of a few queries, so that the threads share every count."""
+    monkeypatch.setattr(kdtree, "LEAF_SIZE", 2)
+    monkeypatch.setattr(kdtree, "QUERIES_PER_TASK", 8)
 
 
 @st.composite
@@ -205,47 +205,47 @@ def test_shards_add_up_to_the_whole(strategy: engine.Strategy) -> None:
     np.testing.assert_array_equal(total, brute_force_counts(originals, avatars, 1e-9))
 
 
-def test_auto_strategy_picks_by_size() -> None:
-    assert engine.choose_strategy(100, 100, 5) == "flat"
-    assert engine.choose_strategy(10**6, 10**6, 5) == "tree"
-    assert engine.choose_strategy(10**4, 10**4, 20) == "flat"
-    assert engine.choose_strategy(10**4, 10**4, 5) == "tree"
-    assert engine.choose_strategy(10**6, 10**6, 20) == "tree"
-
-
-def test_faiss_ivf_scanner_computes_direct_differences() -> None:
-    """The leaf search's error bound assumes FAISS's IVF-flat range search computes
-    sum (x_k - y_k)^2 directly. On dyadic points far from the origin that is exact,
-    while the expanded form |x|^2 + |y|^2 - 2x.y would be off by units."""
-    rng = np.random.default_rng(0)
-    avatars = (4096 + rng.integers(0, 64, (500, 5)) / 64).astype(np.float32)
-    queries = (4096 + rng.integers(0, 64, (40_000, 5)) / 64).astype(np.float32)
-    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(5), 5, 1)
-    index.is_trained = True
-    ids = np.arange(len(avatars), dtype=np.int64)
-    lists = np.zeros(len(avatars), dtype=np.int64)
-    index.add_core(
-        len(avatars), faiss.swig_ptr(avatars), faiss.swig_ptr(ids), faiss.swig_ptr(lists)
-    )
-    keys = np.zeros((len(queries), 1), dtype=np.int64)
-    lims, found, labels = index.range_search_preassigned(queries, 0.5, keys, None)
-    owner = np.repeat(np.arange(len(queries)), np.diff(lims.astype(np.int64)))
-    exact = ((queries[owner].astype(np.float64) - avatars[labels].astype(np.float64)) ** 2).sum(1)
-    assert len(found) > 0
-    np.testing.assert_array_equal(found.astype(np.float64), exact)
-
-
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
-    values=hnp.arrays(
-        np.float64, st.integers(0, 200), elements=st.floats(0, 1e6, allow_subnormal=True)
+    data=hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(2, 40), st.sampled_from([1, 3, 7])),
+        elements=st.floats(-1e3, 1e3, allow_nan=False),
     ),
-    spread=st.sampled_from([1.0, 2.0, 2.0**12]),
+    offset=st.sampled_from(OFFSETS),
+    seed=st.integers(0, 2**32 - 1),
+    strategy=st.sampled_from(STRATEGIES),
 )
-def test_magnitude_groups_split_every_value_once(values: np.ndarray, spread: float) -> None:
-    groups = engine._magnitude_groups(values, spread)
-    assert sorted(np.concatenate([*groups, np.zeros(0, dtype=np.int64)]).tolist()) == list(
-        range(len(values))
+def test_rivals_exactly_at_the_threshold_count(
+    data: np.ndarray, offset: float, seed: int, strategy: engine.Strategy
+) -> None:
+    """Each threshold is the float64 d2 of some rival: it must count, to the last bit
+    (a fused multiply-add or a reordered sum would move it by an ulp)."""
+    rng = np.random.default_rng(seed)
+    half = len(data) // 2
+    queries, avatars = data[:half] + offset, data[half:] + offset
+    if len(queries) == 0:
+        return
+    rival = rng.integers(0, len(avatars), len(queries))
+    thresholds = engine.squared_distances(queries, avatars, np.arange(len(queries)), rival)
+    own = np.where(rng.random(len(queries)) < 0.5, rng.integers(0, len(avatars), len(queries)), -1)
+    np.testing.assert_array_equal(
+        engine.count_within(queries, thresholds, own, avatars, strategy=strategy),
+        brute_force_within(queries, thresholds, own, avatars),
     )
-    for group in groups:
-        assert values[group].max() <= values[group].min() * spread
+
+
+@pytest.mark.parametrize("leaf_size", [1, 2, 5, 16])
+def test_tree_holds_every_avatar_once_in_its_boxes(leaf_size: int) -> None:
+    rng = np.random.default_rng(leaf_size)
+    avatars = np.concatenate([rng.normal(size=(300, 4)), np.zeros((50, 4))])
+    tree = kdtree.KdTree.build(avatars, leaf_size)
+    np.testing.assert_array_equal(np.sort(tree.order), np.arange(len(avatars)))
+    np.testing.assert_array_equal(tree.points, avatars[tree.order])
+    np.testing.assert_array_equal(tree.order[tree.position], np.arange(len(avatars)))
+    first_leaf = (len(tree.begin) - 1) // 2
+    assert (tree.end[first_leaf:] - tree.begin[first_leaf:]).max() <= leaf_size
+    for node in range(len(tree.begin)):
+        inside = tree.points[tree.begin[node] : tree.end[node]]
+        assert (inside >= tree.lower[node]).all()
+        assert (inside <= tree.upper[node]).all()

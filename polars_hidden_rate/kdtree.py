@@ -1,0 +1,248 @@
+"""A compiled kd-tree that counts, in float64, the avatars within each query's radius.
+
+Every distance it compares is the engine's definition (direct differences,
+squared and summed in column order, no fused multiply-add), so a count taken
+point by point is the float64 count itself. Boxes only skip work: a node is
+dropped, or counted whole, when its box clears the threshold by a relative
+margin far wider than the rounding of the box test (see :func:`_visit`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+
+# Relative margin of the box tests; the rounding they must absorb is about 1e-15.
+MARGIN = 1e-9
+# Points per leaf: small leaves prune well, and the leaf scan is cheap (measured).
+LEAF_SIZE = 16
+# Queries per task handed to a thread.
+QUERIES_PER_TASK = 4096
+# Compiled once and cached on disk; no fastmath: it would fuse and reorder the sums.
+_kernel = numba.njit(nogil=True, cache=True, error_model="numpy")
+
+
+@dataclass(frozen=True)
+class KdTree:
+    """A balanced kd-tree in heap layout: node ``k`` has children ``2k + 1`` and ``2k + 2``.
+
+    ``points`` holds the avatars leaf by leaf (``points[p] = avatars[order[p]]``);
+    node ``k`` holds positions ``begin[k]:end[k]`` and is bounded by
+    ``lower[k]``, ``upper[k]``. ``position[j]`` is where avatar ``j`` went.
+    """
+
+    points: Float64Array
+    order: IndexArray
+    position: IndexArray
+    begin: IndexArray
+    end: IndexArray
+    lower: Float64Array
+    upper: Float64Array
+
+    @classmethod
+    def build(cls, avatars: Float64Array, leaf_size: int | None = None) -> KdTree:
+        """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
+        (default :data:`LEAF_SIZE`)."""
+        n = len(avatars)
+        depth = max(0, math.ceil(math.log2(max(n, 1) / (leaf_size or LEAF_SIZE))))
+        order = np.arange(n, dtype=np.int64)
+        begin, end = _split(np.ascontiguousarray(avatars, dtype=np.float64), order, depth)
+        points = np.ascontiguousarray(avatars[order], dtype=np.float64)
+        lower, upper = _boxes(points, begin, end, depth)
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n, dtype=np.int64)
+        return cls(points, order, position, begin, end, lower, upper)
+
+    def count_within(
+        self,
+        queries: Float64Array,
+        thresholds: Float64Array,
+        own: IndexArray,
+        *,
+        threads: int = 1,
+        advance: Callable[[int], None] = lambda done: None,
+    ) -> CountArray:
+        """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
+
+        ``own[i]`` is -1 when query ``i`` has no avatar in the tree. Queries run
+        in tree order, so that neighbouring queries share cached nodes.
+        """
+        queries = np.ascontiguousarray(queries, dtype=np.float64)
+        own_position = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
+        rows = np.argsort(_leaf_of(self.lower, self.upper, queries), kind="stable")
+        counts = np.zeros(len(queries), dtype=np.int64)
+        tasks = [
+            rows[start : start + QUERIES_PER_TASK]
+            for start in range(0, len(rows), QUERIES_PER_TASK)
+        ]
+
+        def run(task: IndexArray) -> int:
+            _count(self.points, self.begin, self.end, self.lower, self.upper,
+                   queries, thresholds, own_position, task, counts)  # fmt: skip
+            return len(task)
+
+        if threads <= 1 or len(tasks) <= 1:
+            for task in tasks:
+                advance(run(task))
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                for done in pool.map(run, tasks):
+                    advance(done)
+        return counts
+
+
+@_kernel
+def _split(points: Float64Array, order: IndexArray, depth: int) -> tuple[IndexArray, IndexArray]:
+    """Reorder ``order`` level by level; return each node's range of positions."""
+    nodes = (1 << (depth + 1)) - 1
+    begin = np.zeros(nodes, dtype=np.int64)
+    end = np.zeros(nodes, dtype=np.int64)
+    end[0] = len(order)
+    dim = points.shape[1]
+    for node in range((1 << depth) - 1):
+        lo, hi = begin[node], end[node]
+        widest, width = 0, -1.0
+        for k in range(dim):
+            smallest, largest = np.inf, -np.inf
+            for p in range(lo, hi):
+                value = points[order[p], k]
+                smallest = min(smallest, value)
+                largest = max(largest, value)
+            if largest - smallest > width:
+                widest, width = k, largest - smallest
+        mid = lo + (hi - lo) // 2
+        _select(points, order, lo, hi, mid, widest)
+        begin[2 * node + 1], end[2 * node + 1] = lo, mid
+        begin[2 * node + 2], end[2 * node + 2] = mid, hi
+    return begin, end
+
+
+@_kernel
+def _select(points: Float64Array, order: IndexArray, lo: int, hi: int, nth: int, k: int) -> None:
+    """Partially sort ``order[lo:hi]`` by coordinate ``k`` so that position ``nth`` is in place."""
+    hi -= 1
+    while lo < hi:
+        a, b, c = points[order[lo], k], points[order[(lo + hi) // 2], k], points[order[hi], k]
+        pivot = max(min(a, b), min(max(a, b), c))  # median of three
+        i, j = lo, hi
+        while i <= j:
+            while points[order[i], k] < pivot:
+                i += 1
+            while points[order[j], k] > pivot:
+                j -= 1
+            if i <= j:
+                order[i], order[j] = order[j], order[i]
+                i += 1
+                j -= 1
+        if nth <= j:
+            hi = j
+        elif nth >= i:
+            lo = i
+        else:
+            return
+
+
+@_kernel
+def _boxes(
+    points: Float64Array, begin: IndexArray, end: IndexArray, depth: int
+) -> tuple[Float64Array, Float64Array]:
+    """The bounding box of every node: leaves from their points, the others from their children."""
+    nodes, dim = len(begin), points.shape[1]
+    lower = np.empty((nodes, dim))
+    upper = np.empty((nodes, dim))
+    for node in range(nodes - 1, -1, -1):
+        if node >= (1 << depth) - 1:
+            for k in range(dim):
+                lower[node, k], upper[node, k] = np.inf, -np.inf
+            for p in range(begin[node], end[node]):
+                for k in range(dim):
+                    lower[node, k] = min(lower[node, k], points[p, k])
+                    upper[node, k] = max(upper[node, k], points[p, k])
+        else:
+            for k in range(dim):
+                lower[node, k] = min(lower[2 * node + 1, k], lower[2 * node + 2, k])
+                upper[node, k] = max(upper[2 * node + 1, k], upper[2 * node + 2, k])
+    return lower, upper
+
+
+@_kernel
+def _leaf_of(lower: Float64Array, upper: Float64Array, queries: Float64Array) -> IndexArray:
+    """A leaf near each query (descending towards the nearer child box): orders the queries."""
+    first_leaf = (len(lower) - 1) // 2
+    leaves = np.empty(len(queries), dtype=np.int64)
+    for i in range(len(queries)):
+        node = 0
+        while node < first_leaf:
+            left, right = 2 * node + 1, 2 * node + 2
+            gap_left, gap_right = 0.0, 0.0
+            for k in range(queries.shape[1]):
+                q = queries[i, k]
+                gap_left += max(lower[left, k] - q, q - upper[left, k], 0.0)
+                gap_right += max(lower[right, k] - q, q - upper[right, k], 0.0)
+            node = left if gap_left <= gap_right else right
+        leaves[i] = node
+    return leaves
+
+
+@_kernel
+def _count(
+    points: Float64Array,
+    begin: IndexArray,
+    end: IndexArray,
+    lower: Float64Array,
+    upper: Float64Array,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    own_position: IndexArray,
+    rows: IndexArray,
+    counts: CountArray,
+) -> None:
+    """``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of the tree per query."""
+    dim = points.shape[1]
+    first_leaf = (len(begin) - 1) // 2
+    # Absolute rounding below float64's normal range: a few units of 2^-1074 per operation.
+    tiny = 4.0 * (dim + 1) * 5e-324
+    stack = np.empty(128, dtype=np.int64)
+    for i in rows:
+        threshold = thresholds[i]
+        mine = own_position[i]
+        count = 0
+        stack[0] = 0
+        top = 1
+        while top > 0:
+            top -= 1
+            node = stack[top]
+            near, far = 0.0, 0.0
+            for k in range(dim):
+                q = queries[i, k]
+                below, above = lower[node, k] - q, q - upper[node, k]
+                gap = max(below, above, 0.0)
+                span = max(q - lower[node, k], upper[node, k] - q)
+                near += gap * gap
+                far += span * span
+            # Every point's float64 d2 lies within about (dim + 2) ulps of [near, far].
+            if near * (1.0 - MARGIN) > threshold + tiny:
+                continue
+            lo, hi = begin[node], end[node]
+            if far * (1.0 + MARGIN) + tiny <= threshold:
+                count += hi - lo - (1 if lo <= mine < hi else 0)
+            elif node >= first_leaf:
+                for p in range(lo, hi):
+                    total = 0.0
+                    for k in range(dim):
+                        diff = queries[i, k] - points[p, k]
+                        total += diff * diff
+                    if total <= threshold and p != mine:
+                        count += 1
+            else:
+                stack[top] = 2 * node + 1
+                stack[top + 1] = 2 * node + 2
+                top += 2
+        counts[i] = count
