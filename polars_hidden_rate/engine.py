@@ -179,7 +179,7 @@ def count_within(
         if strategy == "flat":
             with faiss_threads(threads):
                 return Search.prepare(queries, thresholds, own, avatars).count_flat(bar)
-        tree = KdTree.build(avatars)
+        tree = KdTree.build(avatars, threads=threads)
         return tree.count_within(queries, thresholds, own, threads=threads, advance=bar.advance)
 
 

@@ -10,9 +10,10 @@ margin far wider than the rounding of the box test (see :func:`_visit`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numba
 import numpy as np
@@ -25,6 +26,9 @@ MARGIN = 1e-9
 LEAF_SIZE = 16
 # Queries per task handed to a thread.
 QUERIES_PER_TASK = 4096
+# Tree levels built in one thread before the subtrees below are built side by side.
+SHARED_LEVELS = 3
+T = TypeVar("T")
 # Compiled once and cached on disk; no fastmath: it would fuse and reorder the sums.
 _kernel = numba.njit(nogil=True, cache=True, error_model="numpy")
 
@@ -47,14 +51,26 @@ class KdTree:
     upper: Float64Array
 
     @classmethod
-    def build(cls, avatars: Float64Array, leaf_size: int | None = None) -> KdTree:
+    def build(
+        cls, avatars: Float64Array, leaf_size: int | None = None, *, threads: int = 1
+    ) -> KdTree:
         """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
         (default :data:`LEAF_SIZE`)."""
+        avatars = np.ascontiguousarray(avatars, dtype=np.float64)
         n = len(avatars)
         depth = max(0, math.ceil(math.log2(max(n, 1) / (leaf_size or LEAF_SIZE))))
         order = np.arange(n, dtype=np.int64)
-        begin, end = _split(np.ascontiguousarray(avatars, dtype=np.float64), order, depth)
-        points = np.ascontiguousarray(avatars[order], dtype=np.float64)
+        begin = np.zeros((1 << (depth + 1)) - 1, dtype=np.int64)
+        end = np.zeros_like(begin)
+        end[0] = n
+        # The top levels in one thread, then the subtrees below them side by side.
+        top = min(depth, SHARED_LEVELS if threads > 1 else depth)
+        _split(avatars, order, begin, end, 0, top, 0)
+        for _ in _map(
+            threads, lambda part: _split(avatars, order, begin, end, top, depth, part), 1 << top
+        ):
+            pass
+        points = avatars[order]
         lower, upper = _boxes(points, begin, end, depth)
         position = np.empty(n, dtype=np.int64)
         position[order] = np.arange(n, dtype=np.int64)
@@ -72,56 +88,69 @@ class KdTree:
         """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
 
         ``own[i]`` is -1 when query ``i`` has no avatar in the tree. Queries run
-        in tree order, so that neighbouring queries share cached nodes.
+        in tree order (by their own avatar's place, or by a leaf near them), so
+        that consecutive queries walk nodes already in cache.
         """
         queries = np.ascontiguousarray(queries, dtype=np.float64)
         own_position = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
-        rows = np.argsort(_leaf_of(self.lower, self.upper, queries), kind="stable")
+        place = own_position.copy()
+        orphans = np.flatnonzero(own < 0)
+        place[orphans] = self.begin[_leaf_of(self.lower, self.upper, queries[orphans])]
+        rows = np.argsort(place, kind="stable")
         counts = np.zeros(len(queries), dtype=np.int64)
-        tasks = [
-            rows[start : start + QUERIES_PER_TASK]
-            for start in range(0, len(rows), QUERIES_PER_TASK)
-        ]
 
-        def run(task: IndexArray) -> int:
+        def run(task: int) -> int:
+            chosen = rows[task * QUERIES_PER_TASK : (task + 1) * QUERIES_PER_TASK]
             _count(self.points, self.begin, self.end, self.lower, self.upper,
-                   queries, thresholds, own_position, task, counts)  # fmt: skip
-            return len(task)
+                   queries, thresholds, own_position, chosen, counts)  # fmt: skip
+            return len(chosen)
 
-        if threads <= 1 or len(tasks) <= 1:
-            for task in tasks:
-                advance(run(task))
-        else:
-            with ThreadPoolExecutor(threads) as pool:
-                for done in pool.map(run, tasks):
-                    advance(done)
+        for done in _map(threads, run, -(-len(rows) // QUERIES_PER_TASK)):
+            advance(done)
         return counts
 
 
+def _map(threads: int, work: Callable[[int], T], tasks: int) -> Iterator[T]:
+    """``work(0), ..., work(tasks - 1)`` in order, on ``threads`` threads (compiled work
+    releases the GIL)."""
+    if threads <= 1 or tasks <= 1:
+        yield from map(work, range(tasks))
+        return
+    with ThreadPoolExecutor(min(threads, tasks)) as pool:
+        yield from pool.map(work, range(tasks))
+
+
 @_kernel
-def _split(points: Float64Array, order: IndexArray, depth: int) -> tuple[IndexArray, IndexArray]:
-    """Reorder ``order`` level by level; return each node's range of positions."""
-    nodes = (1 << (depth + 1)) - 1
-    begin = np.zeros(nodes, dtype=np.int64)
-    end = np.zeros(nodes, dtype=np.int64)
-    end[0] = len(order)
+def _split(
+    points: Float64Array,
+    order: IndexArray,
+    begin: IndexArray,
+    end: IndexArray,
+    first_level: int,
+    last_level: int,
+    part: int,
+) -> None:
+    """Split the nodes of levels ``first_level:last_level`` below node ``part`` of
+    ``first_level``, level by level, reordering ``order`` and setting each child's range."""
     dim = points.shape[1]
-    for node in range((1 << depth) - 1):
-        lo, hi = begin[node], end[node]
-        widest, width = 0, -1.0
-        for k in range(dim):
-            smallest, largest = np.inf, -np.inf
-            for p in range(lo, hi):
-                value = points[order[p], k]
-                smallest = min(smallest, value)
-                largest = max(largest, value)
-            if largest - smallest > width:
-                widest, width = k, largest - smallest
-        mid = lo + (hi - lo) // 2
-        _select(points, order, lo, hi, mid, widest)
-        begin[2 * node + 1], end[2 * node + 1] = lo, mid
-        begin[2 * node + 2], end[2 * node + 2] = mid, hi
-    return begin, end
+    for level in range(first_level, last_level):
+        width = 1 << (level - first_level)
+        first = (1 << level) - 1 + part * width
+        for node in range(first, first + width):
+            lo, hi = begin[node], end[node]
+            widest, spread = 0, -1.0
+            for k in range(dim):
+                smallest, largest = np.inf, -np.inf
+                for p in range(lo, hi):
+                    value = points[order[p], k]
+                    smallest = min(smallest, value)
+                    largest = max(largest, value)
+                if largest - smallest > spread:
+                    widest, spread = k, largest - smallest
+            mid = lo + (hi - lo) // 2
+            _select(points, order, lo, hi, mid, widest)
+            begin[2 * node + 1], end[2 * node + 1] = lo, mid
+            begin[2 * node + 2], end[2 * node + 2] = mid, hi
 
 
 @_kernel

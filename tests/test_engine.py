@@ -236,16 +236,28 @@ def test_rivals_exactly_at_the_threshold_count(
 
 
 @pytest.mark.parametrize("leaf_size", [1, 2, 5, 16])
-def test_tree_holds_every_avatar_once_in_its_boxes(leaf_size: int) -> None:
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tree_holds_every_avatar_once_in_its_boxes(leaf_size: int, threads: int) -> None:
     rng = np.random.default_rng(leaf_size)
     avatars = np.concatenate([rng.normal(size=(300, 4)), np.zeros((50, 4))])
-    tree = kdtree.KdTree.build(avatars, leaf_size)
+    tree = kdtree.KdTree.build(avatars, leaf_size, threads=threads)
     np.testing.assert_array_equal(np.sort(tree.order), np.arange(len(avatars)))
     np.testing.assert_array_equal(tree.points, avatars[tree.order])
     np.testing.assert_array_equal(tree.order[tree.position], np.arange(len(avatars)))
     first_leaf = (len(tree.begin) - 1) // 2
     assert (tree.end[first_leaf:] - tree.begin[first_leaf:]).max() <= leaf_size
     for node in range(len(tree.begin)):
+        if node < first_leaf:  # children split the range at the median of the widest side
+            left, right = 2 * node + 1, 2 * node + 2
+            assert tree.begin[left] == tree.begin[node]
+            assert tree.end[left] == tree.begin[right]
+            assert tree.end[right] == tree.end[node]
+            sizes = tree.end[[left, right]] - tree.begin[[left, right]]
+            assert abs(sizes[0] - sizes[1]) <= 1
+            below = tree.points[tree.begin[left] : tree.end[left]]
+            above = tree.points[tree.begin[right] : tree.end[right]]
+            if len(below) and len(above):
+                assert (below.max(axis=0) <= above.min(axis=0)).any()
         inside = tree.points[tree.begin[node] : tree.end[node]]
         assert (inside >= tree.lower[node]).all()
         assert (inside <= tree.upper[node]).all()
