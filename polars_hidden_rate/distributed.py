@@ -41,16 +41,15 @@ logger = logging.getLogger(__name__)
 
 EXTRA_HINT = "pip install polars-hidden-rate[dask]"
 
-# Sizing. A task holds its shard plus the engine's temporaries for it (centred,
-# scaled and float32 copies, the FAISS index): about 48 bytes per coordinate.
+# Sizing. A task holds its shard plus the kd-tree it builds (a copy in tree order,
+# node boxes, orderings): about 24 bytes per coordinate, 48 with room to spare.
 TASK_BYTES_PER_AVATAR_COORD = 48
 # The share of a worker thread's memory one task's shard-sized temporaries may take;
-# the rest is for the shards the worker stores, the range-search results and Dask.
+# the rest is for the shards the worker stores and Dask.
 TASK_MEMORY_FRACTION = 0.25
 # Assumed memory per worker thread when a worker reports no memory limit.
 DEFAULT_THREAD_MEMORY = 2 << 30
-# The engine keeps a query chunk's range-search results under 2**23 only when a
-# shard has at most 2**19 rows (16 queries x 2**19 avatars): cap shards there.
+# Small shards keep tasks short, so a lost worker costs little to recompute.
 MAX_SHARD_ROWS = 1 << 19
 # Blocks: small enough to balance the load, large enough to amortise a task.
 MIN_BLOCK_ROWS = 128

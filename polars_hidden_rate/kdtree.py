@@ -9,6 +9,7 @@ margin far wider than the rounding of the box test (see :func:`_visit`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,10 +25,13 @@ from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 MARGIN = 1e-9
 # Points per leaf: small leaves prune well, and the leaf scan is cheap (measured).
 LEAF_SIZE = 16
-# Queries per task handed to a thread.
+# Queries per task handed to a thread: about four tasks per thread, within these bounds.
 QUERIES_PER_TASK = 4096
-# Tree levels built in one thread before the subtrees below are built side by side.
+MIN_QUERIES_PER_TASK = 256
+# Tree levels built in one thread before the subtrees below are built side by side,
+# for trees of at least this many avatars (below, starting threads costs more).
 SHARED_LEVELS = 3
+PARALLEL_BUILD_MIN = 1 << 16
 T = TypeVar("T")
 # Compiled once and cached on disk; no fastmath: it would fuse and reorder the sums.
 _kernel = numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -64,12 +68,15 @@ class KdTree:
         end = np.zeros_like(begin)
         end[0] = n
         # The top levels in one thread, then the subtrees below them side by side.
-        top = min(depth, SHARED_LEVELS if threads > 1 else depth)
-        _split(avatars, order, begin, end, 0, top, 0)
-        for _ in _map(
-            threads, lambda part: _split(avatars, order, begin, end, top, depth, part), 1 << top
-        ):
-            pass
+        if threads > 1 and n >= PARALLEL_BUILD_MIN and depth > SHARED_LEVELS:
+            top = SHARED_LEVELS
+            _split(avatars, order, begin, end, 0, top, 0)
+            for _ in _map(
+                threads, lambda part: _split(avatars, order, begin, end, top, depth, part), 1 << top
+            ):
+                pass
+        else:
+            _split(avatars, order, begin, end, 0, depth, 0)
         points = avatars[order]
         lower, upper = _boxes(points, begin, end, depth)
         position = np.empty(n, dtype=np.int64)
@@ -98,14 +105,15 @@ class KdTree:
         place[orphans] = self.begin[_leaf_of(self.lower, self.upper, queries[orphans])]
         rows = np.argsort(place, kind="stable")
         counts = np.zeros(len(queries), dtype=np.int64)
+        size = min(max(len(rows) // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
 
         def run(task: int) -> int:
-            chosen = rows[task * QUERIES_PER_TASK : (task + 1) * QUERIES_PER_TASK]
+            chosen = rows[task * size : (task + 1) * size]
             _count(self.points, self.begin, self.end, self.lower, self.upper,
                    queries, thresholds, own_position, chosen, counts)  # fmt: skip
             return len(chosen)
 
-        for done in _map(threads, run, -(-len(rows) // QUERIES_PER_TASK)):
+        for done in _map(threads, run, -(-len(rows) // size)):
             advance(done)
         return counts
 
@@ -115,9 +123,15 @@ def _map(threads: int, work: Callable[[int], T], tasks: int) -> Iterator[T]:
     releases the GIL)."""
     if threads <= 1 or tasks <= 1:
         yield from map(work, range(tasks))
-        return
-    with ThreadPoolExecutor(min(threads, tasks)) as pool:
-        yield from pool.map(work, range(tasks))
+    else:
+        yield from _pool(threads).map(work, range(tasks))
+
+
+@functools.cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """One pool per thread count, kept for the process: starting threads per call costs
+    milliseconds, as much as a whole count of 1,000 records."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="hidden-rate")
 
 
 @_kernel

@@ -20,9 +20,10 @@ STRATEGIES = ["flat", "tree"]
 @pytest.fixture(autouse=True)
 def tiny_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
     """Leaves of a few points, so that small data builds deep trees and prunes for real,
-    and tasks of a few queries, so that the threads share every count."""
+    and tasks of a few queries and parallel builds, so that the threads share the work."""
     monkeypatch.setattr(kdtree, "LEAF_SIZE", 2)
     monkeypatch.setattr(kdtree, "QUERIES_PER_TASK", 8)
+    monkeypatch.setattr(kdtree, "PARALLEL_BUILD_MIN", 0)
 
 
 @st.composite
