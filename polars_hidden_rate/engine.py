@@ -50,9 +50,10 @@ def squared_distances(
     squared and summed in column order.
     """
     total = np.zeros(len(rows), dtype=np.float64)
-    for k in range(originals.shape[1]):
-        diff = originals[rows, k] - avatars[cols, k]
-        total += diff * diff
+    with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
+        for k in range(originals.shape[1]):
+            diff = originals[rows, k] - avatars[cols, k]
+            total += diff * diff
     return total
 
 
@@ -76,11 +77,18 @@ def linked_arrays(
 def faiss_threads(threads: int | None) -> Iterator[None]:
     """Run FAISS with ``threads`` OpenMP threads (all cores when None), then restore."""
     previous = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(threads or os.cpu_count() or 1)
+    faiss.omp_set_num_threads(threads or usable_cores())
     try:
         yield
     finally:
         faiss.omp_set_num_threads(previous)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as containers set it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def count_cloaking(
@@ -174,7 +182,14 @@ def count_within(
     """
     if len(queries) == 0 or len(avatars) == 0:
         return np.zeros(len(queries), dtype=np.int64)
-    threads = threads or os.cpu_count() or 1
+    for name, values in (("queries", queries), ("avatars", avatars)):
+        if not np.isfinite(values).all():
+            msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
+            raise ValueError(msg)
+    if np.isnan(thresholds).any() or (thresholds < 0).any():
+        msg = "thresholds must be non-negative squared distances, not NaN"
+        raise ValueError(msg)
+    threads = threads or usable_cores()
     with Progress(len(queries), enabled=progress) as bar:
         if strategy == "flat":
             with faiss_threads(threads):
@@ -236,11 +251,15 @@ class Search:
         index = faiss.IndexFlatL2(self.avatar_f32.shape[1] + 1)
         index.add(self.lifted_avatars())
         chunk = int(np.clip(MAX_RESULTS_PER_CHUNK // len(self.avatars), 16, 4096))
-        counts = np.zeros(len(self.queries), dtype=np.int64)
-        for start in range(0, len(self.queries), chunk):
-            rows = np.arange(start, min(start + chunk, len(self.queries)))
+        # A threshold that overflowed to inf holds every avatar: no search needed.
+        unbounded = np.isinf(self.thresholds)
+        counts = np.where(unbounded, len(self.avatars) - (self.own >= 0), 0).astype(np.int64)
+        bounded = np.flatnonzero(~unbounded)
+        for start in range(0, len(bounded), chunk):
+            rows = bounded[start : start + chunk]
             counts[rows] = self.count_in_flat(index, rows)
             bar.advance(len(rows))
+        bar.advance(int(unbounded.sum()))
         return counts
 
     def count_in_flat(self, index: faiss.IndexFlatL2, rows: IndexArray) -> CountArray:
@@ -358,5 +377,10 @@ def float32_error_bound(
 
 
 def row_norms(coords: npt.NDArray[np.floating]) -> Float64Array:
-    norms: Float64Array = np.sqrt((coords.astype(np.float64) ** 2).sum(axis=1))
+    """Euclidean norms of the rows, scaled first so that no square overflows."""
+    values = coords.astype(np.float64)
+    scale = float(np.abs(values).max(initial=0.0))
+    if scale == 0.0 or not math.isfinite(scale):
+        scale = 1.0
+    norms: Float64Array = np.sqrt(((values / scale) ** 2).sum(axis=1)) * scale
     return norms

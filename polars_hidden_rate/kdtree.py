@@ -2,15 +2,17 @@
 
 Every distance it compares is the engine's definition (direct differences,
 squared and summed in column order, no fused multiply-add), so a count taken
-point by point is the float64 count itself. Boxes only skip work: a node is
-dropped, or counted whole, when its box clears the threshold by a relative
-margin far wider than the rounding of the box test (see :func:`_visit`).
+point by point is the float64 count itself. Boxes only skip work, and never
+change a count: the box bounds are computed with the same operations in the
+same order, and rounding is monotone, so every point's float64 ``d2`` lies
+within its node's computed ``[near, far]`` exactly (see :func:`_count`).
 """
 
 from __future__ import annotations
 
-import functools
 import math
+import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,8 +23,6 @@ import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 
-# Relative margin of the box tests; the rounding they must absorb is about 1e-15.
-MARGIN = 1e-9
 # Points per leaf: small leaves prune well, and the leaf scan is cheap (measured).
 LEAF_SIZE = 16
 # Queries per task handed to a thread: about four tasks per thread, within these bounds.
@@ -33,8 +33,17 @@ MIN_QUERIES_PER_TASK = 256
 SHARED_LEVELS = 3
 PARALLEL_BUILD_MIN = 1 << 16
 T = TypeVar("T")
-# Compiled once and cached on disk; no fastmath: it would fuse and reorder the sums.
-_kernel = numba.njit(nogil=True, cache=True, error_model="numpy")
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _kernel(function: F) -> F:
+    """Compile without fastmath (it would fuse and reorder the sums), releasing the GIL,
+    cached on disk where numba finds a writable place (else compiled per process)."""
+    try:
+        compiled = numba.njit(nogil=True, cache=True, error_model="numpy")(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        compiled = numba.njit(nogil=True, error_model="numpy")(function)
+    return compiled  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,20 @@ class KdTree:
         that consecutive queries walk nodes already in cache.
         """
         queries = np.ascontiguousarray(queries, dtype=np.float64)
+        thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
+        own = np.asarray(own, dtype=np.int64)
+        if queries.ndim != 2 or queries.shape[1] != self.points.shape[1]:
+            msg = f"queries of shape {queries.shape} against avatars of shape {self.points.shape}"
+            raise ValueError(msg)
+        if thresholds.shape != (len(queries),) or own.shape != (len(queries),):
+            msg = (
+                f"{len(queries)} queries need as many thresholds and own rows, "
+                f"got {thresholds.shape} and {own.shape}"
+            )
+            raise ValueError(msg)
+        if len(own) and (own.max() >= len(self.points) or own.min() < -1):
+            msg = f"own rows must lie in [-1, {len(self.points)}), got {own.min()}..{own.max()}"
+            raise ValueError(msg)
         own_position = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
         place = own_position.copy()
         orphans = np.flatnonzero(own < 0)
@@ -127,11 +150,28 @@ def _map(threads: int, work: Callable[[int], T], tasks: int) -> Iterator[T]:
         yield from _pool(threads).map(work, range(tasks))
 
 
-@functools.cache
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
 def _pool(threads: int) -> ThreadPoolExecutor:
     """One pool per thread count, kept for the process: starting threads per call costs
-    milliseconds, as much as a whole count of 1,000 records."""
-    return ThreadPoolExecutor(threads, thread_name_prefix="hidden-rate")
+    milliseconds, as much as a whole count of 1,000 records. Concurrent callers with the
+    same ``threads`` share its threads."""
+    with _pools_lock:
+        if threads not in _pools:
+            _pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="hidden-rate")
+        return _pools[threads]
+
+
+def _forget_pools() -> None:
+    """A forked child inherits the pools but not their threads: start afresh."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
 
 
 @_kernel
@@ -250,8 +290,6 @@ def _count(
     """``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of the tree per query."""
     dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
-    # Absolute rounding below float64's normal range: a few units of 2^-1074 per operation.
-    tiny = 4.0 * (dim + 1) * 5e-324
     stack = np.empty(128, dtype=np.int64)
     for i in rows:
         threshold = thresholds[i]
@@ -270,11 +308,13 @@ def _count(
                 span = max(q - lower[node, k], upper[node, k] - q)
                 near += gap * gap
                 far += span * span
-            # Every point's float64 d2 lies within about (dim + 2) ulps of [near, far].
-            if near * (1.0 - MARGIN) > threshold + tiny:
+            # For a point p in the box, |q_k - p_k| lies in [gap, span] exactly, and
+            # rounding is monotone: each fl(q_k - p_k), its square and each partial sum
+            # (same order, from 0.0) lie between those of the bounds, so near <= d2(p) <= far.
+            if near > threshold:
                 continue
             lo, hi = begin[node], end[node]
-            if far * (1.0 + MARGIN) + tiny <= threshold:
+            if far <= threshold:
                 count += hi - lo - (1 if lo <= mine < hi else 0)
             elif node >= first_leaf:
                 for p in range(lo, hi):

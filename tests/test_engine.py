@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,11 +20,12 @@ OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]
 STRATEGIES = ["flat", "tree"]
 
 
-@pytest.fixture(autouse=True)
-def tiny_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Leaves of a few points, so that small data builds deep trees and prunes for real,
-    and tasks of a few queries and parallel builds, so that the threads share the work."""
-    monkeypatch.setattr(kdtree, "LEAF_SIZE", 2)
+@pytest.fixture(autouse=True, params=[1, 3], ids=["leaf1", "leaf3"])
+def tiny_leaves(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Leaves of a few points (of one, some empty), so that small data builds deep trees
+    and prunes for real, and tasks of a few queries and parallel builds, so that the
+    threads share the work."""
+    monkeypatch.setattr(kdtree, "LEAF_SIZE", request.param)
     monkeypatch.setattr(kdtree, "QUERIES_PER_TASK", 8)
     monkeypatch.setattr(kdtree, "PARALLEL_BUILD_MIN", 0)
 
@@ -216,12 +220,14 @@ def test_shards_add_up_to_the_whole(strategy: engine.Strategy) -> None:
     offset=st.sampled_from(OFFSETS),
     seed=st.integers(0, 2**32 - 1),
     strategy=st.sampled_from(STRATEGIES),
+    below=st.booleans(),
 )
-def test_rivals_exactly_at_the_threshold_count(
-    data: np.ndarray, offset: float, seed: int, strategy: engine.Strategy
+def test_rivals_at_the_threshold_count_and_one_ulp_beyond_do_not(
+    data: np.ndarray, offset: float, seed: int, strategy: engine.Strategy, below: bool
 ) -> None:
-    """Each threshold is the float64 d2 of some rival: it must count, to the last bit
-    (a fused multiply-add or a reordered sum would move it by an ulp)."""
+    """Each threshold is the float64 d2 of some rival, or the float just below it: the
+    rival counts in the first case and not in the second, to the last bit (a fused
+    multiply-add, a reordered sum or a loose box test would move it by an ulp)."""
     rng = np.random.default_rng(seed)
     half = len(data) // 2
     queries, avatars = data[:half] + offset, data[half:] + offset
@@ -229,6 +235,8 @@ def test_rivals_exactly_at_the_threshold_count(
         return
     rival = rng.integers(0, len(avatars), len(queries))
     thresholds = engine.squared_distances(queries, avatars, np.arange(len(queries)), rival)
+    if below:
+        thresholds = np.nextafter(thresholds, 0.0)
     own = np.where(rng.random(len(queries)) < 0.5, rng.integers(0, len(avatars), len(queries)), -1)
     np.testing.assert_array_equal(
         engine.count_within(queries, thresholds, own, avatars, strategy=strategy),
@@ -237,6 +245,7 @@ def test_rivals_exactly_at_the_threshold_count(
 
 
 @pytest.mark.parametrize("leaf_size", [1, 2, 5, 16])
+@pytest.mark.usefixtures("tiny_leaves")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_tree_holds_every_avatar_once_in_its_boxes(leaf_size: int, threads: int) -> None:
     rng = np.random.default_rng(leaf_size)
@@ -262,3 +271,61 @@ def test_tree_holds_every_avatar_once_in_its_boxes(leaf_size: int, threads: int)
         inside = tree.points[tree.begin[node] : tree.end[node]]
         assert (inside >= tree.lower[node]).all()
         assert (inside <= tree.upper[node]).all()
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the brute force
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_squares_that_overflow_count_as_infinitely_far(strategy: engine.Strategy) -> None:
+    """Coordinates near 1e200: finite, but their squared distances overflow to inf."""
+    rng = np.random.default_rng(9)
+    originals = rng.integers(-3, 4, (60, 3)) * 1e200
+    avatars = originals + rng.integers(-1, 2, originals.shape) * 1e200
+    np.testing.assert_array_equal(
+        count_cloaking(originals, avatars, tie_tol=0.0, strategy=strategy),
+        brute_force_counts(originals, avatars, 0.0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("queries", "thresholds", "own", "message"),
+    [
+        (np.zeros((2, 3)), np.ones(2), np.zeros(2, dtype=np.int64), "shape"),
+        (np.zeros((2, 2)), np.ones(3), np.zeros(2, dtype=np.int64), "thresholds"),
+        (np.zeros((2, 2)), np.ones(2), np.array([0, 5]), "own rows"),
+        (np.array([[0.0, np.inf], [0, 0]]), np.ones(2), np.zeros(2, dtype=np.int64), "finite"),
+        (np.zeros((2, 2)), np.array([1.0, np.nan]), np.zeros(2, dtype=np.int64), "thresholds"),
+    ],
+)
+def test_count_within_rejects_inconsistent_inputs(
+    queries: np.ndarray, thresholds: np.ndarray, own: np.ndarray, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        engine.count_within(queries, thresholds, own, np.zeros((3, 2)))
+
+
+def test_concurrent_callers_share_the_threads_safely() -> None:
+    rng = np.random.default_rng(4)
+    originals = rng.integers(-3, 4, (400, 4)).astype(float)
+    avatars = originals + rng.integers(-1, 2, originals.shape)
+    expected = brute_force_counts(originals, avatars, 1e-9)
+    with ThreadPoolExecutor(4) as callers:
+        results = list(
+            callers.map(lambda _: count_cloaking(originals, avatars, threads=2), range(8))
+        )
+    for counts in results:
+        np.testing.assert_array_equal(counts, expected)
+
+
+def _count_in_child(arrays: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    return count_cloaking(*arrays, threads=2)
+
+
+def test_a_forked_child_counts_after_its_parent() -> None:
+    """The child inherits the parent's thread pools but not their threads."""
+    rng = np.random.default_rng(8)
+    originals = rng.normal(size=(300, 3))
+    avatars = originals + rng.normal(scale=0.2, size=originals.shape)
+    expected = count_cloaking(originals, avatars, threads=2)  # the parent's pool exists now
+    with multiprocessing.get_context("fork").Pool(1) as child:
+        counts = child.apply_async(_count_in_child, ((originals, avatars),)).get(timeout=60)
+    np.testing.assert_array_equal(counts, expected)
