@@ -33,6 +33,7 @@ import numpy as np
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.kdtree import KdTree
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -41,8 +42,8 @@ logger = logging.getLogger(__name__)
 
 EXTRA_HINT = "pip install polars-hidden-rate[dask]"
 
-# Sizing. A task holds its shard plus the kd-tree it builds (a copy in tree order,
-# node boxes, orderings): about 24 bytes per coordinate, 48 with room to spare.
+# Sizing. A task holds a shard's kd-tree (the shard in tree order, node boxes and
+# orderings: about 16 bytes per coordinate at d = 5) and its queries; 48 leaves room.
 TASK_BYTES_PER_AVATAR_COORD = 48
 # The share of a worker thread's memory one task's shard-sized temporaries may take;
 # the rest is for the shards the worker stores and Dask.
@@ -185,8 +186,14 @@ def count_cloaking_distributed(
         )
         for rows in (query_order[start : start + sizing.block_rows] for start in block_starts)
     ]
-    shards = [avatars[avatar_order[start : start + sizing.shard_rows]] for start in shard_starts]
-    pairs = _pairs_within_reach(blocks, shards)
+    # Each shard's kd-tree is built once, here, and scattered in its place.
+    shards = [
+        KdTree.build(
+            avatars[avatar_order[start : start + sizing.shard_rows]], threads=engine.usable_cores()
+        )
+        for start in shard_starts
+    ]
+    pairs = _pairs_within_reach(blocks, [shard.points for shard in shards])
 
     run = _Run(client, uuid.uuid4().hex[:16], blocks, shards, list(shard_starts), threads)
     sorted_counts = np.zeros(n, dtype=np.int64)
@@ -229,11 +236,12 @@ class _QueryBlock:
 
 
 def count_block_in_shard(
-    block: _QueryBlock, shard: Float64Array, shard_start: int, threads: int | None
+    block: _QueryBlock, shard: KdTree, shard_start: int, threads: int | None
 ) -> CountArray:
-    """One task: the block's partial counts over one shard (a pure function of its inputs)."""
+    """One task: the block's partial counts over one shard's tree (a pure function of its
+    inputs)."""
     own = block.avatar_position - shard_start
-    own[(own < 0) | (own >= len(shard))] = -1
+    own[(own < 0) | (own >= len(shard.points))] = -1
     return engine.count_within(block.queries, block.thresholds, own, shard, threads=threads or 1)
 
 
@@ -274,7 +282,7 @@ class _Run:
         client: Client,
         token: str,
         blocks: list[_QueryBlock],
-        shards: list[Float64Array],
+        shards: list[KdTree],
         shard_starts: list[int],
         threads: int | None,
     ) -> None:

@@ -141,7 +141,7 @@ def count_within(
     queries: Float64Array,
     thresholds: Float64Array,
     own: IndexArray,
-    avatars: Float64Array,
+    avatars: Float64Array | KdTree,
     *,
     threads: int | None = None,
     strategy: Strategy = "auto",
@@ -162,7 +162,9 @@ def count_within(
         For each query, the row of ``avatars`` holding its own avatar, or -1
         when that avatar is not among them.
     avatars
-        The avatars to count, float64 of shape ``(s, d)``.
+        The avatars to count, float64 of shape ``(s, d)``, or a
+        :class:`~polars_hidden_rate.kdtree.KdTree` already built on them (the
+        ``"tree"`` strategy then reuses it; ``own`` still indexes the avatars).
     threads
         Threads to count with; None uses all cores.
     strategy
@@ -180,9 +182,10 @@ def count_within(
     numpy.ndarray
         Counts as int64, one per query.
     """
-    if len(queries) == 0 or len(avatars) == 0:
+    tree, points = (avatars, avatars.points) if isinstance(avatars, KdTree) else (None, avatars)
+    if len(queries) == 0 or len(points) == 0:
         return np.zeros(len(queries), dtype=np.int64)
-    for name, values in (("queries", queries), ("avatars", avatars)):
+    for name, values in (("queries", queries), ("avatars", points)):
         if not np.isfinite(values).all():
             msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
             raise ValueError(msg)
@@ -192,9 +195,11 @@ def count_within(
     threads = threads or usable_cores()
     with Progress(len(queries), enabled=progress) as bar:
         if strategy == "flat":
+            if tree is not None:
+                raise ValueError("the flat strategy takes the avatars, not a kd-tree")
             with faiss_threads(threads):
-                return Search.prepare(queries, thresholds, own, avatars).count_flat(bar)
-        tree = KdTree.build(avatars, threads=threads)
+                return Search.prepare(queries, thresholds, own, points).count_flat(bar)
+        tree = tree or KdTree.build(points, threads=threads)
         return tree.count_within(queries, thresholds, own, threads=threads, advance=bar.advance)
 
 

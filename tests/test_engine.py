@@ -329,3 +329,19 @@ def test_a_forked_child_counts_after_its_parent() -> None:
     with multiprocessing.get_context("fork").Pool(1) as child:
         counts = child.apply_async(_count_in_child, ((originals, avatars),)).get(timeout=60)
     np.testing.assert_array_equal(counts, expected)
+
+
+def test_count_within_reuses_a_prebuilt_tree() -> None:
+    """Dask tasks get a shard's tree built once; `own` still indexes the avatar rows."""
+    rng = np.random.default_rng(13)
+    originals = rng.integers(-3, 4, (200, 3)).astype(float)
+    avatars = originals + rng.integers(-1, 2, originals.shape)
+    thresholds = engine.own_thresholds(originals, avatars, 1e-9)
+    own = np.where(rng.random(200) < 0.7, np.arange(200), -1)
+    tree = kdtree.KdTree.build(avatars)
+    np.testing.assert_array_equal(
+        engine.count_within(originals, thresholds, own, tree),
+        brute_force_within(originals, thresholds, own, avatars),
+    )
+    with pytest.raises(ValueError, match="flat"):
+        engine.count_within(originals, thresholds, own, tree, strategy="flat")
