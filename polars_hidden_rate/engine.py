@@ -199,7 +199,8 @@ def count_within(
                 raise ValueError("the flat strategy takes the avatars, not a kd-tree")
             with faiss_threads(threads):
                 return Search.prepare(queries, thresholds, own, points).count_flat(bar)
-        tree = tree or KdTree.build(points, threads=threads)
+        if tree is None:
+            tree = KdTree.build(points, threads=threads)
         return tree.count_within(queries, thresholds, own, threads=threads, advance=bar.advance)
 
 
