@@ -7,21 +7,25 @@ coordinate arrays, runs the exact engine, and the counts are joined back.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 import polars as pl
+from polars.exceptions import ComputeError
 
 from polars_hidden_rate import distributed, engine, gpu
-from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate._types import CountArray
+from polars_hidden_rate.checks import check_threads, check_tie_tol
 from polars_hidden_rate.frames import (
+    RESERVED_PREFIX,
+    Aligned,
     ColumnSpec,
     Link,
     as_lazy,
     check_output_free,
+    check_unreserved,
     read_aligned,
     resolve_coords,
     resolve_link,
@@ -32,7 +36,8 @@ FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 Keys = str | Sequence[str]
 Device = Literal["cpu", "gpu"]
 
-_ROW = "__polars_hidden_rate_row"
+_KEY = f"{RESERVED_PREFIX}_key"
+_FINGERPRINT = f"{RESERVED_PREFIX}_fingerprint"
 
 
 @dataclass(frozen=True)
@@ -50,18 +55,20 @@ class CountPlan:
     cluster: Any | None
     projection: ProjectedCoordinates | None = None
 
-    def coordinates(self) -> tuple[Float64Array, Float64Array]:
-        """The linked coordinate arrays ``(originals, avatars)``, row ``i`` with row ``i``.
+    def read(self, carry: Sequence[pl.Expr] = ()) -> Aligned:
+        """The linked coordinate arrays, and ``carry`` of each original from the same read.
 
         Without ``coords``, the projection is fitted on the originals here, at collect time.
         """
         if self.projection is not None:
-            return self.projection.read(self.originals, self.avatars, self.link)
-        return read_aligned(self.originals, self.avatars, self.coords, self.link)
+            return self.projection.read(self.originals, self.avatars, self.link, carry)
+        return read_aligned(self.originals, self.avatars, self.coords, self.link, carry)
 
-    def counts(self) -> CountArray:
-        """The exact counts ``c_i``, in the originals' row order."""
-        originals, avatars = self.coordinates()
+    def counts(self, aligned: Aligned | None = None) -> CountArray:
+        """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read)."""
+        if aligned is None:
+            aligned = self.read()
+        originals, avatars = aligned.originals, aligned.avatars
         if self.cluster is not None:
             return distributed.count_cloaking_distributed(
                 originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
@@ -72,20 +79,82 @@ class CountPlan:
             originals, avatars, tie_tol=self.tie_tol, threads=self.threads, progress=self.progress
         )
 
-    def counts_frame(self) -> pl.LazyFrame:
-        """A LazyFrame of ``(row, local_cloaking)`` that counts when collected."""
+    def per_record(self) -> pl.LazyFrame:
+        """The originals with ``local_cloaking`` and ``hidden``, counted when collected.
+
+        Each row gets the count of the record it holds, whatever order the originals'
+        plan gives its rows. By row order, the link itself is that order: the originals
+        are read once, whole, and counted as read. By key, the counts are joined back
+        on the key and a fingerprint of the columns that decide them, so a second
+        read in another order matches them up, and one that changed a record fails.
+        """
+        schema = self.originals.collect_schema()
         index_type = pl.get_index_type()
+        if self.link.by_row_order:
 
-        def compute() -> pl.DataFrame:
-            counts = self.counts()
-            return pl.DataFrame(
-                {
-                    _ROW: pl.Series(np.arange(len(counts)), dtype=index_type),
-                    "local_cloaking": pl.Series(counts, dtype=index_type),
-                }
+            def count_as_read() -> pl.DataFrame:
+                frame = self.originals.collect()
+                counts = self.counts(replace(self, originals=frame.lazy()).read())
+                return frame.with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
+
+            counted = pl.defer(count_as_read, schema={**schema, "local_cloaking": index_type})
+        else:
+            keys = list(self.link.left)
+            fingerprint = self._fingerprint(schema)
+            carry = [pl.col(k).alias(f"{_KEY}{i}") for i, k in enumerate(keys)]
+
+            def count_by_key() -> pl.DataFrame:
+                aligned = self.read([*carry, fingerprint])
+                counts = self.counts(aligned)
+                return aligned.carried.rename(
+                    {f"{_KEY}{i}": k for i, k in enumerate(keys)}
+                ).with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
+
+            by_key = pl.defer(
+                count_by_key,
+                schema={
+                    **{k: schema[k] for k in keys},
+                    _FINGERPRINT: pl.UInt64,
+                    "local_cloaking": index_type,
+                },
             )
+            counted = (
+                self.originals.with_columns(fingerprint)
+                .join(by_key, on=[*keys, _FINGERPRINT], how="left", maintain_order="left")
+                .drop(_FINGERPRINT)
+                .with_columns(
+                    pl.col("local_cloaking").map_batches(
+                        _require_counted, return_dtype=index_type, is_elementwise=True
+                    )
+                )
+            )
+        return counted.with_columns(hidden=pl.col("local_cloaking") > 0)
 
-        return pl.defer(compute, schema={_ROW: index_type, "local_cloaking": index_type})
+    def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
+        """A hash of the columns that decide a record's count: its key and coordinates."""
+        columns = self.projection.features if self.projection else self.coords
+        fields = [
+            pl.col(name).cast(pl.String) if schema[name].base_type() in _CATEGORIES else name
+            for name in dict.fromkeys([*self.link.left, *columns])
+        ]
+        return pl.struct(fields).hash(seed=0).alias(_FINGERPRINT)
+
+
+# Hash categorical columns as their text, not their physical codes.
+_CATEGORIES = (pl.Categorical, pl.Enum)
+
+
+def _require_counted(counts: pl.Series) -> pl.Series:
+    """Every original found its count: a null means its record changed between two reads."""
+    missing = counts.null_count()
+    if missing:
+        msg = (
+            f"{missing} originals were not among the records counted: the originals' lazy plan "
+            "gave other records when read again (sampling, or unique(keep='any'), for example); "
+            "collect the originals first"
+        )
+        raise ComputeError(msg)
+    return counts
 
 
 def plan(
@@ -112,21 +181,11 @@ def plan(
     if coords is not None and features is not None:
         msg = "give either `coords` (projected columns) or `features` (raw columns), not both"
         raise ValueError(msg)
-    if (
-        isinstance(tie_tol, bool)
-        or not isinstance(tie_tol, int | float)
-        or not (math.isfinite(tie_tol) and tie_tol >= 0)
-    ):
-        msg = f"`tie_tol` must be a finite number >= 0, got {tie_tol!r}"
-        raise ValueError(msg)
+    tie_tol = check_tie_tol(tie_tol)
+    threads = check_threads(threads)
     if progress is not None and not isinstance(progress, bool):
         msg = f"`progress` must be True, False or None, got {progress!r}"
         raise TypeError(msg)
-    if threads is not None and (
-        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
-    ):
-        msg = f"`threads` must be a positive integer or None, got {threads!r}"
-        raise ValueError(msg)
     if device not in ("cpu", "gpu"):
         msg = f"`device` must be 'cpu' or 'gpu', got {device!r}"
         raise ValueError(msg)
@@ -137,10 +196,8 @@ def plan(
         distributed.require_client(cluster)
     if device == "gpu":
         gpu.require_gpu()
-    check_output_free(left_schema)
-    if _ROW in left_schema:
-        msg = f"originals have a column named {_ROW!r}, which this package reserves"
-        raise pl.exceptions.DuplicateError(msg)
+    check_unreserved(left_schema, "originals")
+    check_unreserved(right_schema, "avatars")
     link = resolve_link(on, left_on, right_on, left_schema, right_schema)
     projection = None
     if coords is None:
@@ -150,7 +207,7 @@ def plan(
         avatars=avatars_lf,
         coords=[] if coords is None else resolve_coords(coords, ncp, left_schema, right_schema),
         link=link,
-        tie_tol=float(tie_tol),
+        tie_tol=tie_tol,
         threads=threads,
         progress=progress,
         device=device,
@@ -256,15 +313,11 @@ def local_cloaking(
         device=device,
         cluster=cluster,
     )
-    joined = (
-        request.originals.with_row_index(_ROW)
-        .join(request.counts_frame(), on=_ROW, how="left", maintain_order="left")
-        .drop(_ROW)
-        .with_columns(hidden=pl.col("local_cloaking") > 0)
-    )
+    check_output_free(request.originals.collect_schema())
+    per_record = request.per_record()
     if isinstance(originals, pl.DataFrame):
-        return joined.collect()
-    return joined
+        return per_record.collect()
+    return per_record
 
 
 def hidden_rate(
@@ -318,5 +371,5 @@ def hidden_rate(
         device=device,
         cluster=cluster,
     )
-    rate = request.counts_frame().select((pl.col("local_cloaking") > 0).mean() * 100).collect()
-    return float(rate.item())
+    counts = request.counts()
+    return float(np.mean(counts > 0)) * 100.0

@@ -28,7 +28,20 @@ ColumnSpec = str | Sequence[str] | cs.Selector
 """Columns given by name, a list of names, or a Polars selector."""
 
 OUTPUT_COLUMNS = ("local_cloaking", "hidden")
-_AVATAR_ROW = "__polars_hidden_rate_avatar_row"
+RESERVED_PREFIX = "__polars_hidden_rate"
+"""Columns this package adds inside its plans start with this prefix."""
+_AVATAR_ROW = f"{RESERVED_PREFIX}_avatar_row"
+# Float64 holds every integer up to this magnitude exactly; beyond, distinct values may merge.
+EXACT_INTEGER_LIMIT = 2**53
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """Linked coordinates (row ``i`` with row ``i``) and columns carried from the same read."""
+
+    originals: Float64Array
+    avatars: Float64Array
+    carried: pl.DataFrame
 
 
 @dataclass(frozen=True)
@@ -173,20 +186,33 @@ def check_output_free(schema: pl.Schema) -> None:
             raise DuplicateError(msg)
 
 
+def check_unreserved(schema: pl.Schema, role: str) -> None:
+    """No column may use the prefix of the columns this package adds inside its plans."""
+    for name in schema.names():
+        if name.startswith(RESERVED_PREFIX):
+            msg = (
+                f"column {name!r} of {role} starts with {RESERVED_PREFIX!r}, which this package "
+                "reserves for its own columns; rename it first"
+            )
+            raise DuplicateError(msg)
+
+
 def read_aligned(
     originals: pl.LazyFrame,
     avatars: pl.LazyFrame,
     columns: Sequence[str],
     link: Link,
-) -> tuple[Float64Array, Float64Array]:
+    carry: Sequence[pl.Expr] = (),
+) -> Aligned:
     """Collect ``columns`` of both frames as float64, avatars reordered to match the originals.
 
-    Row ``i`` of the avatars array is the avatar of row ``i`` of the originals.
-    Reads only ``columns`` and the key columns.
+    Row ``i`` of the avatars array is the avatar of row ``i`` of the originals, and
+    row ``i`` of ``carried`` holds the ``carry`` expressions of that original, from
+    the same read. Reads only ``columns``, the key columns and what ``carry`` needs.
     """
     columns = list(columns)
     left = originals.select(
-        *link.key_columns("left"), *(c for c in columns if c not in link.left)
+        *link.key_columns("left"), *(c for c in columns if c not in link.left), *carry
     ).collect()
     right = avatars.select(
         *link.key_columns("right"), *(c for c in columns if c not in link.right)
@@ -196,6 +222,7 @@ def read_aligned(
             msg = f"{role} is empty: there is nothing to measure"
             raise NoDataError(msg)
         _check_finite(frame, columns, role)
+    carried = left.select(expr.meta.output_name() for expr in carry)
     if link.by_row_order:
         if left.height != right.height:
             msg = (
@@ -203,9 +230,9 @@ def read_aligned(
                 "linking by row order needs equal heights (or give `on`)"
             )
             raise ShapeError(msg)
-        return _to_float64(left, columns), _to_float64(right, columns)
+        return Aligned(_to_float64(left, columns), _to_float64(right, columns), carried)
     order = _avatar_order(left, right, link)
-    return _to_float64(left, columns), _to_float64(right, columns)[order]
+    return Aligned(_to_float64(left, columns), _to_float64(right, columns)[order], carried)
 
 
 def _to_float64(frame: pl.DataFrame, columns: list[str]) -> Float64Array:
@@ -215,7 +242,9 @@ def _to_float64(frame: pl.DataFrame, columns: list[str]) -> Float64Array:
 
 
 def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
+    """Every coordinate is a finite number that float64 holds exactly."""
     as_float = [pl.col(c).cast(pl.Float64) for c in columns]
+    beyond = EXACT_INTEGER_LIMIT
     checks = frame.select(
         *(pl.col(c).is_null().sum().alias(f"null\0{c}") for c in columns),
         *(x.is_nan().sum().alias(f"NaN\0{c}") for c, x in zip(columns, as_float, strict=True)),
@@ -223,17 +252,36 @@ def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
             x.is_infinite().sum().alias(f"infinite\0{c}")
             for c, x in zip(columns, as_float, strict=True)
         ),
+        *(
+            ((pl.col(c) > beyond) | (pl.col(c) < -beyond)).sum().alias(f"inexact\0{c}")
+            for c in columns
+            if frame.schema[c].is_integer()
+        ),
     ).row(0, named=True)
     for label, bad in checks.items():
-        if bad:
-            kind, column = label.split("\0")
-            msg = f"coords column {column!r} of {role} has {bad} {kind} value(s) in {frame.height}"
-            raise ComputeError(msg + " rows")
+        if not bad:
+            continue
+        kind, column = label.split("\0")
+        if kind == "inexact":
+            msg = (
+                f"coords column {column!r} of {role} has {bad} integer value(s) beyond 2^53 "
+                "in absolute value, which float64 cannot hold exactly; rescale or recode it"
+            )
+            raise ComputeError(msg)
+        msg = f"coords column {column!r} of {role} has {bad} {kind} value(s) in {frame.height}"
+        raise ComputeError(msg + " rows")
 
 
 def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:
-    """Row of ``right`` holding each original's avatar; every key unique and matched."""
+    """Row of ``right`` holding each original's avatar; every key unique, set and matched."""
     for role, frame, keys in (("originals", left, link.left), ("avatars", right, link.right)):
+        unset = frame.select(keys).filter(pl.any_horizontal(pl.col(keys).is_null()))
+        if unset.height:
+            msg = (
+                f"key {list(keys)} of {role} is null in {unset.height} rows, "
+                f"e.g. {unset.row(0, named=True)}; every record needs a key"
+            )
+            raise ComputeError(msg)
         duplicated = frame.select(keys).filter(pl.struct(keys).is_duplicated())
         if duplicated.height:
             msg = (

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from polars_hidden_rate.api import hidden_rate
+from polars_hidden_rate.checks import check_real
 
 
 class HiddenRateTooLowError(AssertionError):
@@ -74,14 +75,7 @@ def check_min_rate(min_rate: float | None) -> float | None:
     """``min_rate`` as a float, or a ValueError unless it is None or a percentage in [0, 100]."""
     if min_rate is None:
         return None
-    if (
-        isinstance(min_rate, bool)
-        or not isinstance(min_rate, int | float)
-        or not 0.0 <= min_rate <= 100.0
-    ):
-        msg = f"`min_rate` must be a percentage in [0, 100], got {min_rate!r}"
-        raise ValueError(msg)
-    return float(min_rate)
+    return check_real(min_rate, "min_rate", low=0.0, high=100.0)
 
 
 def summarize(
@@ -118,6 +112,7 @@ def summarize(
         per_record.lazy()
         .select(
             n=pl.len(),
+            missing=cloaking.null_count(),
             not_hidden=(cloaking == 0).sum(),
             median=cloaking.median(),
             q1=cloaking.quantile(0.25, interpolation="linear"),
@@ -130,6 +125,9 @@ def summarize(
     if n == 0:
         msg = "there are no records to summarise"
         raise pl.exceptions.NoDataError(msg)
+    if row["missing"]:
+        msg = f"local_cloaking is null in {row['missing']} of {n} records: nothing to summarise"
+        raise pl.exceptions.ComputeError(msg)
     rate = 100.0 * (n - int(row["not_hidden"])) / n
     return CloakingSummary(
         n=n,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 from polars.exceptions import (
     ColumnNotFoundError,
@@ -39,7 +40,15 @@ from polars.exceptions import (
 )
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.frames import ColumnSpec, Link, as_lazy, read_aligned, resolve_columns
+from polars_hidden_rate.frames import (
+    RESERVED_PREFIX,
+    Aligned,
+    ColumnSpec,
+    Link,
+    as_lazy,
+    read_aligned,
+    resolve_columns,
+)
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 Model = Literal["PCA", "MCA", "FAMD"]
@@ -244,11 +253,18 @@ def _blocks(frame: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
 
 @dataclass
 class _Moments:
-    """Count, mean, sum of squared deviations, min and max of float64 columns, block by block."""
+    """Count, mean, sum of squared deviations, min and max of float64 columns, block by block.
+
+    Each column is held divided by a power of two, ``2^exponent``, that brings its
+    largest magnitude so far below 1: no square overflows or needlessly underflows,
+    and since such a scaling is exact, a column times ``2^k`` gives the same fit times
+    ``2^k``, bit for bit.
+    """
 
     count: int
-    mean: Float64Array
-    m2: Float64Array
+    scaled_mean: Float64Array
+    scaled_m2: Float64Array
+    exponent: npt.NDArray[np.int64]
     low: Float64Array
     high: Float64Array
 
@@ -258,22 +274,47 @@ class _Moments:
             0,
             np.zeros(width),
             np.zeros(width),
+            np.full(width, _SMALLEST_EXPONENT, dtype=np.int64),
             np.full(width, np.inf),
             np.full(width, -np.inf),
         )
 
     def add(self, block: Float64Array) -> None:
+        peak = np.abs(block).max(axis=0)
+        exponent = np.maximum(
+            self.exponent, np.where(peak > 0, np.frexp(peak)[1], _SMALLEST_EXPONENT)
+        )
+        shift = self.exponent - exponent
+        self.exponent = exponent
+        self.scaled_mean = np.ldexp(self.scaled_mean, shift)
+        self.scaled_m2 = np.ldexp(self.scaled_m2, 2 * shift)
+        scaled = np.ldexp(block, -exponent)
         # Chan et al.'s pairwise combination: stable, and fixed blocks make it deterministic.
         rows = len(block)
-        mean = block.mean(axis=0)
-        m2 = ((block - mean) ** 2).sum(axis=0)
+        mean = scaled.mean(axis=0)
+        m2 = ((scaled - mean) ** 2).sum(axis=0)
         total = self.count + rows
-        delta = mean - self.mean
-        self.mean = self.mean + delta * (rows / total)
-        self.m2 = self.m2 + m2 + delta**2 * (self.count * rows / total)
+        delta = mean - self.scaled_mean
+        self.scaled_mean = self.scaled_mean + delta * (rows / total)
+        self.scaled_m2 = self.scaled_m2 + m2 + delta**2 * (self.count * rows / total)
         self.count = total
         self.low = np.minimum(self.low, block.min(axis=0))
         self.high = np.maximum(self.high, block.max(axis=0))
+
+    @property
+    def mean(self) -> Float64Array:
+        mean: Float64Array = np.ldexp(self.scaled_mean, self.exponent)
+        return mean
+
+    @property
+    def std(self) -> Float64Array:
+        """The population standard deviations."""
+        std: Float64Array = np.ldexp(np.sqrt(self.scaled_m2 / self.count), self.exponent)
+        return std
+
+
+# Below every float64 exponent: a column of zeros so far sets no scale.
+_SMALLEST_EXPONENT = -1100
 
 
 def _fit_features(
@@ -328,11 +369,11 @@ def _fit_features(
         raise NoDataError(msg)
     n = moments.count
     fitted: dict[str, Feature] = {}
-    std = np.sqrt(moments.m2 / n)
+    std, means = moments.std, moments.mean
     for k, name in enumerate(numeric):
         constant = bool(moments.low[k] == moments.high[k])
         # A constant column: its exact value as mean, divided by 1 (saiph's convention).
-        mean = float(moments.low[k]) if constant else float(moments.mean[k])
+        mean = float(moments.low[k]) if constant else float(means[k])
         scale = 1.0 if constant or not std[k] > 0 else float(std[k])
         fitted[name] = NumericFeature(name, schema[name], mean, scale)
     for name in categorical:
@@ -770,7 +811,7 @@ def _fitted_schema(scaling: Scaling) -> pl.Schema:
 # The hook into the metric
 # ---------------------------------------------------------------------------------------------
 
-_COORD = "__polars_hidden_rate_dim"
+_COORD = f"{RESERVED_PREFIX}_dim"
 
 
 @dataclass(frozen=True)
@@ -799,16 +840,22 @@ class ProjectedCoordinates:
         return cls(tuple(names), wanted)
 
     def read(
-        self, originals: pl.LazyFrame, avatars: pl.LazyFrame, link: Link
-    ) -> tuple[Float64Array, Float64Array]:
-        """Fit on the originals, transform both frames, and read the linked coordinates."""
+        self,
+        originals: pl.LazyFrame,
+        avatars: pl.LazyFrame,
+        link: Link,
+        carry: Sequence[pl.Expr] = (),
+    ) -> Aligned:
+        """Fit on the originals, transform both frames, and read the linked coordinates
+        (with ``carry``, as :func:`~polars_hidden_rate.frames.read_aligned`)."""
         projection = Projection.fit(originals, features=list(self.features), ncp=self.ncp)
         names = [f"{_COORD}{k + 1}" for k in range(projection.ncp)]
         left_schema, right_schema = originals.collect_schema(), avatars.collect_schema()
-        left = originals.select(*link.left, *projection.coordinates(left_schema, names))
+        carried = [pl.col(expr.meta.output_name()) for expr in carry]
+        left = originals.select(*link.left, *projection.coordinates(left_schema, names), *carry)
         right = avatars.select(*link.right, *projection.coordinates(right_schema, names))
         try:
-            return read_aligned(left, right, names, link)
+            return read_aligned(left, right, names, link, carried)
         except ComputeError:
             _raise_missing_features(avatars, list(self.features), right_schema)
             raise

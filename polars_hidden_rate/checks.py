@@ -1,0 +1,50 @@
+"""Option checks, each written once: numbers given as Python or numpy scalars, never bools.
+
+A bad value raises ValueError naming the option, whether its type or its range is wrong
+(the contract since the first release).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+
+def check_real(value: object, option: str, *, low: float, high: float = math.inf) -> float:
+    """``value`` as a float in ``[low, high]``, or a ValueError naming ``option``.
+
+    Python and numpy integers and floats are accepted; bools, NaN and strings are not.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        msg = f"`{option}` must be a number, got {value!r}"
+        raise ValueError(msg)
+    number = float(value)
+    if not low <= number <= high:
+        bounds = f">= {low:g}" if math.isinf(high) else f"in [{low:g}, {high:g}]"
+        msg = f"`{option}` must be a finite number {bounds}, got {value!r}"
+        raise ValueError(msg)
+    if not math.isfinite(number):
+        msg = f"`{option}` must be a finite number, got {value!r}"
+        raise ValueError(msg)
+    return number
+
+
+def check_count(value: object, option: str, *, low: int = 1) -> int:
+    """``value`` as an int of at least ``low``; Python or numpy integers, never bools."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        msg = f"`{option}` must be an integer, got {value!r}"
+        raise ValueError(msg)
+    if value < low:
+        msg = f"`{option}` must be an integer >= {low}, got {value!r}"
+        raise ValueError(msg)
+    return int(value)
+
+
+def check_tie_tol(tie_tol: object) -> float:
+    """The relative tie tolerance: a finite number >= 0."""
+    return check_real(tie_tol, "tie_tol", low=0.0)
+
+
+def check_threads(threads: object) -> int | None:
+    """Engine threads: None (all cores) or an integer >= 1."""
+    return None if threads is None else check_count(threads, "threads")
