@@ -1,0 +1,344 @@
+"""A gate that cannot be fooled: reordering plans, rescaling and hostile values.
+
+Each case here once went wrong silently; each test fails on the code before its fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import polars_hidden_rate as phr
+from polars_hidden_rate.gate import summarize
+from tests.conftest import brute_force_counts
+
+COORDS = ["d1", "d2"]
+
+
+def noisy_pair(n: int, seed: int, d: int = 2) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an id and a payload, and avatars = originals + noise (integer grid)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 5, (n, d)).astype(float)
+    y = x + rng.integers(-2, 3, (n, d))
+    names = [f"d{k + 1}" for k in range(d)]
+    originals = pl.DataFrame(x, schema=names).with_columns(
+        id=pl.Series(rng.permutation(n) * 3, dtype=pl.Int64), site=pl.int_range(n) % 5
+    )
+    avatars = pl.DataFrame(y, schema=names).with_columns(originals["id"])
+    return originals, avatars
+
+
+def counts_by_id(
+    originals: pl.DataFrame, avatars: pl.DataFrame, coords: list[str] = COORDS
+) -> dict[int, int]:
+    """The float64 brute force, keyed by id (avatars matched to originals by id)."""
+    matched = originals.select("id", *coords).join(
+        avatars.select("id", *coords), on="id", suffix="_a", maintain_order="left"
+    )
+    counts = brute_force_counts(
+        matched.select(coords).to_numpy(),
+        matched.select(f"{c}_a" for c in coords).to_numpy(),
+        1e-9,
+    )
+    return dict(zip(matched["id"].to_list(), counts.tolist(), strict=True))
+
+
+def assert_counts_by_id(result: pl.DataFrame, expected: dict[int, int]) -> None:
+    got = dict(zip(result["id"].to_list(), result["local_cloaking"].to_list(), strict=True))
+    assert got == expected
+    assert result["hidden"].to_list() == [count > 0 for count in result["local_cloaking"]]
+
+
+# --- 1. Every record keeps its own count under any lazy plan --------------------------------
+
+
+def _join(frame: pl.LazyFrame) -> pl.LazyFrame:
+    rng = np.random.default_rng(7)
+    ids = frame.select("id").collect()["id"].to_numpy()
+    lookup = pl.LazyFrame({"id": rng.permutation(ids), "region": rng.integers(0, 5, len(ids))})
+    return frame.join(lookup, on="id")
+
+
+REORDERING_PLANS: dict[str, Callable[[pl.LazyFrame], pl.LazyFrame]] = {
+    "join": _join,
+    "unique": lambda frame: frame.unique(),
+    "group_by_explode": lambda frame: (
+        frame.group_by("site").agg(pl.all()).explode(pl.exclude("site"))
+    ),
+    # A new random order at every read.
+    "shuffle": lambda frame: frame.select(pl.struct(pl.all()).shuffle()).unnest(pl.all()),
+    "sort_with_ties": lambda frame: frame.sort("site", maintain_order=False),
+    "filter": lambda frame: frame.filter(pl.col("id") % 2 == 0).unique(),
+}
+
+
+def _collectors(tmp_path: Path) -> dict[str, Callable[[pl.LazyFrame], pl.DataFrame]]:
+    def sunk(frame: pl.LazyFrame) -> pl.DataFrame:
+        path = tmp_path / "out.parquet"
+        frame.sink_parquet(path)
+        return pl.read_parquet(path)
+
+    return {
+        "collect": lambda frame: frame.collect(),
+        "streaming": lambda frame: frame.collect(engine="streaming"),
+        "sink": sunk,
+    }
+
+
+@pytest.mark.parametrize("plan", sorted(REORDERING_PLANS))
+def test_keyed_counts_follow_their_records(plan: str, tmp_path: Path) -> None:
+    originals, avatars = noisy_pair(3000, seed=1)
+    reorder = REORDERING_PLANS[plan]
+    left = reorder(originals.lazy())
+    right = avatars.lazy()
+    if plan == "filter":  # filters on both sides: the avatars lose the same records
+        right = right.filter(pl.col("id") % 2 == 0)
+    kept = left.collect()
+    expected = counts_by_id(kept, right.collect())
+    per_record = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    assert isinstance(per_record, pl.LazyFrame)
+    for name, collect in _collectors(tmp_path).items():
+        result = collect(per_record)
+        assert result.height == kept.height, name
+        assert_counts_by_id(result, expected)
+    eager = phr.local_cloaking(kept, avatars.filter(pl.col("id").is_in(kept["id"].implode())),
+                               coords=COORDS, on="id")  # fmt: skip
+    assert_counts_by_id(eager, expected)
+
+
+@pytest.mark.parametrize("plan", ["shuffle", "join", "group_by_explode"])
+def test_row_order_link_counts_the_rows_it_shows(plan: str, tmp_path: Path) -> None:
+    # By row order the link *is* the order the plan gives: each output row must carry the
+    # count of the row it shows, linked to the avatar of the same position.
+    originals, avatars = noisy_pair(2000, seed=2)
+    left = REORDERING_PLANS[plan](originals.lazy())
+    per_record = phr.local_cloaking(left, avatars.lazy(), coords=COORDS)
+    for collect in _collectors(tmp_path).values():
+        result = collect(per_record)
+        expected = brute_force_counts(
+            result.select(COORDS).to_numpy(), avatars.select(COORDS).to_numpy(), 1e-9
+        )
+        np.testing.assert_array_equal(result["local_cloaking"].to_numpy(), expected)
+
+
+def test_a_plan_that_changes_its_records_between_reads_is_refused() -> None:
+    # Two versions of each record; each read keeps a random one of them.
+    originals, avatars = noisy_pair(500, seed=3)
+    doubled = pl.concat([originals, originals.with_columns(pl.col("d1") + 100.0)])
+    either = (
+        doubled.lazy()
+        .with_columns(draw=pl.int_range(pl.len()).shuffle())
+        .sort("draw")
+        .unique("id", keep="first")
+        .drop("draw")
+    )
+    with pytest.raises(pl.exceptions.ComputeError, match="gave other records when read again"):
+        phr.local_cloaking(either, avatars.lazy(), coords=COORDS, on="id").collect()
+
+
+def test_keyed_join_back_keeps_the_originals_order() -> None:
+    originals, avatars = noisy_pair(4000, seed=4)
+    result = phr.local_cloaking(
+        originals.lazy(), avatars.sample(fraction=1.0, shuffle=True, seed=0).lazy(),
+        coords=COORDS, on="id",
+    ).collect()  # fmt: skip
+    assert result.drop("local_cloaking", "hidden").equals(originals)
+    assert_counts_by_id(result, counts_by_id(originals, avatars))
+
+
+def test_projected_keyed_counts_follow_their_records() -> None:
+    originals, avatars = noisy_pair(1500, seed=5, d=4)
+    left = REORDERING_PLANS["shuffle"](originals.lazy())
+    features = ["d1", "d2", "d3", "d4"]
+    result = phr.local_cloaking(left, avatars.lazy(), features=features, ncp=3, on="id").collect()
+    projection = phr.Projection.fit(originals, features=features, ncp=3)
+    dims = projection.coordinate_columns()
+    expected = counts_by_id(
+        projection.transform(originals), projection.transform(avatars), coords=dims
+    )
+    assert_counts_by_id(result, expected)
+
+
+# --- 4. No rescaling changes a count ---------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 40),
+    d=st.integers(1, 4),
+    exponent=st.integers(-1000, 1000),
+    offset=st.sampled_from([0.0, 0.5, 1024.0, 2.0**20]),
+)
+def test_counts_survive_power_of_two_scales_and_reordering(
+    seed: int, n: int, d: int, exponent: int, offset: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    # Dyadic grids with duplicates, zero distances and exact ties, around an offset.
+    x = rng.integers(-3, 4, (n, d)) * 0.25 + offset
+    y = x + rng.integers(-2, 3, (n, d)) * 0.25
+    scaled_x, scaled_y = np.ldexp(x, exponent), np.ldexp(y, exponent)
+    assume(np.array_equal(np.ldexp(scaled_x, -exponent), x))
+    assume(np.array_equal(np.ldexp(scaled_y, -exponent), y))
+    names = [f"d{k + 1}" for k in range(d)]
+    ids = pl.Series("id", rng.permutation(n), dtype=pl.Int64)
+    originals = pl.DataFrame(scaled_x, schema=names).with_columns(ids)
+    avatars = pl.DataFrame(scaled_y, schema=names).with_columns(ids)
+    order = pl.Series("draw", rng.permutation(n))
+    reordered = originals.lazy().with_columns(order).sort("draw").drop("draw")
+    expected = dict(zip(ids.to_list(), brute_force_counts(x, y, 1e-9).tolist(), strict=True))
+    result = phr.local_cloaking(reordered, avatars.lazy(), coords=names, on="id").collect()
+    assert_counts_by_id(result, expected)
+    rate = phr.hidden_rate(originals, avatars, coords=names)
+    assert rate == float(np.mean(np.array(list(expected.values())) > 0)) * 100.0
+
+
+def _rate_pair() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The issue's example: 25 % hidden at scale 1."""
+    originals = pl.DataFrame({"d1": [0.0, 1.0, 3.0, 4.0]})
+    avatars = pl.DataFrame({"d1": [0.5, 1.5, 3.0, 4.0]})
+    return originals, avatars
+
+
+@pytest.mark.parametrize("factor", [1.0, 1e155, 1e-170, 2.0**600, 2.0**-600, 1e300, 1e-300])
+def test_hidden_rate_does_not_move_with_scale(factor: float) -> None:
+    originals, avatars = _rate_pair()
+    assert phr.hidden_rate(originals * factor, avatars * factor, coords="d1") == 25.0
+
+
+@pytest.mark.parametrize("factor", [2.0**500, 2.0**-500, 1e154, 1e160, 1e-160])
+def test_projection_does_not_move_with_scale(factor: float) -> None:
+    rng = np.random.default_rng(11)
+    n = 300
+    originals = pl.DataFrame({k: rng.normal(size=n) for k in ("x", "y", "z")})
+    avatars = originals.with_columns(pl.all() + pl.Series(rng.normal(size=n) * 0.5))
+    baseline = phr.local_cloaking(originals, avatars, ncp=3)["local_cloaking"]
+    scaled = phr.local_cloaking(
+        originals.with_columns(pl.col("x") * factor),
+        avatars.with_columns(pl.col("x") * factor),
+        ncp=3,
+    )["local_cloaking"]
+    assert scaled.to_list() == baseline.to_list()
+
+
+@pytest.mark.parametrize("exponent", [-900, -300, 300, 900])
+def test_projection_fit_scales_exactly_by_powers_of_two(exponent: int) -> None:
+    rng = np.random.default_rng(12)
+    originals = pl.DataFrame({"x": rng.normal(size=200), "y": rng.normal(size=200) * 3})
+    base = phr.Projection.fit(originals, ncp=2)
+    scaled = phr.Projection.fit(originals.with_columns(pl.col("x") * 2.0**exponent), ncp=2)
+    np.testing.assert_array_equal(scaled.eigenvalues, base.eigenvalues)
+    np.testing.assert_array_equal(scaled.components, base.components)
+    x = scaled.scaling.features[0]
+    assert isinstance(x, phr.projection.NumericFeature)
+    assert x.scale == np.ldexp(base.scaling.features[0].scale, exponent)  # type: ignore[union-attr]
+
+
+def test_integers_beyond_float64_precision_are_refused() -> None:
+    big = 2**63 - 1
+    originals = pl.DataFrame({"id": [1, 2, 3], "d1": [big, big - 1, big - 4]})
+    avatars = pl.DataFrame({"id": [1, 2, 3], "d1": [big, big - 2, big - 3]})
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'d1' of originals .* beyond 2\^53"):
+        phr.local_cloaking(originals, avatars, coords="d1", on="id")
+    small = originals.with_columns(pl.col("d1") - (big - 2**53))
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'d1' of avatars .* beyond 2\^53"):
+        phr.hidden_rate(small, avatars, coords="d1")
+    # At 2^53 and below, integers count exactly: [0, 1, 0] as in integer arithmetic.
+    shift = big - 2**53
+    exact = phr.local_cloaking(
+        originals.with_columns(pl.col("d1") - shift),
+        avatars.with_columns(pl.col("d1") - shift),
+        coords="d1",
+    )
+    assert exact["local_cloaking"].to_list() == [0, 1, 0]
+
+
+def test_unsigned_integers_beyond_float64_precision_are_refused() -> None:
+    frame = pl.DataFrame({"d1": pl.Series([2**64 - 1, 0, 5], dtype=pl.UInt64)})
+    with pytest.raises(pl.exceptions.ComputeError, match="'d1' of originals"):
+        phr.hidden_rate(frame, frame, coords="d1")
+
+
+# --- 8. Smaller holes ------------------------------------------------------------------------
+
+
+def test_hidden_rate_accepts_originals_that_hold_output_columns() -> None:
+    originals, avatars = _rate_pair()
+    holding = originals.with_columns(local_cloaking=pl.lit(7), hidden=pl.lit(True))
+    assert phr.hidden_rate(holding, avatars, coords="d1") == 25.0
+    with pytest.raises(pl.exceptions.DuplicateError, match="local_cloaking"):
+        phr.local_cloaking(holding, avatars, coords="d1")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "__polars_hidden_rate_avatar_row",
+        "__polars_hidden_rate_dim1",
+        "__polars_hidden_rate_fingerprint",
+        "__polars_hidden_rate_key0",
+    ],
+)
+def test_reserved_names_are_refused_by_name(name: str) -> None:
+    originals, avatars = noisy_pair(20, seed=6)
+    originals, avatars = originals.rename({"id": name}), avatars.rename({"id": name})
+    for call in (phr.local_cloaking, phr.hidden_rate):
+        with pytest.raises(pl.exceptions.DuplicateError, match=f"column '{name}' of originals"):
+            call(originals, avatars, coords=COORDS, on=name)
+        with pytest.raises(pl.exceptions.DuplicateError, match=f"column '{name}' of originals"):
+            call(originals, avatars, on=name)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"tie_tol": np.float32(0.0)}, {"tie_tol": np.int64(0)}, {"threads": np.int64(1)},
+     {"threads": np.int32(2)}],
+)  # fmt: skip
+def test_numpy_scalars_are_options_like_any_number(option: dict[str, object]) -> None:
+    originals, avatars = _rate_pair()
+    assert phr.hidden_rate(originals, avatars, coords="d1", **option) == 25.0  # type: ignore[arg-type]
+    frame = phr.local_cloaking(originals, avatars, coords="d1", **option)  # type: ignore[arg-type]
+    assert frame["local_cloaking"].to_list() == [0, 1, 0, 0]
+
+
+@pytest.mark.parametrize("min_rate", [np.float32(20.0), np.int64(20), np.float64(20.0)])
+def test_numpy_scalars_are_minimum_rates(min_rate: object) -> None:
+    originals, avatars = _rate_pair()
+    assert phr.assert_hidden_rate(originals, avatars, min_rate, coords="d1") == 25.0  # type: ignore[arg-type]
+    with pytest.raises(phr.HiddenRateTooLowError):
+        phr.assert_hidden_rate(originals, avatars, min_rate * 3, coords="d1")  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"tie_tol": np.float64(np.nan)}, {"tie_tol": -1e-9}, {"tie_tol": np.inf},
+     {"threads": 0}, {"threads": np.int64(-1)}, {"threads": np.float64(2.0)},
+     {"threads": True}, {"tie_tol": True}],
+)  # fmt: skip
+def test_bad_numbers_are_refused_by_name(option: dict[str, object]) -> None:
+    originals, avatars = _rate_pair()
+    (name,) = option
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        phr.hidden_rate(originals, avatars, coords="d1", **option)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("side", ["originals", "avatars"])
+def test_null_keys_are_named_as_null(side: str) -> None:
+    originals, avatars = noisy_pair(10, seed=8)
+    frames = {"originals": originals, "avatars": avatars}
+    frames[side] = frames[side].with_columns(
+        id=pl.when(pl.int_range(pl.len()) == 3).then(None).otherwise(pl.col("id"))
+    )
+    with pytest.raises(pl.exceptions.ComputeError, match=f"key \\['id'\\] of {side} is null in 1"):
+        phr.local_cloaking(frames["originals"], frames["avatars"], coords=COORDS, on="id")
+
+
+def test_summarize_refuses_missing_counts() -> None:
+    with pytest.raises(pl.exceptions.ComputeError, match="null in 1 of 3"):
+        summarize(pl.DataFrame({"local_cloaking": [0, None, 4]}))
