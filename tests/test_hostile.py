@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import polars.selectors as cs
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -69,10 +70,10 @@ REORDERING_PLANS: dict[str, Callable[[pl.LazyFrame], pl.LazyFrame]] = {
     "join": _join,
     "unique": lambda frame: frame.unique(),
     "group_by_explode": lambda frame: (
-        frame.group_by("site").agg(pl.all()).explode(pl.exclude("site"))
+        frame.group_by("site").agg(pl.all()).explode(cs.exclude("site"))
     ),
     # A new random order at every read.
-    "shuffle": lambda frame: frame.select(pl.struct(pl.all()).shuffle()).unnest(pl.all()),
+    "shuffle": lambda frame: frame.select(pl.struct(pl.all()).shuffle()).unnest(cs.all()),
     "sort_with_ties": lambda frame: frame.sort("site", maintain_order=False),
     "filter": lambda frame: frame.filter(pl.col("id") % 2 == 0).unique(),
 }
