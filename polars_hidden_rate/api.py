@@ -256,8 +256,11 @@ def local_cloaking(
         (default 5, capped at the dimensions available).
     on, left_on, right_on
         Key columns linking each original to its avatar, as in
-        :meth:`polars.DataFrame.join`. Default: row ``i`` of ``avatars`` is the
-        avatar of row ``i`` of ``originals``.
+        :meth:`polars.DataFrame.join`; the counts are joined back on the keys, so
+        each record keeps its own count whatever order a lazy plan gives, and the
+        originals stream. Default: row ``i`` of ``avatars`` is the avatar of row
+        ``i`` of ``originals``, in the order the originals' plan gives, which are
+        then read once, whole.
     tie_tol
         Relative tie tolerance; ``0`` gives the literal comparison. The default
         ``1e-9`` keeps exact ties that float64 rounding would split.
