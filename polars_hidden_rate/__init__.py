@@ -4,13 +4,14 @@ Importing the package registers the ``avatar`` namespace on DataFrame and LazyFr
 """
 
 from polars_hidden_rate import namespace as _namespace  # noqa: F401  (registers `avatar`)
-from polars_hidden_rate.api import hidden_rate, local_cloaking
+from polars_hidden_rate.api import CountOptions, hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
 from polars_hidden_rate.projection import Projection
 
 __all__ = [
+    "CountOptions",
     "HiddenRateTooLowError",
     "Projection",
     "assert_hidden_rate",

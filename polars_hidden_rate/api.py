@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar, Unpack
 
 import numpy as np
 import polars as pl
@@ -157,94 +157,15 @@ def _require_counted(counts: pl.Series) -> pl.Series:
     return counts
 
 
-def plan(
-    originals: pl.DataFrame | pl.LazyFrame,
-    avatars: pl.DataFrame | pl.LazyFrame,
-    *,
-    coords: ColumnSpec | None = None,
-    ncp: int | None = None,
-    on: Keys | None = None,
-    left_on: Keys | None = None,
-    right_on: Keys | None = None,
-    features: ColumnSpec | None = None,
-    tie_tol: float = 1e-9,
-    threads: int | None = None,
-    progress: bool | None = None,
-    device: Device = "cpu",
-    cluster: Any | None = None,
-) -> CountPlan:
-    """Check a request against the schemas and return its :class:`CountPlan`."""
-    originals_lf = as_lazy(originals, "originals")
-    avatars_lf = as_lazy(avatars, "avatars")
-    left_schema = originals_lf.collect_schema()
-    right_schema = avatars_lf.collect_schema()
-    if coords is not None and features is not None:
-        msg = "give either `coords` (projected columns) or `features` (raw columns), not both"
-        raise ValueError(msg)
-    tie_tol = check_tie_tol(tie_tol)
-    threads = check_threads(threads)
-    if progress is not None and not isinstance(progress, bool):
-        msg = f"`progress` must be True, False or None, got {progress!r}"
-        raise TypeError(msg)
-    if device not in ("cpu", "gpu"):
-        msg = f"`device` must be 'cpu' or 'gpu', got {device!r}"
-        raise ValueError(msg)
-    if cluster is not None and device != "cpu":
-        msg = "`cluster` with `device='gpu'` is not available: pass one of them"
-        raise NotImplementedError(msg)
-    if cluster is not None:
-        distributed.require_client(cluster)
-    if device == "gpu":
-        gpu.require_gpu()
-    check_unreserved(left_schema, "originals")
-    check_unreserved(right_schema, "avatars")
-    link = resolve_link(on, left_on, right_on, left_schema, right_schema)
-    projection = None
-    if coords is None:
-        projection = ProjectedCoordinates.plan(features, ncp, left_schema, right_schema, link)
-    return CountPlan(
-        originals=originals_lf,
-        avatars=avatars_lf,
-        coords=[] if coords is None else resolve_coords(coords, ncp, left_schema, right_schema),
-        link=link,
-        tie_tol=tie_tol,
-        threads=threads,
-        progress=progress,
-        device=device,
-        cluster=cluster,
-        projection=projection,
-    )
+class CountOptions(TypedDict, total=False):
+    """The keyword options of every entry point, written once.
 
+    :func:`local_cloaking`, :func:`hidden_rate`, the ``avatar`` namespace and
+    :func:`~polars_hidden_rate.assert_hidden_rate` take them as keywords; an
+    unknown keyword is a TypeError.
 
-def local_cloaking(
-    originals: FrameT,
-    avatars: pl.DataFrame | pl.LazyFrame,
-    *,
-    coords: ColumnSpec | None = None,
-    ncp: int | None = None,
-    on: Keys | None = None,
-    left_on: Keys | None = None,
-    right_on: Keys | None = None,
-    features: ColumnSpec | None = None,
-    tie_tol: float = 1e-9,
-    threads: int | None = None,
-    progress: bool | None = None,
-    device: Device = "cpu",
-    cluster: Any | None = None,
-) -> FrameT:
-    """Add each original's local cloaking and whether it is hidden.
-
-    The local cloaking of original ``x_i`` with avatar ``y_a(i)`` is the number
-    of other avatars at least as close to it as its own:
-    ``c_i = #{j != a(i) : d2(x_i, y_j) <= d2(x_i, y_a(i)) * (1 + tie_tol)}``,
-    with Euclidean distances computed exactly in float64.
-
-    Parameters
+    Attributes
     ----------
-    originals
-        The original records, a DataFrame or a LazyFrame.
-    avatars
-        One avatar per original, a DataFrame or a LazyFrame.
     coords
         The projected coordinate columns, by name or selector, present and
         numeric in both frames. When None, the raw ``features`` are projected
@@ -275,6 +196,115 @@ def local_cloaking(
         ``"cpu"``, or ``"gpu"`` for FAISS's GPU indexes.
     cluster
         A ``dask.distributed.Client`` to shard the counting over.
+    """
+
+    coords: ColumnSpec | None
+    ncp: int | None
+    on: Keys | None
+    left_on: Keys | None
+    right_on: Keys | None
+    features: ColumnSpec | None
+    tie_tol: float
+    threads: int | None
+    progress: bool | None
+    device: Device
+    cluster: Any | None
+
+
+OPTION_NAMES = frozenset(CountOptions.__annotations__)
+
+
+def plan(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    options: CountOptions,
+    *,
+    caller: str = "plan",
+) -> CountPlan:
+    """Check a request against the schemas and return its :class:`CountPlan`.
+
+    ``caller`` names the public function in the error for an unknown option.
+    """
+    unknown = sorted(set(options) - OPTION_NAMES)
+    if unknown:
+        msg = (
+            f"{caller}() got an unexpected keyword argument {unknown[0]!r}; "
+            f"its options are {', '.join(sorted(OPTION_NAMES))}"
+        )
+        raise TypeError(msg)
+    coords, features = options.get("coords"), options.get("features")
+    ncp, device = options.get("ncp"), options.get("device", "cpu")
+    progress, cluster = options.get("progress"), options.get("cluster")
+    originals_lf = as_lazy(originals, "originals")
+    avatars_lf = as_lazy(avatars, "avatars")
+    left_schema = originals_lf.collect_schema()
+    right_schema = avatars_lf.collect_schema()
+    if coords is not None and features is not None:
+        msg = "give either `coords` (projected columns) or `features` (raw columns), not both"
+        raise ValueError(msg)
+    tie_tol = check_tie_tol(options.get("tie_tol", 1e-9))
+    threads = check_threads(options.get("threads"))
+    if progress is not None and not isinstance(progress, bool):
+        msg = f"`progress` must be True, False or None, got {progress!r}"
+        raise TypeError(msg)
+    if device not in ("cpu", "gpu"):
+        msg = f"`device` must be 'cpu' or 'gpu', got {device!r}"
+        raise ValueError(msg)
+    if cluster is not None and device != "cpu":
+        msg = "`cluster` with `device='gpu'` is not available: pass one of them"
+        raise NotImplementedError(msg)
+    if cluster is not None:
+        distributed.require_client(cluster)
+    if device == "gpu":
+        gpu.require_gpu()
+    check_unreserved(left_schema, "originals")
+    check_unreserved(right_schema, "avatars")
+    link = resolve_link(
+        options.get("on"),
+        options.get("left_on"),
+        options.get("right_on"),
+        left_schema,
+        right_schema,
+    )
+    projection = None
+    if coords is None:
+        projection = ProjectedCoordinates.plan(features, ncp, left_schema, right_schema, link)
+    return CountPlan(
+        originals=originals_lf,
+        avatars=avatars_lf,
+        coords=[] if coords is None else resolve_coords(coords, ncp, left_schema, right_schema),
+        link=link,
+        tie_tol=tie_tol,
+        threads=threads,
+        progress=progress,
+        device=device,
+        cluster=cluster,
+        projection=projection,
+    )
+
+
+def local_cloaking(
+    originals: FrameT,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    **options: Unpack[CountOptions],
+) -> FrameT:
+    """Add each original's local cloaking and whether it is hidden.
+
+    The local cloaking of original ``x_i`` with avatar ``y_a(i)`` is the number
+    of other avatars at least as close to it as its own:
+    ``c_i = #{j != a(i) : d2(x_i, y_j) <= d2(x_i, y_a(i)) * (1 + tie_tol)}``,
+    with Euclidean distances computed exactly in float64.
+
+    Parameters
+    ----------
+    originals
+        The original records, a DataFrame or a LazyFrame.
+    avatars
+        One avatar per original, a DataFrame or a LazyFrame.
+    **options
+        The keyword options of :class:`CountOptions`: ``coords`` or ``features``,
+        ``ncp``, ``on`` (or ``left_on`` and ``right_on``), ``tie_tol``,
+        ``threads``, ``progress``, ``device``, ``cluster``.
 
     Returns
     -------
@@ -301,21 +331,7 @@ def local_cloaking(
     │ 3.0  ┆ 0.0  ┆ 0              ┆ false  │
     └──────┴──────┴────────────────┴────────┘
     """
-    request = plan(
-        originals,
-        avatars,
-        coords=coords,
-        ncp=ncp,
-        on=on,
-        left_on=left_on,
-        right_on=right_on,
-        features=features,
-        tie_tol=tie_tol,
-        threads=threads,
-        progress=progress,
-        device=device,
-        cluster=cluster,
-    )
+    request = plan(originals, avatars, options, caller="local_cloaking")
     check_output_free(request.originals.collect_schema())
     per_record = request.per_record()
     if isinstance(originals, pl.DataFrame):
@@ -326,18 +342,7 @@ def local_cloaking(
 def hidden_rate(
     originals: pl.DataFrame | pl.LazyFrame,
     avatars: pl.DataFrame | pl.LazyFrame,
-    *,
-    coords: ColumnSpec | None = None,
-    ncp: int | None = None,
-    on: Keys | None = None,
-    left_on: Keys | None = None,
-    right_on: Keys | None = None,
-    features: ColumnSpec | None = None,
-    tie_tol: float = 1e-9,
-    threads: int | None = None,
-    progress: bool | None = None,
-    device: Device = "cpu",
-    cluster: Any | None = None,
+    **options: Unpack[CountOptions],
 ) -> float:
     """The hidden rate: the percentage of originals whose own avatar is not strictly closest.
 
@@ -359,20 +364,6 @@ def hidden_rate(
     >>> phr.hidden_rate(originals, avatars, coords="Dim1")
     25.0
     """
-    request = plan(
-        originals,
-        avatars,
-        coords=coords,
-        ncp=ncp,
-        on=on,
-        left_on=left_on,
-        right_on=right_on,
-        features=features,
-        tie_tol=tie_tol,
-        threads=threads,
-        progress=progress,
-        device=device,
-        cluster=cluster,
-    )
+    request = plan(originals, avatars, options, caller="hidden_rate")
     counts = request.counts()
     return float(np.mean(counts > 0)) * 100.0

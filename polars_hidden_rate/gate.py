@@ -7,11 +7,11 @@ command line does the same with an exit code, from :func:`summarize`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import polars as pl
 
-from polars_hidden_rate.api import hidden_rate
+from polars_hidden_rate.api import CountOptions, hidden_rate
 from polars_hidden_rate.checks import check_real
 
 
@@ -145,7 +145,7 @@ def assert_hidden_rate(
     originals: pl.DataFrame | pl.LazyFrame,
     avatars: pl.DataFrame | pl.LazyFrame,
     min_rate: float = 90.0,
-    **options: Any,
+    **options: Unpack[CountOptions],
 ) -> float:
     """Raise :class:`HiddenRateTooLowError` when the hidden rate is below ``min_rate``.
 

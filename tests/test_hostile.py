@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.namespace import AvatarNamespace
 from tests.conftest import brute_force_counts
 
 COORDS = ["d1", "d2"]
@@ -343,3 +344,17 @@ def test_null_keys_are_named_as_null(side: str) -> None:
 def test_summarize_refuses_missing_counts() -> None:
     with pytest.raises(pl.exceptions.ComputeError, match="null in 1 of 3"):
         summarize(pl.DataFrame({"local_cloaking": [0, None, 4]}))
+
+
+@pytest.mark.parametrize("entry", ["local_cloaking", "hidden_rate", "namespace", "gate"])
+def test_a_misspelt_option_is_named(entry: str) -> None:
+    originals, avatars = _rate_pair()
+    calls: dict[str, Callable[..., object]] = {
+        # mypy sees the typo too: each call needs its ignore.
+        "local_cloaking": lambda: phr.local_cloaking(originals, avatars, coord="d1"),  # type: ignore[call-arg]
+        "hidden_rate": lambda: phr.hidden_rate(originals, avatars, coord="d1"),  # type: ignore[call-arg]
+        "namespace": lambda: AvatarNamespace(originals.lazy()).local_cloaking(avatars, coord="d1"),  # type: ignore[call-arg]
+        "gate": lambda: phr.assert_hidden_rate(originals, avatars, 10, coord="d1"),  # type: ignore[call-arg]
+    }
+    with pytest.raises(TypeError, match="unexpected keyword argument 'coord'"):
+        calls[entry]()
