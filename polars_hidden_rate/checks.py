@@ -1,7 +1,8 @@
 """Option checks, each written once: numbers given as Python or numpy scalars, never bools.
 
-A bad value raises ValueError naming the option, whether its type or its range is wrong
-(the contract since the first release).
+A value out of range raises ValueError naming the option; a value of the wrong type raises
+:class:`OptionTypeError`, both a TypeError and a ValueError, as the options have raised
+one or the other since the first release.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ import math
 import numbers
 
 
+class OptionTypeError(TypeError, ValueError):
+    """An option of the wrong type (a TypeError, and a ValueError for older callers)."""
+
+
 def check_real(value: object, option: str, *, low: float, high: float = math.inf) -> float:
-    """``value`` as a float in ``[low, high]``, or a ValueError naming ``option``.
+    """``value`` as a float in ``[low, high]``; an error naming ``option`` otherwise.
 
     Python and numpy integers and floats are accepted; bools, NaN and strings are not.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         msg = f"`{option}` must be a number, got {value!r}"
-        raise ValueError(msg)
+        raise OptionTypeError(msg)
     number = float(value)
     if not low <= number <= high:
         bounds = f">= {low:g}" if math.isinf(high) else f"in [{low:g}, {high:g}]"
@@ -33,7 +38,7 @@ def check_count(value: object, option: str, *, low: int = 1) -> int:
     """``value`` as an int of at least ``low``; Python or numpy integers, never bools."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         msg = f"`{option}` must be an integer, got {value!r}"
-        raise ValueError(msg)
+        raise OptionTypeError(msg)
     if value < low:
         msg = f"`{option}` must be an integer >= {low}, got {value!r}"
         raise ValueError(msg)

@@ -6,7 +6,8 @@ checks run when :func:`read_aligned` collects the few columns it needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,7 @@ from polars.exceptions import (
 )
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import check_count
 
 ColumnSpec = str | Sequence[str] | cs.Selector
 """Columns given by name, a list of names, or a Polars selector."""
@@ -123,13 +125,11 @@ def check_ncp(ncp: int | None, available: int) -> int:
     """``ncp`` itself, or ``available`` when None; ValueError unless 1 <= ncp <= available."""
     if ncp is None:
         return available
-    if isinstance(ncp, bool) or not isinstance(ncp, int | np.integer):
-        msg = f"`ncp` must be an integer, got {ncp!r}"
-        raise TypeError(msg)
-    if not 1 <= ncp <= available:
+    ncp = check_count(ncp, "ncp")
+    if ncp > available:
         msg = f"`ncp` must satisfy 1 <= ncp <= {available}, got ncp={ncp}"
         raise ValueError(msg)
-    return int(ncp)
+    return ncp
 
 
 def resolve_link(
@@ -243,33 +243,59 @@ def _to_float64(frame: pl.DataFrame, columns: list[str]) -> Float64Array:
 
 def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
     """Every coordinate is a finite number that float64 holds exactly."""
-    as_float = [pl.col(c).cast(pl.Float64) for c in columns]
+    as_float = {c: pl.col(c).cast(pl.Float64) for c in columns}
+    raise_missing(missing_values(frame, as_float), f"coords of {role}", rows=frame.height)
     beyond = EXACT_INTEGER_LIMIT
-    checks = frame.select(
-        *(pl.col(c).is_null().sum().alias(f"null\0{c}") for c in columns),
-        *(x.is_nan().sum().alias(f"NaN\0{c}") for c, x in zip(columns, as_float, strict=True)),
-        *(
-            x.is_infinite().sum().alias(f"infinite\0{c}")
-            for c, x in zip(columns, as_float, strict=True)
-        ),
-        *(
-            ((pl.col(c) > beyond) | (pl.col(c) < -beyond)).sum().alias(f"inexact\0{c}")
-            for c in columns
-            if frame.schema[c].is_integer()
-        ),
-    ).row(0, named=True)
-    for label, bad in checks.items():
-        if not bad:
+    for column in columns:
+        if not frame.schema[column].is_integer():
             continue
-        kind, column = label.split("\0")
-        if kind == "inexact":
+        inexact = frame.select(((pl.col(column) > beyond) | (pl.col(column) < -beyond)).sum())
+        if inexact.item():
             msg = (
-                f"coords column {column!r} of {role} has {bad} integer value(s) beyond 2^53 "
-                "in absolute value, which float64 cannot hold exactly; rescale or recode it"
+                f"coords column {column!r} of {role} has {inexact.item()} integer value(s) "
+                "beyond 2^53 in absolute value, which float64 cannot hold exactly; rescale or "
+                "recode it"
             )
             raise ComputeError(msg)
-        msg = f"coords column {column!r} of {role} has {bad} {kind} value(s) in {frame.height}"
-        raise ComputeError(msg + " rows")
+
+
+MissingValues = Counter[tuple[str, str]]
+"""Counts of missing values by ``(column, kind)``, kind ``null``, ``NaN`` or ``infinite``."""
+
+
+def missing_values(
+    frame: pl.DataFrame | pl.LazyFrame, numbers: Mapping[str, pl.Expr], others: Sequence[str] = ()
+) -> MissingValues:
+    """Null, NaN and infinite values of ``frame``, by column; zero counts left out.
+
+    ``numbers`` maps each numeric column to its values as float64; ``others`` are
+    counted for nulls only.
+    """
+    counts = frame.lazy().select(
+        *(pl.col(c).null_count().alias(f"{c}\0null") for c in [*numbers, *others]),
+        *(x.is_nan().sum().alias(f"{c}\0NaN") for c, x in numbers.items()),
+        *(x.is_infinite().sum().alias(f"{c}\0infinite") for c, x in numbers.items()),
+    )
+    row = counts.collect().row(0, named=True)
+    found: MissingValues = Counter()
+    for label, count in row.items():
+        if count:
+            column, kind = label.split("\0")
+            found[column, kind] = int(count)
+    return found
+
+
+def raise_missing(
+    missing: MissingValues, what: str, *, rows: int | None = None, hint: str = ""
+) -> None:
+    """A ComputeError naming every column of ``what`` with missing values, if any."""
+    if not missing:
+        return
+    culprits = ", ".join(
+        f"{column!r} ({count} {kind})" for (column, kind), count in missing.items()
+    )
+    where = f" in {rows} rows" if rows is not None else ""
+    raise ComputeError(f"{what} have missing values: {culprits}{where}{hint}")
 
 
 def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:

@@ -84,7 +84,9 @@ def test_missing_or_non_finite_coordinates(
     broken = avatars.with_columns(
         Dim2=pl.when(pl.col("id") > 2).then(pl.lit(value, pl.Float64)).otherwise(pl.col("Dim2"))
     )
-    with pytest.raises(ComputeError, match=f"'Dim2' of avatars has 2 {kind}"):
+    with pytest.raises(
+        ComputeError, match=f"coords of avatars have missing values: 'Dim2' \\(2 {kind}\\)"
+    ):
         run(originals, broken)
 
 

@@ -1,0 +1,281 @@
+"""The fitted projection: components from the Gram matrix, and the coordinates of any frame."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import polars as pl
+from polars.exceptions import ComputeError, DuplicateError
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import check_count
+from polars_hidden_rate.frames import ColumnSpec, as_lazy
+from polars_hidden_rate.projection.passes import fit_features, gram
+from polars_hidden_rate.projection.scaling import (
+    CategoricalFeature,
+    Model,
+    NumericFeature,
+    Scaling,
+)
+from polars_hidden_rate.projection.types import check_same_types, resolve_features
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+
+DEFAULT_NCP = 5
+"""The method's default number of components."""
+RANK_RTOL = 1e-10
+"""A component is a dimension of the originals when its eigenvalue exceeds this share of the
+largest; the rest is rounding noise of an exactly rank-deficient Gram matrix."""
+SIGN_RTOL = 1e-6
+"""Loadings within this relative distance of a component's largest count as tied for its sign."""
+_PREFIX = "Dim"
+
+
+def _decompose(gram: Float64Array) -> tuple[Float64Array, Float64Array]:
+    """Eigenvalues (descending, >= 0) and components (rows), each with its largest loading > 0."""
+    values, vectors = np.linalg.eigh(gram)
+    values = np.clip(values[::-1], 0.0, None)
+    components = np.ascontiguousarray(vectors[:, ::-1].T)
+    for k, component in enumerate(components):
+        magnitude = np.abs(component)
+        lead = int(np.argmax(magnitude >= magnitude.max() * (1.0 - SIGN_RTOL)))
+        if component[lead] < 0:
+            components[k] = -component
+    return values, components
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Projection:
+    """A PCA, MCA or FAMD model fitted on the originals, as in the avatar method.
+
+    Build it with :meth:`Projection.fit`; apply it to any frame with the same
+    features with :meth:`transform`.
+
+    Attributes
+    ----------
+    scaling
+        The originals' statistics (means, scales, modalities and shares).
+    n_rows
+        The number of originals it was fitted on.
+    eigenvalues
+        The eigenvalues of the Gram matrix of the originals' scaled rows, all
+        ``p`` of them, descending.
+    components
+        The ``p x p`` orthonormal components (rows), in the order of
+        ``eigenvalues``; rows past :attr:`n_components` span directions the
+        originals do not vary along.
+    n_components
+        The number of dimensions available: the rank of the originals' scaled rows.
+    ncp
+        The number of components :meth:`transform` adds.
+    """
+
+    scaling: Scaling
+    n_rows: int
+    eigenvalues: Float64Array
+    components: Float64Array
+    n_components: int
+    ncp: int
+
+    @classmethod
+    def fit(
+        cls,
+        originals: pl.DataFrame | pl.LazyFrame,
+        *,
+        features: ColumnSpec | None = None,
+        ncp: int | None = None,
+    ) -> Projection:
+        """Fit the projection on the originals, in two streaming passes.
+
+        Parameters
+        ----------
+        originals
+            The original records, a DataFrame or a LazyFrame (read twice, in
+            blocks: it may be larger than memory).
+        features
+            The columns to project, by name or selector; default: all columns.
+            Numeric and temporal columns are numeric; String, Categorical, Enum
+            and Boolean columns are categorical. All numeric gives PCA, all
+            categorical MCA, a mix FAMD.
+        ncp
+            The number of components to keep; default 5, capped at the
+            dimensions available (:attr:`n_components`).
+
+        Returns
+        -------
+        Projection
+
+        Raises
+        ------
+        ColumnNotFoundError
+            A feature is not a column of the originals.
+        SchemaError
+            A feature has a type that cannot be projected.
+        ComputeError
+            A feature has null (or NaN, infinite) values.
+        ValueError
+            ``ncp`` exceeds the dimensions available.
+
+        Examples
+        --------
+        >>> import polars as pl
+        >>> from polars_hidden_rate import Projection
+        >>> originals = pl.DataFrame({"age": [30, 40, 50, 60], "smoker": ["y", "n", "n", "y"]})
+        >>> proj = Projection.fit(originals, ncp=2)
+        >>> proj.model, proj.n_components
+        ('FAMD', 2)
+        >>> proj.explained_variance_ratio.round(3).tolist()
+        [0.5, 0.5]
+        """
+        frame = as_lazy(originals, "originals")
+        schema = frame.collect_schema()
+        names = resolve_features(features, schema)
+        wanted = None if ncp is None else check_count(ncp, "ncp")
+        fitted, n_rows = fit_features(frame, names, schema)
+        if all(isinstance(f, NumericFeature) for f in fitted):
+            model: Model = "PCA"
+        elif all(isinstance(f, CategoricalFeature) for f in fitted):
+            model = "MCA"
+        else:
+            model = "FAMD"
+        scaling = Scaling(tuple(fitted), model)
+        eigenvalues, components = _decompose(gram(frame, scaling))
+        top = float(eigenvalues[0]) if len(eigenvalues) else 0.0
+        rank = int(np.count_nonzero(eigenvalues > top * RANK_RTOL)) if top > 0 else 0
+        if rank == 0:
+            msg = f"the originals do not vary in the features {names}: there is nothing to project"
+            raise ValueError(msg)
+        if wanted is not None and wanted > rank:
+            msg = (
+                f"`ncp` must satisfy 1 <= ncp <= {rank}, the dimensions the originals span in "
+                f"the projected space of {names}; got ncp={wanted}"
+            )
+            raise ValueError(msg)
+        return cls(
+            scaling=scaling,
+            n_rows=n_rows,
+            eigenvalues=eigenvalues,
+            components=components,
+            n_components=rank,
+            ncp=wanted if wanted is not None else min(DEFAULT_NCP, rank),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Projection(model={self.model!r}, features={self.features}, ncp={self.ncp}, "
+            f"n_components={self.n_components}, n_rows={self.n_rows})"
+        )
+
+    @property
+    def model(self) -> Model:
+        """``"PCA"``, ``"MCA"`` or ``"FAMD"``."""
+        return self.scaling.model
+
+    @property
+    def features(self) -> list[str]:
+        """The projected columns, in order."""
+        return [feature.name for feature in self.scaling.features]
+
+    @property
+    def explained_variance_ratio(self) -> Float64Array:
+        """The share of the originals' total variance along each of the ``ncp`` components."""
+        ratio: Float64Array = self.eigenvalues[: self.ncp] / self.eigenvalues.sum()
+        return ratio
+
+    def coordinate_columns(self, ncp: int | None = None) -> list[str]:
+        """``["Dim1", ..., "DimN"]``."""
+        return [f"{_PREFIX}{k + 1}" for k in range(self.ncp if ncp is None else ncp)]
+
+    def transform(self, frame: FrameT) -> FrameT:
+        """Add the coordinates ``Dim1`` ... ``DimN`` (N = ``ncp``) to ``frame``.
+
+        The frame is scaled with the originals' statistics: a modality the
+        originals never had contributes nothing (its dummies are all zero), and
+        a null feature gives null coordinates. A LazyFrame stays lazy.
+
+        Parameters
+        ----------
+        frame
+            A DataFrame or LazyFrame holding the features, each of the type
+            family it has in the originals.
+
+        Returns
+        -------
+        DataFrame or LazyFrame
+            ``frame`` with float64 columns ``Dim1`` ... ``DimN`` added.
+
+        Examples
+        --------
+        >>> import polars as pl
+        >>> from polars_hidden_rate import Projection
+        >>> originals = pl.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "y": [0.0, 2.0, 4.0, 6.0]})
+        >>> proj = Projection.fit(originals, ncp=1)
+        >>> proj.transform(originals).with_columns(pl.col("Dim1").round(4))
+        shape: (4, 3)
+        ┌─────┬─────┬─────────┐
+        │ x   ┆ y   ┆ Dim1    │
+        │ --- ┆ --- ┆ ---     │
+        │ f64 ┆ f64 ┆ f64     │
+        ╞═════╪═════╪═════════╡
+        │ 0.0 ┆ 0.0 ┆ -1.8974 │
+        │ 1.0 ┆ 2.0 ┆ -0.6325 │
+        │ 2.0 ┆ 4.0 ┆ 0.6325  │
+        │ 3.0 ┆ 6.0 ┆ 1.8974  │
+        └─────┴─────┴─────────┘
+        """
+        if not isinstance(frame, pl.DataFrame | pl.LazyFrame):
+            msg = f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
+            raise TypeError(msg)
+        schema = frame.collect_schema()
+        names = self.coordinate_columns()
+        taken = [name for name in names if name in schema]
+        if taken:
+            msg = f"frame already has a column named {taken[0]!r}; rename or drop it first"
+            raise DuplicateError(msg)
+        return frame.with_columns(self.coordinates(schema, names))
+
+    def coordinates(self, schema: pl.Schema, names: Sequence[str]) -> list[pl.Expr]:
+        """Expressions for the first ``len(names)`` coordinates of a frame with ``schema``.
+
+        Each row's coordinates depend on that row alone, whatever the engine or batching.
+        """
+        if len(names) > self.n_components:
+            msg = f"asked for {len(names)} coordinates; the originals span {self.n_components}"
+            raise ValueError(msg)
+        check_same_types(self.features, _fitted_schema(self.scaling), schema, "frame")
+        return [
+            self.scaling.coordinate(self.components[k], schema).alias(name)
+            for k, name in enumerate(names)
+        ]
+
+    def scaled(self, frame: pl.DataFrame | pl.LazyFrame) -> Float64Array:
+        """The full scaled matrix of ``frame``: ``(n, p)`` float64, columns as
+        :attr:`scaled_columns`. Its rows times ``components.T`` are the coordinates."""
+        data = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+        check_same_types(self.features, _fitted_schema(self.scaling), data.schema, "frame")
+        nulls = data.select(self.features).null_count().row(0, named=True)
+        culprits = [name for name, count in nulls.items() if count]
+        if culprits:
+            msg = f"features {culprits} of frame have null values"
+            raise ComputeError(msg)
+        return self.scaling.matrix(data)
+
+    @property
+    def scaled_columns(self) -> list[str]:
+        """The columns of :meth:`scaled`: ``name``, or ``name=modality`` for each dummy."""
+        return self.scaling.column_names
+
+    def unscale(self, matrix: Float64Array) -> pl.DataFrame:
+        """Map scaled rows back to the features, in the originals' types.
+
+        Numeric columns are de-scaled (integer and temporal columns rounded);
+        a categorical column takes the modality with the largest share.
+        """
+        return self.scaling.unscale(np.asarray(matrix, dtype=np.float64))
+
+
+def _fitted_schema(scaling: Scaling) -> pl.Schema:
+    return pl.Schema({feature.name: feature.dtype for feature in scaling.features})

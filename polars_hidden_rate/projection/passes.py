@@ -1,0 +1,205 @@
+"""The fit's two streaming passes over the originals: statistics, then the Gram matrix.
+
+Blocks have a fixed size whatever the batches the source delivers, so a DataFrame
+and a LazyFrame of the same rows give the same fit, bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from polars.exceptions import NoDataError
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.frames import MissingValues, missing_values, raise_missing
+from polars_hidden_rate.projection.scaling import (
+    CategoricalFeature,
+    Feature,
+    NumericFeature,
+    Scaling,
+)
+from polars_hidden_rate.projection.types import (
+    Modality,
+    as_seconds,
+    is_categorical,
+    modality_key,
+)
+
+MAX_WIDTH = 4096
+"""The most scaled columns (numeric columns plus modalities) a fit accepts."""
+BLOCK_ROWS = 65536
+"""Rows per block in the streaming passes."""
+GRAM_BLOCK_VALUES = 1 << 22
+"""Scaled values held per block in the Gram pass (32 MiB of float64)."""
+
+
+def _blocks(frame: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
+    """The rows of ``frame`` in order, in blocks of exactly ``rows`` rows (the last may be less)."""
+    pending: list[pl.DataFrame] = []
+    held = 0
+    for batch in frame.collect_batches(chunk_size=rows, maintain_order=True):
+        if batch.height == 0:
+            continue
+        pending.append(batch)
+        held += batch.height
+        while held >= rows:
+            merged = pl.concat(pending) if len(pending) > 1 else pending[0]
+            yield merged.slice(0, rows)
+            rest = merged.slice(rows)
+            pending, held = ([rest] if rest.height else []), rest.height
+    if held:
+        yield pl.concat(pending) if len(pending) > 1 else pending[0]
+
+
+@dataclass
+class _Moments:
+    """Count, mean, sum of squared deviations, min and max of float64 columns, block by block.
+
+    Each column is held divided by a power of two, ``2^exponent``, that brings its
+    largest magnitude so far below 1: no square overflows or needlessly underflows,
+    and since such a scaling is exact, a column times ``2^k`` gives the same fit times
+    ``2^k``, bit for bit.
+    """
+
+    count: int
+    scaled_mean: Float64Array
+    scaled_m2: Float64Array
+    exponent: npt.NDArray[np.int64]
+    low: Float64Array
+    high: Float64Array
+
+    @classmethod
+    def empty(cls, width: int) -> _Moments:
+        return cls(
+            0,
+            np.zeros(width),
+            np.zeros(width),
+            np.full(width, _SMALLEST_EXPONENT, dtype=np.int64),
+            np.full(width, np.inf),
+            np.full(width, -np.inf),
+        )
+
+    def add(self, block: Float64Array) -> None:
+        peak = np.abs(block).max(axis=0)
+        exponent = np.maximum(
+            self.exponent, np.where(peak > 0, np.frexp(peak)[1], _SMALLEST_EXPONENT)
+        )
+        shift = self.exponent - exponent
+        self.exponent = exponent
+        self.scaled_mean = np.ldexp(self.scaled_mean, shift)
+        self.scaled_m2 = np.ldexp(self.scaled_m2, 2 * shift)
+        scaled = np.ldexp(block, -exponent)
+        # Chan et al.'s pairwise combination: stable, and fixed blocks make it deterministic.
+        rows = len(block)
+        mean = scaled.mean(axis=0)
+        m2 = ((scaled - mean) ** 2).sum(axis=0)
+        total = self.count + rows
+        delta = mean - self.scaled_mean
+        self.scaled_mean = self.scaled_mean + delta * (rows / total)
+        self.scaled_m2 = self.scaled_m2 + m2 + delta**2 * (self.count * rows / total)
+        self.count = total
+        self.low = np.minimum(self.low, block.min(axis=0))
+        self.high = np.maximum(self.high, block.max(axis=0))
+
+    @property
+    def mean(self) -> Float64Array:
+        mean: Float64Array = np.ldexp(self.scaled_mean, self.exponent)
+        return mean
+
+    @property
+    def std(self) -> Float64Array:
+        """The population standard deviations."""
+        std: Float64Array = np.ldexp(np.sqrt(self.scaled_m2 / self.count), self.exponent)
+        return std
+
+
+# Below every float64 exponent: a column of zeros so far sets no scale.
+_SMALLEST_EXPONENT = -1100
+
+
+def fit_features(
+    originals: pl.LazyFrame, names: list[str], schema: pl.Schema
+) -> tuple[list[Feature], int]:
+    """Pass 1: means, standard deviations and modality counts; nulls and NaN are errors."""
+    numeric = [name for name in names if not is_categorical(schema[name])]
+    categorical = [name for name in names if is_categorical(schema[name])]
+    moments = _Moments.empty(len(numeric))
+    counts: dict[str, dict[Modality, int]] = {name: {} for name in categorical}
+    missing: MissingValues = Counter()
+    source = originals.select(
+        *(as_seconds(name, schema[name]) for name in numeric),
+        *(modality_key(name, schema[name]) for name in categorical),
+    )
+    for block in _blocks(source, BLOCK_ROWS):
+        found = missing_values(block, {name: pl.col(name) for name in numeric}, categorical)
+        missing += found
+        if found:
+            continue
+        values = block.select(numeric).to_numpy().astype(np.float64, copy=False)
+        if numeric:
+            moments.add(values)
+        else:
+            moments.count += block.height
+        for name in categorical:
+            tally = counts[name]
+            for value, count in block.get_column(name).value_counts().iter_rows():
+                tally[value] = tally.get(value, 0) + count
+        _check_width(len(numeric), counts)
+    raise_missing(
+        missing,
+        "features of originals",
+        hint="; impute them before anonymizing (this metric does not)",
+    )
+    if moments.count == 0:
+        msg = "originals is empty: there is nothing to project"
+        raise NoDataError(msg)
+    n = moments.count
+    fitted: dict[str, Feature] = {}
+    std, means = moments.std, moments.mean
+    for k, name in enumerate(numeric):
+        constant = bool(moments.low[k] == moments.high[k])
+        # A constant column: its exact value as mean, divided by 1 (saiph's convention).
+        mean = float(moments.low[k]) if constant else float(means[k])
+        scale = 1.0 if constant or not std[k] > 0 else float(std[k])
+        fitted[name] = NumericFeature(name, schema[name], mean, scale)
+    for name in categorical:
+        modalities = _modality_order(counts[name], schema[name])
+        shares = np.array([counts[name][m] / n for m in modalities], dtype=np.float64)
+        fitted[name] = CategoricalFeature(name, schema[name], modalities, shares)
+    return [fitted[name] for name in names], n
+
+
+def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
+    """Stop as soon as the scaled columns exceed :data:`MAX_WIDTH` (an identifier among them?)."""
+    width = numeric + sum(len(tally) for tally in counts.values())
+    if width > MAX_WIDTH:
+        widest = max(counts, key=lambda name: len(counts[name]))
+        msg = (
+            f"the features make more than {MAX_WIDTH} scaled columns (numbers and modalities); "
+            f"{widest!r} alone has {len(counts[widest])} modalities (is it an identifier?)"
+        )
+        raise ValueError(msg)
+
+
+def _modality_order(counts: dict[Modality, int], dtype: pl.DataType) -> tuple[Modality, ...]:
+    """Enum modalities in the Enum's order; others sorted (False before True)."""
+    if isinstance(dtype, pl.Enum):
+        return tuple(m for m in dtype.categories.to_list() if m in counts)
+    return tuple(sorted(counts))
+
+
+def gram(originals: pl.LazyFrame, scaling: Scaling) -> Float64Array:
+    """Pass 2: the p x p Gram matrix of the originals' scaled rows, block by block."""
+    width = scaling.width
+    gram = np.zeros((width, width), dtype=np.float64)
+    rows = max(256, min(BLOCK_ROWS, GRAM_BLOCK_VALUES // max(width, 1)))
+    names = [feature.name for feature in scaling.features]
+    for block in _blocks(originals.select(names), rows):
+        scaled = scaling.matrix(block)
+        gram += scaled.T @ scaled
+    return gram

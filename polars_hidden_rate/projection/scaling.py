@@ -1,0 +1,192 @@
+"""The originals' statistics and the one scaling rule: frames to scaled columns and back.
+
+Every scaled column ``j`` is ``(indicator_j - centre_j) / divisor_j``. A numeric
+column's indicator is its value (temporal columns in seconds), with the mean as
+centre and the population standard deviation as divisor. A modality's indicator is
+``profile`` where the row holds it and 0 elsewhere, with its share ``p`` as centre
+and ``sqrt(p)`` as divisor (``sqrt(p q)`` for MCA, ``q`` categorical columns, whose
+rows are profiles: ``profile = q / r`` over the ``r`` modalities the originals know;
+1 otherwise). :meth:`Scaling.expressions` writes that rule as Polars expressions, and
+every other form (the numpy matrix, the coordinates, the inverse) is derived from it
+or from :attr:`Scaling.centres` and :attr:`Scaling.divisors`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.projection.types import Modality, as_seconds, from_seconds, modality_key
+
+Model = Literal["PCA", "MCA", "FAMD"]
+
+
+@dataclass(frozen=True)
+class NumericFeature:
+    """A numeric column: ``(x - mean) / scale``, ``scale`` the population std or 1 if constant."""
+
+    name: str
+    dtype: pl.DataType
+    mean: float
+    scale: float
+
+
+@dataclass(frozen=True, eq=False)
+class CategoricalFeature:
+    """A categorical column: its modalities, in a fixed order, and their shares in the originals."""
+
+    name: str
+    dtype: pl.DataType
+    modalities: tuple[Modality, ...]
+    shares: Float64Array
+
+
+Feature = NumericFeature | CategoricalFeature
+
+
+def feature_width(feature: Feature) -> int:
+    """The scaled columns of one feature: 1, or one per modality."""
+    return 1 if isinstance(feature, NumericFeature) else len(feature.modalities)
+
+
+@dataclass(frozen=True, eq=False)
+class Scaling:
+    """The originals' statistics: frames to scaled columns and back."""
+
+    features: tuple[Feature, ...]
+    model: Model
+
+    @property
+    def width(self) -> int:
+        return sum(feature_width(feature) for feature in self.features)
+
+    @property
+    def column_names(self) -> list[str]:
+        """``name`` for a numeric column, ``name=modality`` for each dummy."""
+        names: list[str] = []
+        for feature in self.features:
+            if isinstance(feature, NumericFeature):
+                names.append(feature.name)
+            else:
+                names.extend(f"{feature.name}={m}" for m in feature.modalities)
+        return names
+
+    @property
+    def categorical(self) -> list[CategoricalFeature]:
+        return [f for f in self.features if isinstance(f, CategoricalFeature)]
+
+    @property
+    def centres(self) -> Float64Array:
+        """What each scaled column subtracts: the mean, or the modality's share."""
+        return np.concatenate(
+            [[f.mean] if isinstance(f, NumericFeature) else f.shares for f in self.features]
+            or [np.zeros(0)]
+        )
+
+    @property
+    def divisors(self) -> Float64Array:
+        """What each scaled column divides by: the std, or ``sqrt(p)`` (``sqrt(p q)`` for MCA)."""
+        q = len(self.categorical) if self.model == "MCA" else 1
+        return np.concatenate(
+            [
+                [f.scale] if isinstance(f, NumericFeature) else np.sqrt(f.shares * q)
+                for f in self.features
+            ]
+            or [np.zeros(0)]
+        )
+
+    def profile(self, schema: pl.Schema) -> pl.Expr:
+        """A row's weight on its modalities: ``q / r`` for MCA (``r`` known), else 1."""
+        if self.model != "MCA":
+            return pl.lit(1.0)
+        known = pl.sum_horizontal(
+            [
+                modality_key(f.name, schema[f.name]).is_in(list(f.modalities)).cast(pl.Float64)
+                for f in self.categorical
+            ],
+            ignore_nulls=False,
+        )
+        return pl.when(known > 0).then(float(len(self.categorical)) / known).otherwise(0.0)
+
+    def expressions(self, schema: pl.Schema) -> list[pl.Expr]:
+        """The scaled columns of a frame with ``schema``: the rule itself, in column order."""
+        profile = self.profile(schema)
+        indicators: list[pl.Expr] = []
+        for feature in self.features:
+            if isinstance(feature, NumericFeature):
+                indicators.append(as_seconds(feature.name, schema[feature.name]))
+            else:
+                key = modality_key(feature.name, schema[feature.name])
+                indicators.extend(
+                    (key == pl.lit(m)).cast(pl.Float64) * profile for m in feature.modalities
+                )
+        return [
+            ((indicator - centre) / divisor).alias(name)
+            for indicator, centre, divisor, name in zip(
+                indicators, self.centres, self.divisors, self.column_names, strict=True
+            )
+        ]
+
+    def matrix(self, frame: pl.DataFrame) -> Float64Array:
+        """The scaled rows of ``frame`` (checked, null-free), float64 of shape ``(n, width)``."""
+        if not self.features:
+            return np.empty((frame.height, 0))
+        scaled = frame.select(self.expressions(frame.schema)).to_numpy()
+        return np.ascontiguousarray(scaled, dtype=np.float64)
+
+    def coordinate(self, component: Float64Array, schema: pl.Schema) -> pl.Expr:
+        """The scaled rows of a frame with ``schema`` along ``component``: a Polars expression.
+
+        Numeric columns take their scaled expression times the loading; a categorical
+        column sums to one lookup, ``profile * v_x / d_x - sum_m v_m p_m / d_m``, for
+        the modality ``x`` the row holds (a modality the originals never had adds
+        only the constant).
+        """
+        expressions = self.expressions(schema)
+        centres, divisors = self.centres, self.divisors
+        terms: list[pl.Expr] = []
+        lookups: list[pl.Expr] = []
+        constant = 0.0
+        offset = 0
+        for feature in self.features:
+            width = feature_width(feature)
+            columns = slice(offset, offset + width)
+            if isinstance(feature, NumericFeature):
+                terms.append(expressions[offset] * float(component[offset]))
+            else:
+                per_unit = component[columns] / divisors[columns]
+                key = modality_key(feature.name, schema[feature.name])
+                lookup = key.replace_strict(
+                    list(feature.modalities),
+                    per_unit.tolist(),
+                    default=0.0,
+                    return_dtype=pl.Float64,
+                )
+                lookups.append(pl.when(key.is_null()).then(None).otherwise(lookup))
+                constant -= float(per_unit @ centres[columns])
+            offset += width
+        if lookups:
+            categorical = pl.sum_horizontal(lookups, ignore_nulls=False)
+            terms.append(self.profile(schema) * categorical + constant)
+        return pl.sum_horizontal(terms, ignore_nulls=False)
+
+    def unscale(self, matrix: Float64Array) -> pl.DataFrame:
+        """Scaled rows back to the features: numbers de-scaled (integers rounded), and for each
+        categorical column the modality with the largest indicator (the first on a tie)."""
+        indicators = matrix * self.divisors + self.centres
+        columns: list[pl.Series] = []
+        offset = 0
+        for feature in self.features:
+            if isinstance(feature, NumericFeature):
+                columns.append(from_seconds(indicators[:, offset], feature.name, feature.dtype))
+            else:
+                block = indicators[:, offset : offset + len(feature.modalities)]
+                picked = [feature.modalities[i] for i in np.argmax(block, axis=1)]
+                dtype = pl.Boolean if feature.dtype == pl.Boolean else pl.String
+                columns.append(pl.Series(feature.name, picked, dtype=dtype).cast(feature.dtype))
+            offset += feature_width(feature)
+        return pl.DataFrame(columns)
