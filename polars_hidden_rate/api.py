@@ -31,6 +31,7 @@ from polars_hidden_rate.frames import (
     resolve_link,
 )
 from polars_hidden_rate.projection import ProjectedCoordinates
+from polars_hidden_rate.projection.types import Impute
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 Keys = str | Sequence[str]
@@ -188,6 +189,15 @@ class CountOptions(TypedDict, total=False):
     features
         Raw feature columns to project when ``coords`` is None, by name or
         selector; default every column the two frames share, less the keys.
+    categorical
+        Features to project as categorical whatever their type (categories
+        coded as integers, for example), by name or selector.
+    impute
+        ``"none"`` (default: a missing feature value is an error), ``"median"``,
+        ``"mean"`` or ``"mode"``: fill the missing values (null, NaN) of both
+        frames' features with the originals' statistic (the mode for
+        categorical columns) before projecting. The output keeps the values
+        as given.
     threads
         Threads for the counting engine; default all cores.
     progress
@@ -204,6 +214,8 @@ class CountOptions(TypedDict, total=False):
     left_on: Keys | None
     right_on: Keys | None
     features: ColumnSpec | None
+    categorical: ColumnSpec | None
+    impute: Impute
     tie_tol: float
     threads: int | None
     progress: bool | None
@@ -267,8 +279,17 @@ def plan(
         right_schema,
     )
     projection = None
+    categorical, impute = options.get("categorical"), options.get("impute", "none")
     if coords is None:
-        projection = ProjectedCoordinates.plan(features, ncp, left_schema, right_schema, link)
+        projection = ProjectedCoordinates.plan(
+            features, categorical, impute, ncp, left_schema, right_schema, link
+        )
+    elif categorical is not None or impute != "none":
+        msg = (
+            "`categorical` and `impute` shape the projection of raw `features`; with `coords` "
+            "the coordinates are given: drop them, or give `features` instead"
+        )
+        raise ValueError(msg)
     return CountPlan(
         originals=originals_lf,
         avatars=avatars_lf,
@@ -302,9 +323,10 @@ def local_cloaking(
     avatars
         One avatar per original, a DataFrame or a LazyFrame.
     **options
-        The keyword options of :class:`CountOptions`: ``coords`` or ``features``,
-        ``ncp``, ``on`` (or ``left_on`` and ``right_on``), ``tie_tol``,
-        ``threads``, ``progress``, ``device``, ``cluster``.
+        The keyword options of :class:`CountOptions`: ``coords`` or ``features``
+        (with ``categorical`` and ``impute``), ``ncp``, ``on`` (or ``left_on`` and
+        ``right_on``), ``tie_tol``, ``threads``, ``progress``, ``device``,
+        ``cluster``.
 
     Returns
     -------

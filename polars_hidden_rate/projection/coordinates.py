@@ -19,7 +19,8 @@ from polars_hidden_rate.frames import (
     read_aligned,
 )
 from polars_hidden_rate.projection.model import Projection
-from polars_hidden_rate.projection.types import as_seconds, is_categorical, resolve_features
+from polars_hidden_rate.projection.scaling import NumericFeature
+from polars_hidden_rate.projection.types import FeatureSpec, Impute
 
 _COORD = f"{RESERVED_PREFIX}_dim"
 
@@ -28,26 +29,36 @@ _COORD = f"{RESERVED_PREFIX}_dim"
 class ProjectedCoordinates:
     """A checked request to count in the projected space: fitted when the counting runs."""
 
-    features: tuple[str, ...]
+    spec: FeatureSpec
     ncp: int | None
 
     @classmethod
     def plan(
         cls,
         features: ColumnSpec | None,
+        categorical: ColumnSpec | None,
+        impute: Impute,
         ncp: int | None,
         originals: pl.Schema,
         avatars: pl.Schema,
         link: Link,
     ) -> ProjectedCoordinates:
         """Schema-level checks, at plan time; the default features exclude the key columns."""
-        names = resolve_features(features, originals, avatars, (*link.left, *link.right))
+        spec = FeatureSpec.resolve(
+            features, categorical, impute, originals, avatars, (*link.left, *link.right)
+        )
         wanted = None if ncp is None else check_count(ncp, "ncp")
-        numeric = [name for name in names if not is_categorical(originals[name])]
-        if wanted is not None and len(numeric) == len(names) and wanted > len(names):
-            msg = f"`ncp` must satisfy 1 <= ncp <= {len(names)} (one per feature), got ncp={wanted}"
+        if wanted is not None and not spec.categorical and wanted > len(spec.names):
+            msg = (
+                f"`ncp` must satisfy 1 <= ncp <= {len(spec.names)} (one per feature), "
+                f"got ncp={wanted}"
+            )
             raise ValueError(msg)
-        return cls(tuple(names), wanted)
+        return cls(spec, wanted)
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return self.spec.names
 
     def read(
         self,
@@ -58,7 +69,13 @@ class ProjectedCoordinates:
     ) -> Aligned:
         """Fit on the originals, transform both frames, and read the linked coordinates
         (with ``carry``, as :func:`~polars_hidden_rate.frames.read_aligned`)."""
-        projection = Projection.fit(originals, features=list(self.features), ncp=self.ncp)
+        projection = Projection.fit(
+            originals,
+            features=list(self.spec.names),
+            ncp=self.ncp,
+            categorical=sorted(self.spec.categorical) or None,
+            impute=self.spec.impute,
+        )
         names = [f"{_COORD}{k + 1}" for k in range(projection.ncp)]
         left_schema, right_schema = originals.collect_schema(), avatars.collect_schema()
         carried = [pl.col(expr.meta.output_name()) for expr in carry]
@@ -67,16 +84,16 @@ class ProjectedCoordinates:
         try:
             return read_aligned(left, right, names, link, carried)
         except ComputeError:
-            _raise_missing_features(avatars, list(self.features), right_schema)
+            _raise_missing_features(avatars, projection, right_schema)
             raise
 
 
-def _raise_missing_features(frame: pl.LazyFrame, features: list[str], schema: pl.Schema) -> None:
-    """Name the avatar features whose nulls or NaN made a coordinate missing."""
+def _raise_missing_features(frame: pl.LazyFrame, projection: Projection, schema: pl.Schema) -> None:
+    """Name the avatar features whose gaps (not filled by the model) made a coordinate missing."""
     numbers = {
-        name: as_seconds(name, schema[name])
-        for name in features
-        if not is_categorical(schema[name])
+        f.name: f.values(schema)
+        for f in projection.scaling.features
+        if isinstance(f, NumericFeature)
     }
-    others = [name for name in features if name not in numbers]
+    others = [f.name for f in projection.scaling.categorical if f.fill is None]
     raise_missing(missing_values(frame, numbers, others), "features of avatars")

@@ -20,7 +20,7 @@ from polars_hidden_rate.projection.scaling import (
     NumericFeature,
     Scaling,
 )
-from polars_hidden_rate.projection.types import check_same_types, resolve_features
+from polars_hidden_rate.projection.types import FeatureSpec, Impute, check_same_types
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
@@ -87,6 +87,8 @@ class Projection:
         *,
         features: ColumnSpec | None = None,
         ncp: int | None = None,
+        categorical: ColumnSpec | None = None,
+        impute: Impute = "none",
     ) -> Projection:
         """Fit the projection on the originals, in two streaming passes.
 
@@ -103,6 +105,14 @@ class Projection:
         ncp
             The number of components to keep; default 5, capped at the
             dimensions available (:attr:`n_components`).
+        categorical
+            Features to treat as categorical whatever their type, by name or
+            selector: categories coded as integers, for example.
+        impute
+            ``"none"`` (default: a missing value is an error), or fill missing
+            values (null, NaN) of both frames with the originals' ``"median"`` or
+            ``"mean"`` (the mode for categorical columns), or ``"mode"``
+            everywhere. The fill values are part of the fitted model.
 
         Returns
         -------
@@ -115,7 +125,8 @@ class Projection:
         SchemaError
             A feature has a type that cannot be projected.
         ComputeError
-            A feature has null (or NaN, infinite) values.
+            A feature has null, NaN or infinite values (without ``impute``: null or
+            NaN; with it: infinite, or no value at all to impute from).
         ValueError
             ``ncp`` exceeds the dimensions available.
 
@@ -132,9 +143,10 @@ class Projection:
         """
         frame = as_lazy(originals, "originals")
         schema = frame.collect_schema()
-        names = resolve_features(features, schema)
+        spec = FeatureSpec.resolve(features, categorical, impute, schema)
+        names = list(spec.names)
         wanted = None if ncp is None else check_count(ncp, "ncp")
-        fitted, n_rows = fit_features(frame, names, schema)
+        fitted, n_rows = fit_features(frame, spec, schema)
         if all(isinstance(f, NumericFeature) for f in fitted):
             model: Model = "PCA"
         elif all(isinstance(f, CategoricalFeature) for f in fitted):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from polars.exceptions import NoDataError
+from polars.exceptions import ComputeError, NoDataError
 
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.frames import MissingValues, missing_values, raise_missing
@@ -24,10 +24,10 @@ from polars_hidden_rate.projection.scaling import (
     Scaling,
 )
 from polars_hidden_rate.projection.types import (
+    FeatureSpec,
     Modality,
-    as_seconds,
-    is_categorical,
-    modality_key,
+    modality_values,
+    numeric_values,
 )
 
 MAX_WIDTH = 4096
@@ -122,18 +122,50 @@ class _Moments:
 _SMALLEST_EXPONENT = -1100
 
 
+def imputed_values(
+    originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
+) -> dict[str, float | Modality]:
+    """The value each feature's gaps get, from the originals (one pass; none without ``impute``).
+
+    The median or mean of a numeric column, the mode of a categorical one (or of every
+    column with ``impute="mode"``); a tie between modes goes to the smallest.
+    """
+    if spec.impute == "none":
+        return {}
+    statistics = []
+    for name in spec.names:
+        if name in spec.categorical:
+            values = modality_values(name, schema[name])
+        else:
+            values = numeric_values(name, schema[name]).fill_nan(None)
+        if name in spec.categorical or spec.impute == "mode":
+            statistic = values.drop_nulls().mode().sort().first()
+        else:
+            statistic = values.median() if spec.impute == "median" else values.mean()
+        statistics.append(statistic.alias(name))
+    fills = originals.select(statistics).collect().row(0, named=True)
+    empty = [name for name, value in fills.items() if value is None]
+    if empty:
+        msg = f"features of originals have no value to impute from: {empty} are all missing"
+        raise ComputeError(msg)
+    return fills
+
+
 def fit_features(
-    originals: pl.LazyFrame, names: list[str], schema: pl.Schema
+    originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
 ) -> tuple[list[Feature], int]:
-    """Pass 1: means, standard deviations and modality counts; nulls and NaN are errors."""
-    numeric = [name for name in names if not is_categorical(schema[name])]
-    categorical = [name for name in names if is_categorical(schema[name])]
+    """Pass 1: means, standard deviations and modality counts; gaps are filled or are errors."""
+    fills = imputed_values(originals, spec, schema)
+    numeric = spec.numeric
+    numeric_fills = {name: float(fills[name]) for name in numeric if name in fills}
+    modality_fills = {name: value for name, value in fills.items() if isinstance(value, str | bool)}
+    categorical = [name for name in spec.names if name in spec.categorical]
     moments = _Moments.empty(len(numeric))
     counts: dict[str, dict[Modality, int]] = {name: {} for name in categorical}
     missing: MissingValues = Counter()
     source = originals.select(
-        *(as_seconds(name, schema[name]) for name in numeric),
-        *(modality_key(name, schema[name]) for name in categorical),
+        *(numeric_values(name, schema[name], numeric_fills.get(name)) for name in numeric),
+        *(modality_values(name, schema[name], modality_fills.get(name)) for name in categorical),
     )
     for block in _blocks(source, BLOCK_ROWS):
         found = missing_values(block, {name: pl.col(name) for name in numeric}, categorical)
@@ -153,7 +185,7 @@ def fit_features(
     raise_missing(
         missing,
         "features of originals",
-        hint="; impute them before anonymizing (this metric does not)",
+        hint="; give impute='median', 'mean' or 'mode' to fill them, or drop those records",
     )
     if moments.count == 0:
         msg = "originals is empty: there is nothing to project"
@@ -166,12 +198,14 @@ def fit_features(
         # A constant column: its exact value as mean, divided by 1 (saiph's convention).
         mean = float(moments.low[k]) if constant else float(means[k])
         scale = 1.0 if constant or not std[k] > 0 else float(std[k])
-        fitted[name] = NumericFeature(name, schema[name], mean, scale)
+        fitted[name] = NumericFeature(name, schema[name], mean, scale, numeric_fills.get(name))
     for name in categorical:
         modalities = _modality_order(counts[name], schema[name])
         shares = np.array([counts[name][m] / n for m in modalities], dtype=np.float64)
-        fitted[name] = CategoricalFeature(name, schema[name], modalities, shares)
-    return [fitted[name] for name in names], n
+        fitted[name] = CategoricalFeature(
+            name, schema[name], modalities, shares, modality_fills.get(name)
+        )
+    return [fitted[name] for name in spec.names], n
 
 
 def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
@@ -187,9 +221,11 @@ def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
 
 
 def _modality_order(counts: dict[Modality, int], dtype: pl.DataType) -> tuple[Modality, ...]:
-    """Enum modalities in the Enum's order; others sorted (False before True)."""
+    """Enum modalities in the Enum's order, numbers by value; others sorted (False before True)."""
     if isinstance(dtype, pl.Enum):
         return tuple(m for m in dtype.categories.to_list() if m in counts)
+    if dtype.is_numeric():
+        return tuple(sorted(counts, key=float))
     return tuple(sorted(counts))
 
 

@@ -20,29 +20,46 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.projection.types import Modality, as_seconds, from_seconds, modality_key
+from polars_hidden_rate.projection.types import (
+    Modality,
+    from_seconds,
+    modality_values,
+    numeric_values,
+)
 
 Model = Literal["PCA", "MCA", "FAMD"]
 
 
 @dataclass(frozen=True)
 class NumericFeature:
-    """A numeric column: ``(x - mean) / scale``, ``scale`` the population std or 1 if constant."""
+    """A numeric column: ``(x - mean) / scale``, ``scale`` the population std or 1 if constant;
+    a missing ``x`` is ``fill`` (None: not filled)."""
 
     name: str
     dtype: pl.DataType
     mean: float
     scale: float
+    fill: float | None = None
+
+    def values(self, schema: pl.Schema) -> pl.Expr:
+        """The column's values as float64, gaps filled."""
+        return numeric_values(self.name, schema[self.name], self.fill)
 
 
 @dataclass(frozen=True, eq=False)
 class CategoricalFeature:
-    """A categorical column: its modalities, in a fixed order, and their shares in the originals."""
+    """A categorical column: its modalities, in a fixed order, and their shares in the originals;
+    a missing value is ``fill`` (None: not filled)."""
 
     name: str
     dtype: pl.DataType
     modalities: tuple[Modality, ...]
     shares: Float64Array
+    fill: Modality | None = None
+
+    def values(self, schema: pl.Schema) -> pl.Expr:
+        """The column's modalities (str or bool), gaps filled."""
+        return modality_values(self.name, schema[self.name], self.fill)
 
 
 Feature = NumericFeature | CategoricalFeature
@@ -104,10 +121,7 @@ class Scaling:
         if self.model != "MCA":
             return pl.lit(1.0)
         known = pl.sum_horizontal(
-            [
-                modality_key(f.name, schema[f.name]).is_in(list(f.modalities)).cast(pl.Float64)
-                for f in self.categorical
-            ],
+            [f.values(schema).is_in(list(f.modalities)).cast(pl.Float64) for f in self.categorical],
             ignore_nulls=False,
         )
         return pl.when(known > 0).then(float(len(self.categorical)) / known).otherwise(0.0)
@@ -118,9 +132,9 @@ class Scaling:
         indicators: list[pl.Expr] = []
         for feature in self.features:
             if isinstance(feature, NumericFeature):
-                indicators.append(as_seconds(feature.name, schema[feature.name]))
+                indicators.append(feature.values(schema))
             else:
-                key = modality_key(feature.name, schema[feature.name])
+                key = feature.values(schema)
                 indicators.extend(
                     (key == pl.lit(m)).cast(pl.Float64) * profile for m in feature.modalities
                 )
@@ -159,7 +173,7 @@ class Scaling:
                 terms.append(expressions[offset] * float(component[offset]))
             else:
                 per_unit = component[columns] / divisors[columns]
-                key = modality_key(feature.name, schema[feature.name])
+                key = feature.values(schema)
                 lookup = key.replace_strict(
                     list(feature.modalities),
                     per_unit.tolist(),
@@ -186,7 +200,14 @@ class Scaling:
             else:
                 block = indicators[:, offset : offset + len(feature.modalities)]
                 picked = [feature.modalities[i] for i in np.argmax(block, axis=1)]
-                dtype = pl.Boolean if feature.dtype == pl.Boolean else pl.String
-                columns.append(pl.Series(feature.name, picked, dtype=dtype).cast(feature.dtype))
+                columns.append(_modalities_as(picked, feature.name, feature.dtype))
             offset += feature_width(feature)
         return pl.DataFrame(columns)
+
+
+def _modalities_as(picked: list[Modality], name: str, dtype: pl.DataType) -> pl.Series:
+    """Modalities back in the column's type (numbers were keyed as float64 text)."""
+    if dtype == pl.Boolean:
+        return pl.Series(name, picked, dtype=pl.Boolean)
+    text = pl.Series(name, picked, dtype=pl.String)
+    return text.cast(pl.Float64).cast(dtype) if dtype.is_numeric() else text.cast(dtype)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import polars as pl
@@ -13,6 +15,10 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.frames import ColumnSpec, resolve_columns
 
 Modality = str | bool
+Impute = Literal["none", "median", "mean", "mode"]
+"""How missing feature values are filled: not at all (an error), or with a statistic of the
+originals: the median or mean of a numeric column (the mode of a categorical one), or the
+mode everywhere."""
 
 _TEXT = (pl.String, pl.Categorical, pl.Enum)
 _PER_SECOND = {"ns": 1e9, "us": 1e6, "ms": 1e3}
@@ -96,6 +102,45 @@ def resolve_features(
     return names
 
 
+@dataclass(frozen=True)
+class FeatureSpec:
+    """The features to project, which of them are categorical, and how to fill their gaps."""
+
+    names: tuple[str, ...]
+    categorical: frozenset[str]
+    impute: Impute = "none"
+
+    @classmethod
+    def resolve(
+        cls,
+        features: ColumnSpec | None,
+        categorical: ColumnSpec | None,
+        impute: object,
+        originals: pl.Schema,
+        avatars: pl.Schema | None = None,
+        exclude: Sequence[str] = (),
+    ) -> FeatureSpec:
+        """Check the request on the schemas. Columns of categorical types are categorical, and
+        so is every column named in ``categorical``, whatever its type."""
+        names = resolve_features(features, originals, avatars, exclude)
+        forced = set()
+        if categorical is not None:
+            forced = set(resolve_columns(categorical, originals, "originals", "categorical"))
+            outside = sorted(forced - set(names))
+            if outside:
+                msg = f"categorical column {outside[0]!r} is not among the features {names}"
+                raise ColumnNotFoundError(msg)
+        if impute not in get_args(Impute):
+            msg = f"`impute` must be one of {', '.join(get_args(Impute))}; got {impute!r}"
+            raise ValueError(msg)
+        kinds = {name for name in names if is_categorical(originals[name])} | forced
+        return cls(tuple(names), frozenset(kinds), impute)  # type: ignore[arg-type]
+
+    @property
+    def numeric(self) -> list[str]:
+        return [name for name in self.names if name not in self.categorical]
+
+
 def as_seconds(name: str, dtype: pl.DataType) -> pl.Expr:
     """A numeric or temporal column as float64; temporal columns in seconds."""
     column = pl.col(name)
@@ -127,5 +172,23 @@ def from_seconds(values: Float64Array, name: str, dtype: pl.DataType) -> pl.Seri
 
 
 def modality_key(name: str, dtype: pl.DataType) -> pl.Expr:
-    """A categorical column as the values its modalities are stored as (str or bool)."""
-    return pl.col(name).cast(pl.String) if dtype.base_type() in _TEXT else pl.col(name)
+    """A categorical column as the values its modalities are stored as: Booleans as they are,
+    numbers as the text of their float64 value (so 1 and 1.0 are one modality), others as text."""
+    column = pl.col(name)
+    if dtype == pl.Boolean:
+        return column
+    if dtype.is_numeric():
+        return column.cast(pl.Float64).cast(pl.String)
+    return column.cast(pl.String)
+
+
+def numeric_values(name: str, dtype: pl.DataType, fill: float | None = None) -> pl.Expr:
+    """A numeric feature as float64 (:func:`as_seconds`), NaN and nulls replaced by ``fill``."""
+    values = as_seconds(name, dtype)
+    return values if fill is None else values.fill_nan(None).fill_null(fill)
+
+
+def modality_values(name: str, dtype: pl.DataType, fill: Modality | None = None) -> pl.Expr:
+    """A categorical feature's modalities (:func:`modality_key`), nulls replaced by ``fill``."""
+    key = modality_key(name, dtype)
+    return key if fill is None else key.fill_null(pl.lit(fill))
