@@ -1,43 +1,26 @@
-"""Shared test helpers: the float64 brute-force reference and the WBCD data."""
+"""Test configuration: the Hypothesis profiles, the ``slow`` marker and the WBCD data."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
+from hypothesis import settings
+
+from tests.helpers import HYPOTHESIS_PROFILE
 
 WBCD = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "wbcd"
 
-
-def brute_force_counts(originals: np.ndarray, avatars: np.ndarray, tie_tol: float) -> np.ndarray:
-    """c_i = #{j != i : d2(x_i, y_j) <= d2(x_i, y_i) * (1 + tie_tol)}, all in float64.
-
-    Squared direct differences summed column by column, written independently of the package.
-    """
-    n, d = originals.shape
-    counts = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        d2 = np.zeros(n)
-        for k in range(d):
-            diff = originals[i, k] - avatars[:, k]
-            d2 += diff * diff
-        threshold = d2[i] * (1.0 + tie_tol)
-        counts[i] = int(np.count_nonzero(d2 <= threshold)) - 1
-    return counts
+# Chosen by HYPOTHESIS_PROFILE: `ci` (make test, .ci/run) or `dev` (fast, the default).
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 
-def brute_force_within(
-    queries: np.ndarray, thresholds: np.ndarray, own: np.ndarray, avatars: np.ndarray
-) -> np.ndarray:
-    """#{j != own[i] : d2(q_i, y_j) <= thresholds[i]}, in float64 column by column."""
-    d2 = np.zeros((len(queries), len(avatars)))
-    for k in range(queries.shape[1]):
-        diff = queries[:, k : k + 1] - avatars[None, :, k]
-        d2 += diff * diff
-    inside = d2 <= thresholds[:, None]
-    inside[np.arange(len(queries)), own] &= own < 0
-    return inside.sum(axis=1)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: multi-process clusters and large runs (deselect with -m 'not slow')"
+    )
 
 
 @pytest.fixture

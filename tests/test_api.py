@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts, examples
 
 DIMS = ["Dim1", "Dim2", "Dim3", "Dim4", "Dim5"]
 
@@ -66,7 +66,7 @@ def test_output_types() -> None:
     assert 0.0 <= rate <= 100.0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(n=st.integers(2, 80), d=st.integers(1, 6), seed=st.integers(0, 1000), ncp=st.integers(1, 6))
 def test_hidden_rate_is_share_of_nonzero_counts(n: int, d: int, seed: int, ncp: int) -> None:
     originals, avatars = make_frames(n, d, seed)

@@ -13,6 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.avatarize import avatar_weights, nearest_others
+from tests.helpers import examples
 
 STAGES = ["I", "II", "III", "IV"]
 
@@ -90,7 +91,7 @@ def test_duplicates_average_to_themselves() -> None:
     np.testing.assert_allclose(avatars["f"].to_numpy(), records["f"].to_numpy(), rtol=1e-12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     arrays(
         np.float64, st.tuples(st.integers(2, 25), st.integers(1, 3)), elements=st.integers(-2, 2)

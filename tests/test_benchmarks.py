@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks import bench_counts
 from benchmarks.common import exact_counts, parse_sizes, thresholds
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 TINY = ["--sizes", "300", "--dims", "2", "--engines", "ours,brute,ckdtree", "--threads", "1"]
 

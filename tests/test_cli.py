@@ -16,7 +16,7 @@ import pytest
 import polars_hidden_rate.cli as cli
 from polars_hidden_rate import engine
 from polars_hidden_rate.cli import main
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
 WRITERS = {

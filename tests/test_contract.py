@@ -10,7 +10,7 @@ import pytest
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import DEFAULT_NCP
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 FEATURES = ["a", "b", "c", "d", "e", "f", "g"]
 

@@ -21,7 +21,7 @@ from polars.testing import assert_frame_equal
 import polars_hidden_rate as phr
 from polars_hidden_rate import distributed as phd
 from polars_hidden_rate import engine
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts, examples
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
 
@@ -69,6 +69,7 @@ def linked_frames(
     return left, right.sample(fraction=1.0, shuffle=True, seed=seed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
 def test_cluster_counts_equal_local_on_shuffled_linked_avatars(client: Any, kind: str) -> None:
     originals, avatars = adversarial(kind, 400, seed=1)
@@ -82,6 +83,7 @@ def test_cluster_counts_equal_local_on_shuffled_linked_avatars(client: Any, kind
     assert sharded["local_cloaking"].to_numpy().tolist() == expected.tolist()
 
 
+@pytest.mark.slow
 def test_lazy_hidden_rate_and_tie_tol_on_cluster(client: Any) -> None:
     originals, avatars = adversarial("grid", 300, seed=3)
     left, right = linked_frames(originals, avatars, seed=4)
@@ -101,6 +103,7 @@ def test_lazy_hidden_rate_and_tie_tol_on_cluster(client: Any) -> None:
     ("kind", "block_rows", "shard_rows"),
     [("grid", 7, 5), ("offset", 64, 9), ("duplicates", 1, 400), ("dyadic", 400, 1)],
 )
+@pytest.mark.slow
 def test_any_sharding_sums_to_the_brute_force(
     client: Any, kind: str, block_rows: int, shard_rows: int
 ) -> None:
@@ -134,6 +137,7 @@ def _count_tasks_done(dask_scheduler: Any) -> int:
     return 0 if prefix is None else prefix.states["memory"] + prefix.states["forgotten"]
 
 
+@pytest.mark.slow
 def test_counts_stay_exact_when_a_worker_is_killed_mid_run(client: Any) -> None:
     originals, avatars = adversarial("gaussian", 600, seed=6)
     left, right = linked_frames(originals, avatars, seed=7)
@@ -180,7 +184,7 @@ coordinates = arrays(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(coordinates, st.integers(1, 7), st.integers(1, 7), st.integers(0, 2**16))
 def test_pruned_pairs_hold_no_rival(
     originals: np.ndarray, block_rows: int, shard_rows: int, seed: int
@@ -229,6 +233,7 @@ def test_sizing_respects_memory_and_task_caps() -> None:
     assert unlimited.shard_rows == 500
 
 
+@pytest.mark.slow
 def test_non_client_cluster_is_a_type_error(client: Any) -> None:
     frame = pl.DataFrame({"Dim1": [0.0, 1.0]})
     with pytest.raises(TypeError, match=r"dask\.distributed\.Client, got str"):
@@ -255,6 +260,7 @@ def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
         phr.local_cloaking(frame, frame, coords="Dim1", cluster=object())
 
 
+@pytest.mark.slow
 def test_cluster_with_gpu_is_refused(client: Any) -> None:
     frame = pl.DataFrame({"Dim1": [0.0, 1.0]})
     with pytest.raises(NotImplementedError, match="cluster"):

@@ -14,7 +14,7 @@ from scipy.spatial import cKDTree
 
 from polars_hidden_rate import engine, kdtree
 from polars_hidden_rate.engine import count_cloaking
-from tests.conftest import brute_force_counts, brute_force_within
+from tests.helpers import brute_force_counts, brute_force_within, examples
 
 OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]
 STRATEGIES = ["flat", "tree"]
@@ -43,7 +43,7 @@ def integer_grids(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return x, (originals + steps) * scale + offset
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=integer_grids(), tie_tol=st.sampled_from([0.0, 1e-9]))
 def test_integer_grids_match_brute_force(
     data: tuple[np.ndarray, np.ndarray], tie_tol: float
@@ -55,7 +55,7 @@ def test_integer_grids_match_brute_force(
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     data=hnp.arrays(
         np.float64,
@@ -210,7 +210,7 @@ def test_shards_add_up_to_the_whole(strategy: engine.Strategy) -> None:
     np.testing.assert_array_equal(total, brute_force_counts(originals, avatars, 1e-9))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     data=hnp.arrays(
         np.float64,

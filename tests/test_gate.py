@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.gate import summarize
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 
 def _frames(seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame, float]:

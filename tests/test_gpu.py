@@ -19,7 +19,7 @@ from hypothesis.extra.numpy import arrays
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import engine, gpu
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts, examples
 
 HAS_GPU = hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
@@ -119,7 +119,7 @@ coordinates = arrays(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     coordinates,
     st.integers(0, 2**16),

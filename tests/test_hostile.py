@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import polars_hidden_rate as phr
 from polars_hidden_rate.gate import summarize
 from polars_hidden_rate.namespace import AvatarNamespace
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts, examples
 
 COORDS = ["d1", "d2"]
 
@@ -170,7 +170,7 @@ def test_projected_keyed_counts_follow_their_records() -> None:
 # --- 4. No rescaling changes a count ---------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**32 - 1),
     n=st.integers(2, 40),

@@ -22,7 +22,7 @@ from polars.exceptions import (
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import Projection, passes
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts, examples
 
 STAGES = ["I", "II", "III", "IV"]
 
@@ -113,7 +113,7 @@ def raw_frames(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame]:
     return pl.DataFrame(columns), pl.DataFrame(other)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw_frames())
 def test_full_space_distances_are_scaled_distances(
     frames: tuple[pl.DataFrame, pl.DataFrame],

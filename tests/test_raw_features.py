@@ -9,7 +9,7 @@ import pytest
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import CategoricalFeature, NumericFeature
 from polars_hidden_rate.projection.types import Impute
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 
 def coded_pair(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 import polars_hidden_rate as phr
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 
 def scaled_coordinates(wbcd_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -1,0 +1,45 @@
+"""Shared test helpers: the float64 brute-force references and the Hypothesis budget."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+"""``ci`` runs every property's full example count; ``dev`` (the default) a tenth of it."""
+
+
+def examples(full: int) -> int:
+    """A property's example count under the active profile: ``full`` for ``ci``."""
+    return full if HYPOTHESIS_PROFILE == "ci" else max(10, full // 10)
+
+
+def brute_force_counts(originals: np.ndarray, avatars: np.ndarray, tie_tol: float) -> np.ndarray:
+    """c_i = #{j != i : d2(x_i, y_j) <= d2(x_i, y_i) * (1 + tie_tol)}, all in float64.
+
+    Squared direct differences summed column by column, written independently of the package.
+    """
+    n, d = originals.shape
+    counts = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        d2 = np.zeros(n)
+        for k in range(d):
+            diff = originals[i, k] - avatars[:, k]
+            d2 += diff * diff
+        threshold = d2[i] * (1.0 + tie_tol)
+        counts[i] = int(np.count_nonzero(d2 <= threshold)) - 1
+    return counts
+
+
+def brute_force_within(
+    queries: np.ndarray, thresholds: np.ndarray, own: np.ndarray, avatars: np.ndarray
+) -> np.ndarray:
+    """#{j != own[i] : d2(q_i, y_j) <= thresholds[i]}, in float64 column by column."""
+    d2 = np.zeros((len(queries), len(avatars)))
+    for k in range(queries.shape[1]):
+        diff = queries[:, k : k + 1] - avatars[None, :, k]
+        d2 += diff * diff
+    inside = d2 <= thresholds[:, None]
+    inside[np.arange(len(queries)), own] &= own < 0
+    return inside.sum(axis=1)
