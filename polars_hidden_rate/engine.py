@@ -28,10 +28,11 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.kdtree import KdTree, coordinates, linked_queries
 from polars_hidden_rate.progress import Progress
 
 Strategy = Literal["auto", "flat", "tree"]
+STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 # An absolute term for float32 results that underflow into subnormals.
@@ -67,10 +68,67 @@ def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: floa
 def linked_arrays(
     originals: Float64Array, avatars: Float64Array, tie_tol: float
 ) -> tuple[Float64Array, Float64Array, Float64Array]:
-    """Linked coordinates as contiguous float64 arrays, with each original's ``T_i``."""
-    originals = np.ascontiguousarray(originals, dtype=np.float64)
-    avatars = np.ascontiguousarray(avatars, dtype=np.float64)
+    """Linked coordinates as contiguous float64 arrays, with each original's ``T_i``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        When the arrays are not 2-D arrays of numbers of the same shape, or
+        ``tie_tol`` is not a finite number >= 0.
+    """
+    tie_tol = check_tie_tol(tie_tol)
+    originals, avatars = coordinates("originals", originals), coordinates("avatars", avatars)
+    if originals.shape != avatars.shape:
+        msg = (
+            "`originals` and `avatars` must have the same shape (row i of one is linked to "
+            f"row i of the other), got {originals.shape} and {avatars.shape}"
+        )
+        raise ValueError(msg)
     return originals, avatars, own_thresholds(originals, avatars, tie_tol)
+
+
+def check_tie_tol(tie_tol: object) -> float:
+    """``tie_tol`` as a float: a finite number >= 0 (numpy scalars too, bool refused)."""
+    if isinstance(tie_tol, bool | np.bool_) or not isinstance(
+        tie_tol, int | float | np.integer | np.floating
+    ):
+        msg = (
+            "`tie_tol` must be a number (finite, >= 0), "
+            f"got {tie_tol!r} of type {type(tie_tol).__name__}"
+        )
+        raise TypeError(msg)
+    try:
+        value = float(tie_tol)
+    except OverflowError:  # an int beyond float64
+        value = math.inf
+    if not (math.isfinite(value) and value >= 0):
+        msg = f"`tie_tol` must be a finite number >= 0, got {tie_tol!r}"
+        raise ValueError(msg)
+    return value
+
+
+def check_threads(threads: object) -> int | None:
+    """``threads`` as an int >= 1, or None (numpy integers too, bool refused)."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
+        msg = (
+            "`threads` must be an integer or None, "
+            f"got {threads!r} of type {type(threads).__name__}"
+        )
+        raise TypeError(msg)
+    if threads < 1:
+        msg = f"`threads` must be at least 1 or None, got {threads!r}"
+        raise ValueError(msg)
+    return int(threads)
+
+
+def check_strategy(strategy: object) -> Strategy:
+    """``strategy``, one of :data:`STRATEGIES`."""
+    if not (isinstance(strategy, str) and strategy in STRATEGIES):
+        msg = f"`strategy` must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}"
+        raise ValueError(msg)
+    return strategy
 
 
 @contextlib.contextmanager
@@ -105,13 +163,13 @@ def count_cloaking(
     Parameters
     ----------
     originals, avatars
-        Float64 arrays of shape ``(n, d)``; row ``i`` of ``avatars`` is the
-        avatar of row ``i`` of ``originals``.
+        Arrays of numbers of shape ``(n, d)``, taken as float64; row ``i`` of
+        ``avatars`` is the avatar of row ``i`` of ``originals``.
     tie_tol
-        Relative tolerance: a rival counts when its squared distance is at most
-        ``d2(x_i, y_i) * (1 + tie_tol)``.
+        Relative tolerance, a finite number >= 0: a rival counts when its squared
+        distance is at most ``d2(x_i, y_i) * (1 + tie_tol)``.
     threads
-        Threads to count with; None uses all cores.
+        Threads to count with, at least 1; None uses all cores.
     strategy
         How to find candidates; see :func:`count_within`. Counts never depend on it.
     progress
@@ -122,6 +180,12 @@ def count_cloaking(
     numpy.ndarray
         The counts ``c_i`` as int64, one per original.
 
+    Raises
+    ------
+    TypeError, ValueError
+        On arrays that are not 2-D arrays of finite numbers of one shape, or an
+        argument of the wrong type or value; the message names it.
+
     Examples
     --------
     >>> import numpy as np
@@ -130,6 +194,7 @@ def count_cloaking(
     >>> count_cloaking(originals, avatars).tolist()
     [1, 1, 0]
     """
+    threads, strategy = check_threads(threads), check_strategy(strategy)
     originals, avatars, thresholds = linked_arrays(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
     return count_within(
@@ -166,7 +231,8 @@ def count_within(
         :class:`~polars_hidden_rate.kdtree.KdTree` already built on them (the
         ``"tree"`` strategy then reuses it; ``own`` still indexes the avatars).
     threads
-        Threads to count with; None uses all cores.
+        Threads to count with, at least 1 (no more than the machine's cores run);
+        None uses all cores.
     strategy
         ``"tree"`` (and ``"auto"``) walks a compiled kd-tree of the avatars in
         float64 per query (:mod:`polars_hidden_rate.kdtree`). ``"flat"``
@@ -181,18 +247,24 @@ def count_within(
     -------
     numpy.ndarray
         Counts as int64, one per query.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On inconsistent arrays, or an argument of the wrong type or value.
     """
-    tree, points = (avatars, avatars.points) if isinstance(avatars, KdTree) else (None, avatars)
+    threads, strategy = check_threads(threads) or usable_cores(), check_strategy(strategy)
+    if isinstance(avatars, KdTree):
+        tree, points = avatars, avatars.points
+    else:
+        tree, points = None, coordinates("avatars", avatars)
+    queries, thresholds, own = linked_queries(queries, thresholds, own, points.shape)
     if len(queries) == 0 or len(points) == 0:
         return np.zeros(len(queries), dtype=np.int64)
     for name, values in (("queries", queries), ("avatars", points)):
         if not np.isfinite(values).all():
-            msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
+            msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
             raise ValueError(msg)
-    if np.isnan(thresholds).any() or (thresholds < 0).any():
-        msg = "thresholds must be non-negative squared distances, not NaN"
-        raise ValueError(msg)
-    threads = threads or usable_cores()
     with Progress(len(queries), enabled=progress) as bar:
         if strategy == "flat":
             if tree is not None:

@@ -111,21 +111,7 @@ class KdTree:
         in tree order (by their own avatar's place, or by a leaf near them), so
         that consecutive queries walk nodes already in cache.
         """
-        queries = np.ascontiguousarray(queries, dtype=np.float64)
-        thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
-        own = np.asarray(own, dtype=np.int64)
-        if queries.ndim != 2 or queries.shape[1] != self.points.shape[1]:
-            msg = f"queries of shape {queries.shape} against avatars of shape {self.points.shape}"
-            raise ValueError(msg)
-        if thresholds.shape != (len(queries),) or own.shape != (len(queries),):
-            msg = (
-                f"{len(queries)} queries need as many thresholds and own rows, "
-                f"got {thresholds.shape} and {own.shape}"
-            )
-            raise ValueError(msg)
-        if len(own) and (own.max() >= len(self.points) or own.min() < -1):
-            msg = f"own rows must lie in [-1, {len(self.points)}), got {own.min()}..{own.max()}"
-            raise ValueError(msg)
+        queries, thresholds, own = linked_queries(queries, thresholds, own, self.points.shape)
         own_position = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
         place = own_position.copy()
         orphans = np.flatnonzero(own < 0)
@@ -143,6 +129,47 @@ class KdTree:
         for done in _map(threads, run, -(-len(rows) // size)):
             advance(done)
         return counts
+
+
+def coordinates(name: str, values: object) -> Float64Array:
+    """``values`` as a contiguous float64 array of shape ``(n, d)``, else a clear error."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iuf":
+        msg = f"`{name}` must hold numbers (integers or floats), got dtype {array.dtype}"
+        raise TypeError(msg)
+    if array.ndim != 2:
+        msg = f"`{name}` must be a 2-D array of shape (n, d), got shape {array.shape}"
+        raise ValueError(msg)
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
+def linked_queries(
+    queries: object, thresholds: object, own: object, avatars_shape: tuple[int, ...]
+) -> tuple[Float64Array, Float64Array, IndexArray]:
+    """Queries, their thresholds and own rows, checked against avatars of ``avatars_shape``."""
+    queries = coordinates("queries", queries)
+    thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
+    own = np.asarray(own)
+    if own.size and own.dtype.kind not in "iu":
+        msg = f"`own` must hold integers (rows of the avatars, or -1), got dtype {own.dtype}"
+        raise TypeError(msg)
+    own = own.astype(np.int64, copy=False)
+    if queries.shape[1] != avatars_shape[1]:
+        msg = f"queries of shape {queries.shape} against avatars of shape {avatars_shape}"
+        raise ValueError(msg)
+    if thresholds.shape != (len(queries),) or own.shape != (len(queries),):
+        msg = (
+            f"{len(queries)} queries need as many thresholds and own rows, "
+            f"got {thresholds.shape} and {own.shape}"
+        )
+        raise ValueError(msg)
+    if len(own) and (own.max() >= avatars_shape[0] or own.min() < -1):
+        msg = f"own rows must lie in [-1, {avatars_shape[0]}), got {own.min()}..{own.max()}"
+        raise ValueError(msg)
+    if np.isnan(thresholds).any() or (thresholds < 0).any():
+        msg = "thresholds must be non-negative squared distances, not NaN"
+        raise ValueError(msg)
+    return queries, thresholds, own
 
 
 def _map(threads: int, work: Callable[[int], T], tasks: int) -> Iterator[T]:
