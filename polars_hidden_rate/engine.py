@@ -12,6 +12,10 @@ error bound, a pair is decided in float32 only when it lies outside that bound,
 and every pair inside it is settled again in float64 by
 :func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.gpu`) uses
 the same float32 preparation and bound.
+
+:func:`count_cloaking` first brings both arrays, exactly, to one canonical scale
+(:func:`linked_arrays`): the counts do not change when every coordinate is
+multiplied by a power of two, and no square overflows or underflows on the way.
 """
 
 from __future__ import annotations
@@ -68,13 +72,18 @@ def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: floa
 def linked_arrays(
     originals: Float64Array, avatars: Float64Array, tie_tol: float
 ) -> tuple[Float64Array, Float64Array, Float64Array]:
-    """Linked coordinates as contiguous float64 arrays, with each original's ``T_i``.
+    """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
+
+    Both arrays are multiplied by one power of two (:func:`canonical_exponent`),
+    exactly unless a coordinate falls below the normal range, before any ``d2``
+    is taken: data and the same data times ``2^k`` give bit-identical arrays,
+    hence identical counts, and no square can overflow.
 
     Raises
     ------
     TypeError, ValueError
-        When the arrays are not 2-D arrays of numbers of the same shape, or
-        ``tie_tol`` is not a finite number >= 0.
+        When the arrays are not 2-D arrays of numbers of the same shape, hold NaN
+        or infinite coordinates, or ``tie_tol`` is not a finite number >= 0.
     """
     tie_tol = check_tie_tol(tie_tol)
     originals, avatars = coordinates("originals", originals), coordinates("avatars", avatars)
@@ -84,7 +93,41 @@ def linked_arrays(
             f"row i of the other), got {originals.shape} and {avatars.shape}"
         )
         raise ValueError(msg)
+    largest = max(
+        _largest_magnitude("originals", originals), _largest_magnitude("avatars", avatars)
+    )
+    if largest > 0:
+        shift = canonical_exponent(originals.shape[1], tie_tol) - math.frexp(largest)[1]
+        originals, avatars = np.ldexp(originals, shift), np.ldexp(avatars, shift)
     return originals, avatars, own_thresholds(originals, avatars, tie_tol)
+
+
+def canonical_exponent(dim: int, tie_tol: float) -> int:
+    """``t`` such that bringing the largest ``|coordinate|`` into ``[2^(t-1), 2^t)`` keeps every
+    ``d2`` and ``T_i`` of ``dim`` coordinates finite, as high as that allows.
+
+    Every ``|difference|`` is then below ``2^(t+1)`` and every square below ``2^(2t+2)``;
+    with ``dim <= 2^D`` and ``1 + tie_tol < 2^L`` (as rounded), ``T_i`` is below
+    ``2^(2t+2+D+L)`` times the rounding of ``dim + 1`` operations, a factor below 2, so
+    ``2t + 3 + D + L <= 1023`` keeps it below ``2^1023``. The highest such ``t`` leaves the
+    squares of small differences the most room above the subnormal range: for ``d <= 8``
+    and ``tie_tol < 1``, ``t = 508``, and a difference ``2^-1000`` times the largest
+    coordinate still has a normal square.
+    """
+    dim_bits = max(dim - 1, 0).bit_length()  # D = ceil(log2(dim))
+    tol_bits = math.frexp(1.0 + tie_tol)[1]  # L: 1 + tie_tol < 2^L, exactly
+    return (1020 - dim_bits - tol_bits) // 2
+
+
+def _largest_magnitude(name: str, values: Float64Array) -> float:
+    """The largest ``|coordinate|`` (0 when empty); NaN and infinities are refused."""
+    if values.size == 0:
+        return 0.0
+    smallest, largest = float(values.min()), float(values.max())
+    if not (math.isfinite(smallest) and math.isfinite(largest)):
+        msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
+        raise ValueError(msg)
+    return max(-smallest, largest)
 
 
 def check_tie_tol(tie_tol: object) -> float:
@@ -160,6 +203,9 @@ def count_cloaking(
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
+    The arrays are first brought exactly to one canonical scale (:func:`linked_arrays`),
+    so the counts do not change when every coordinate is multiplied by a power of two.
+
     Parameters
     ----------
     originals, avatars
@@ -215,14 +261,18 @@ def count_within(
     """For each query, count the avatars within its threshold, its own avatar aside.
 
     This is the engine's building block: whole data sets, blocks and shards all
-    go through it.
+    go through it. It rescales nothing: ``thresholds`` are squared distances in
+    the units of the coordinates as given, and a square beyond float64's range
+    is inf (below it, 0) there. Bring the data to a sane scale first, as
+    :func:`count_cloaking` does with :func:`linked_arrays`.
 
     Parameters
     ----------
     queries
         Originals, float64 of shape ``(m, d)``.
     thresholds
-        ``T_i`` for each query (see :func:`own_thresholds`).
+        ``T_i`` for each query (see :func:`own_thresholds`), in the squared units
+        of ``queries``.
     own
         For each query, the row of ``avatars`` holding its own avatar, or -1
         when that avatar is not among them.
