@@ -47,14 +47,19 @@ MAX_RESULTS_PER_CHUNK = 1 << 23
 
 
 def squared_distances(
-    originals: Float64Array, avatars: Float64Array, rows: IndexArray, cols: IndexArray
+    originals: Float64Array,
+    avatars: Float64Array,
+    rows: IndexArray | slice,
+    cols: IndexArray | slice,
 ) -> Float64Array:
     """Squared Euclidean distances ``d2(originals[rows], avatars[cols])`` in float64.
 
     This is the definition every count is settled against: direct differences,
-    squared and summed in column order.
+    squared and summed in column order. ``rows`` and ``cols`` may be slices (no
+    gather: :func:`own_thresholds` pairs row ``i`` with row ``i``).
     """
-    total = np.zeros(len(rows), dtype=np.float64)
+    pairs = len(range(len(originals))[rows]) if isinstance(rows, slice) else len(rows)
+    total = np.zeros(pairs, dtype=np.float64)
     with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
         for k in range(originals.shape[1]):
             diff = originals[rows, k] - avatars[cols, k]
@@ -64,8 +69,8 @@ def squared_distances(
 
 def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
     """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
-    rows = np.arange(len(originals), dtype=np.int64)
-    thresholds: Float64Array = squared_distances(originals, avatars, rows, rows) * (1.0 + tie_tol)
+    every = slice(None)
+    thresholds: Float64Array = squared_distances(originals, avatars, every, every) * (1.0 + tie_tol)
     return thresholds
 
 
