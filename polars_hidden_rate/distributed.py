@@ -2,11 +2,12 @@
 
 The count decomposes exactly over the avatars: ``c_i`` is the sum, over any
 partition of the avatars into shards, of the rivals of ``x_i`` in each shard.
-The driver computes every threshold ``T_i`` from the link alone
-(:func:`engine.linked_arrays`), splits the originals into query blocks and the
-avatars into shards, and submits one pure task per (block, shard) pair; each
-task is the single-machine building block :func:`engine.count_within`. The
-driver sums the partial counts, so the result is the local result, bit for bit.
+The driver brings the data to the engine's canonical scale and computes every
+threshold ``T_i`` from the link alone (:func:`engine.linked_arrays`), splits the
+originals into query blocks and the avatars into shards, and submits one pure
+task per (block, shard) pair; each task is the single-machine building block
+:func:`engine.count_within`. The driver sums the partial counts, so the result
+is the local result, bit for bit.
 
 Both sides are sorted by their first coordinate before they are cut, so a block
 and a shard cover narrow slabs of that coordinate; a pair whose bounding boxes

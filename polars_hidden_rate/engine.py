@@ -12,6 +12,10 @@ error bound, a pair is decided in float32 only when it lies outside that bound,
 and every pair inside it is settled again in float64 by
 :func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.gpu`) uses
 the same float32 preparation and bound.
+
+:func:`count_cloaking` first brings both arrays, exactly, to one canonical scale
+(:func:`linked_arrays`): the counts do not change when every coordinate is
+multiplied by a power of two, and no square overflows or underflows on the way.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.kdtree import KdTree, coordinates, linked_queries
 from polars_hidden_rate.progress import Progress
 
 Strategy = Literal["auto", "flat", "tree"]
+STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 # An absolute term for float32 results that underflow into subnormals.
@@ -42,14 +47,19 @@ MAX_RESULTS_PER_CHUNK = 1 << 23
 
 
 def squared_distances(
-    originals: Float64Array, avatars: Float64Array, rows: IndexArray, cols: IndexArray
+    originals: Float64Array,
+    avatars: Float64Array,
+    rows: IndexArray | slice,
+    cols: IndexArray | slice,
 ) -> Float64Array:
     """Squared Euclidean distances ``d2(originals[rows], avatars[cols])`` in float64.
 
     This is the definition every count is settled against: direct differences,
-    squared and summed in column order.
+    squared and summed in column order. ``rows`` and ``cols`` may be slices (no
+    gather: :func:`own_thresholds` pairs row ``i`` with row ``i``).
     """
-    total = np.zeros(len(rows), dtype=np.float64)
+    pairs = len(range(len(originals))[rows]) if isinstance(rows, slice) else len(rows)
+    total = np.zeros(pairs, dtype=np.float64)
     with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
         for k in range(originals.shape[1]):
             diff = originals[rows, k] - avatars[cols, k]
@@ -59,18 +69,114 @@ def squared_distances(
 
 def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
     """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
-    rows = np.arange(len(originals), dtype=np.int64)
-    thresholds: Float64Array = squared_distances(originals, avatars, rows, rows) * (1.0 + tie_tol)
+    every = slice(None)
+    thresholds: Float64Array = squared_distances(originals, avatars, every, every) * (1.0 + tie_tol)
     return thresholds
 
 
 def linked_arrays(
     originals: Float64Array, avatars: Float64Array, tie_tol: float
 ) -> tuple[Float64Array, Float64Array, Float64Array]:
-    """Linked coordinates as contiguous float64 arrays, with each original's ``T_i``."""
-    originals = np.ascontiguousarray(originals, dtype=np.float64)
-    avatars = np.ascontiguousarray(avatars, dtype=np.float64)
+    """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
+
+    Both arrays are multiplied by one power of two (:func:`canonical_exponent`),
+    exactly unless a coordinate falls below the normal range, before any ``d2``
+    is taken: data and the same data times ``2^k`` give bit-identical arrays,
+    hence identical counts, and no square can overflow.
+
+    Raises
+    ------
+    TypeError, ValueError
+        When the arrays are not 2-D arrays of numbers of the same shape, hold NaN
+        or infinite coordinates, or ``tie_tol`` is not a finite number >= 0.
+    """
+    tie_tol = check_tie_tol(tie_tol)
+    originals, avatars = coordinates("originals", originals), coordinates("avatars", avatars)
+    if originals.shape != avatars.shape:
+        msg = (
+            "`originals` and `avatars` must have the same shape (row i of one is linked to "
+            f"row i of the other), got {originals.shape} and {avatars.shape}"
+        )
+        raise ValueError(msg)
+    largest = max(
+        _largest_magnitude("originals", originals), _largest_magnitude("avatars", avatars)
+    )
+    if largest > 0:
+        shift = canonical_exponent(originals.shape[1], tie_tol) - math.frexp(largest)[1]
+        originals, avatars = np.ldexp(originals, shift), np.ldexp(avatars, shift)
     return originals, avatars, own_thresholds(originals, avatars, tie_tol)
+
+
+def canonical_exponent(dim: int, tie_tol: float) -> int:
+    """``t`` such that bringing the largest ``|coordinate|`` into ``[2^(t-1), 2^t)`` keeps every
+    ``d2`` and ``T_i`` of ``dim`` coordinates finite, as high as that allows.
+
+    Every ``|difference|`` is then below ``2^(t+1)`` and every square below ``2^(2t+2)``;
+    with ``dim <= 2^D`` and ``1 + tie_tol < 2^L`` (as rounded), ``T_i`` is below
+    ``2^(2t+2+D+L)`` times the rounding of ``dim + 1`` operations, a factor below 2, so
+    ``2t + 3 + D + L <= 1023`` keeps it below ``2^1023``. The highest such ``t`` leaves the
+    squares of small differences the most room above the subnormal range: for ``d <= 8``
+    and ``tie_tol < 1``, ``t = 508``, and a difference ``2^-1000`` times the largest
+    coordinate still has a normal square.
+    """
+    dim_bits = max(dim - 1, 0).bit_length()  # D = ceil(log2(dim))
+    tol_bits = math.frexp(1.0 + tie_tol)[1]  # L: 1 + tie_tol < 2^L, exactly
+    return (1020 - dim_bits - tol_bits) // 2
+
+
+def _largest_magnitude(name: str, values: Float64Array) -> float:
+    """The largest ``|coordinate|`` (0 when empty); NaN and infinities are refused."""
+    if values.size == 0:
+        return 0.0
+    smallest, largest = float(values.min()), float(values.max())
+    if not (math.isfinite(smallest) and math.isfinite(largest)):
+        msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
+        raise ValueError(msg)
+    return max(-smallest, largest)
+
+
+def check_tie_tol(tie_tol: object) -> float:
+    """``tie_tol`` as a float: a finite number >= 0 (numpy scalars too, bool refused)."""
+    if isinstance(tie_tol, bool | np.bool_) or not isinstance(
+        tie_tol, int | float | np.integer | np.floating
+    ):
+        msg = (
+            "`tie_tol` must be a number (finite, >= 0), "
+            f"got {tie_tol!r} of type {type(tie_tol).__name__}"
+        )
+        raise TypeError(msg)
+    try:
+        value = float(tie_tol)
+    except OverflowError:  # an int beyond float64
+        value = math.inf
+    if not (math.isfinite(value) and value >= 0):
+        msg = f"`tie_tol` must be a finite number >= 0, got {tie_tol!r}"
+        raise ValueError(msg)
+    return value
+
+
+def check_threads(threads: object) -> int | None:
+    """``threads`` as an int >= 1, or None (numpy integers too, bool refused)."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
+        msg = (
+            "`threads` must be an integer or None, "
+            f"got {threads!r} of type {type(threads).__name__}"
+        )
+        raise TypeError(msg)
+    if threads < 1:
+        msg = f"`threads` must be at least 1 or None, got {threads!r}"
+        raise ValueError(msg)
+    return int(threads)
+
+
+def check_strategy(strategy: object) -> Strategy:
+    """``strategy``, one of :data:`STRATEGIES`."""
+    if not (isinstance(strategy, str) and strategy in STRATEGIES):
+        msg = f"`strategy` must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}"
+        raise ValueError(msg)
+    return strategy
 
 
 @contextlib.contextmanager
@@ -102,16 +208,19 @@ def count_cloaking(
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
+    The arrays are first brought exactly to one canonical scale (:func:`linked_arrays`),
+    so the counts do not change when every coordinate is multiplied by a power of two.
+
     Parameters
     ----------
     originals, avatars
-        Float64 arrays of shape ``(n, d)``; row ``i`` of ``avatars`` is the
-        avatar of row ``i`` of ``originals``.
+        Arrays of numbers of shape ``(n, d)``, taken as float64; row ``i`` of
+        ``avatars`` is the avatar of row ``i`` of ``originals``.
     tie_tol
-        Relative tolerance: a rival counts when its squared distance is at most
-        ``d2(x_i, y_i) * (1 + tie_tol)``.
+        Relative tolerance, a finite number >= 0: a rival counts when its squared
+        distance is at most ``d2(x_i, y_i) * (1 + tie_tol)``.
     threads
-        Threads to count with; None uses all cores.
+        Threads to count with, at least 1; None uses all cores.
     strategy
         How to find candidates; see :func:`count_within`. Counts never depend on it.
     progress
@@ -122,6 +231,12 @@ def count_cloaking(
     numpy.ndarray
         The counts ``c_i`` as int64, one per original.
 
+    Raises
+    ------
+    TypeError, ValueError
+        On arrays that are not 2-D arrays of finite numbers of one shape, or an
+        argument of the wrong type or value; the message names it.
+
     Examples
     --------
     >>> import numpy as np
@@ -130,6 +245,7 @@ def count_cloaking(
     >>> count_cloaking(originals, avatars).tolist()
     [1, 1, 0]
     """
+    threads, strategy = check_threads(threads), check_strategy(strategy)
     originals, avatars, thresholds = linked_arrays(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
     return count_within(
@@ -150,14 +266,18 @@ def count_within(
     """For each query, count the avatars within its threshold, its own avatar aside.
 
     This is the engine's building block: whole data sets, blocks and shards all
-    go through it.
+    go through it. It rescales nothing: ``thresholds`` are squared distances in
+    the units of the coordinates as given, and a square beyond float64's range
+    is inf (below it, 0) there. Bring the data to a sane scale first, as
+    :func:`count_cloaking` does with :func:`linked_arrays`.
 
     Parameters
     ----------
     queries
         Originals, float64 of shape ``(m, d)``.
     thresholds
-        ``T_i`` for each query (see :func:`own_thresholds`).
+        ``T_i`` for each query (see :func:`own_thresholds`), in the squared units
+        of ``queries``.
     own
         For each query, the row of ``avatars`` holding its own avatar, or -1
         when that avatar is not among them.
@@ -166,7 +286,8 @@ def count_within(
         :class:`~polars_hidden_rate.kdtree.KdTree` already built on them (the
         ``"tree"`` strategy then reuses it; ``own`` still indexes the avatars).
     threads
-        Threads to count with; None uses all cores.
+        Threads to count with, at least 1 (no more than the machine's cores run);
+        None uses all cores.
     strategy
         ``"tree"`` (and ``"auto"``) walks a compiled kd-tree of the avatars in
         float64 per query (:mod:`polars_hidden_rate.kdtree`). ``"flat"``
@@ -181,18 +302,24 @@ def count_within(
     -------
     numpy.ndarray
         Counts as int64, one per query.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On inconsistent arrays, or an argument of the wrong type or value.
     """
-    tree, points = (avatars, avatars.points) if isinstance(avatars, KdTree) else (None, avatars)
+    threads, strategy = check_threads(threads) or usable_cores(), check_strategy(strategy)
+    if isinstance(avatars, KdTree):
+        tree, points = avatars, avatars.points
+    else:
+        tree, points = None, coordinates("avatars", avatars)
+    queries, thresholds, own = linked_queries(queries, thresholds, own, points.shape)
     if len(queries) == 0 or len(points) == 0:
         return np.zeros(len(queries), dtype=np.int64)
     for name, values in (("queries", queries), ("avatars", points)):
         if not np.isfinite(values).all():
-            msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
+            msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
             raise ValueError(msg)
-    if np.isnan(thresholds).any() or (thresholds < 0).any():
-        msg = "thresholds must be non-negative squared distances, not NaN"
-        raise ValueError(msg)
-    threads = threads or usable_cores()
     with Progress(len(queries), enabled=progress) as bar:
         if strategy == "flat":
             if tree is not None:

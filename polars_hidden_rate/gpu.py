@@ -5,8 +5,10 @@ in FAISS's ``contrib/exhaustive_search.py``: a query whose k-th float32 distance
 lies beyond its reach (its threshold plus the engine's float32 error bound,
 :func:`engine.float32_error_bound`) has all its candidates among those k. A query
 that still has more after the largest k the GPU allows (2048) is counted on the
-CPU by :func:`engine.count_within`. Every candidate is settled in float64 by
-:func:`engine.squared_distances`, so the counts are those of the CPU path.
+CPU by :func:`engine.count_within`. The data come through
+:func:`engine.linked_arrays`, at the CPU engine's canonical scale. Every candidate
+is settled in float64 by :func:`engine.squared_distances`, so the counts are those
+of the CPU path.
 
 This needs a FAISS build with GPU support (e.g. the ``faiss-gpu-cu12`` wheels in
 place of ``faiss-cpu``) and a CUDA GPU; without them :func:`require_gpu` raises.
