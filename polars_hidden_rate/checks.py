@@ -16,31 +16,35 @@ class OptionTypeError(TypeError, ValueError):
 
 
 def check_real(value: object, option: str, *, low: float, high: float = math.inf) -> float:
-    """``value`` as a float in ``[low, high]``; an error naming ``option`` otherwise.
+    """``value`` as a finite float in ``[low, high]``; an error naming ``option`` otherwise.
 
-    Python and numpy integers and floats are accepted; bools, NaN and strings are not.
+    Python and numpy integers and floats are accepted; bools and strings are not.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        msg = f"`{option}` must be a number, got {value!r}"
+        msg = f"`{option}` must be a number, got {value!r} of type {type(value).__name__}"
         raise OptionTypeError(msg)
-    number = float(value)
-    if not low <= number <= high:
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float64
+        number = math.inf
+    if not (math.isfinite(number) and low <= number <= high):
         bounds = f">= {low:g}" if math.isinf(high) else f"in [{low:g}, {high:g}]"
         msg = f"`{option}` must be a finite number {bounds}, got {value!r}"
-        raise ValueError(msg)
-    if not math.isfinite(number):
-        msg = f"`{option}` must be a finite number, got {value!r}"
         raise ValueError(msg)
     return number
 
 
-def check_count(value: object, option: str, *, low: int = 1) -> int:
+def check_count(value: object, option: str, *, low: int = 1, or_none: bool = False) -> int:
     """``value`` as an int of at least ``low``; Python or numpy integers, never bools."""
+    alternative = " or None" if or_none else ""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        msg = f"`{option}` must be an integer, got {value!r}"
+        msg = (
+            f"`{option}` must be an integer{alternative}, "
+            f"got {value!r} of type {type(value).__name__}"
+        )
         raise OptionTypeError(msg)
     if value < low:
-        msg = f"`{option}` must be an integer >= {low}, got {value!r}"
+        msg = f"`{option}` must be at least {low}{alternative}, got {value!r}"
         raise ValueError(msg)
     return int(value)
 
@@ -52,4 +56,4 @@ def check_tie_tol(tie_tol: object) -> float:
 
 def check_threads(threads: object) -> int | None:
     """Engine threads: None (all cores) or an integer >= 1."""
-    return None if threads is None else check_count(threads, "threads")
+    return None if threads is None else check_count(threads, "threads", or_none=True)

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.checks import check_threads, check_tie_tol
 from polars_hidden_rate.kdtree import KdTree, coordinates, linked_queries
 from polars_hidden_rate.progress import Progress
 
@@ -133,42 +134,6 @@ def _largest_magnitude(name: str, values: Float64Array) -> float:
         msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
         raise ValueError(msg)
     return max(-smallest, largest)
-
-
-def check_tie_tol(tie_tol: object) -> float:
-    """``tie_tol`` as a float: a finite number >= 0 (numpy scalars too, bool refused)."""
-    if isinstance(tie_tol, bool | np.bool_) or not isinstance(
-        tie_tol, int | float | np.integer | np.floating
-    ):
-        msg = (
-            "`tie_tol` must be a number (finite, >= 0), "
-            f"got {tie_tol!r} of type {type(tie_tol).__name__}"
-        )
-        raise TypeError(msg)
-    try:
-        value = float(tie_tol)
-    except OverflowError:  # an int beyond float64
-        value = math.inf
-    if not (math.isfinite(value) and value >= 0):
-        msg = f"`tie_tol` must be a finite number >= 0, got {tie_tol!r}"
-        raise ValueError(msg)
-    return value
-
-
-def check_threads(threads: object) -> int | None:
-    """``threads`` as an int >= 1, or None (numpy integers too, bool refused)."""
-    if threads is None:
-        return None
-    if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
-        msg = (
-            "`threads` must be an integer or None, "
-            f"got {threads!r} of type {type(threads).__name__}"
-        )
-        raise TypeError(msg)
-    if threads < 1:
-        msg = f"`threads` must be at least 1 or None, got {threads!r}"
-        raise ValueError(msg)
-    return int(threads)
 
 
 def check_strategy(strategy: object) -> Strategy:

@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 from polars_hidden_rate import engine, gpu, kdtree
 from polars_hidden_rate.engine import count_cloaking, count_within
-from tests.conftest import brute_force_counts, brute_force_within
+from tests.helpers import brute_force_counts, brute_force_within, examples
 
 STRATEGIES: list[engine.Strategy] = ["flat", "tree"]
 # Large common offsets, some of them not dyadic; steps of 1/2 and 1/4 make exact ties.
@@ -57,7 +57,7 @@ def exactly_scaled(values: np.ndarray, k: int) -> np.ndarray | None:
     return scaled
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     data=linked_data(),
     k=st.integers(-1000, 1000),
@@ -135,6 +135,7 @@ def test_the_canonical_scale_leaves_room_for_every_square() -> None:
     assert thresholds[1] >= np.finfo(np.float64).tiny
 
 
+@pytest.mark.slow
 def test_the_dask_path_is_scale_invariant() -> None:
     distributed = pytest.importorskip("distributed")
     from polars_hidden_rate.distributed import Sizing, count_cloaking_distributed
