@@ -129,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
 def run_check(args: argparse.Namespace) -> int:
     """``hidden-rate check``: count once, summarise, optionally write, report."""
     min_rate = check_min_rate(args.min_rate)
+    if args.output is not None:
+        for role, given in (("ORIGINALS", args.originals), ("AVATARS", args.avatars)):
+            if same_file(args.output, Path(given)):
+                msg = f"--output {str(args.output)!r} is the {role} file; write it elsewhere"
+                raise ValueError(msg)
     originals = scan(args.originals, "ORIGINALS")
     avatars = scan(args.avatars, "AVATARS")
     per_record = local_cloaking(
@@ -194,6 +199,16 @@ def scan(path: str | Path, role: str) -> pl.LazyFrame:
     if kind == "csv":
         return pl.scan_csv(path, infer_schema_length=CSV_INFER_ROWS)
     return pl.scan_ipc(path)
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file: one path once symlinks are resolved, or one inode."""
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)  # hard links
+    except OSError:  # one of them does not exist, so they are not one file
+        return False
 
 
 def file_format(path: Path, role: str) -> str:

@@ -1,0 +1,145 @@
+"""A gate that cannot be fooled: the installed `hidden-rate` against hostile paths and signals.
+
+Every test runs the real entry point in a subprocess, on small files made here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tests.conftest import brute_force_counts
+
+SCRIPT = Path(sys.executable).parent / "hidden-rate"
+COORDS = ["Dim1", "Dim2"]
+SPACE = ["--coords", ",".join(COORDS), "--on", "id"]
+# Reset the signals a parent may have set to be ignored, then run the script itself.
+LAUNCH = (
+    "import os, signal, sys\n"
+    "for name in ('SIGINT', 'SIGTERM', 'SIGHUP'):\n"
+    "    if hasattr(signal, name):\n"
+    "        signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "for name in sys.argv[1].split(',') if sys.argv[1] else []:\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def _command(*args: str, ignore: str = "") -> list[str]:
+    if not SCRIPT.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    return [sys.executable, "-c", LAUNCH, ignore, str(SCRIPT), *args]
+
+
+def _run(*args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _command(*args), capture_output=True, text=True, check=False, umask=umask, timeout=120
+    )
+
+
+def _write(frame: pl.DataFrame, path: Path) -> Path:
+    kind = path.suffix
+    if kind == ".csv":
+        frame.write_csv(path)
+    elif kind == ".ipc":
+        frame.write_ipc(path)
+    else:
+        frame.write_parquet(path)
+    return path
+
+
+def _read(path: Path) -> pl.DataFrame:
+    """The one file ``path``, whatever glob characters its name holds."""
+    if path.suffix == ".csv":
+        return pl.scan_csv(path, glob=False).collect()
+    if path.suffix == ".ipc":
+        return pl.scan_ipc(path, glob=False).collect()
+    return pl.scan_parquet(path, glob=False).collect()
+
+
+def _frames(n: int = 200, seed: int = 0, noise: float = 0.3) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2))
+    y = x + rng.normal(scale=noise, size=x.shape)
+    key = pl.int_range(n, dtype=pl.Int64).alias("id")
+    return (
+        pl.DataFrame(x, schema=COORDS).select(key, pl.all()),
+        pl.DataFrame(y, schema=COORDS).select(key, pl.all()),
+    )
+
+
+def _rate(originals: pl.DataFrame, avatars: pl.DataFrame) -> float:
+    counts = brute_force_counts(
+        originals.select(COORDS).to_numpy(), avatars[COORDS].to_numpy(), 1e-9
+    )
+    return 100.0 * float(np.mean(counts > 0))
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("hidden-rate: error: ")
+    assert done.stderr.endswith("\n")
+    assert done.stderr.count("\n") == 1, done.stderr
+    return done.stderr.rstrip("\n")
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> dict[str, Any]:
+    originals, avatars = _frames()
+    return {
+        "originals": _write(originals, tmp_path / "o.parquet"),
+        "avatars": _write(avatars, tmp_path / "a.parquet"),
+        "rate": _rate(originals, avatars),
+    }
+
+
+# 1. --output never overwrites an input.
+
+
+def _same_as_input(pair: dict[str, Any], tmp_path: Path, how: str) -> Path:
+    if how == "originals":
+        return Path(pair["originals"])
+    if how == "avatars":
+        return Path(pair["avatars"])
+    if how == "dotted":  # the same path, spelled differently
+        (tmp_path / "sub").mkdir()
+        return tmp_path / "sub" / ".." / "a.parquet"
+    if how == "symlink":  # a link to the avatars (os.replace would only replace the link)
+        os.symlink(pair["avatars"], tmp_path / "link.parquet")
+        return tmp_path / "link.parquet"
+    os.link(pair["avatars"], tmp_path / "hard.parquet")  # one inode, two names
+    return tmp_path / "hard.parquet"
+
+
+@pytest.mark.parametrize("how", ["originals", "avatars", "dotted", "symlink", "hardlink"])
+def test_output_that_is_an_input_is_refused(pair: dict[str, Any], tmp_path: Path, how: str) -> None:
+    output = _same_as_input(pair, tmp_path, how)
+    before = {path: path.read_bytes() for path in (pair["originals"], pair["avatars"])}
+    listing = sorted(os.listdir(tmp_path))
+    done = _run(
+        "check", str(pair["originals"]), str(pair["avatars"]), *SPACE, "--output", str(output)
+    )
+    line = _one_error_line(done)
+    assert "--output" in line
+    assert ("ORIGINALS" if how == "originals" else "AVATARS") in line
+    assert {path: path.read_bytes() for path in before} == before
+    assert sorted(os.listdir(tmp_path)) == listing
+    if how == "symlink":
+        assert output.is_symlink()
+
+
+def test_output_beside_the_inputs_is_fine(pair: dict[str, Any], tmp_path: Path) -> None:
+    output = tmp_path / "o.csv"  # the same stem as ORIGINALS, another file
+    done = _run(
+        "check", str(pair["originals"]), str(pair["avatars"]), *SPACE, "--output", str(output)
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(output).height == 200
