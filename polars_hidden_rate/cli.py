@@ -194,11 +194,16 @@ def scan(path: str | Path, role: str) -> pl.LazyFrame:
     if not path.is_file():
         msg = f"{role} file not found: {path}"
         raise FileNotFoundError(msg)
+    return scan_literal(path, kind)
+
+
+def scan_literal(path: Path, kind: str) -> pl.LazyFrame:
+    """A lazy scan of the one file ``path``: ``[``, ``*`` or ``?`` in it are no glob pattern."""
     if kind == "parquet":
-        return pl.scan_parquet(path)
+        return pl.scan_parquet(path, glob=False)
     if kind == "csv":
-        return pl.scan_csv(path, infer_schema_length=CSV_INFER_ROWS)
-    return pl.scan_ipc(path)
+        return pl.scan_csv(path, glob=False, infer_schema_length=CSV_INFER_ROWS)
+    return pl.scan_ipc(path, glob=False)
 
 
 def same_file(first: Path, second: Path) -> bool:
@@ -237,14 +242,11 @@ def write_atomically(
     try:
         if kind == "parquet":
             per_record.sink_parquet(temporary)
-            written = pl.scan_parquet(temporary)
         elif kind == "csv":
             per_record.sink_csv(temporary)
-            written = pl.scan_csv(temporary)
         else:
             per_record.sink_ipc(temporary)
-            written = pl.scan_ipc(temporary)
-        summary = summarize(written, min_rate=min_rate)
+        summary = summarize(scan_literal(temporary, kind), min_rate=min_rate)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ Every test runs the real entry point in a subprocess, on small files made here.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -143,3 +144,55 @@ def test_output_beside_the_inputs_is_fine(pair: dict[str, Any], tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     assert pl.read_csv(output).height == 200
+
+
+# 2. Paths are literal, never glob patterns.
+
+
+@pytest.mark.parametrize(
+    ("name", "decoy", "kind"),
+    [
+        ("run[1]", "run1", "parquet"),
+        ("run[1]", "run1", "csv"),
+        ("run[1]", "run1", "ipc"),
+        ("run*", "run-2", "parquet"),
+        ("r?n", "run", "csv"),
+    ],
+)
+def test_input_paths_are_literal(tmp_path: Path, kind: str, name: str, decoy: str) -> None:
+    originals, avatars = _frames()
+    # The decoy is the avatars themselves: hidden rate 0, unlike the real originals.
+    real = _write(originals, tmp_path / f"{name}.{kind}")
+    _write(avatars, tmp_path / f"{decoy}.{kind}")
+    avatars_path = _write(avatars, tmp_path / f"avatars[0].{kind}")
+    _write(originals, tmp_path / f"avatars0.{kind}")
+    done = _run("check", str(real), str(avatars_path), *SPACE, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["n"] == 200
+    assert report["hidden_rate"] == pytest.approx(_rate(originals, avatars))
+    assert report["hidden_rate"] > 50
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("out[1]", "parquet"), ("out[1]", "csv"), ("out[1]", "ipc"), ("out*?", "parquet")],
+)
+def test_output_path_is_literal(pair: dict[str, Any], tmp_path: Path, kind: str, name: str) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / f"{name}.{kind}"
+    args = ("check", str(pair["originals"]), str(pair["avatars"]), *SPACE, "--output", str(output))
+    done = _run(*args, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(folder) == [output.name]
+    assert json.loads(done.stdout)["hidden_rate"] == pytest.approx(pair["rate"])
+    written = _read(output)
+    originals = pl.read_parquet(pair["originals"])
+    counts = brute_force_counts(
+        originals.select(COORDS).to_numpy(),
+        pl.read_parquet(pair["avatars"]).sort("id").select(COORDS).to_numpy(),
+        1e-9,
+    )
+    assert written.columns == [*originals.columns, "local_cloaking", "hidden"]
+    assert written["local_cloaking"].to_list() == counts.tolist()
