@@ -188,13 +188,27 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def scan(path: str | Path, role: str) -> pl.LazyFrame:
-    """A lazy scan of ``path``, its format chosen by extension."""
+    """A lazy scan of ``path``, its format chosen by extension, its schema already read.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` is not a file.
+    ValueError
+        When it cannot be read; the message names ``role`` and ``path``.
+    """
     path = Path(path)
     kind = file_format(path, role)
     if not path.is_file():
         msg = f"{role} file not found: {path}"
         raise FileNotFoundError(msg)
-    return scan_literal(path, kind)
+    try:
+        frame = scan_literal(path, kind)
+        frame.collect_schema()  # a damaged or unreadable file fails here, not mid-count
+    except BadInput as error:
+        msg = f"cannot read {role} {str(path)!r}: {_one_line(error)}"
+        raise ValueError(msg) from error
+    return frame
 
 
 def scan_literal(path: Path, kind: str) -> pl.LazyFrame:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,48 @@ def test_output_path_is_literal(pair: dict[str, Any], tmp_path: Path, kind: str,
     )
     assert written.columns == [*originals.columns, "local_cloaking", "hidden"]
     assert written["local_cloaking"].to_list() == counts.tolist()
+
+
+# 5. An unreadable input is named in the one-line error.
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"this is not a columnar file\n" * 4)
+
+
+def _empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _unreadable(path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads files without read permission")
+    _write(_frames()[0], path)
+    path.chmod(0o200)
+
+
+@pytest.mark.parametrize(
+    ("damage", "kind", "role"),
+    [
+        (_garbage, "parquet", "ORIGINALS"),
+        (_garbage, "parquet", "AVATARS"),
+        (_garbage, "ipc", "AVATARS"),
+        (_empty, "parquet", "ORIGINALS"),
+        (_empty, "csv", "AVATARS"),
+        (_empty, "ipc", "ORIGINALS"),
+        (_unreadable, "parquet", "ORIGINALS"),
+        (_unreadable, "csv", "AVATARS"),
+    ],
+)
+def test_unreadable_input_is_named(
+    pair: dict[str, Any], tmp_path: Path, damage: Callable[[Path], None], kind: str, role: str
+) -> None:
+    bad = tmp_path / f"bad input.{kind}"
+    damage(bad)
+    paths = [bad, pair["avatars"]] if role == "ORIGINALS" else [pair["originals"], bad]
+    output = tmp_path / "out.parquet"
+    done = _run("check", *map(str, paths), *SPACE, "--output", str(output))
+    line = _one_error_line(done)
+    assert line.startswith(f"hidden-rate: error: cannot read {role} {str(bad)!r}: ")
+    assert len(line) > len(f"hidden-rate: error: cannot read {role} {str(bad)!r}: ")
+    assert not output.exists()
