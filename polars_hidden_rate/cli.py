@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -246,7 +247,9 @@ def write_atomically(
     """Sink ``per_record`` into ``path`` through a temporary file; summarise what was written.
 
     The temporary file sits beside ``path`` and replaces it only once complete,
-    so a failure leaves no partial output (and any previous file untouched).
+    so a failure leaves no partial output (and any previous file untouched). It is
+    readable by its owner only while written; the output then gets the mode of the
+    file it replaces, or, when new, the mode an ordinary open gives (umask applied).
     """
     kind = file_format(path, "--output")
     if not path.parent.is_dir():
@@ -254,6 +257,8 @@ def write_atomically(
         raise FileNotFoundError(msg)
     temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
+        mode = _create_private(temporary, replaces=path)
+        # The sinks write into the existing file, keeping its mode.
         if kind == "parquet":
             per_record.sink_parquet(temporary)
         elif kind == "csv":
@@ -261,10 +266,30 @@ def write_atomically(
         else:
             per_record.sink_ipc(temporary)
         summary = summarize(scan_literal(temporary, kind), min_rate=min_rate)
+        os.chmod(temporary, mode)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
     return summary
+
+
+def _create_private(temporary: Path, *, replaces: Path) -> int:
+    """Create the empty file ``temporary``, mode 0o600; return the mode for the final file.
+
+    That is the mode of the file it ``replaces``; for a new file, the mode an ordinary
+    open gives, read off ``temporary`` itself, created with it (0o666 less the umask,
+    never wider than the final file) and narrowed before anything is written into it.
+    """
+    existing = replaces.stat() if replaces.is_file() else None
+    descriptor = os.open(
+        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if existing else 0o666
+    )
+    try:
+        mode = stat.S_IMODE((existing or os.fstat(descriptor)).st_mode)
+    finally:
+        os.close(descriptor)
+    os.chmod(temporary, 0o600)
+    return mode
 
 
 def format_text(summary: CloakingSummary) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -197,6 +198,56 @@ def test_output_path_is_literal(pair: dict[str, Any], tmp_path: Path, kind: str,
     )
     assert written.columns == [*originals.columns, "local_cloaking", "hidden"]
     assert written["local_cloaking"].to_list() == counts.tolist()
+
+
+# 3. --output keeps permissions: never wider than the file it replaces, or than the umask allows.
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("umask", "expected"), [(0o077, 0o600), (0o022, 0o644), (0o027, 0o640)], ids=oct
+)
+def test_new_output_gets_the_umask(
+    pair: dict[str, Any], tmp_path: Path, umask: int, expected: int
+) -> None:
+    output = tmp_path / "out.parquet"
+    done = _run(
+        "check",
+        str(pair["originals"]),
+        str(pair["avatars"]),
+        *SPACE,
+        "--output",
+        str(output),
+        umask=umask,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _mode(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("mode", "umask"), [(0o600, 0o022), (0o640, 0o077), (0o604, 0o000)], ids=oct
+)
+def test_replaced_output_keeps_its_mode(
+    pair: dict[str, Any], tmp_path: Path, umask: int, mode: int
+) -> None:
+    output = tmp_path / "out.csv"
+    output.write_text("previous\n")
+    output.chmod(mode)
+    done = _run(
+        "check",
+        str(pair["originals"]),
+        str(pair["avatars"]),
+        *SPACE,
+        "--output",
+        str(output),
+        umask=umask,
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(output).height == 200
+    assert _mode(output) == mode
 
 
 # 5. An unreadable input is named in the one-line error.
