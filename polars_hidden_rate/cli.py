@@ -9,13 +9,17 @@ public API and prints; the metric lives in :mod:`polars_hidden_rate.api`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
+import signal
 import stat
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 import polars as pl
@@ -37,10 +41,16 @@ _FORMATS = {
 CSV_INFER_ROWS = 10_000
 
 BadInput = (pl.exceptions.PolarsError, ValueError, TypeError, OSError, ImportError)
+# Signals that stop a command cleanly: one line on stderr, exit 128 + the signal number.
+_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 class _UsageError(Exception):
     """An argparse usage error, reported like any other bad input."""
+
+
+class _Interrupted(BaseException):
+    """A stop signal, raised in the main thread so that ``finally`` blocks clean up."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,17 +59,56 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    SIGINT, SIGTERM and SIGHUP stop the command as an exception, so that a partial
+    output is removed; the exit code is then 128 plus the signal number.
+    """
     parser = build_parser()
+    with _stop_signals_raised() as received:
+        try:
+            args = parser.parse_args(argv)
+            command: Callable[[argparse.Namespace], int] = args.command
+            return command(args)
+        except SystemExit as stop:  # --help, --version
+            return stop.code if isinstance(stop.code, int) else 0
+        except (_UsageError, *BadInput) as error:
+            if not received:
+                print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+                return 2
+        except BaseException:
+            if not received:
+                raise
+    # A signal came: whatever error it surfaced as (a library may wrap it), report the signal.
+    print(f"{PROG}: interrupted ({signal.Signals(received[0]).name})", file=sys.stderr)
+    return 128 + received[0]
+
+
+@contextlib.contextmanager
+def _stop_signals_raised() -> Iterator[list[int]]:
+    """Within the block, the stop signals raise :class:`_Interrupted`; yield those received.
+
+    Only in the main thread (where Python runs signal handlers), and never for a signal
+    that is ignored (as SIGHUP under ``nohup``). The previous handlers come back after.
+    """
+    received: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise _Interrupted(signum)
+
+    previous: dict[int, signal.Handlers | Callable[[int, FrameType | None], object] | int] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in _STOP_SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+                old = signal.signal(signum, stop)
+                previous[signum] = signal.SIG_DFL if old is None else old
     try:
-        args = parser.parse_args(argv)
-        command: Callable[[argparse.Namespace], int] = args.command
-        return command(args)
-    except SystemExit as stop:  # --help, --version
-        return stop.code if isinstance(stop.code, int) else 0
-    except (_UsageError, *BadInput) as error:
-        print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
-        return 2
+        yield received
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -250,6 +252,77 @@ def test_replaced_output_keeps_its_mode(
     assert _mode(output) == mode
 
 
+# 4. SIGINT, SIGTERM and SIGHUP during the write: one line, the right code, nothing left behind.
+
+SIGNALS = [
+    pytest.param(name, marks=pytest.mark.skipif(not hasattr(signal, name), reason=f"no {name}"))
+    for name in ("SIGINT", "SIGTERM", "SIGHUP")
+]
+
+
+@pytest.fixture(scope="module")
+def slow_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Inputs whose count takes long enough (seconds) to be interrupted."""
+    folder = tmp_path_factory.mktemp("slow")
+    originals, avatars = _frames(n=200_000, noise=0.3)
+    return _write(originals, folder / "o.parquet"), _write(avatars, folder / "a.parquet")
+
+
+def _start_writing(
+    slow_pair: tuple[Path, Path], folder: Path, ignore: str = ""
+) -> tuple[subprocess.Popen[str], Path]:
+    """Start a check with --output into ``folder``; return once its temporary file exists."""
+    originals, avatars = slow_pair
+    args = ("check", str(originals), str(avatars), *SPACE, "--output", str(folder / "out.parquet"))
+    process = subprocess.Popen(
+        _command(*args, ignore=ignore),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        umask=0o022,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        temporary = [name for name in os.listdir(folder) if name.endswith(".tmp")]
+        if temporary:
+            return process, folder / temporary[0]
+        if process.poll() is not None:
+            _, err = process.communicate()
+            pytest.fail(
+                f"the check ended (rc {process.returncode}) before its temporary file: {err}"
+            )
+        time.sleep(0.005)
+    process.kill()
+    process.communicate()
+    pytest.fail("no temporary file appeared within 120 s")
+
+
+@pytest.mark.parametrize("name", SIGNALS)
+def test_signal_during_write_cleans_up(
+    slow_pair: tuple[Path, Path], tmp_path: Path, name: str
+) -> None:
+    signum = getattr(signal, name)
+    process, temporary = _start_writing(slow_pair, tmp_path)
+    # Created private, before anything is written into it.
+    assert stat.S_IMODE(temporary.stat().st_mode) == 0o600
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=120)
+    assert (process.returncode, err) == (128 + signum, f"hidden-rate: interrupted ({name})\n")
+    assert out == ""
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP")
+def test_an_ignored_sighup_stays_ignored(slow_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    # As under nohup: the check runs to its end.
+    process, _ = _start_writing(slow_pair, tmp_path, ignore="SIGHUP")
+    process.send_signal(signal.SIGHUP)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert "hidden rate" in out
+    assert os.listdir(tmp_path) == ["out.parquet"]
+
+
 # 5. An unreadable input is named in the one-line error.
 
 
@@ -293,3 +366,13 @@ def test_unreadable_input_is_named(
     assert line.startswith(f"hidden-rate: error: cannot read {role} {str(bad)!r}: ")
     assert len(line) > len(f"hidden-rate: error: cannot read {role} {str(bad)!r}: ")
     assert not output.exists()
+
+
+def test_main_restores_the_signal_handlers() -> None:
+    # In process: the handlers main installs for a command are gone after it.
+    from polars_hidden_rate.cli import main
+
+    names = [name for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    before = {name: signal.getsignal(getattr(signal, name)) for name in names}
+    assert main(["check", "absent.parquet", "absent.csv"]) == 2
+    assert {name: signal.getsignal(getattr(signal, name)) for name in names} == before
