@@ -9,12 +9,17 @@ public API and prints; the metric lives in :mod:`polars_hidden_rate.api`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
+import signal
+import stat
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 import polars as pl
@@ -36,10 +41,16 @@ _FORMATS = {
 CSV_INFER_ROWS = 10_000
 
 BadInput = (pl.exceptions.PolarsError, ValueError, TypeError, OSError, ImportError)
+# Signals that stop a command cleanly: one line on stderr, exit 128 + the signal number.
+_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 class _UsageError(Exception):
     """An argparse usage error, reported like any other bad input."""
+
+
+class _Interrupted(BaseException):
+    """A stop signal, raised in the main thread so that ``finally`` blocks clean up."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,17 +59,56 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    SIGINT, SIGTERM and SIGHUP stop the command as an exception, so that a partial
+    output is removed; the exit code is then 128 plus the signal number.
+    """
     parser = build_parser()
+    with _stop_signals_raised() as received:
+        try:
+            args = parser.parse_args(argv)
+            command: Callable[[argparse.Namespace], int] = args.command
+            return command(args)
+        except SystemExit as stop:  # --help, --version
+            return stop.code if isinstance(stop.code, int) else 0
+        except (_UsageError, *BadInput) as error:
+            if not received:
+                print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+                return 2
+        except BaseException:
+            if not received:
+                raise
+    # A signal came: whatever error it surfaced as (a library may wrap it), report the signal.
+    print(f"{PROG}: interrupted ({signal.Signals(received[0]).name})", file=sys.stderr)
+    return 128 + received[0]
+
+
+@contextlib.contextmanager
+def _stop_signals_raised() -> Iterator[list[int]]:
+    """Within the block, the stop signals raise :class:`_Interrupted`; yield those received.
+
+    Only in the main thread (where Python runs signal handlers), and never for a signal
+    that is ignored (as SIGHUP under ``nohup``). The previous handlers come back after.
+    """
+    received: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise _Interrupted(signum)
+
+    previous: dict[int, signal.Handlers | Callable[[int, FrameType | None], object] | int] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in _STOP_SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+                old = signal.signal(signum, stop)
+                previous[signum] = signal.SIG_DFL if old is None else old
     try:
-        args = parser.parse_args(argv)
-        command: Callable[[argparse.Namespace], int] = args.command
-        return command(args)
-    except SystemExit as stop:  # --help, --version
-        return stop.code if isinstance(stop.code, int) else 0
-    except (_UsageError, *BadInput) as error:
-        print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
-        return 2
+        yield received
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
 def run_check(args: argparse.Namespace) -> int:
     """``hidden-rate check``: count once, summarise, optionally write, report."""
     min_rate = check_min_rate(args.min_rate)
+    if args.output is not None:
+        for role, given in (("ORIGINALS", args.originals), ("AVATARS", args.avatars)):
+            if same_file(args.output, Path(given)):
+                msg = f"--output {str(args.output)!r} is the {role} file; write it elsewhere"
+                raise ValueError(msg)
     originals = scan(args.originals, "ORIGINALS")
     avatars = scan(args.avatars, "AVATARS")
     per_record = local_cloaking(
@@ -183,17 +238,46 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def scan(path: str | Path, role: str) -> pl.LazyFrame:
-    """A lazy scan of ``path``, its format chosen by extension."""
+    """A lazy scan of ``path``, its format chosen by extension, its schema already read.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` is not a file.
+    ValueError
+        When it cannot be read; the message names ``role`` and ``path``.
+    """
     path = Path(path)
     kind = file_format(path, role)
     if not path.is_file():
         msg = f"{role} file not found: {path}"
         raise FileNotFoundError(msg)
+    try:
+        frame = scan_literal(path, kind)
+        frame.collect_schema()  # a damaged or unreadable file fails here, not mid-count
+    except BadInput as error:
+        msg = f"cannot read {role} {str(path)!r}: {_one_line(error)}"
+        raise ValueError(msg) from error
+    return frame
+
+
+def scan_literal(path: Path, kind: str) -> pl.LazyFrame:
+    """A lazy scan of the one file ``path``: ``[``, ``*`` or ``?`` in it are no glob pattern."""
     if kind == "parquet":
-        return pl.scan_parquet(path)
+        return pl.scan_parquet(path, glob=False)
     if kind == "csv":
-        return pl.scan_csv(path, infer_schema_length=CSV_INFER_ROWS)
-    return pl.scan_ipc(path)
+        return pl.scan_csv(path, glob=False, infer_schema_length=CSV_INFER_ROWS)
+    return pl.scan_ipc(path, glob=False)
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file: one path once symlinks are resolved, or one inode."""
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)  # hard links
+    except OSError:  # one of them does not exist, so they are not one file
+        return False
 
 
 def file_format(path: Path, role: str) -> str:
@@ -212,7 +296,9 @@ def write_atomically(
     """Sink ``per_record`` into ``path`` through a temporary file; summarise what was written.
 
     The temporary file sits beside ``path`` and replaces it only once complete,
-    so a failure leaves no partial output (and any previous file untouched).
+    so a failure leaves no partial output (and any previous file untouched). It is
+    readable by its owner only while written; the output then gets the mode of the
+    file it replaces, or, when new, the mode an ordinary open gives (umask applied).
     """
     kind = file_format(path, "--output")
     if not path.parent.is_dir():
@@ -220,20 +306,39 @@ def write_atomically(
         raise FileNotFoundError(msg)
     temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
+        mode = _create_private(temporary, replaces=path)
+        # The sinks write into the existing file, keeping its mode.
         if kind == "parquet":
             per_record.sink_parquet(temporary)
-            written = pl.scan_parquet(temporary)
         elif kind == "csv":
             per_record.sink_csv(temporary)
-            written = pl.scan_csv(temporary)
         else:
             per_record.sink_ipc(temporary)
-            written = pl.scan_ipc(temporary)
-        summary = summarize(written, min_rate=min_rate)
+        summary = summarize(scan_literal(temporary, kind), min_rate=min_rate)
+        os.chmod(temporary, mode)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
     return summary
+
+
+def _create_private(temporary: Path, *, replaces: Path) -> int:
+    """Create the empty file ``temporary``, mode 0o600; return the mode for the final file.
+
+    That is the mode of the file it ``replaces``; for a new file, the mode an ordinary
+    open gives, read off ``temporary`` itself, created with it (0o666 less the umask,
+    never wider than the final file) and narrowed before anything is written into it.
+    """
+    existing = replaces.stat() if replaces.is_file() else None
+    descriptor = os.open(
+        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if existing else 0o666
+    )
+    try:
+        mode = stat.S_IMODE((existing or os.fstat(descriptor)).st_mode)
+    finally:
+        os.close(descriptor)
+    os.chmod(temporary, 0o600)
+    return mode
 
 
 def format_text(summary: CloakingSummary) -> str:
