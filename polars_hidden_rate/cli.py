@@ -84,6 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 128 + received[0]
 
 
+def entry() -> NoReturn:
+    """The ``hidden-rate`` script: :func:`main`, then exit with its code.
+
+    After a stop signal, once the partial output is removed and the line printed, the
+    process ends at once, without waiting for counting threads still at work.
+    """
+    code = main()
+    if code > 128:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 @contextlib.contextmanager
 def _stop_signals_raised() -> Iterator[list[int]]:
     """Within the block, the stop signals raise :class:`_Interrupted`; yield those received.
@@ -308,18 +322,37 @@ def write_atomically(
     try:
         mode = _create_private(temporary, replaces=path)
         # The sinks write into the existing file, keeping its mode.
-        if kind == "parquet":
-            per_record.sink_parquet(temporary)
-        elif kind == "csv":
-            per_record.sink_csv(temporary)
-        else:
-            per_record.sink_ipc(temporary)
+        sinks: dict[str, Callable[[Path], object]] = {
+            "parquet": per_record.sink_parquet,
+            "csv": per_record.sink_csv,
+            "ipc": per_record.sink_ipc,
+        }
+        _in_background(lambda: sinks[kind](temporary))
         summary = summarize(scan_literal(temporary, kind), min_rate=min_rate)
         os.chmod(temporary, mode)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
     return summary
+
+
+def _in_background(work: Callable[[], object]) -> None:
+    """Run ``work`` in a daemon thread while this one waits, so that a stop signal is handled
+    at once (Polars holds the thread that calls it until the sink is done), not at the end."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:  # handed to the waiting thread
+            failure.append(error)
+
+    worker = threading.Thread(target=run, name="hidden-rate-sink", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if failure:
+        raise failure[0]
 
 
 def _create_private(temporary: Path, *, replaces: Path) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 SCRIPT = Path(sys.executable).parent / "hidden-rate"
 COORDS = ["Dim1", "Dim2"]
@@ -376,3 +376,46 @@ def test_main_restores_the_signal_handlers() -> None:
     before = {name: signal.getsignal(getattr(signal, name)) for name in names}
     assert main(["check", "absent.parquet", "absent.csv"]) == 2
     assert {name: signal.getsignal(getattr(signal, name)) for name in names} == before
+
+
+NEVER_ENDING_CHECK = """
+import sys, threading
+import polars as pl
+import polars_hidden_rate.cli as cli
+
+def never_ending(*args, **options):  # a count that never ends, as a huge one would seem
+    def wait():
+        threading.Event().wait()
+    return pl.defer(wait, schema={"local_cloaking": pl.get_index_type()})
+
+cli.local_cloaking = never_ending
+sys.argv = ["hidden-rate", *sys.argv[1:]]
+cli.entry()
+"""
+
+
+def test_a_stop_signal_does_not_wait_for_the_count(
+    slow_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Polars holds the thread that sinks until the count ends: the stop must not wait for it.
+    originals, avatars = slow_pair
+    output = tmp_path / "out.parquet"
+    args = ["check", str(originals), str(avatars), *SPACE, "--output", str(output)]
+    process = subprocess.Popen(
+        [sys.executable, "-c", NEVER_ENDING_CHECK, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
+            assert process.poll() is None, "the check ended before its temporary file"
+            assert time.monotonic() < deadline, "no temporary file within 60 s"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert (process.returncode, err) == (143, "hidden-rate: interrupted (SIGTERM)\n")
+    assert os.listdir(tmp_path) == []
