@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import polars as pl
 
@@ -28,6 +28,7 @@ from polars_hidden_rate.api import local_cloaking
 from polars_hidden_rate.gate import CloakingSummary, check_min_rate, summarize
 
 PROG = "hidden-rate"
+T = TypeVar("T")
 
 # File formats by extension: how to scan them, and how to sink a LazyFrame into them.
 _FORMATS = {
@@ -214,7 +215,7 @@ def run_check(args: argparse.Namespace) -> int:
         progress=False if args.quiet else None,
     )
     if args.output is None:
-        summary = summarize(per_record, min_rate=min_rate)
+        summary = _in_background(lambda: summarize(per_record, min_rate=min_rate))
     else:
         summary = write_atomically(per_record, args.output, min_rate=min_rate)
     if not args.quiet:
@@ -336,23 +337,25 @@ def write_atomically(
     return summary
 
 
-def _in_background(work: Callable[[], object]) -> None:
-    """Run ``work`` in a daemon thread while this one waits, so that a stop signal is handled
-    at once (Polars holds the thread that calls it until the sink is done), not at the end."""
+def _in_background(work: Callable[[], T]) -> T:
+    """``work()``, run in a daemon thread while this one waits, so that a stop signal is handled
+    at once: Polars holds the thread that calls it until the count is done."""
+    outcome: list[T] = []
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
-            work()
+            outcome.append(work())
         except BaseException as error:  # handed to the waiting thread
             failure.append(error)
 
-    worker = threading.Thread(target=run, name="hidden-rate-sink", daemon=True)
+    worker = threading.Thread(target=run, name="hidden-rate-count", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.05)
     if failure:
         raise failure[0]
+    return outcome[0]
 
 
 def _create_private(temporary: Path, *, replaces: Path) -> int:

@@ -379,12 +379,13 @@ def test_main_restores_the_signal_handlers() -> None:
 
 
 NEVER_ENDING_CHECK = """
-import sys, threading
+import pathlib, sys, threading
 import polars as pl
 import polars_hidden_rate.cli as cli
 
 def never_ending(*args, **options):  # a count that never ends, as a huge one would seem
     def wait():
+        pathlib.Path("counting").touch()
         threading.Event().wait()
     return pl.defer(wait, schema={"local_cloaking": pl.get_index_type()})
 
@@ -394,28 +395,31 @@ cli.entry()
 """
 
 
+@pytest.mark.parametrize("write", [True, False])
 def test_a_stop_signal_does_not_wait_for_the_count(
-    slow_pair: tuple[Path, Path], tmp_path: Path
+    slow_pair: tuple[Path, Path], tmp_path: Path, write: bool
 ) -> None:
-    # Polars holds the thread that sinks until the count ends: the stop must not wait for it.
+    # Polars holds the thread that collects until the count ends: the stop must not wait for it.
     originals, avatars = slow_pair
-    output = tmp_path / "out.parquet"
-    args = ["check", str(originals), str(avatars), *SPACE, "--output", str(output)]
+    args = ["check", str(originals), str(avatars), *SPACE]
+    if write:
+        args += ["--output", str(tmp_path / "out.parquet")]
     process = subprocess.Popen(
         [sys.executable, "-c", NEVER_ENDING_CHECK, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=tmp_path,
     )
     try:
         deadline = time.monotonic() + 60
-        while not any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
-            assert process.poll() is None, "the check ended before its temporary file"
-            assert time.monotonic() < deadline, "no temporary file within 60 s"
+        while not (tmp_path / "counting").exists():
+            assert process.poll() is None, "the check ended before counting"
+            assert time.monotonic() < deadline, "no count started within 60 s"
             time.sleep(0.01)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=60)
     finally:
         process.kill()
     assert (process.returncode, err) == (143, "hidden-rate: interrupted (SIGTERM)\n")
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path) == ["counting"]
