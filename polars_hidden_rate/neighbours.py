@@ -213,12 +213,13 @@ def _nearest_two(
                 near_left += gap * gap
                 gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
                 near_right += gap * gap
-            # The nearer child goes on top, to be walked first.
-            if near_left <= near_right:
-                stack[top], bounds[top] = right, near_right
-                stack[top + 1], bounds[top + 1] = left, near_left
-            else:
-                stack[top], bounds[top] = left, near_left
-                stack[top + 1], bounds[top + 1] = right, near_right
-            top += 2
+            # The nearer child goes on top, to be walked first; a child beyond reach stays off.
+            near, far = (left, right) if near_left <= near_right else (right, left)
+            near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
+            if far_bound <= second:
+                stack[top], bounds[top] = far, far_bound
+                top += 1
+            if near_bound <= second:
+                stack[top], bounds[top] = near, near_bound
+                top += 1
         best[i, 0], best[i, 1] = first, second
