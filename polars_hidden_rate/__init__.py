@@ -8,16 +8,29 @@ from polars_hidden_rate.api import CountOptions, hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
+from polars_hidden_rate.metrics import (
+    closest_distances_ratio,
+    distance_to_closest,
+    hidden_rate_interval,
+    row_direct_match_protection,
+)
 from polars_hidden_rate.projection import Projection
+from polars_hidden_rate.report import PrivacyReport, privacy_report
 
 __all__ = [
     "CountOptions",
     "HiddenRateTooLowError",
+    "PrivacyReport",
     "Projection",
     "assert_hidden_rate",
     "avatarize",
+    "closest_distances_ratio",
     "count_cloaking",
+    "distance_to_closest",
     "hidden_rate",
+    "hidden_rate_interval",
     "local_cloaking",
+    "privacy_report",
+    "row_direct_match_protection",
 ]
 __version__ = "0.1.0"

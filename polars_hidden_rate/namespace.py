@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Generic, Unpack
 
 import polars as pl
 
-from polars_hidden_rate import api
-from polars_hidden_rate.api import CountOptions, FrameT
+from polars_hidden_rate import api, metrics, report
+from polars_hidden_rate.api import CountOptions, FrameT, Keys
+from polars_hidden_rate.frames import ColumnSpec
+from polars_hidden_rate.metrics import AvatarsT
 
 
 class AvatarNamespace(Generic[FrameT]):
@@ -27,6 +30,46 @@ class AvatarNamespace(Generic[FrameT]):
     ) -> float:
         """Forward to :func:`polars_hidden_rate.hidden_rate` with this frame as the originals."""
         return api.hidden_rate(self._frame, avatars, **options)
+
+    def distance_to_closest(self, avatars: AvatarsT, **options: Unpack[CountOptions]) -> AvatarsT:
+        """Forward to :func:`polars_hidden_rate.distance_to_closest` with this frame as the
+        originals: the avatars come back, with ``distance_to_closest``."""
+        return metrics.distance_to_closest(self._frame, avatars, **options)
+
+    def closest_distances_ratio(
+        self, avatars: AvatarsT, **options: Unpack[CountOptions]
+    ) -> AvatarsT:
+        """Forward to :func:`polars_hidden_rate.closest_distances_ratio` with this frame as the
+        originals: the avatars come back, with ``closest_distances_ratio``."""
+        return metrics.closest_distances_ratio(self._frame, avatars, **options)
+
+    def row_direct_match_protection(
+        self,
+        avatars: pl.DataFrame | pl.LazyFrame,
+        *,
+        features: ColumnSpec | None = None,
+        on: Keys | None = None,
+        left_on: Keys | None = None,
+        right_on: Keys | None = None,
+    ) -> float:
+        """Forward to :func:`polars_hidden_rate.row_direct_match_protection` with this frame as
+        the originals."""
+        return metrics.row_direct_match_protection(
+            self._frame, avatars, features=features, on=on, left_on=left_on, right_on=right_on
+        )
+
+    def privacy_report(
+        self,
+        avatars: pl.DataFrame | pl.LazyFrame,
+        *,
+        targets: Mapping[str, float] | None = None,
+        confidence: float = 0.95,
+        **options: Unpack[CountOptions],
+    ) -> report.PrivacyReport:
+        """Forward to :func:`polars_hidden_rate.privacy_report` with this frame as the originals."""
+        return report.privacy_report(
+            self._frame, avatars, targets=targets, confidence=confidence, **options
+        )
 
 
 pl.api.register_dataframe_namespace("avatar")(AvatarNamespace)

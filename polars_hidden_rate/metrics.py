@@ -1,0 +1,352 @@
+"""The release metrics beside local cloaking: distances to the originals, direct copies,
+and the confidence interval of the hidden rate.
+
+:func:`distance_to_closest` and :func:`closest_distances_ratio` measure each avatar
+against the originals in the same space as :func:`~polars_hidden_rate.local_cloaking`
+(the projection, or ``coords``), exactly in float64
+(:func:`~polars_hidden_rate.neighbours.nearest_two`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from statistics import NormalDist
+from typing import TypeVar, Unpack
+
+import polars as pl
+from polars.exceptions import ComputeError, DuplicateError, NoDataError, SchemaError
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.api import CountOptions, CountPlan, Keys, plan
+from polars_hidden_rate.checks import check_count, check_real
+from polars_hidden_rate.frames import (
+    EXACT_INTEGER_LIMIT,
+    RESERVED_PREFIX,
+    ColumnSpec,
+    as_lazy,
+    resolve_columns,
+    resolve_link,
+)
+from polars_hidden_rate.neighbours import NearestTwo, nearest_two
+
+AvatarsT = TypeVar("AvatarsT", pl.DataFrame, pl.LazyFrame)
+
+_KEY = f"{RESERVED_PREFIX}_avatar_key"
+_VALUE = f"{RESERVED_PREFIX}_value"
+
+
+def distance_to_closest(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: AvatarsT,
+    **options: Unpack[CountOptions],
+) -> AvatarsT:
+    """Add each avatar's distance to the closest original (DCR).
+
+    ``DCR_j = min_i d(y_j, x_i)``: the Euclidean distance from avatar ``y_j`` to
+    its nearest original, over all originals, in the space of
+    :func:`~polars_hidden_rate.local_cloaking` (the projection fitted on the
+    originals, or ``coords``), exactly in float64. A DCR of 0 means the avatar
+    sits on an original. The value belongs to the avatar, so it is a column of
+    the avatars frame.
+
+    Parameters
+    ----------
+    originals
+        The original records, a DataFrame or a LazyFrame.
+    avatars
+        One avatar per original, a DataFrame or a LazyFrame.
+    **options
+        The keyword options of :class:`~polars_hidden_rate.CountOptions`.
+        ``coords`` or ``features`` and ``ncp`` choose the space; the link
+        (``on``, or row order) is checked as for local cloaking. The distances
+        are found on the CPU whatever ``device`` or ``cluster``; ``tie_tol``
+        and ``progress`` do not concern them.
+
+    Returns
+    -------
+    DataFrame or LazyFrame
+        The avatars, same kind, rows and order, with ``distance_to_closest``
+        (Float64). A LazyFrame computes when it is collected; the avatars are
+        then read once, whole, and each row gets the value of the record it holds.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 3.0]})
+    >>> avatars = pl.DataFrame({"Dim1": [0.5, 3.0, -2.0]})
+    >>> phr.distance_to_closest(originals, avatars, coords="Dim1")
+    shape: (3, 2)
+    ┌──────┬─────────────────────┐
+    │ Dim1 ┆ distance_to_closest │
+    │ ---  ┆ ---                 │
+    │ f64  ┆ f64                 │
+    ╞══════╪═════════════════════╡
+    │ 0.5  ┆ 0.5                 │
+    │ 3.0  ┆ 0.0                 │
+    │ -2.0 ┆ 2.0                 │
+    └──────┴─────────────────────┘
+    """
+    request = plan(originals, avatars, options, caller="distance_to_closest")
+    return _per_avatar(request, avatars, "distance_to_closest", lambda found: found.nearest)
+
+
+def closest_distances_ratio(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: AvatarsT,
+    **options: Unpack[CountOptions],
+) -> AvatarsT:
+    """Add each avatar's nearest neighbour distance ratio (NNDR).
+
+    ``NNDR_j = d_1(y_j) / d_2(y_j)``, the distance from avatar ``y_j`` to its
+    nearest original over the distance to its second-nearest, in ``[0, 1]``;
+    1 when both are 0 (the avatar copies two identical originals), 0 when
+    there is a single original. Close to 0, the avatar points at one original
+    much more than at any other; close to 1, it lies as near to two of them.
+    Computed exactly in float64, in the space of
+    :func:`~polars_hidden_rate.local_cloaking`.
+
+    Parameters
+    ----------
+    originals, avatars, **options
+        As for :func:`distance_to_closest`.
+
+    Returns
+    -------
+    DataFrame or LazyFrame
+        The avatars, same kind, rows and order, with ``closest_distances_ratio``
+        (Float64).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 3.0]})
+    >>> avatars = pl.DataFrame({"Dim1": [0.5, 3.0, -2.0]})
+    >>> phr.closest_distances_ratio(originals, avatars, coords="Dim1")["closest_distances_ratio"]
+    shape: (3,)
+    Series: 'closest_distances_ratio' [f64]
+    [
+        1.0
+        0.0
+        0.666667
+    ]
+    """
+    request = plan(originals, avatars, options, caller="closest_distances_ratio")
+    return _per_avatar(request, avatars, "closest_distances_ratio", lambda found: found.ratio)
+
+
+def _per_avatar(
+    request: CountPlan,
+    avatars: AvatarsT,
+    name: str,
+    value: Callable[[NearestTwo], Float64Array],
+) -> AvatarsT:
+    """The avatars with column ``name``: ``value`` of their nearest two originals.
+
+    The avatars are read once, whole, and the coordinates read from that very
+    frame, so each row carries the value of the record it holds. By row order,
+    row ``i`` of the read is row ``i`` of the frame; by key, the values come back
+    on the avatars' keys (unique and matched, as the read checks).
+    """
+    schema = request.avatars.collect_schema()
+    if name in schema:
+        msg = f"avatars already have a column named {name!r}; rename or drop it first"
+        raise DuplicateError(msg)
+    link = request.link
+
+    def compute() -> pl.DataFrame:
+        frame = request.avatars.collect()
+        carry = [key.alias(f"{_KEY}{i}") for i, key in enumerate(link.key_columns("left"))]
+        aligned = replace(request, avatars=frame.lazy()).read(carry)
+        found = nearest_two(aligned.originals, aligned.avatars, threads=request.threads)
+        values = pl.Series(name, value(found), dtype=pl.Float64)
+        if link.by_row_order:
+            return frame.with_columns(values)
+        keys = [f"{_KEY}{i}" for i in range(len(link.left))]
+        own_keys = [key.alias(k) for key, k in zip(link.key_columns("right"), keys, strict=True)]
+        return (
+            frame.with_columns(own_keys)
+            .join(
+                aligned.carried.with_columns(values),
+                on=keys,
+                how="left",
+                maintain_order="left",
+            )
+            .drop(keys)
+        )
+
+    per_avatar = pl.defer(compute, schema={**schema, name: pl.Float64})
+    if isinstance(avatars, pl.DataFrame):
+        return per_avatar.collect()
+    return per_avatar
+
+
+def row_direct_match_protection(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    *,
+    features: ColumnSpec | None = None,
+    on: Keys | None = None,
+    left_on: Keys | None = None,
+    right_on: Keys | None = None,
+) -> float:
+    """The percentage of avatars that are not an exact copy of any original.
+
+    An avatar is a direct match when some original has exactly its values on
+    every raw feature: nulls match nulls, NaN matches NaN and ``-0.0`` matches
+    ``0.0`` (Polars' join equality). Columns of different types are compared in
+    a common type: integers of different widths as Int64, integers and floats
+    as Float64 (an integer beyond 2^53 in magnitude is then refused), floats as
+    Float64, text and categories as their text; any other mismatch is refused.
+
+    Parameters
+    ----------
+    originals, avatars
+        DataFrames or LazyFrames (collected here).
+    features
+        The raw feature columns, by name or selector; default every column the
+        two frames share, less the keys.
+    on, left_on, right_on
+        Key columns, as for :func:`~polars_hidden_rate.local_cloaking`: left out
+        of the default features (an avatar's key is not its content).
+
+    Returns
+    -------
+    float
+        ``100 * (1 - #{avatars equal to some original} / #avatars)``, in [0, 100].
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"age": [30, 41, None], "city": ["Lyon", "Nice", "Pau"]})
+    >>> avatars = pl.DataFrame(
+    ...     {"age": [30.0, 40.5, None, 41.0], "city": ["Lyon", "Nice", "Pau", "Pau"]}
+    ... )
+    >>> phr.row_direct_match_protection(originals, avatars)
+    50.0
+    """
+    left = as_lazy(originals, "originals")
+    right = as_lazy(avatars, "avatars")
+    left_schema, right_schema = left.collect_schema(), right.collect_schema()
+    link = resolve_link(on, left_on, right_on, left_schema, right_schema)
+    if features is None:
+        keys = {*link.left, *link.right}
+        names = [n for n in left_schema.names() if n in right_schema and n not in keys]
+        if not names:
+            msg = "originals and avatars share no column besides the keys: give `features`"
+            raise SchemaError(msg)
+    else:
+        names = resolve_columns(features, left_schema, "originals", "features")
+        resolve_columns(names, right_schema, "avatars", "features")
+    common = {n: _common_type(n, left_schema[n], right_schema[n]) for n in names}
+    columns = [pl.col(n) if t is None else pl.col(n).cast(t) for n, t in common.items()]
+    as_float = [n for n, t in common.items() if t == pl.Float64]
+    _check_exact_integers(left, left_schema, as_float, "originals")
+    _check_exact_integers(right, right_schema, as_float, "avatars")
+    copies = right.select(columns).join(
+        left.select(columns).unique(), on=names, how="semi", nulls_equal=True
+    )
+    matched, total = (
+        int(frame.item())
+        for frame in pl.collect_all([copies.select(pl.len()), right.select(pl.len())])
+    )
+    if total == 0:
+        msg = "avatars is empty: there is nothing to measure"
+        raise NoDataError(msg)
+    return 100.0 * (total - matched) / total
+
+
+def _common_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.DataType | None:
+    """The type both sides of feature ``name`` are compared in (None: as they are)."""
+    text = (pl.String, pl.Categorical, pl.Enum)
+    if isinstance(left, text) and isinstance(right, text):
+        return None if left == right == pl.String else pl.String()
+    if left == right:
+        return None
+    if left.is_integer() and right.is_integer() and pl.UInt64 not in (left, right):
+        return pl.Int64()
+    numbers = (left.is_integer() or left.is_float(), right.is_integer() or right.is_float())
+    if all(numbers):
+        return pl.Float64()
+    msg = (
+        f"feature {name!r} is {left} in originals but {right} in avatars; "
+        "cast one side to the other's type first"
+    )
+    raise SchemaError(msg)
+
+
+def _check_exact_integers(
+    frame: pl.LazyFrame, schema: pl.Schema, names: list[str], role: str
+) -> None:
+    """Integers compared as Float64 must lie within 2^53, where float64 holds them all."""
+    integers = [name for name in names if schema[name].is_integer()]
+    if not integers:
+        return
+    beyond = EXACT_INTEGER_LIMIT
+    outside = frame.select(
+        ((pl.col(name) > beyond) | (pl.col(name) < -beyond)).sum() for name in integers
+    ).collect()
+    for name in integers:
+        if outside[name].item():
+            msg = (
+                f"feature {name!r} of {role} has {outside[name].item()} integer value(s) beyond "
+                "2^53 in absolute value, compared with floats: float64 cannot compare them "
+                "exactly; cast both sides to one type first"
+            )
+            raise ComputeError(msg)
+
+
+def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a hidden rate, in percent.
+
+    With ``p = n_hidden / n`` and ``z`` the normal quantile of ``(1 + confidence) / 2``,
+    the bounds are
+    ``(p + z²/2n ± z sqrt(p(1 - p)/n + z²/4n²)) / (1 + z²/n)``. Unlike the normal
+    approximation, it stays within [0, 100] and keeps its coverage at rates near 100.
+
+    Parameters
+    ----------
+    n_hidden
+        Number of hidden records (``local_cloaking > 0``), ``0 <= n_hidden <= n``.
+    n
+        Number of records, at least 1.
+    confidence
+        Confidence level, in (0, 1).
+
+    Returns
+    -------
+    tuple of float
+        The lower and upper bounds, in percent.
+
+    Examples
+    --------
+    >>> import polars_hidden_rate as phr
+    >>> low, high = phr.hidden_rate_interval(90, 100)
+    >>> round(low, 2), round(high, 2)
+    (82.56, 94.48)
+    """
+    n = check_count(n, "n")
+    n_hidden = check_count(n_hidden, "n_hidden", low=0)
+    if n_hidden > n:
+        msg = f"`n_hidden` must be at most n={n}, got {n_hidden}"
+        raise ValueError(msg)
+    level = check_confidence(confidence)
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    p = n_hidden / n
+    spread = z * z / n
+    centre = (p + spread / 2.0) / (1.0 + spread)
+    half = z * math.sqrt(p * (1.0 - p) / n + spread / (4.0 * n)) / (1.0 + spread)
+    return 100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half)
+
+
+def check_confidence(confidence: object) -> float:
+    """A confidence level: a number strictly between 0 and 1."""
+    level = check_real(confidence, "confidence", low=0.0, high=1.0)
+    if level in (0.0, 1.0):
+        msg = f"`confidence` must lie strictly between 0 and 1, got {confidence!r}"
+        raise ValueError(msg)
+    return level

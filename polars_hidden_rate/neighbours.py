@@ -1,0 +1,225 @@
+"""Exact nearest and second-nearest original of every avatar, in float64.
+
+Distances follow the engine's definition: direct differences, squared and summed
+in column order, no fused multiply-add. Both arrays are first brought, exactly, to
+one canonical scale by a power of two (:func:`canonical_scale`), so no square
+overflows and the results are invariant under power-of-two rescaling. A kd-tree
+of the originals (:class:`~polars_hidden_rate.kdtree.KdTree`) is built once and
+walked with the box bounds of its counting walk: a node is skipped only when its
+lower bound exceeds the current second-best, which can never drop a point that
+would change the two smallest ``d2`` (ties included).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.kdtree import (
+    MIN_QUERIES_PER_TASK,
+    QUERIES_PER_TASK,
+    KdTree,
+    _kernel,
+    _leaf_of,
+    _map,
+)
+
+
+def canonical_scale(*arrays: Float64Array) -> tuple[tuple[Float64Array, ...], int]:
+    """Multiply every array by one power of two ``2^e`` so that no ``d2`` overflows.
+
+    ``e`` brings the largest ``|coordinate|`` of all arrays into ``[2^(t-1), 2^t)``
+    with ``t = (1019 - ceil(log2 d)) // 2`` for ``d`` columns: every difference is
+    then below ``2^(t+1)``, every ``d2`` below ``2^1022``, and squares of small
+    differences keep the most room above the subnormal range. ``np.ldexp`` is exact
+    unless a coordinate falls below the normal range, so data and the same data
+    times ``2^k`` give bit-identical scaled arrays. A distance ``s`` taken on the
+    scaled arrays is ``np.ldexp(s, -e)`` in the input units, exactly.
+
+    Parameters
+    ----------
+    *arrays
+        Finite float64 arrays of shape ``(n, d)``, all with the same ``d``.
+
+    Returns
+    -------
+    tuple
+        The scaled arrays (contiguous float64, in the order given) and ``e``;
+        ``e = 0`` when every coordinate is zero or the arrays are empty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> (scaled,), exponent = canonical_scale(np.array([[3.0, -4.0]]))
+    >>> exponent, np.ldexp(scaled, -exponent).tolist()
+    (506, [[3.0, -4.0]])
+    """
+    checked = [np.ascontiguousarray(array, dtype=np.float64) for array in arrays]
+    dims = {array.shape[1] for array in checked if array.ndim == 2}
+    if len(dims) > 1 or any(array.ndim != 2 for array in checked):
+        shapes = [array.shape for array in checked]
+        msg = f"arrays must be 2-D with the same number of columns, got shapes {shapes}"
+        raise ValueError(msg)
+    largest = max((float(np.abs(array).max(initial=0.0)) for array in checked), default=0.0)
+    if not math.isfinite(largest):
+        msg = "coordinates must be finite, got NaN or infinite values"
+        raise ValueError(msg)
+    if largest == 0.0:
+        return tuple(checked), 0
+    dim_bits = max(dims.pop() - 1, 0).bit_length()  # ceil(log2(d))
+    exponent = (1019 - dim_bits) // 2 - math.frexp(largest)[1]
+    return tuple(np.ldexp(array, exponent) for array in checked), exponent
+
+
+@dataclass(frozen=True)
+class NearestTwo:
+    """Per avatar, the distances to its nearest and second-nearest original.
+
+    The distances are kept at the canonical scale (:func:`canonical_scale`);
+    the properties give them in the input units.
+
+    Attributes
+    ----------
+    scaled_nearest, scaled_second
+        ``sqrt(d2)`` of the nearest and second-nearest original at the canonical
+        scale; ``scaled_second`` is ``inf`` when there is a single original.
+    exponent
+        The power of two the inputs were multiplied by.
+    """
+
+    scaled_nearest: Float64Array
+    scaled_second: Float64Array
+    exponent: int
+
+    @property
+    def nearest(self) -> Float64Array:
+        """Euclidean distance from each avatar to its nearest original (the DCR)."""
+        return np.ldexp(self.scaled_nearest, -self.exponent)
+
+    @property
+    def second(self) -> Float64Array:
+        """Euclidean distance from each avatar to its second-nearest original."""
+        return np.ldexp(self.scaled_second, -self.exponent)
+
+    @property
+    def ratio(self) -> Float64Array:
+        """``nearest / second`` (the NNDR), in ``[0, 1]``: 1 when both are 0, 0 with a
+        single original. Taken at the canonical scale, where it is the same ratio."""
+        second = self.scaled_second
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = self.scaled_nearest / second
+        ratio[second == 0.0] = 1.0
+        return ratio
+
+
+def nearest_two(
+    originals: Float64Array, avatars: Float64Array, *, threads: int | None = None
+) -> NearestTwo:
+    """The nearest and second-nearest original of every avatar, exactly in float64.
+
+    Parameters
+    ----------
+    originals
+        Float64 array of shape ``(n, d)``, ``n >= 1``: the kd-tree is built on it.
+    avatars
+        Float64 array of shape ``(m, d)``: the queries.
+    threads
+        Threads to search with; None uses all cores.
+
+    Returns
+    -------
+    NearestTwo
+        Its ``scaled_nearest[j]`` and ``scaled_second[j]`` are the two smallest
+        values of ``sqrt(d2(y_j, x_i))`` over the originals (equal when two originals
+        tie, or duplicate each other), at the canonical scale.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> originals = np.array([[0.0], [1.0], [3.0]])
+    >>> found = nearest_two(originals, np.array([[0.5], [3.0], [-2.0]]))
+    >>> found.nearest.tolist(), found.second.tolist(), found.ratio.tolist()
+    ([0.5, 0.0, 2.0], [0.5, 2.0, 3.0], [1.0, 0.0, 0.6666666666666666])
+    """
+    (points, queries), exponent = canonical_scale(originals, avatars)
+    if len(points) == 0:
+        msg = "there are no originals to measure the avatars' distances to"
+        raise ValueError(msg)
+    threads = threads or usable_cores()
+    tree = KdTree.build(points, threads=threads)
+    # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
+    rows = np.argsort(tree.begin[_leaf_of(tree.lower, tree.upper, queries)], kind="stable")
+    best = np.empty((len(queries), 2), dtype=np.float64)
+    size = min(max(len(rows) // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
+
+    def run(task: int) -> None:
+        chosen = rows[task * size : (task + 1) * size]
+        _nearest_two(tree.points, tree.begin, tree.end, tree.lower, tree.upper,
+                     queries, chosen, best)  # fmt: skip
+
+    for _ in _map(threads, run, -(-len(rows) // size)):
+        pass
+    return NearestTwo(np.sqrt(best[:, 0]), np.sqrt(best[:, 1]), exponent)
+
+
+@_kernel
+def _nearest_two(
+    points: Float64Array,
+    begin: IndexArray,
+    end: IndexArray,
+    lower: Float64Array,
+    upper: Float64Array,
+    queries: Float64Array,
+    rows: IndexArray,
+    best: Float64Array,
+) -> None:
+    """``best[i] = (d2 of the nearest, d2 of the second)`` for each ``i`` in ``rows``: a
+    depth-first walk per query, nearer child first."""
+    dim = points.shape[1]
+    first_leaf = (len(begin) - 1) // 2
+    stack = np.empty(128, dtype=np.int64)
+    bounds = np.empty(128, dtype=np.float64)
+    for i in rows:
+        first, second = np.inf, np.inf
+        stack[0], bounds[0] = 0, 0.0
+        top = 1
+        while top > 0:
+            top -= 1
+            # near <= d2(p) for every point p of the node, exactly (see kdtree._count), so
+            # a node with near > second holds no point among the two smallest.
+            if bounds[top] > second:
+                continue
+            node = stack[top]
+            if node >= first_leaf:
+                for p in range(begin[node], end[node]):
+                    total = 0.0
+                    for k in range(dim):
+                        diff = queries[i, k] - points[p, k]
+                        total += diff * diff
+                    if total < first:
+                        first, second = total, first
+                    elif total < second:
+                        second = total
+                continue
+            left, right = 2 * node + 1, 2 * node + 2
+            near_left, near_right = 0.0, 0.0
+            for k in range(dim):
+                q = queries[i, k]
+                gap = max(lower[left, k] - q, q - upper[left, k], 0.0)
+                near_left += gap * gap
+                gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
+                near_right += gap * gap
+            # The nearer child goes on top, to be walked first; a child beyond reach stays off.
+            near, far = (left, right) if near_left <= near_right else (right, left)
+            near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
+            if far_bound <= second:
+                stack[top], bounds[top] = far, far_bound
+                top += 1
+            if near_bound <= second:
+                stack[top], bounds[top] = near, near_bound
+                top += 1
+        best[i, 0], best[i, 1] = first, second

@@ -1,0 +1,147 @@
+"""Nearest two originals of each avatar: exact against a float64 brute force, scale-free."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.data import make_case
+from polars_hidden_rate.neighbours import canonical_scale, nearest_two
+
+
+def brute_force_two(originals: np.ndarray, avatars: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two smallest d2 of each avatar over all originals: squared direct differences
+    summed column by column in float64, then sorted; written independently of the package."""
+    d2 = np.zeros((len(avatars), len(originals)))
+    for k in range(originals.shape[1]):
+        diff = avatars[:, k : k + 1] - originals[None, :, k]
+        d2 += diff * diff
+    d2.sort(axis=1)
+    second = d2[:, 1] if len(originals) > 1 else np.full(len(avatars), np.inf)
+    return d2[:, 0], second
+
+
+@st.composite
+def adversarial(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Originals and avatars on coarse dyadic grids: ties, duplicates, zero distances, offsets."""
+    n = draw(st.integers(1, 120))
+    m = draw(st.integers(1, 120))
+    d = draw(st.integers(1, 6))
+    seed = draw(st.integers(0, 2**32 - 1))
+    step = draw(st.sampled_from([1.0, 0.5, 0.25]))
+    offset = draw(st.sampled_from([0.0, 1e6, 2.0**40, -(2.0**45) + 0.25]))
+    rng = np.random.default_rng(seed)
+    originals = rng.integers(-3, 4, (n, d)) * step + offset
+    avatars = rng.integers(-3, 4, (m, d)) * step + offset
+    # Some avatars copy an original exactly (d2 = 0), some originals are duplicated.
+    copies = rng.random(m) < 0.3
+    avatars[copies] = originals[rng.integers(0, n, int(copies.sum()))]
+    if n > 1:
+        originals[rng.integers(0, n, n // 4)] = originals[rng.integers(0, n, n // 4)]
+    return originals, avatars
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=adversarial(), threads=st.sampled_from([1, 3]))
+def test_nearest_two_equals_brute_force(case: tuple[np.ndarray, np.ndarray], threads: int) -> None:
+    originals, avatars = case
+    first, second = brute_force_two(originals, avatars)
+    found = nearest_two(originals, avatars, threads=threads)
+    np.testing.assert_array_equal(found.nearest, np.sqrt(first))
+    np.testing.assert_array_equal(found.second, np.sqrt(second))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(second == 0, 1.0, np.sqrt(first) / np.sqrt(second))
+    np.testing.assert_array_equal(found.ratio, ratio)
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=adversarial(), k=st.integers(-1000, 1000))
+def test_power_of_two_rescaling_scales_distances_exactly(
+    case: tuple[np.ndarray, np.ndarray], k: int
+) -> None:
+    originals, avatars = case
+    # Keep every scaled coordinate finite (the offsets reach 2^45).
+    largest = max(np.abs(originals).max(), np.abs(avatars).max())
+    k = min(k, 1023 - math.frexp(largest)[1])
+    base = nearest_two(originals, avatars)
+    scaled = nearest_two(np.ldexp(originals, k), np.ldexp(avatars, k))
+    np.testing.assert_array_equal(scaled.nearest, np.ldexp(base.nearest, k))
+    np.testing.assert_array_equal(scaled.second, np.ldexp(base.second, k))
+    np.testing.assert_array_equal(scaled.ratio, base.ratio)
+    np.testing.assert_array_equal(scaled.scaled_nearest, base.scaled_nearest)
+
+
+@pytest.mark.parametrize("factor", [1e155, 1e-170, 2.0**600, 2.0**-600])
+def test_no_square_overflows_or_underflows(factor: float) -> None:
+    originals = np.array([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0]]) * factor
+    avatars = np.array([[0.0, 1.0], [3.0, 4.0]]) * factor
+    found = nearest_two(originals, avatars)
+    # Squared in the input units, these distances overflow to inf or vanish into 0.
+    np.testing.assert_allclose(found.nearest, [1.0 * factor, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(found.second, [math.hypot(3, 3) * factor, 5.0 * factor], rtol=1e-15)
+    np.testing.assert_allclose(found.ratio, [1 / math.hypot(3, 3), 0.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("profile", ["gaussian", "discrete"])
+def test_avatar_like_data_on_several_threads(profile: str) -> None:
+    originals, avatars = make_case(3000, 4, profile=profile)  # type: ignore[arg-type]
+    first, second = brute_force_two(originals, avatars)
+    found = nearest_two(originals, avatars, threads=4)
+    np.testing.assert_array_equal(found.nearest, np.sqrt(first))
+    np.testing.assert_array_equal(found.second, np.sqrt(second))
+
+
+def test_single_original_has_no_second() -> None:
+    found = nearest_two(np.array([[1.0, 1.0]]), np.array([[1.0, 2.0], [1.0, 1.0]]))
+    assert found.nearest.tolist() == [1.0, 0.0]
+    assert found.second.tolist() == [np.inf, np.inf]
+    assert found.ratio.tolist() == [0.0, 0.0]
+
+
+def test_no_originals_is_refused() -> None:
+    with pytest.raises(ValueError, match="no originals"):
+        nearest_two(np.zeros((0, 2)), np.zeros((3, 2)))
+
+
+def test_canonical_scale_is_one_exact_power_of_two() -> None:
+    originals = np.array([[3.0, -4.0], [0.5, 0.25]])
+    avatars = np.array([[1.0, 2.0]])
+    (scaled_o, scaled_a), exponent = canonical_scale(originals, avatars)
+    # The largest |coordinate|, 4 = 2^2, lands in [2^(t-1), 2^t) with t = (1019 - 1) // 2.
+    assert exponent == 509 - 3
+    np.testing.assert_array_equal(scaled_o, np.ldexp(originals, exponent))
+    np.testing.assert_array_equal(np.ldexp(scaled_a, -exponent), avatars)
+    for k in (-1000, -1, 7, 900):
+        (again_o, again_a), again = canonical_scale(np.ldexp(originals, k), np.ldexp(avatars, k))
+        assert again == exponent - k
+        np.testing.assert_array_equal(again_o, scaled_o)
+        np.testing.assert_array_equal(again_a, scaled_a)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 8, 9, 1000])
+def test_canonical_scale_leaves_every_d2_finite(d: int) -> None:
+    largest = np.finfo(np.float64).max
+    originals = np.full((1, d), largest)
+    avatars = np.full((1, d), -largest)
+    (x, y), _ = canonical_scale(originals, avatars)
+    diff = x - y
+    assert np.isfinite((diff * diff).sum())
+    # The largest coordinate lands in [2^(t-1), 2^t), t = (1019 - ceil(log2 d)) // 2.
+    top = (1019 - (d - 1).bit_length()) // 2
+    assert 2.0 ** (top - 1) <= np.abs(x).max() < 2.0**top
+
+
+def test_canonical_scale_of_zeros_and_bad_input() -> None:
+    (zeros,), exponent = canonical_scale(np.zeros((2, 3)))
+    assert exponent == 0
+    assert not zeros.any()
+    with pytest.raises(ValueError, match="finite"):
+        canonical_scale(np.array([[np.nan]]))
+    with pytest.raises(ValueError, match="finite"):
+        canonical_scale(np.array([[1.0]]), np.array([[np.inf]]))
+    with pytest.raises(ValueError, match="same number of columns"):
+        canonical_scale(np.zeros((2, 3)), np.zeros((2, 2)))

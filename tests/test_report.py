@@ -1,0 +1,355 @@
+"""Per-avatar distances on frames, direct matches, the Wilson interval, and the report."""
+
+from __future__ import annotations
+
+import json
+import math
+from html.parser import HTMLParser
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError, SchemaError
+
+import polars_hidden_rate as phr
+from polars_hidden_rate.report import DEFAULT_TARGETS, METRICS, PrivacyReport
+from tests.conftest import brute_force_counts
+
+DIMS = ["Dim1", "Dim2", "Dim3"]
+
+
+def make_frames(n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Grid data with ties and exact copies; avatars carry their own id, shuffled."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, (n, len(DIMS))).astype(float)
+    y = x + rng.integers(-1, 2, (n, len(DIMS))) * 0.5
+    originals = pl.DataFrame(x, schema=DIMS).with_columns(id=pl.int_range(n, dtype=pl.Int64))
+    avatars = pl.DataFrame(y, schema=DIMS).with_columns(id=pl.int_range(n, dtype=pl.Int32))
+    return originals, avatars.sample(fraction=1.0, shuffle=True, seed=seed)
+
+
+def brute_force_distances(originals: np.ndarray, avatars: np.ndarray) -> tuple[np.ndarray, ...]:
+    """DCR and NNDR of each avatar: float64 d2 column by column, sorted, square-rooted."""
+    d2 = np.zeros((len(avatars), len(originals)))
+    for k in range(originals.shape[1]):
+        diff = originals[None, :, k] - avatars[:, k : k + 1]
+        d2 += diff * diff
+    d2.sort(axis=1)
+    first, second = np.sqrt(d2[:, 0]), np.sqrt(d2[:, 1])
+    with np.errstate(invalid="ignore"):
+        ratio = np.where(second == 0.0, 1.0, first / second)
+    return first, ratio
+
+
+def own_values(frame: pl.DataFrame, originals: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    """The expected DCR and NNDR of each row of ``frame``, from that row's own coordinates."""
+    return brute_force_distances(originals.select(DIMS).to_numpy(), frame.select(DIMS).to_numpy())
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_per_avatar_columns_eager_and_lazy(keyed: bool) -> None:
+    originals, avatars = make_frames(300, seed=1)
+    options = {"coords": DIMS, "on": "id"} if keyed else {"coords": DIMS}
+    dcr, nndr = own_values(avatars, originals)
+    eager = phr.distance_to_closest(originals, avatars, **options)  # type: ignore[arg-type]
+    assert isinstance(eager, pl.DataFrame)
+    assert eager.columns == [*avatars.columns, "distance_to_closest"]
+    assert eager.drop("distance_to_closest").equals(avatars)
+    np.testing.assert_array_equal(eager["distance_to_closest"].to_numpy(), dcr)
+    lazy = originals.lazy().avatar.closest_distances_ratio(avatars.lazy(), **options)
+    assert isinstance(lazy, pl.LazyFrame)
+    assert lazy.collect_schema()["closest_distances_ratio"] == pl.Float64
+    for frame in (lazy.collect(), lazy.collect(engine="streaming")):
+        assert frame.drop("closest_distances_ratio").equals(avatars)
+        np.testing.assert_array_equal(frame["closest_distances_ratio"].to_numpy(), nndr)
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_each_avatar_row_keeps_its_own_value_under_a_reordering_plan(keyed: bool) -> None:
+    originals, avatars = make_frames(200, seed=2)
+    options = {"coords": DIMS, "on": "id"} if keyed else {"coords": DIMS}
+    # The plan sorts the avatars: each output row must carry the value of the row it holds.
+    plan = avatars.lazy().sort("Dim2", "Dim1", "Dim3", "id", descending=True)
+    out = phr.distance_to_closest(originals.lazy(), plan, **options).collect()  # type: ignore[arg-type]
+    assert out.drop("distance_to_closest").equals(plan.collect())
+    np.testing.assert_array_equal(
+        out["distance_to_closest"].to_numpy(), own_values(out, originals)[0]
+    )
+
+
+def test_per_avatar_in_the_projected_space() -> None:
+    raw = {name: f"raw{k}" for k, name in enumerate(DIMS)}
+    originals, avatars = (frame.rename(raw) for frame in make_frames(150, seed=3))
+    projection = phr.Projection.fit(originals, features=list(raw.values()), ncp=2)
+    names = projection.coordinate_columns(2)
+    x = projection.transform(originals).select(names).to_numpy()
+    y = projection.transform(avatars).select(names).to_numpy()
+    dcr, _ = brute_force_distances(x, y)
+    out = phr.distance_to_closest(originals, avatars, features=list(raw.values()), ncp=2, on="id")
+    np.testing.assert_allclose(out["distance_to_closest"].to_numpy(), dcr, rtol=1e-12, atol=1e-12)
+
+
+def test_per_avatar_refuses_an_existing_column_and_unknown_options() -> None:
+    originals, avatars = make_frames(20, seed=4)
+    with pytest.raises(DuplicateError, match="distance_to_closest"):
+        phr.distance_to_closest(
+            originals, avatars.with_columns(distance_to_closest=0.0), coords=DIMS
+        )
+    with pytest.raises(TypeError, match="closest_distances_ratio\\(\\) got an unexpected keyword"):
+        phr.closest_distances_ratio(originals, avatars, coord=DIMS)  # type: ignore[call-arg]
+
+
+def test_direct_matches_with_nulls_nan_and_mixed_types() -> None:
+    originals = pl.DataFrame(
+        {
+            "id": [1, 2, 3, 4],
+            "age": pl.Series([30, 41, None, 7], dtype=pl.Int32),
+            "weight": [70.5, float("nan"), 60.0, 0.0],
+            "city": pl.Series(["Lyon", "Nice", None, "Pau"], dtype=pl.Categorical),
+        }
+    )
+    avatars = pl.DataFrame(
+        {
+            "id": [10, 20, 30, 40, 50],
+            "age": [30.0, 41.0, None, 7.0, 30.5],
+            "weight": pl.Series([70.5, float("nan"), 60.0, -0.0, 70.5], dtype=pl.Float32),
+            "city": ["Lyon", "Nice", None, "Pau", "Lyon"],
+        }
+    )
+    # Rows 1-4 copy an original (nulls equal nulls, NaN equals NaN, -0.0 equals 0.0); the
+    # ids differ everywhere, so the default features must leave the key out.
+    assert phr.row_direct_match_protection(originals, avatars, on="id") == 20.0
+    assert phr.row_direct_match_protection(originals.lazy(), avatars.lazy(), on="id") == 20.0
+    # With the ids as a feature, nothing matches.
+    assert phr.row_direct_match_protection(originals, avatars) == 100.0
+    assert originals.avatar.row_direct_match_protection(avatars, features=["city"]) == 0.0
+    assert phr.row_direct_match_protection(originals, avatars, features=["age"]) == 20.0
+
+
+def test_direct_matches_refuse_what_cannot_be_compared() -> None:
+    originals = pl.DataFrame({"flag": [True, False], "n": [2**60, 1], "s": ["a", "b"]})
+    avatars = pl.DataFrame({"flag": [1, 0], "n": [1.0, 2.0], "s": ["a", "c"]})
+    with pytest.raises(SchemaError, match="feature 'flag' is Boolean in originals but Int64"):
+        phr.row_direct_match_protection(originals, avatars)
+    with pytest.raises(ComputeError, match="feature 'n' of originals has 1 integer value"):
+        phr.row_direct_match_protection(originals, avatars, features=["n"])
+    with pytest.raises(ColumnNotFoundError, match="'z' not found in originals"):
+        phr.row_direct_match_protection(originals, avatars, features=["z"])
+    with pytest.raises(SchemaError, match="share no column"):
+        phr.row_direct_match_protection(
+            originals, avatars.rename({"flag": "f", "n": "m", "s": "t"})
+        )
+    with pytest.raises(pl.exceptions.NoDataError):
+        phr.row_direct_match_protection(originals, avatars.clear(), features=["s"])
+
+
+@pytest.mark.parametrize(
+    ("n_hidden", "n", "confidence", "expected"),
+    [
+        (90, 100, 0.95, (82.5634, 94.4771)),
+        (5, 10, 0.95, (23.6593, 76.3407)),
+        (0, 10, 0.95, (0.0, 27.7533)),
+        (10, 10, 0.95, (72.2467, 100.0)),
+        (90, 100, 0.99, (79.6249, 95.3974)),
+    ],
+)
+def test_wilson_interval_known_values(
+    n_hidden: int, n: int, confidence: float, expected: tuple[float, float]
+) -> None:
+    low, high = phr.hidden_rate_interval(n_hidden, n, confidence)
+    assert low == pytest.approx(expected[0], abs=1e-4)
+    assert high == pytest.approx(expected[1], abs=1e-4)
+    # Both bounds solve the Wilson equation (p_hat - p)^2 = z^2 p (1 - p) / n.
+    z = {0.95: 1.959963984540054, 0.99: 2.5758293035489004}[confidence]
+    for bound in (low, high):
+        p = bound / 100
+        assert (n_hidden / n - p) ** 2 == pytest.approx(z * z * p * (1 - p) / n, abs=1e-12)
+
+
+def test_wilson_interval_is_symmetric_and_checked() -> None:
+    for k in range(0, 31):
+        low, high = phr.hidden_rate_interval(k, 30)
+        mirror_low, mirror_high = phr.hidden_rate_interval(30 - k, 30)
+        assert 0.0 <= low <= 100 * k / 30 <= high <= 100.0
+        assert low == pytest.approx(100.0 - mirror_high, abs=1e-12)
+        assert high == pytest.approx(100.0 - mirror_low, abs=1e-12)
+    with pytest.raises(ValueError, match="`n_hidden` must be at most n=3"):
+        phr.hidden_rate_interval(4, 3)
+    with pytest.raises(ValueError, match="`n` must be an integer >= 1"):
+        phr.hidden_rate_interval(0, 0)
+    for bad in (0.0, 1.0, 1.5, math.nan):
+        with pytest.raises(ValueError, match="confidence"):
+            phr.hidden_rate_interval(1, 2, bad)
+
+
+def test_report_values_match_the_free_functions() -> None:
+    originals, avatars = make_frames(400, seed=5)
+    report = phr.privacy_report(originals, avatars, coords=DIMS, on="id")
+    ordered = avatars.sort("id")
+    counts = brute_force_counts(
+        originals.select(DIMS).to_numpy(), ordered.select(DIMS).to_numpy(), 1e-9
+    )
+    dcr, nndr = own_values(ordered, originals)
+    np.testing.assert_array_equal(report.local_cloaking, counts)
+    np.testing.assert_array_equal(report.distance_to_closest, dcr)
+    np.testing.assert_array_equal(report.closest_distances_ratio, nndr)
+    assert report.n == 400
+    assert report.n_hidden == int(np.count_nonzero(counts))
+    assert report.hidden_rate == phr.hidden_rate(originals, avatars, coords=DIMS, on="id")
+    assert report.local_cloaking_median == float(np.median(counts))
+    assert report.distance_to_closest_median == float(np.median(dcr))
+    assert report.closest_distances_ratio_median == float(np.median(nndr))
+    assert report.row_direct_match_protection == phr.row_direct_match_protection(
+        originals, avatars, on="id"
+    )
+    assert (report.hidden_rate_low, report.hidden_rate_high) == phr.hidden_rate_interval(
+        report.n_hidden, 400
+    )
+    # By row order on the same links, the same report.
+    by_row = originals.avatar.privacy_report(ordered, coords=DIMS)
+    assert by_row.to_dict() == report.to_dict()
+
+
+def test_report_dict_keys_and_json() -> None:
+    originals, avatars = make_frames(100, seed=6)
+    report = phr.privacy_report(originals.lazy(), avatars.lazy(), coords=DIMS, on="id")
+    data = json.loads(json.dumps(report.to_dict()))
+    assert list(data) == [
+        "n",
+        "n_hidden",
+        "confidence",
+        "hidden_rate_interval",
+        "metrics",
+        "passed",
+    ]
+    assert list(data["metrics"]) == list(METRICS)
+    for name, entry in data["metrics"].items():
+        assert set(entry) == {"value", "target", "passed"}
+        assert entry["value"] == getattr(report, name)
+        assert entry["target"] == DEFAULT_TARGETS[name]
+    assert data["hidden_rate_interval"] == [report.hidden_rate_low, report.hidden_rate_high]
+    assert data["confidence"] == 0.95
+
+
+def sample_report(**targets: float) -> PrivacyReport:
+    return PrivacyReport(
+        n=100,
+        n_hidden=95,
+        hidden_rate=95.0,
+        hidden_rate_low=88.8,
+        hidden_rate_high=97.8,
+        confidence=0.95,
+        local_cloaking_median=5.0,
+        distance_to_closest_median=0.5,
+        closest_distances_ratio_median=0.1,
+        row_direct_match_protection=100.0,
+        targets=targets,
+        local_cloaking=np.arange(100),
+        distance_to_closest=np.linspace(0, 1, 100),
+        closest_distances_ratio=np.linspace(0, 1, 100),
+    )
+
+
+def test_pass_fail_logic_and_targets() -> None:
+    report = sample_report()
+    # A value equal to its target fails: targets are strict lower bounds.
+    assert report.checks == {
+        "hidden_rate": True,
+        "local_cloaking_median": False,
+        "distance_to_closest_median": True,
+        "closest_distances_ratio_median": False,
+        "row_direct_match_protection": True,
+    }
+    assert not report.passed
+    relaxed = sample_report(local_cloaking_median=4.5, closest_distances_ratio_median=0.05)
+    assert relaxed.passed
+    assert relaxed.targets["hidden_rate"] == 90.0
+    assert not sample_report(local_cloaking_median=4.5, hidden_rate=95.0).passed
+    with pytest.raises(ValueError, match="unknown target 'dcr'; the metrics are hidden_rate, "):
+        sample_report(dcr=0.1)
+    with pytest.raises(TypeError, match="targets\\['hidden_rate'\\]"):
+        phr.privacy_report(pl.DataFrame({"a": [1.0]}), pl.DataFrame({"a": [1.0]}),
+                           targets={"hidden_rate": "90"})  # type: ignore[dict-item]  # fmt: skip
+
+
+class Page(HTMLParser):
+    """Collects the tags, the table's body rows and the texts of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attributes: list[str] = []
+        self.rows: list[list[str]] = []
+        self.texts: list[str] = []
+        self._in_body = self._in_cell = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes.extend(name for name, _ in attrs)
+        if tag == "tbody":
+            self._in_body = True
+        elif tag == "tr" and self._in_body:
+            self.rows.append([])
+        elif tag == "td":
+            self._in_cell = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tbody":
+            self._in_body = False
+        elif tag == "td":
+            self._in_cell = False
+
+    def handle_data(self, data: str) -> None:
+        self.texts.append(data)
+        if self._in_cell and self._in_body:
+            self.rows[-1].append(data)
+
+
+def test_html_page() -> None:
+    page = Page()
+    page.feed(sample_report().to_html(title="<script>alert('x')</script> & co"))
+    assert page.tags.count("svg") == 3
+    assert page.tags.count("title") == 4  # the page's and one per figure
+    assert "script" not in page.tags
+    assert not {"src", "href"} & set(page.attributes)  # nothing to fetch
+    assert page.texts.count("<script>alert('x')</script> & co") == 2  # title and heading
+    assert page.rows == [
+        ["Hidden rate (%)", "95", "> 90", "pass"],
+        ["Local cloaking, median", "5", "> 5", "FAIL"],
+        ["Distance to closest record (DCR), median", "0.5", "> 0.2", "pass"],
+        ["Nearest neighbour distance ratio (NNDR), median", "0.1", "> 0.3", "FAIL"],
+        ["Row direct match protection (%)", "100", "> 90", "pass"],
+    ]
+    for label in (
+        "local cloaking",
+        "distance to the closest original",
+        "nearest / second distance",
+    ):
+        assert label in page.texts
+    assert page.texts.count("avatars") == 2
+    assert page.texts.count("originals") == 1
+
+
+def test_benchmark_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import bench_report
+
+    bench_report.main(["--sizes", "300", "--dims", "3", "--repeat", "1", "--threads", "1"])
+    assert "n=300 d=3: local_cloaking" in capsys.readouterr().out
+
+
+def test_report_in_the_projected_space_and_its_checks() -> None:
+    originals, avatars = make_frames(120, seed=7)
+    # Shared but not projected: the report judges copies on the projected features only.
+    originals = originals.with_columns(note=pl.lit("o"))
+    avatars = avatars.with_columns(note=pl.lit("a"))
+    report = phr.privacy_report(originals, avatars, features=DIMS, ncp=2, on="id")
+    assert report.row_direct_match_protection == phr.row_direct_match_protection(
+        originals, avatars, features=DIMS
+    )
+    assert report.row_direct_match_protection < 100.0  # some avatars copy an original
+    dcr = phr.distance_to_closest(originals, avatars, features=DIMS, ncp=2, on="id")
+    assert report.distance_to_closest_median == float(dcr["distance_to_closest"].median())
+    with pytest.raises(ValueError, match="`confidence` must lie strictly between 0 and 1"):
+        phr.privacy_report(originals, avatars, confidence=1.0, coords=DIMS)
+    with pytest.raises(TypeError, match="privacy_report\\(\\) got an unexpected keyword"):
+        phr.privacy_report(originals, avatars, min_rate=90)  # type: ignore[call-arg]
