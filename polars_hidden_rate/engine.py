@@ -35,6 +35,7 @@ from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.checks import check_threads, check_tie_tol
 from polars_hidden_rate.kdtree import KdTree, coordinates, linked_queries
 from polars_hidden_rate.progress import Progress
+from polars_hidden_rate.scale import canonical_scale
 
 Strategy = Literal["auto", "flat", "tree"]
 STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
@@ -80,10 +81,11 @@ def linked_arrays(
 ) -> tuple[Float64Array, Float64Array, Float64Array]:
     """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
 
-    Both arrays are multiplied by one power of two (:func:`canonical_exponent`),
-    exactly unless a coordinate falls below the normal range, before any ``d2``
-    is taken: data and the same data times ``2^k`` give bit-identical arrays,
-    hence identical counts, and no square can overflow.
+    Both arrays are multiplied by one power of two
+    (:func:`~polars_hidden_rate.scale.canonical_scale`), exactly unless a
+    coordinate falls below the normal range, before any ``d2`` is taken: data
+    and the same data times ``2^k`` give bit-identical arrays, hence identical
+    counts, and no square can overflow.
 
     Raises
     ------
@@ -99,41 +101,10 @@ def linked_arrays(
             f"row i of the other), got {originals.shape} and {avatars.shape}"
         )
         raise ValueError(msg)
-    largest = max(
-        _largest_magnitude("originals", originals), _largest_magnitude("avatars", avatars)
+    (originals, avatars), _ = canonical_scale(
+        originals, avatars, tie_tol=tie_tol, names=("originals", "avatars")
     )
-    if largest > 0:
-        shift = canonical_exponent(originals.shape[1], tie_tol) - math.frexp(largest)[1]
-        originals, avatars = np.ldexp(originals, shift), np.ldexp(avatars, shift)
     return originals, avatars, own_thresholds(originals, avatars, tie_tol)
-
-
-def canonical_exponent(dim: int, tie_tol: float) -> int:
-    """``t`` such that bringing the largest ``|coordinate|`` into ``[2^(t-1), 2^t)`` keeps every
-    ``d2`` and ``T_i`` of ``dim`` coordinates finite, as high as that allows.
-
-    Every ``|difference|`` is then below ``2^(t+1)`` and every square below ``2^(2t+2)``;
-    with ``dim <= 2^D`` and ``1 + tie_tol < 2^L`` (as rounded), ``T_i`` is below
-    ``2^(2t+2+D+L)`` times the rounding of ``dim + 1`` operations, a factor below 2, so
-    ``2t + 3 + D + L <= 1023`` keeps it below ``2^1023``. The highest such ``t`` leaves the
-    squares of small differences the most room above the subnormal range: for ``d <= 8``
-    and ``tie_tol < 1``, ``t = 508``, and a difference ``2^-1000`` times the largest
-    coordinate still has a normal square.
-    """
-    dim_bits = max(dim - 1, 0).bit_length()  # D = ceil(log2(dim))
-    tol_bits = math.frexp(1.0 + tie_tol)[1]  # L: 1 + tie_tol < 2^L, exactly
-    return (1020 - dim_bits - tol_bits) // 2
-
-
-def _largest_magnitude(name: str, values: Float64Array) -> float:
-    """The largest ``|coordinate|`` (0 when empty); NaN and infinities are refused."""
-    if values.size == 0:
-        return 0.0
-    smallest, largest = float(values.min()), float(values.max())
-    if not (math.isfinite(smallest) and math.isfinite(largest)):
-        msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
-        raise ValueError(msg)
-    return max(-smallest, largest)
 
 
 def check_strategy(strategy: object) -> Strategy:

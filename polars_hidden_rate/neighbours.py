@@ -2,17 +2,17 @@
 
 Distances follow the engine's definition: direct differences, squared and summed
 in column order, no fused multiply-add. Both arrays are first brought, exactly, to
-one canonical scale by a power of two (:func:`canonical_scale`), so no square
-overflows and the results are invariant under power-of-two rescaling. A kd-tree
-of the originals (:class:`~polars_hidden_rate.kdtree.KdTree`) is built once and
-walked with the box bounds of its counting walk: a node is skipped only when its
-lower bound exceeds the current second-best, which can never drop a point that
-would change the two smallest ``d2`` (ties included).
+one canonical scale by a power of two
+(:func:`~polars_hidden_rate.scale.canonical_scale`), so no square overflows and
+the results are invariant under power-of-two rescaling. A kd-tree of the
+originals (:class:`~polars_hidden_rate.kdtree.KdTree`) is built once and walked
+with the box bounds of its counting walk: a node is skipped only when its lower
+bound exceeds the current second-best, which can never drop a point that would
+change the two smallest ``d2`` (ties included).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,60 +27,16 @@ from polars_hidden_rate.kdtree import (
     _leaf_of,
     _map,
 )
-
-
-def canonical_scale(*arrays: Float64Array) -> tuple[tuple[Float64Array, ...], int]:
-    """Multiply every array by one power of two ``2^e`` so that no ``d2`` overflows.
-
-    ``e`` brings the largest ``|coordinate|`` of all arrays into ``[2^(t-1), 2^t)``
-    with ``t = (1019 - ceil(log2 d)) // 2`` for ``d`` columns: every difference is
-    then below ``2^(t+1)``, every ``d2`` below ``2^1022``, and squares of small
-    differences keep the most room above the subnormal range. ``np.ldexp`` is exact
-    unless a coordinate falls below the normal range, so data and the same data
-    times ``2^k`` give bit-identical scaled arrays. A distance ``s`` taken on the
-    scaled arrays is ``np.ldexp(s, -e)`` in the input units, exactly.
-
-    Parameters
-    ----------
-    *arrays
-        Finite float64 arrays of shape ``(n, d)``, all with the same ``d``.
-
-    Returns
-    -------
-    tuple
-        The scaled arrays (contiguous float64, in the order given) and ``e``;
-        ``e = 0`` when every coordinate is zero or the arrays are empty.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> (scaled,), exponent = canonical_scale(np.array([[3.0, -4.0]]))
-    >>> exponent, np.ldexp(scaled, -exponent).tolist()
-    (506, [[3.0, -4.0]])
-    """
-    checked = [np.ascontiguousarray(array, dtype=np.float64) for array in arrays]
-    dims = {array.shape[1] for array in checked if array.ndim == 2}
-    if len(dims) > 1 or any(array.ndim != 2 for array in checked):
-        shapes = [array.shape for array in checked]
-        msg = f"arrays must be 2-D with the same number of columns, got shapes {shapes}"
-        raise ValueError(msg)
-    largest = max((float(np.abs(array).max(initial=0.0)) for array in checked), default=0.0)
-    if not math.isfinite(largest):
-        msg = "coordinates must be finite, got NaN or infinite values"
-        raise ValueError(msg)
-    if largest == 0.0:
-        return tuple(checked), 0
-    dim_bits = max(dims.pop() - 1, 0).bit_length()  # ceil(log2(d))
-    exponent = (1019 - dim_bits) // 2 - math.frexp(largest)[1]
-    return tuple(np.ldexp(array, exponent) for array in checked), exponent
+from polars_hidden_rate.scale import canonical_scale
 
 
 @dataclass(frozen=True)
 class NearestTwo:
     """Per avatar, the distances to its nearest and second-nearest original.
 
-    The distances are kept at the canonical scale (:func:`canonical_scale`);
-    the properties give them in the input units.
+    The distances are kept at the canonical scale
+    (:func:`~polars_hidden_rate.scale.canonical_scale`); the properties give
+    them in the input units.
 
     Attributes
     ----------

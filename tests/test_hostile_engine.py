@@ -17,6 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 from polars_hidden_rate import engine, gpu, kdtree
 from polars_hidden_rate.engine import count_cloaking, count_within
+from polars_hidden_rate.scale import canonical_exponent
 from tests.helpers import brute_force_counts, brute_force_within, examples
 
 STRATEGIES: list[engine.Strategy] = ["flat", "tree"]
@@ -123,7 +124,7 @@ def test_the_canonical_scale_leaves_room_for_every_square() -> None:
             originals = np.full((2, d), np.finfo(np.float64).max)
             originals[1] = -originals[1]
             scaled, reversed_, thresholds = engine.linked_arrays(originals, -originals, tie_tol)
-            t = engine.canonical_exponent(d, tie_tol)
+            t = canonical_exponent(d, tie_tol)
             assert 2.0 ** (t - 1) <= np.abs(scaled).max() < 2.0**t
             assert np.isfinite(thresholds).all()
             rows, cols = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])

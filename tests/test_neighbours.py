@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.data import make_case
-from polars_hidden_rate.neighbours import canonical_scale, nearest_two
+from polars_hidden_rate.neighbours import nearest_two
+from polars_hidden_rate.scale import canonical_scale
+from tests.helpers import examples
 
 
 def brute_force_two(originals: np.ndarray, avatars: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -45,7 +47,7 @@ def adversarial(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return originals, avatars
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=adversarial(), threads=st.sampled_from([1, 3]))
 def test_nearest_two_equals_brute_force(case: tuple[np.ndarray, np.ndarray], threads: int) -> None:
     originals, avatars = case
@@ -58,7 +60,7 @@ def test_nearest_two_equals_brute_force(case: tuple[np.ndarray, np.ndarray], thr
     np.testing.assert_array_equal(found.ratio, ratio)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(case=adversarial(), k=st.integers(-1000, 1000))
 def test_power_of_two_rescaling_scales_distances_exactly(
     case: tuple[np.ndarray, np.ndarray], k: int

@@ -13,7 +13,7 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.report import DEFAULT_TARGETS, METRICS, PrivacyReport
-from tests.conftest import brute_force_counts
+from tests.helpers import brute_force_counts
 
 DIMS = ["Dim1", "Dim2", "Dim3"]
 
@@ -175,7 +175,7 @@ def test_wilson_interval_is_symmetric_and_checked() -> None:
         assert high == pytest.approx(100.0 - mirror_low, abs=1e-12)
     with pytest.raises(ValueError, match="`n_hidden` must be at most n=3"):
         phr.hidden_rate_interval(4, 3)
-    with pytest.raises(ValueError, match="`n` must be an integer >= 1"):
+    with pytest.raises(ValueError, match="`n` must be at least 1"):
         phr.hidden_rate_interval(0, 0)
     for bad in (0.0, 1.0, 1.5, math.nan):
         with pytest.raises(ValueError, match="confidence"):

@@ -1,0 +1,89 @@
+"""One exact power of two that brings coordinates to a canonical magnitude before any ``d2``.
+
+Multiplying by a power of two is exact (unless a value falls below the normal
+range), so data and the same data times ``2^k`` become bit-identical arrays, and
+every count or distance taken on them is the same; and at the canonical magnitude
+no square overflows and squares of small differences keep the most room above the
+subnormal range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from polars_hidden_rate._types import Float64Array
+
+
+def canonical_exponent(dim: int, tie_tol: float = 0.0) -> int:
+    """``t`` such that bringing the largest ``|coordinate|`` into ``[2^(t-1), 2^t)`` keeps every
+    ``d2`` and ``T_i`` of ``dim`` coordinates finite, as high as that allows.
+
+    Every ``|difference|`` is then below ``2^(t+1)`` and every square below ``2^(2t+2)``;
+    with ``dim <= 2^D`` and ``1 + tie_tol < 2^L`` (as rounded), ``T_i`` is below
+    ``2^(2t+2+D+L)`` times the rounding of ``dim + 1`` operations, a factor below 2, so
+    ``2t + 3 + D + L <= 1023`` keeps it below ``2^1023``. The highest such ``t`` leaves the
+    squares of small differences the most room above the subnormal range: for ``d <= 8``
+    and ``tie_tol < 1``, ``t = 508``, and a difference ``2^-1000`` times the largest
+    coordinate still has a normal square.
+
+    Examples
+    --------
+    >>> canonical_exponent(5), canonical_exponent(2, tie_tol=1e-9), canonical_exponent(10**6)
+    (508, 509, 499)
+    """
+    dim_bits = max(dim - 1, 0).bit_length()  # D = ceil(log2(dim))
+    tol_bits = math.frexp(1.0 + tie_tol)[1]  # L: 1 + tie_tol < 2^L, exactly
+    return (1020 - dim_bits - tol_bits) // 2
+
+
+def canonical_scale(
+    *arrays: Float64Array, tie_tol: float = 0.0, names: Sequence[str] = ()
+) -> tuple[tuple[Float64Array, ...], int]:
+    """Multiply every array by one power of two ``2^e`` (:func:`canonical_exponent`).
+
+    A distance ``s`` taken on the scaled arrays is ``np.ldexp(s, -e)`` in the input
+    units, exactly.
+
+    Parameters
+    ----------
+    *arrays
+        Float64 arrays of shape ``(n, d)``, all with the same ``d``.
+    tie_tol
+        The relative tie tolerance the thresholds will carry.
+    names
+        The arrays' names, for the error on a NaN or infinite coordinate.
+
+    Returns
+    -------
+    tuple
+        The scaled arrays (contiguous float64, in the order given) and ``e``;
+        ``e = 0`` when every coordinate is zero or the arrays are empty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> (scaled,), exponent = canonical_scale(np.array([[3.0, -4.0]]))
+    >>> exponent, np.ldexp(scaled, -exponent).tolist()
+    (506, [[3.0, -4.0]])
+    """
+    checked = [np.ascontiguousarray(array, dtype=np.float64) for array in arrays]
+    dims = {array.shape[1] for array in checked if array.ndim == 2}
+    if len(dims) > 1 or any(array.ndim != 2 for array in checked):
+        shapes = [array.shape for array in checked]
+        msg = f"arrays must be 2-D with the same number of columns, got shapes {shapes}"
+        raise ValueError(msg)
+    largest = 0.0
+    for k, array in enumerate(checked):
+        magnitude = float(np.abs(array).max(initial=0.0))
+        if not math.isfinite(magnitude):
+            name = f"`{names[k]}`" if k < len(names) else "coordinates"
+            msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
+            raise ValueError(msg)
+        largest = max(largest, magnitude)
+    if largest == 0.0:
+        return tuple(checked), 0
+    exponent = canonical_exponent(dims.pop(), tie_tol) - math.frexp(largest)[1]
+    return tuple(np.ldexp(array, exponent) for array in checked), exponent
