@@ -1,10 +1,11 @@
-# Two commands for a fresh clone: `make demo` and `make test`.
+# Two commands for a fresh clone: `make demo` and `make test`. `make test-floor` runs the suite
+# again at the oldest dependencies pyproject.toml allows (see CONTRIBUTING.md).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs bench clean
+.PHONY: demo test test-floor lint typecheck pytest docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +19,8 @@ demo: $(STAMP)
 test: lint typecheck pytest docs
 
 lint: $(STAMP)
-	$(PY) -m ruff check polars_hidden_rate tests benchmarks
-	$(PY) -m ruff format --check polars_hidden_rate tests benchmarks
+	$(PY) -m ruff check polars_hidden_rate tests benchmarks tools
+	$(PY) -m ruff format --check polars_hidden_rate tests benchmarks tools
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
@@ -31,6 +32,30 @@ pytest: $(STAMP)
 # The docs site, built strictly: a broken link or a bad docstring fails the build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The suite at the floors: a second venv with each runtime dependency pinned `==` to its `>=`
+# floor in pyproject.toml (tools/floors.py derives the pins, so they cannot drift) and the test
+# extras at their newest releases that install beside those pins. pytest only: the lint, type
+# and docs tools need not run on old releases. The venv is rebuilt whole when pyproject.toml
+# changes, so nothing newer lingers in it. `timeout` turns a hang (a deadlock in an old
+# release) into a failure rather than a stalled CI run.
+FLOOR_VENV ?= .venv-floor
+FLOOR_PY := $(FLOOR_VENV)/bin/python
+FLOOR_STAMP := $(FLOOR_VENV)/.installed
+FLOOR_TIMEOUT ?= 900
+
+$(FLOOR_STAMP): pyproject.toml tools/floors.py
+	rm -rf $(FLOOR_VENV)
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_PY) -m pip install --quiet --upgrade pip
+	$(PYTHON) tools/floors.py > $(FLOOR_VENV)/constraints.txt
+	$(FLOOR_PY) -m pip install --quiet -c $(FLOOR_VENV)/constraints.txt -e ".[test,dask,plot]"
+	$(FLOOR_PY) tools/floors.py --check
+	touch $(FLOOR_STAMP)
+
+test-floor: $(FLOOR_STAMP)
+	$(FLOOR_PY) tools/floors.py --check
+	timeout $(FLOOR_TIMEOUT) $(FLOOR_PY) -m pytest -p no:cacheprovider
 
 # The benchmark peers live in the `bench` extra. Options go through BENCH_ARGS, e.g.
 # make bench BENCH_ARGS="--sizes 1e4,1e5 --dims 2,5,20"   (see docs/performance.md)
@@ -45,4 +70,4 @@ bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.bench_counts $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(FLOOR_VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
