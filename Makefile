@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-floor lint typecheck pytest docs bench clean
+.PHONY: demo test test-fast test-floor lint typecheck pytest docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,13 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 # pytest exits 5 when it collects no test; that fails the target like any other error.
+# `make test` runs everything, each Hypothesis property at its full example count (profile
+# `ci`); `make test-fast` skips the slow tests and runs a tenth of the examples (`dev`).
 pytest: $(STAMP)
-	$(PY) -m pytest
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest
+
+test-fast: $(STAMP)
+	HYPOTHESIS_PROFILE=dev $(PY) -m pytest -m "not slow"
 
 # The docs site, built strictly: a broken link or a bad docstring fails the build.
 docs: $(STAMP)
@@ -55,7 +60,7 @@ $(FLOOR_STAMP): pyproject.toml tools/floors.py
 
 test-floor: $(FLOOR_STAMP)
 	$(FLOOR_PY) tools/floors.py --check
-	timeout $(FLOOR_TIMEOUT) $(FLOOR_PY) -m pytest -p no:cacheprovider
+	HYPOTHESIS_PROFILE=ci timeout $(FLOOR_TIMEOUT) $(FLOOR_PY) -m pytest -p no:cacheprovider
 
 # The benchmark peers live in the `bench` extra. Options go through BENCH_ARGS, e.g.
 # make bench BENCH_ARGS="--sizes 1e4,1e5 --dims 2,5,20"   (see docs/performance.md)

@@ -77,7 +77,7 @@ def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: floa
 
 
 def linked_arrays(
-    originals: Float64Array, avatars: Float64Array, tie_tol: float
+    originals: npt.ArrayLike, avatars: npt.ArrayLike, tie_tol: float
 ) -> tuple[Float64Array, Float64Array, Float64Array]:
     """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
 
@@ -134,8 +134,8 @@ def usable_cores() -> int:
 
 
 def count_cloaking(
-    originals: Float64Array,
-    avatars: Float64Array,
+    originals: npt.ArrayLike,
+    avatars: npt.ArrayLike,
     *,
     tie_tol: float = 1e-9,
     threads: int | None = None,
@@ -190,10 +190,10 @@ def count_cloaking(
 
 
 def count_within(
-    queries: Float64Array,
-    thresholds: Float64Array,
-    own: IndexArray,
-    avatars: Float64Array | KdTree,
+    queries: npt.ArrayLike,
+    thresholds: npt.ArrayLike,
+    own: npt.ArrayLike,
+    avatars: npt.ArrayLike | KdTree,
     *,
     threads: int | None = None,
     strategy: Strategy = "auto",

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 import numba
 import numpy as np
+import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 
@@ -69,7 +70,7 @@ class KdTree:
 
     @classmethod
     def build(
-        cls, avatars: Float64Array, leaf_size: int | None = None, *, threads: int = 1
+        cls, avatars: npt.ArrayLike, leaf_size: int | None = None, *, threads: int = 1
     ) -> KdTree:
         """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
         (default :data:`LEAF_SIZE`)."""
