@@ -388,4 +388,4 @@ def hidden_rate(
     """
     request = plan(originals, avatars, options, caller="hidden_rate")
     counts = request.counts()
-    return float(np.mean(counts > 0)) * 100.0
+    return 100.0 * int(np.count_nonzero(counts)) / len(counts)

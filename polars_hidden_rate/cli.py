@@ -20,26 +20,25 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn, TypeVar
+from typing import NoReturn, TypeVar, get_args
 
 import polars as pl
 
-from polars_hidden_rate.api import local_cloaking
+from polars_hidden_rate.api import CountOptions, local_cloaking
+from polars_hidden_rate.files import (
+    CSV_NULL_VALUES,
+    file_format,
+    one_line,
+    same_file,
+    scan,
+    scan_literal,
+)
 from polars_hidden_rate.gate import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.projection.types import Impute
+from polars_hidden_rate.report import METRICS, PrivacyReport, check_targets, privacy_report
 
 PROG = "hidden-rate"
 T = TypeVar("T")
-
-# File formats by extension: how to scan them, and how to sink a LazyFrame into them.
-_FORMATS = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".csv": "csv",
-    ".ipc": "ipc",
-    ".arrow": "ipc",
-    ".feather": "ipc",
-}
-CSV_INFER_ROWS = 10_000
 
 BadInput = (pl.exceptions.PolarsError, ValueError, TypeError, OSError, ImportError)
 # Signals that stop a command cleanly: one line on stderr, exit 128 + the signal number.
@@ -75,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return stop.code if isinstance(stop.code, int) else 0
         except (_UsageError, *BadInput) as error:
             if not received:
-                print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+                print(f"{PROG}: error: {one_line(error)}", file=sys.stderr)
                 return 2
         except BaseException:
             if not received:
@@ -142,22 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
             "hidden rate. Exit codes: 0 pass (or no --min-rate), 1 below --min-rate, 2 bad input."
         ),
     )
-    check.add_argument("originals", metavar="ORIGINALS", help="parquet, csv or ipc/feather file")
-    check.add_argument("avatars", metavar="AVATARS", help="parquet, csv or ipc/feather file")
-    space = check.add_mutually_exclusive_group()
-    space.add_argument(
-        "--coords", type=_names, metavar="C1,C2,...", help="projected coordinate columns"
-    )
-    space.add_argument(
-        "--features",
-        type=_names,
-        metavar="F1,F2,...",
-        help="raw columns to project (default: the columns the two files share)",
-    )
-    check.add_argument("--ncp", type=int, metavar="N", help="number of components to use")
-    check.add_argument("--on", type=_names, metavar="KEY", help="key column(s) in both files")
-    check.add_argument("--left-on", type=_names, metavar="K1", help="key column(s) of ORIGINALS")
-    check.add_argument("--right-on", type=_names, metavar="K2", help="key column(s) of AVATARS")
+    _add_measure_options(check)
     check.add_argument(
         "--min-rate", type=float, metavar="PCT", help="fail (exit 1) below this hidden rate"
     )
@@ -167,13 +151,30 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the originals with local_cloaking and hidden (parquet, csv or ipc)",
     )
-    check.add_argument("--format", choices=("text", "json"), default="text", help="summary format")
-    check.add_argument("--tie-tol", type=float, default=1e-9, help="relative tie tolerance")
-    check.add_argument("--threads", type=int, help="engine threads (default: all cores)")
-    check.add_argument(
-        "--quiet", action="store_true", help="print nothing and show no progress; use exit code"
-    )
     check.set_defaults(command=run_check)
+
+    report = commands.add_parser(
+        "report",
+        help="every release metric against its target; exit 1 when one misses",
+        description=(
+            "Measure the hidden rate (with its 95 % Wilson interval), the median local "
+            "cloaking, the median distance to the closest original (DCR), the median nearest "
+            "neighbour distance ratio (NNDR) and the row direct match protection, each against "
+            "its target. Exit codes: 0 all pass, 1 one fails, 2 bad input."
+        ),
+    )
+    _add_measure_options(report)
+    report.add_argument(
+        "--target",
+        type=_target,
+        action="append",
+        metavar="NAME=VALUE",
+        help=f"override a target (names: {', '.join(METRICS)}); may repeat",
+    )
+    report.add_argument(
+        "--html", type=Path, metavar="FILE", help="write the report as one self-contained page"
+    )
+    report.set_defaults(command=run_report)
 
     demo = commands.add_parser(
         "demo",
@@ -191,29 +192,99 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_measure_options(command: argparse.ArgumentParser) -> None:
+    """The inputs and options ``check`` and ``report`` share: files, space, link, engine."""
+    command.add_argument("originals", metavar="ORIGINALS", help="parquet, csv or ipc/feather file")
+    command.add_argument("avatars", metavar="AVATARS", help="parquet, csv or ipc/feather file")
+    space = command.add_mutually_exclusive_group()
+    space.add_argument(
+        "--coords", type=_names, metavar="C1,C2,...", help="projected coordinate columns"
+    )
+    space.add_argument(
+        "--features",
+        type=_names,
+        metavar="F1,F2,...",
+        help="raw columns to project (default: the columns the two files share)",
+    )
+    command.add_argument("--ncp", type=int, metavar="N", help="number of components to use")
+    command.add_argument(
+        "--categorical",
+        type=_names,
+        metavar="C1,C2,...",
+        help="features to project as categorical whatever their type (codes 0/1/2, ...)",
+    )
+    command.add_argument(
+        "--impute",
+        choices=get_args(Impute),
+        default="none",
+        help="fill missing feature values with the originals' median, mean or mode "
+        "(default none: an error)",
+    )
+    command.add_argument("--on", type=_names, metavar="KEY", help="key column(s) in both files")
+    command.add_argument("--left-on", type=_names, metavar="K1", help="key column(s) of ORIGINALS")
+    command.add_argument("--right-on", type=_names, metavar="K2", help="key column(s) of AVATARS")
+    command.add_argument(
+        "--separator",
+        type=_separator,
+        metavar="CHAR",
+        help="csv field separator (default: sniffed from the header: , ; or tab)",
+    )
+    command.add_argument(
+        "--null-values",
+        type=lambda value: value.split(","),
+        default=list(CSV_NULL_VALUES),
+        metavar="S1,S2",
+        help="csv fields that mean a missing value (default: NA and the empty field)",
+    )
+    command.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    command.add_argument("--tie-tol", type=float, default=1e-9, help="relative tie tolerance")
+    command.add_argument("--threads", type=int, help="engine threads (default: all cores)")
+    command.add_argument(
+        "--quiet", action="store_true", help="print nothing and show no progress; use exit code"
+    )
+
+
+def _read_inputs(args: argparse.Namespace) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The two files as lazy frames, csv read with ``--separator`` and ``--null-values``."""
+    return tuple(  # type: ignore[return-value]
+        scan(path, role, separator=args.separator, null_values=args.null_values)
+        for path, role in ((args.originals, "ORIGINALS"), (args.avatars, "AVATARS"))
+    )
+
+
+def _count_options(args: argparse.Namespace) -> CountOptions:
+    """The options of the metric, as the command line gives them."""
+    return {
+        "coords": args.coords,
+        "features": args.features,
+        "categorical": args.categorical,
+        "impute": args.impute,
+        "ncp": args.ncp,
+        "on": args.on,
+        "left_on": args.left_on,
+        "right_on": args.right_on,
+        "tie_tol": args.tie_tol,
+        "threads": args.threads,
+        "progress": False if args.quiet else None,
+    }
+
+
+def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> None:
+    """An output path may not name an input file (the input would be lost)."""
+    if path is None:
+        return
+    for role, given in (("ORIGINALS", args.originals), ("AVATARS", args.avatars)):
+        if same_file(path, Path(given)):
+            msg = f"{option} {str(path)!r} is the {role} file; write it elsewhere"
+            raise ValueError(msg)
+
+
 def run_check(args: argparse.Namespace) -> int:
     """``hidden-rate check``: count once, summarise, optionally write, report."""
     min_rate = check_min_rate(args.min_rate)
-    if args.output is not None:
-        for role, given in (("ORIGINALS", args.originals), ("AVATARS", args.avatars)):
-            if same_file(args.output, Path(given)):
-                msg = f"--output {str(args.output)!r} is the {role} file; write it elsewhere"
-                raise ValueError(msg)
-    originals = scan(args.originals, "ORIGINALS")
-    avatars = scan(args.avatars, "AVATARS")
-    per_record = local_cloaking(
-        originals,
-        avatars,
-        coords=args.coords,
-        features=args.features,
-        ncp=args.ncp,
-        on=args.on,
-        left_on=args.left_on,
-        right_on=args.right_on,
-        tie_tol=args.tie_tol,
-        threads=args.threads,
-        progress=False if args.quiet else None,
-    )
+    _refuse_inputs(args.output, "--output", args)
+    originals, avatars = _read_inputs(args)
+    per_record = local_cloaking(originals, avatars, **_count_options(args))
     if args.output is None:
         summary = _in_background(lambda: summarize(per_record, min_rate=min_rate))
     else:
@@ -221,6 +292,24 @@ def run_check(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(format_json(summary) if args.format == "json" else format_text(summary))
     return 0 if summary.passed else 1
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """``hidden-rate report``: every metric once, against its target; optionally as a page."""
+    targets = check_targets(dict(args.target or []))
+    _refuse_inputs(args.html, "--html", args)
+    if args.html is not None:
+        _output_folder(args.html, "--html")
+    originals, avatars = _read_inputs(args)
+    options = _count_options(args)
+    report = _in_background(lambda: privacy_report(originals, avatars, targets=targets, **options))
+    if args.html is not None:
+        page = report.to_html()
+        replace_atomically(args.html, lambda temporary: temporary.write_text(page, "utf-8"))
+    if not args.quiet:
+        text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
+        print(text)
+    return 0 if report.passed else 1
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -252,89 +341,52 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def scan(path: str | Path, role: str) -> pl.LazyFrame:
-    """A lazy scan of ``path``, its format chosen by extension, its schema already read.
-
-    Raises
-    ------
-    FileNotFoundError
-        When ``path`` is not a file.
-    ValueError
-        When it cannot be read; the message names ``role`` and ``path``.
-    """
-    path = Path(path)
-    kind = file_format(path, role)
-    if not path.is_file():
-        msg = f"{role} file not found: {path}"
-        raise FileNotFoundError(msg)
-    try:
-        frame = scan_literal(path, kind)
-        frame.collect_schema()  # a damaged or unreadable file fails here, not mid-count
-    except BadInput as error:
-        msg = f"cannot read {role} {str(path)!r}: {_one_line(error)}"
-        raise ValueError(msg) from error
-    return frame
-
-
-def scan_literal(path: Path, kind: str) -> pl.LazyFrame:
-    """A lazy scan of the one file ``path``: ``[``, ``*`` or ``?`` in it are no glob pattern."""
-    if kind == "parquet":
-        return pl.scan_parquet(path, glob=False)
-    if kind == "csv":
-        return pl.scan_csv(path, glob=False, infer_schema_length=CSV_INFER_ROWS)
-    return pl.scan_ipc(path, glob=False)
-
-
-def same_file(first: Path, second: Path) -> bool:
-    """Whether two paths name one file: one path once symlinks are resolved, or one inode."""
-    if first.resolve() == second.resolve():
-        return True
-    try:
-        return os.path.samefile(first, second)  # hard links
-    except OSError:  # one of them does not exist, so they are not one file
-        return False
-
-
-def file_format(path: Path, role: str) -> str:
-    """``parquet``, ``csv`` or ``ipc`` from the extension of ``path``; ValueError otherwise."""
-    kind = _FORMATS.get(path.suffix.lower())
-    if kind is None:
-        known = ", ".join(_FORMATS)
-        msg = f"{role} {str(path)!r} has an unknown extension {path.suffix!r}; use one of {known}"
-        raise ValueError(msg)
-    return kind
-
-
 def write_atomically(
     per_record: pl.LazyFrame, path: Path, *, min_rate: float | None
 ) -> CloakingSummary:
-    """Sink ``per_record`` into ``path`` through a temporary file; summarise what was written.
-
-    The temporary file sits beside ``path`` and replaces it only once complete,
-    so a failure leaves no partial output (and any previous file untouched). It is
-    readable by its owner only while written; the output then gets the mode of the
-    file it replaces, or, when new, the mode an ordinary open gives (umask applied).
-    """
+    """Sink ``per_record`` into ``path`` (:func:`replace_atomically`); summarise what was
+    written."""
     kind = file_format(path, "--output")
-    if not path.parent.is_dir():
-        msg = f"--output folder not found: {path.parent}"
-        raise FileNotFoundError(msg)
-    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        mode = _create_private(temporary, replaces=path)
-        # The sinks write into the existing file, keeping its mode.
+    summaries: list[CloakingSummary] = []
+
+    def sink(temporary: Path) -> None:
         sinks: dict[str, Callable[[Path], object]] = {
             "parquet": per_record.sink_parquet,
             "csv": per_record.sink_csv,
             "ipc": per_record.sink_ipc,
         }
         _in_background(lambda: sinks[kind](temporary))
-        summary = summarize(scan_literal(temporary, kind), min_rate=min_rate)
+        summaries.append(summarize(scan_literal(temporary, kind), min_rate=min_rate))
+
+    replace_atomically(path, sink, option="--output")
+    return summaries[0]
+
+
+def replace_atomically(
+    path: Path, write: Callable[[Path], object], *, option: str = "--html"
+) -> None:
+    """``write`` a temporary file beside ``path``, then rename it to ``path``.
+
+    A failure or a stop leaves no partial file (and any previous one untouched). The
+    temporary file is readable by its owner only while written (``write`` must write
+    into it, not replace it); the result then gets the mode of the file it replaces,
+    or, when new, the mode an ordinary open gives (umask applied).
+    """
+    _output_folder(path, option)
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        mode = _create_private(temporary, replaces=path)
+        write(temporary)
         os.chmod(temporary, mode)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
-    return summary
+
+
+def _output_folder(path: Path, option: str) -> None:
+    if not path.parent.is_dir():
+        msg = f"{option} folder not found: {path.parent}"
+        raise FileNotFoundError(msg)
 
 
 def _in_background(work: Callable[[], T]) -> T:
@@ -399,9 +451,54 @@ def format_text(summary: CloakingSummary) -> str:
     )
 
 
+def format_report(report: PrivacyReport) -> str:
+    """The human form of ``hidden-rate report``: one line per metric, then the verdict."""
+    labels = {
+        "hidden_rate": "hidden rate (%)",
+        "local_cloaking_median": "median local cloaking",
+        "distance_to_closest_median": "median DCR",
+        "closest_distances_ratio_median": "median NNDR",
+        "row_direct_match_protection": "direct match protection (%)",
+    }
+    checks = report.checks
+    lines = [f"{'records':<30}{report.n}"]
+    for name, value in report.values.items():
+        verdict = "PASS" if checks[name] else "FAIL"
+        lines.append(
+            f"{labels[name]:<30}{value:<12.4g}target > {report.targets[name]:<8g}{verdict}"
+        )
+    confidence = f"{100 * report.confidence:g} %"
+    lines.append(
+        f"{'hidden rate interval':<30}{report.hidden_rate_low:.2f} to "
+        f"{report.hidden_rate_high:.2f} % (Wilson, {confidence})"
+    )
+    met = sum(checks.values())
+    lines.append(f"{'report':<30}{'PASS' if report.passed else 'FAIL'}: {met} of {len(checks)}")
+    return "\n".join(lines)
+
+
 def format_json(summary: CloakingSummary) -> str:
     """The summary as one JSON object."""
     return json.dumps(summary.to_dict())
+
+
+def _separator(value: str) -> str:
+    value = "\t" if value in ("\\t", "tab") else value
+    if len(value) != 1:
+        msg = f"a separator is one character (or 'tab'), got {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _target(value: str) -> tuple[str, float]:
+    name, equals, number = value.partition("=")
+    try:
+        if not equals:
+            raise ValueError
+        return name.strip(), float(number)
+    except ValueError:
+        msg = f"a target is NAME=VALUE, got {value!r}"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def _names(value: str) -> list[str]:
@@ -410,8 +507,3 @@ def _names(value: str) -> list[str]:
         msg = f"empty column name in {value!r}"
         raise argparse.ArgumentTypeError(msg)
     return names
-
-
-def _one_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__

@@ -15,6 +15,11 @@ def examples(full: int) -> int:
     return full if HYPOTHESIS_PROFILE == "ci" else max(10, full // 10)
 
 
+def hidden_share(counts: np.ndarray) -> float:
+    """The hidden rate of ``counts``, in percent: ``100 * #{c_i > 0} / n``, rounded once."""
+    return 100.0 * int(np.count_nonzero(np.asarray(counts) > 0)) / len(counts)
+
+
 def brute_force_counts(originals: np.ndarray, avatars: np.ndarray, tie_tol: float) -> np.ndarray:
     """c_i = #{j != i : d2(x_i, y_j) <= d2(x_i, y_i) * (1 + tie_tol)}, all in float64.
 

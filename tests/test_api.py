@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
-from tests.helpers import brute_force_counts, examples
+from tests.helpers import brute_force_counts, examples, hidden_share
 
 DIMS = ["Dim1", "Dim2", "Dim3", "Dim4", "Dim5"]
 
@@ -74,7 +74,7 @@ def test_hidden_rate_is_share_of_nonzero_counts(n: int, d: int, seed: int, ncp: 
     ncp = min(ncp, d)
     counts = expected_counts(originals, avatars, coords[:ncp])
     rate = phr.hidden_rate(originals.lazy(), avatars, coords=coords, ncp=ncp)
-    assert rate == pytest.approx(100.0 * float(np.mean(counts > 0)), abs=1e-12)
+    assert rate == pytest.approx(hidden_share(counts), abs=1e-12)
 
 
 def test_keys_with_different_names_and_several_columns() -> None:
@@ -132,7 +132,7 @@ def test_lazy_reads_only_coordinate_and_key_columns() -> None:
     )
     rate = phr.hidden_rate(poisoned, avatars.lazy(), coords=["Dim1", "Dim2"], on="id")
     assert rate == pytest.approx(
-        100.0 * float(np.mean(expected_counts(originals, avatars, ["Dim1", "Dim2"]) > 0))
+        hidden_share(expected_counts(originals, avatars, ["Dim1", "Dim2"]))
     )
 
 

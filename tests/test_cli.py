@@ -16,7 +16,7 @@ import pytest
 import polars_hidden_rate.cli as cli
 from polars_hidden_rate import engine
 from polars_hidden_rate.cli import main
-from tests.helpers import brute_force_counts
+from tests.helpers import brute_force_counts, hidden_share
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
 WRITERS = {
@@ -51,7 +51,7 @@ def files(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     paths = {"originals": tmp_path / f"originals.{kind}", "avatars": tmp_path / f"avatars.{kind}"}
     WRITERS[kind](originals, paths["originals"])
     WRITERS[kind](avatars, paths["avatars"])
-    rate = 100.0 * float(np.mean(counts > 0))
+    rate = hidden_share(counts)
     return {**paths, "kind": kind, "frame": originals, "counts": counts, "rate": rate}
 
 

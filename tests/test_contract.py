@@ -10,7 +10,7 @@ import pytest
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import DEFAULT_NCP
-from tests.helpers import brute_force_counts
+from tests.helpers import brute_force_counts, hidden_share
 
 FEATURES = ["a", "b", "c", "d", "e", "f", "g"]
 
@@ -51,7 +51,7 @@ def test_features_count_in_the_first_ncp_components(features: list[str], ncp: in
     got = phr.local_cloaking(originals, avatars, features=features, ncp=ncp, on="id")
     np.testing.assert_array_equal(got["local_cloaking"].to_numpy(), expected)
     rate = phr.hidden_rate(originals, avatars, features=features, ncp=ncp, on="id")
-    assert rate == float(np.mean(expected > 0)) * 100.0
+    assert rate == hidden_share(expected)
 
 
 def test_default_ncp_is_five() -> None:

@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.gate import summarize
-from tests.helpers import brute_force_counts
+from tests.helpers import brute_force_counts, hidden_share
 
 
 def _frames(seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame, float]:
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 30, (200, 2)).astype(float)
     y = x + rng.integers(-1, 2, x.shape)
-    rate = 100.0 * float(np.mean(brute_force_counts(x, y, 1e-9) > 0))
+    rate = hidden_share(brute_force_counts(x, y, 1e-9))
     return pl.DataFrame(x, schema=["a", "b"]), pl.DataFrame(y, schema=["a", "b"]), rate
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.helpers import brute_force_counts
+from tests.helpers import brute_force_counts, hidden_share
 
 SCRIPT = Path(sys.executable).parent / "hidden-rate"
 COORDS = ["Dim1", "Dim2"]
@@ -84,7 +84,7 @@ def _rate(originals: pl.DataFrame, avatars: pl.DataFrame) -> float:
     counts = brute_force_counts(
         originals.select(COORDS).to_numpy(), avatars[COORDS].to_numpy(), 1e-9
     )
-    return 100.0 * float(np.mean(counts > 0))
+    return hidden_share(counts)
 
 
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:

@@ -22,7 +22,7 @@ from polars.exceptions import (
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import Projection, passes
-from tests.helpers import brute_force_counts, examples
+from tests.helpers import brute_force_counts, examples, hidden_share
 
 STAGES = ["I", "II", "III", "IV"]
 
@@ -244,7 +244,7 @@ def test_wbcd_hidden_rate_equals_direct_computation(wbcd_dir: Path, ncp: int) ->
     np.testing.assert_array_equal(eager["local_cloaking"].to_numpy(), expected)
     np.testing.assert_array_equal(lazy.collect()["local_cloaking"].to_numpy(), expected)
     rate = phr.hidden_rate(originals.lazy(), avatars.lazy(), ncp=ncp)
-    assert rate == 100.0 * float(np.mean(expected > 0))
+    assert rate == hidden_share(expected)
     assert rate == phr.hidden_rate(originals, avatars, ncp=ncp, features=avatars.columns)
     assert 0.0 < rate < 100.0
 

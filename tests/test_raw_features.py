@@ -9,7 +9,7 @@ import pytest
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import CategoricalFeature, NumericFeature
 from polars_hidden_rate.projection.types import Impute
-from tests.helpers import brute_force_counts
+from tests.helpers import brute_force_counts, hidden_share
 
 
 def coded_pair(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -146,7 +146,7 @@ def test_imputation_fills_both_frames_with_the_originals_statistics(impute: Impu
         categorical=["stage"],
         impute=impute,
     )
-    assert rate == float(np.mean(expected > 0)) * 100.0
+    assert rate == hidden_share(expected)
 
 
 def test_missing_values_without_imputation_name_the_way_out() -> None:

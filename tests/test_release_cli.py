@@ -1,0 +1,239 @@
+"""Checking a release from raw files, and the report, through the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import polars_hidden_rate as phr
+import polars_hidden_rate.cli as cli
+from polars_hidden_rate.cli import main
+from polars_hidden_rate.gate import summarize
+
+FEATURES = ["age", "bmi", "stage", "smoker"]
+
+
+def raw_release(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an id the avatars lack, a category coded 0/1/2, gaps in one column."""
+    rng = np.random.default_rng(seed)
+    age = rng.normal(50, 10, n)
+    stage = rng.integers(0, 3, n)
+    smoker = rng.choice(["yes", "no"], n)
+    bmi = rng.normal(25, 4, n)
+    originals = pl.DataFrame(
+        {"id": np.arange(n) + 1000, "age": age, "bmi": bmi, "stage": stage, "smoker": smoker}
+    )
+    avatars = pl.DataFrame(
+        {
+            "age": age + rng.normal(0, 4, n),
+            "bmi": bmi + rng.normal(0, 2, n),
+            "stage": np.where(rng.random(n) < 0.3, rng.integers(0, 3, n), stage),
+            "smoker": np.where(rng.random(n) < 0.2, "no", smoker),
+        }
+    )
+
+    def holes(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
+        gaps = pl.Series(np.random.default_rng(seed).random(n) < 0.08)
+        return frame.with_columns(bmi=pl.when(gaps).then(None).otherwise(pl.col("bmi")))
+
+    return holes(originals, 1), holes(avatars, 2)
+
+
+def write_raw(frame: pl.DataFrame, path: Path, separator: str) -> Path:
+    """As published: the given separator, missing values written NA."""
+    frame.write_csv(path, separator=separator, null_value="NA")
+    return path
+
+
+OPTIONS = ["--ncp", "4", "--categorical", "stage", "--impute", "median"]
+
+
+def expected_rate(originals: pl.DataFrame, avatars: pl.DataFrame) -> float:
+    return phr.hidden_rate(
+        originals, avatars, features=FEATURES, ncp=4, categorical=["stage"], impute="median"
+    )
+
+
+@pytest.mark.parametrize("separator", [";", "\t", ","])
+def test_raw_csv_release_needs_no_python(
+    tmp_path: Path, separator: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    originals, avatars = raw_release()
+    o = write_raw(originals, tmp_path / "originals.csv", separator)
+    a = write_raw(avatars, tmp_path / "avatars.csv", separator)
+    assert main(["check", str(o), str(a), *OPTIONS, "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["hidden_rate"] == expected_rate(originals, avatars)
+    assert summary["n"] == originals.height
+
+
+def test_the_raw_release_through_the_script(tmp_path: Path) -> None:
+    originals, avatars = raw_release(seed=3)
+    o = write_raw(originals, tmp_path / "originals.csv", ";")
+    a = write_raw(avatars, tmp_path / "avatars.csv", ";")
+    script = Path(sys.executable).parent / "hidden-rate"
+    if not script.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    done = subprocess.run(
+        [str(script), "check", str(o), str(a), *OPTIONS, "--format", "json", "--min-rate", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["hidden_rate"] == expected_rate(originals, avatars)
+    # Without imputation, the gaps are named, and how to fill them: exit 2, one line.
+    done = subprocess.run(
+        [str(script), "check", str(o), str(a), "--categorical", "stage"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "'bmi'" in done.stderr
+    assert "impute=" in done.stderr
+
+
+def test_an_explicit_separator_and_null_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    originals, avatars = raw_release(seed=4)
+    o, a = tmp_path / "o.csv", tmp_path / "a.csv"
+    originals.write_csv(o, separator="|", null_value="missing")
+    avatars.write_csv(a, separator="|", null_value="missing")
+    args = ["check", str(o), str(a), *OPTIONS, "--format", "json"]
+    assert main([*args, "--separator", "|", "--null-values", "missing"]) == 0
+    assert json.loads(capsys.readouterr().out)["hidden_rate"] == expected_rate(originals, avatars)
+    assert main([*args, "--separator", "||"]) == 2
+    assert "one character" in capsys.readouterr().err
+
+
+def test_check_json_keys_and_values_are_pinned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    originals, avatars = raw_release(seed=5)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    assert main(["check", str(o), str(a), *OPTIONS, "--format", "json", "--min-rate", "50"]) in (
+        0,
+        1,
+    )
+    got = json.loads(capsys.readouterr().out)
+    per_record = phr.local_cloaking(
+        originals, avatars, features=FEATURES, ncp=4, categorical=["stage"], impute="median"
+    )
+    counts = per_record["local_cloaking"]
+    not_hidden = int((counts == 0).sum())
+    assert got == {
+        "n": originals.height,
+        "hidden_rate": 100.0 * (originals.height - not_hidden) / originals.height,
+        "not_hidden": not_hidden,
+        "local_cloaking_median": float(counts.median()),  # type: ignore[arg-type]
+        "local_cloaking_q1": float(counts.quantile(0.25, "linear")),  # type: ignore[arg-type]
+        "local_cloaking_q3": float(counts.quantile(0.75, "linear")),  # type: ignore[arg-type]
+        "min_rate": 50.0,
+        "passed": 100.0 * (originals.height - not_hidden) / originals.height >= 50.0,
+        "not_hidden_share": 100.0 * not_hidden / originals.height,
+    }
+
+
+def test_output_goes_through_a_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The summary reads what was written: make it fail after the sink, and the file the
+    # output would replace must be as it was, with no temporary file left beside it.
+    originals, avatars = raw_release(seed=6)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    output = tmp_path / "out.parquet"
+    output.write_bytes(b"the previous release")
+    written: list[Path] = []
+
+    def failing_summary(frame: pl.LazyFrame, **options: object) -> object:
+        written.extend(tmp_path.glob(".out.parquet.*.tmp"))
+        assert written, "the sink wrote a temporary file"
+        assert written[0].stat().st_size > 0
+        raise pl.exceptions.ComputeError("summary failed")
+
+    monkeypatch.setattr(cli, "summarize", failing_summary)
+    assert main(["check", str(o), str(a), *OPTIONS, "--output", str(output)]) == 2
+    assert "summary failed" in capsys.readouterr().err
+    assert output.read_bytes() == b"the previous release"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "o.csv", "out.parquet"]
+    assert written  # the output was being written elsewhere, not in place
+    monkeypatch.undo()
+    assert main(["check", str(o), str(a), *OPTIONS, "--output", str(output), "--quiet"]) == 0
+    assert summarize(pl.scan_parquet(output)).n == originals.height
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = 0
+        self.svgs = 0
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.rows += tag == "tr"
+        self.svgs += tag == "svg"
+        self.links += [value or "" for name, value in attrs if name in ("src", "href")]
+
+
+def test_report_exit_codes_json_and_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    originals, avatars = raw_release(seed=7)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    page = tmp_path / "report.html"
+    expected = phr.privacy_report(
+        originals, avatars, features=FEATURES, ncp=4, categorical=["stage"], impute="median"
+    )
+    code = main(["report", str(o), str(a), *OPTIONS, "--format", "json", "--html", str(page)])
+    assert code == (0 if expected.passed else 1)
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(expected.to_dict()))
+    parsed = _Page()
+    parsed.feed(page.read_text("utf-8"))
+    assert parsed.svgs == 3
+    assert parsed.rows >= 5
+    assert parsed.links == []
+    # Targets every metric meets, then one it cannot: exit 0, then 1.
+    easy = [f"--target={name}=-1" for name in expected.values]
+    assert main(["report", str(o), str(a), *OPTIONS, *easy, "--quiet"]) == 0
+    hard = [*easy, "--target", "hidden_rate=100"]
+    assert main(["report", str(o), str(a), *OPTIONS, *hard]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text
+    assert "hidden rate interval" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--target", "hiden_rate=90"], "hiden_rate"),
+        (["--target", "hidden_rate"], "NAME=VALUE"),
+        (["--html", "{o}"], "--html"),
+        (["--html", "{missing}/r.html"], "--html folder not found"),
+    ],
+)
+def test_report_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    originals, avatars = raw_release(n=50, seed=8)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    before = o.read_bytes()
+    filled = [item.format(o=o, missing=tmp_path / "nowhere") for item in extra]
+    assert main(["report", str(o), str(a), *OPTIONS, *filled]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert message in err
+    assert o.read_bytes() == before
