@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError
 
-from polars_hidden_rate import distributed, engine, gpu
+from polars_hidden_rate import distributed, engine
 from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.checks import check_threads, check_tie_tol
 from polars_hidden_rate.frames import (
@@ -75,6 +75,8 @@ class CountPlan:
                 originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
             )
         if self.device == "gpu":
+            from polars_hidden_rate import gpu  # FAISS is loaded when used
+
             return gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
         return engine.count_cloaking(
             originals, avatars, tie_tol=self.tie_tol, threads=self.threads, progress=self.progress
@@ -268,6 +270,8 @@ def plan(
     if cluster is not None:
         distributed.require_client(cluster)
     if device == "gpu":
+        from polars_hidden_rate import gpu
+
         gpu.require_gpu()
     check_unreserved(left_schema, "originals")
     check_unreserved(right_schema, "avatars")

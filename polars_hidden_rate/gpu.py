@@ -3,7 +3,7 @@
 FAISS has no range search on the GPU, so candidates come from k-NN searches, as
 in FAISS's ``contrib/exhaustive_search.py``: a query whose k-th float32 distance
 lies beyond its reach (its threshold plus the engine's float32 error bound,
-:func:`engine.float32_error_bound`) has all its candidates among those k. A query
+:func:`flat.float32_error_bound`) has all its candidates among those k. A query
 that still has more after the largest k the GPU allows (2048) is counted on the
 CPU by :func:`engine.count_within`. The data come through
 :func:`engine.linked_arrays`, at the CPU engine's canonical scale. Every candidate
@@ -22,7 +22,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from polars_hidden_rate import engine
+from polars_hidden_rate import engine, flat
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 
 # The largest k FAISS's GPU k-selection supports.
@@ -131,15 +131,15 @@ def count_within_knn(
     if len(queries) == 0 or len(avatars) == 0:
         return counts
     # Centred, scaled and rounded to float32 exactly as the CPU engine does.
-    search = engine.Search.prepare(queries, thresholds, own, avatars)
+    search = flat.Search.prepare(queries, thresholds, own, avatars)
     dim = search.query_f32.shape[1]
     index = make_index(dim)
     index.add(search.avatar_f32)
     query_f32 = search.query_f32
 
     # A pair can count only when its float32 estimate is within its query's reach.
-    bound = engine.float32_error_bound(
-        engine.row_norms(query_f32) ** 2,
+    bound = flat.float32_error_bound(
+        flat.row_norms(query_f32) ** 2,
         search.avatar_radius,
         dim,
         reference_floor=search.reference_floor,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -101,3 +103,18 @@ def test_every_join_asks_to_keep_the_left_order(monkeypatch: pytest.MonkeyPatch)
     ordered = [call for call in calls if call.get("how") != "anti"]
     assert ordered, "the keyed paths join"
     assert all(call.get("maintain_order") == "left" for call in ordered), ordered
+
+
+def test_faiss_is_loaded_when_the_flat_band_is_used() -> None:
+    # The FAISS band (flat.py) is its own module, imported by the flat strategy and the GPU
+    # path only: the tree path and `import polars_hidden_rate` never load FAISS.
+    script = (
+        "import sys, numpy as np, polars_hidden_rate as phr\n"
+        "x = np.arange(12.0).reshape(6, 2)\n"
+        "phr.count_cloaking(x, x[::-1].copy(), strategy='tree')\n"
+        "assert 'faiss' not in sys.modules, 'tree'\n"
+        "phr.count_cloaking(x, x[::-1].copy(), strategy='flat')\n"
+        "assert 'faiss' in sys.modules and 'polars_hidden_rate.flat' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.spatial import cKDTree
 
-from polars_hidden_rate import engine, kdtree
+from polars_hidden_rate import engine, flat, kdtree
 from polars_hidden_rate.engine import count_cloaking
 from tests.helpers import brute_force_counts, brute_force_within, examples
 
@@ -147,7 +147,7 @@ def test_reversing_columns_changes_no_count(strategy: engine.Strategy) -> None:
 def test_far_avatars_give_large_counts_over_many_chunks(
     monkeypatch: pytest.MonkeyPatch, strategy: engine.Strategy
 ) -> None:
-    monkeypatch.setattr(engine, "MAX_RESULTS_PER_CHUNK", 64)
+    monkeypatch.setattr(flat, "MAX_RESULTS_PER_CHUNK", 64)
     rng = np.random.default_rng(5)
     originals = rng.integers(-2, 3, (300, 2)).astype(float)
     avatars = originals.copy()
