@@ -37,7 +37,7 @@ def time_task(
     shard = avatars[:shard_rows]
     own = np.where(np.arange(block_rows) < shard_rows, np.arange(block_rows), -1)
     build = task = float("inf")
-    counts = np.zeros(0)
+    counts = np.zeros(0, dtype=np.int64)
     for _ in range(repeat):
         start = time.perf_counter()
         tree = KdTree.build(shard)

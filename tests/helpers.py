@@ -47,4 +47,5 @@ def brute_force_within(
         d2 += diff * diff
     inside = d2 <= thresholds[:, None]
     inside[np.arange(len(queries)), own] &= own < 0
-    return inside.sum(axis=1)
+    counts: np.ndarray = inside.sum(axis=1)
+    return counts

@@ -48,7 +48,7 @@ def test_eager_lazy_streaming_and_keyed_agree(d: int, offset: float) -> None:
     eager = phr.local_cloaking(originals, avatars, coords=coords)
     lazy = phr.local_cloaking(originals.lazy(), avatars.lazy(), coords=coords)
     assert isinstance(lazy, pl.LazyFrame)
-    keyed = originals.lazy().avatar.local_cloaking(shuffled.lazy(), coords=coords, on="id")
+    keyed = originals.lazy().avatar.local_cloaking(shuffled.lazy(), coords=coords, on="id")  # type: ignore[attr-defined]
     for frame in (eager, lazy.collect(), lazy.collect(engine="streaming"), keyed.collect()):
         assert frame.columns == [*originals.columns, "local_cloaking", "hidden"]
         assert frame.drop("local_cloaking", "hidden").equals(originals)
@@ -58,10 +58,10 @@ def test_eager_lazy_streaming_and_keyed_agree(d: int, offset: float) -> None:
 
 def test_output_types() -> None:
     originals, avatars = make_frames(50, 2, seed=0)
-    frame = originals.avatar.local_cloaking(avatars, coords=["Dim1", "Dim2"])
+    frame = originals.avatar.local_cloaking(avatars, coords=["Dim1", "Dim2"])  # type: ignore[attr-defined]
     assert frame.schema["local_cloaking"] == pl.get_index_type()
     assert frame.schema["hidden"] == pl.Boolean
-    rate = originals.avatar.hidden_rate(avatars, coords=["Dim1", "Dim2"])
+    rate = originals.avatar.hidden_rate(avatars, coords=["Dim1", "Dim2"])  # type: ignore[attr-defined]
     assert isinstance(rate, float)
     assert 0.0 <= rate <= 100.0
 
@@ -101,7 +101,9 @@ def test_row_order_kept_after_lazy_filter() -> None:
     lazy = (
         originals.lazy()
         .filter(keep)
-        .avatar.local_cloaking(avatars.lazy().filter(keep), coords=coords)
+        .avatar.local_cloaking(  # type: ignore[attr-defined]
+            avatars.lazy().filter(keep), coords=coords
+        )
     )
     expected_originals = originals.filter(keep)
     for engine in ("auto", "streaming"):

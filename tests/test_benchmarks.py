@@ -67,7 +67,7 @@ def test_harness_reports_an_engine_that_miscounts(
 def test_the_arbiter_is_the_reference_brute_force() -> None:
     rng = np.random.default_rng(3)
     originals = rng.integers(-2, 3, (200, 3)).astype(float)
-    avatars = originals + rng.integers(-1, 2, originals.shape)
+    avatars = originals + rng.integers(-1, 2, originals.shape).astype(np.float64)
     limits = thresholds(originals, avatars, 1e-9)
     expected = brute_force_counts(originals, avatars, 1e-9)
     np.testing.assert_array_equal(exact_counts(originals, avatars, limits, threads=2), expected)

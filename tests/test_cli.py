@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,12 @@ import polars as pl
 import pytest
 
 import polars_hidden_rate.cli as cli
-from polars_hidden_rate import engine
+from polars_hidden_rate import api, engine
 from polars_hidden_rate.cli import main
 from tests.helpers import brute_force_counts, hidden_share
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
-WRITERS = {
+WRITERS: dict[str, Callable[[pl.DataFrame, Path], object]] = {
     "parquet": pl.DataFrame.write_parquet,
     "csv": pl.DataFrame.write_csv,
     "ipc": pl.DataFrame.write_ipc,
@@ -138,7 +139,11 @@ def test_output_holds_originals_with_counts(
     output = tmp_path / "out" / f"per_record.{suffix}"
     output.parent.mkdir()
     assert main(_check(files, "--output", str(output), "--quiet")) == 0
-    written = {"parquet": pl.read_parquet, "csv": pl.read_csv}.get(suffix, pl.read_ipc)(output)
+    readers: dict[str, Callable[[Path], pl.DataFrame]] = {
+        "parquet": pl.read_parquet,
+        "csv": pl.read_csv,
+    }
+    written = readers.get(suffix, pl.read_ipc)(output)
     expected = files["frame"]
     assert written.columns == [*expected.columns, "local_cloaking", "hidden"]
     assert written.select(expected.columns).equals(expected)
@@ -178,7 +183,7 @@ def test_progress_only_on_a_terminal(
     progress: bool | None,
 ) -> None:
     seen = []
-    local_cloaking = cli.local_cloaking
+    local_cloaking = api.local_cloaking
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(kwargs["progress"])

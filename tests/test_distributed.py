@@ -127,7 +127,7 @@ def _slow_down(seconds: float) -> Callable[[], None]:
             time.sleep(seconds)
             return original(*args, **kwargs)
 
-        engine.count_within = slow  # type: ignore[assignment]
+        engine.count_within = slow
 
     return install
 
@@ -192,7 +192,11 @@ def test_pruned_pairs_hold_no_rival(
     avatars = originals[np.random.default_rng(seed).permutation(len(originals))]
     thresholds = engine.own_thresholds(originals, avatars, 0.0)
     blocks = [
-        phd._QueryBlock(originals[i : i + block_rows], thresholds[i : i + block_rows], np.zeros(0))
+        phd._QueryBlock(
+            originals[i : i + block_rows],
+            thresholds[i : i + block_rows],
+            np.zeros(0, dtype=np.int64),
+        )
         for i in range(0, len(originals), block_rows)
     ]
     shards = [avatars[j : j + shard_rows] for j in range(0, len(avatars), shard_rows)]
@@ -213,7 +217,8 @@ def test_far_apart_pairs_are_not_submitted() -> None:
     avatars = originals + rng.normal(scale=0.01, size=originals.shape)
     thresholds = engine.own_thresholds(originals, avatars, 1e-9)
     blocks = [
-        phd._QueryBlock(originals[i : i + 50], thresholds[i : i + 50], np.zeros(0)) for i in (0, 50)
+        phd._QueryBlock(originals[i : i + 50], thresholds[i : i + 50], np.zeros(0, dtype=np.int64))
+        for i in (0, 50)
     ]
     shards = [avatars[:50], avatars[50:]]
     assert sorted(phd._pairs_within_reach(blocks, shards)) == [(0, 0), (1, 1)]

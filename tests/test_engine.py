@@ -336,7 +336,7 @@ def test_count_within_reuses_a_prebuilt_tree() -> None:
     """Dask tasks get a shard's tree built once; `own` still indexes the avatar rows."""
     rng = np.random.default_rng(13)
     originals = rng.integers(-3, 4, (200, 3)).astype(float)
-    avatars = originals + rng.integers(-1, 2, originals.shape)
+    avatars = originals + rng.integers(-1, 2, originals.shape).astype(np.float64)
     thresholds = engine.own_thresholds(originals, avatars, 1e-9)
     own = np.where(rng.random(200) < 0.7, np.arange(200), -1)
     tree = kdtree.KdTree.build(avatars)

@@ -27,7 +27,7 @@ def frames() -> tuple[pl.DataFrame, pl.DataFrame]:
     return originals, avatars
 
 
-def run(originals: pl.DataFrame, avatars: pl.DataFrame, **options: object) -> None:
+def run(originals: pl.DataFrame, avatars: pl.DataFrame, /, **options: object) -> None:
     options.setdefault("coords", ["Dim1", "Dim2"])
     phr.local_cloaking(originals, avatars, **options)  # type: ignore[arg-type]
     phr.local_cloaking(originals.lazy(), avatars.lazy(), **options).collect()  # type: ignore[arg-type]

@@ -55,7 +55,8 @@ def exactly_scaled(values: np.ndarray, k: int) -> np.ndarray | None:
         return None
     if np.any((scaled != 0) & (np.abs(scaled) < np.finfo(np.float64).tiny)):
         return None
-    return scaled
+    exact: np.ndarray = scaled
+    return exact
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -222,7 +223,7 @@ def _wait_for_threads(bound: int, seconds: float = 10.0) -> int:
 def test_many_thread_counts_keep_a_bounded_number_of_threads() -> None:
     rng = np.random.default_rng(1)
     originals = rng.integers(-3, 4, (3000, 3)).astype(float)
-    avatars = originals + rng.integers(-1, 2, originals.shape)
+    avatars = originals + rng.integers(-1, 2, originals.shape).astype(np.float64)
     expected = brute_force_counts(originals, avatars, 1e-9)
     thresholds = engine.own_thresholds(originals, avatars, 1e-9)
     own = np.arange(len(originals))

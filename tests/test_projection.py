@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import polars as pl
@@ -22,9 +22,11 @@ from polars.exceptions import (
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import Projection, passes
+from polars_hidden_rate.projection.scaling import CategoricalFeature
 from tests.helpers import brute_force_counts, examples, hidden_share
 
 STAGES = ["I", "II", "III", "IV"]
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 
 def cohort(n: int, seed: int) -> pl.DataFrame:
@@ -57,14 +59,15 @@ def perturbed(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
     )
 
 
-def coordinates(frame: pl.DataFrame | pl.LazyFrame, proj: Projection) -> np.ndarray:
+def coordinates(frame: FrameT, proj: Projection) -> np.ndarray:
     out = proj.transform(frame)
     data = out.collect() if isinstance(out, pl.LazyFrame) else out
     return data.select(proj.coordinate_columns()).to_numpy()
 
 
 def squared_distances(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(axis=2)
+    d2: np.ndarray = ((x[:, None, :] - y[None, :, :]) ** 2).sum(axis=2)
+    return d2
 
 
 def eigen_groups(values: np.ndarray, rtol: float = 1e-8) -> list[slice]:
@@ -239,7 +242,7 @@ def test_wbcd_hidden_rate_equals_direct_computation(wbcd_dir: Path, ncp: int) ->
 
     # Sample_code_number is not in the avatars: the default features leave it out.
     eager = phr.local_cloaking(originals, avatars, ncp=ncp)
-    lazy = originals.lazy().avatar.local_cloaking(avatars.lazy(), ncp=ncp)
+    lazy = originals.lazy().avatar.local_cloaking(avatars.lazy(), ncp=ncp)  # type: ignore[attr-defined]
     assert isinstance(lazy, pl.LazyFrame)
     np.testing.assert_array_equal(eager["local_cloaking"].to_numpy(), expected)
     np.testing.assert_array_equal(lazy.collect()["local_cloaking"].to_numpy(), expected)
@@ -393,7 +396,7 @@ def test_mca_rows_are_profiles_over_known_modalities() -> None:
     assert proj.model == "MCA"
     assert proj.n_components == 6  # 9 modalities less one constraint per variable
     scaled = proj.scaled(pl.DataFrame({"u": ["a"], "v": ["b"], "w": ["new"]}))
-    shares = np.concatenate([f.shares for f in proj.scaling.features])
+    shares = np.concatenate([cast(CategoricalFeature, f).shares for f in proj.scaling.features])
     dummies = np.array([1, 0, 0, 0, 1, 0, 0, 0, 0]) * 3 / 2  # a profile over 2 known modalities
     np.testing.assert_allclose(scaled[0], (dummies - shares) / np.sqrt(shares) / np.sqrt(3))
 

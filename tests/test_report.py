@@ -51,12 +51,12 @@ def test_per_avatar_columns_eager_and_lazy(keyed: bool) -> None:
     originals, avatars = make_frames(300, seed=1)
     options = {"coords": DIMS, "on": "id"} if keyed else {"coords": DIMS}
     dcr, nndr = own_values(avatars, originals)
-    eager = phr.distance_to_closest(originals, avatars, **options)  # type: ignore[arg-type]
+    eager = phr.distance_to_closest(originals, avatars, **options)
     assert isinstance(eager, pl.DataFrame)
     assert eager.columns == [*avatars.columns, "distance_to_closest"]
     assert eager.drop("distance_to_closest").equals(avatars)
     np.testing.assert_array_equal(eager["distance_to_closest"].to_numpy(), dcr)
-    lazy = originals.lazy().avatar.closest_distances_ratio(avatars.lazy(), **options)
+    lazy = originals.lazy().avatar.closest_distances_ratio(avatars.lazy(), **options)  # type: ignore[attr-defined]
     assert isinstance(lazy, pl.LazyFrame)
     assert lazy.collect_schema()["closest_distances_ratio"] == pl.Float64
     for frame in (lazy.collect(), lazy.collect(engine="streaming")):
@@ -70,7 +70,7 @@ def test_each_avatar_row_keeps_its_own_value_under_a_reordering_plan(keyed: bool
     options = {"coords": DIMS, "on": "id"} if keyed else {"coords": DIMS}
     # The plan sorts the avatars: each output row must carry the value of the row it holds.
     plan = avatars.lazy().sort("Dim2", "Dim1", "Dim3", "id", descending=True)
-    out = phr.distance_to_closest(originals.lazy(), plan, **options).collect()  # type: ignore[arg-type]
+    out = phr.distance_to_closest(originals.lazy(), plan, **options).collect()
     assert out.drop("distance_to_closest").equals(plan.collect())
     np.testing.assert_array_equal(
         out["distance_to_closest"].to_numpy(), own_values(out, originals)[0]
@@ -122,7 +122,7 @@ def test_direct_matches_with_nulls_nan_and_mixed_types() -> None:
     assert phr.row_direct_match_protection(originals.lazy(), avatars.lazy(), on="id") == 20.0
     # With the ids as a feature, nothing matches.
     assert phr.row_direct_match_protection(originals, avatars) == 100.0
-    assert originals.avatar.row_direct_match_protection(avatars, features=["city"]) == 0.0
+    assert originals.avatar.row_direct_match_protection(avatars, features=["city"]) == 0.0  # type: ignore[attr-defined]
     assert phr.row_direct_match_protection(originals, avatars, features=["age"]) == 20.0
 
 
@@ -206,7 +206,7 @@ def test_report_values_match_the_free_functions() -> None:
         report.n_hidden, 400
     )
     # By row order on the same links, the same report.
-    by_row = originals.avatar.privacy_report(ordered, coords=DIMS)
+    by_row = originals.avatar.privacy_report(ordered, coords=DIMS)  # type: ignore[attr-defined]
     assert by_row.to_dict() == report.to_dict()
 
 
@@ -348,7 +348,9 @@ def test_report_in_the_projected_space_and_its_checks() -> None:
     )
     assert report.row_direct_match_protection < 100.0  # some avatars copy an original
     dcr = phr.distance_to_closest(originals, avatars, features=DIMS, ncp=2, on="id")
-    assert report.distance_to_closest_median == float(dcr["distance_to_closest"].median())
+    median = dcr["distance_to_closest"].median()
+    assert isinstance(median, float)
+    assert report.distance_to_closest_median == float(median)
     with pytest.raises(ValueError, match="`confidence` must lie strictly between 0 and 1"):
         phr.privacy_report(originals, avatars, confidence=1.0, coords=DIMS)
     with pytest.raises(TypeError, match="privacy_report\\(\\) got an unexpected keyword"):

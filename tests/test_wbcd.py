@@ -21,7 +21,9 @@ def scaled_coordinates(wbcd_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     mean, std = x.mean(axis=0), x.std(axis=0)
     blocks_x, blocks_y = [(x - mean) / std], [(y - mean) / std]
     for level in (2, 4):
-        p = float((originals["Class"] == level).mean())
+        share = (originals["Class"] == level).mean()
+        assert isinstance(share, float)
+        p = float(share)
         blocks_x.append(((originals["Class"].to_numpy() == level) - p)[:, None] / np.sqrt(p))
         blocks_y.append(((avatars["Class"].to_numpy() == level) - p)[:, None] / np.sqrt(p))
     names = [f"S{k}" for k in range(x.shape[1] + 2)]
@@ -35,7 +37,7 @@ def test_wbcd_counts_match_brute_force(wbcd_dir: Path) -> None:
     originals, avatars = scaled_coordinates(wbcd_dir)
     expected = brute_force_counts(originals.to_numpy(), avatars.to_numpy(), 1e-9)
     eager = phr.local_cloaking(originals, avatars, coords=originals.columns)
-    lazy = originals.lazy().avatar.local_cloaking(avatars.lazy(), coords=originals.columns)
+    lazy = originals.lazy().avatar.local_cloaking(avatars.lazy(), coords=originals.columns)  # type: ignore[attr-defined]
     np.testing.assert_array_equal(eager["local_cloaking"].to_numpy(), expected)
     np.testing.assert_array_equal(lazy.collect()["local_cloaking"].to_numpy(), expected)
     rate = phr.hidden_rate(originals, avatars, coords=originals.columns)
