@@ -22,6 +22,7 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate.checks import check_count
 from polars_hidden_rate.projection import Projection
 
 KNN_BLOCK_VALUES = 1 << 16
@@ -75,10 +76,8 @@ def avatarize(
         msg = f"df must be a polars DataFrame or LazyFrame, got {type(df).__name__}"
         raise TypeError(msg)
     n = records.height
-    if isinstance(k, bool) or not isinstance(k, int | np.integer):
-        msg = f"`k` must be an integer, got {k!r}"
-        raise TypeError(msg)
-    if not 1 <= k < max(n, 1):
+    k = check_count(k, "k")
+    if not k < max(n, 1):
         msg = f"`k` must satisfy 1 <= k < {n} (the number of records), got k={k}"
         raise ValueError(msg)
     projection = Projection.fit(records, ncp=ncp)

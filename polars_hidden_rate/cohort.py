@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.api import local_cloaking
+from polars_hidden_rate.checks import check_count
 from polars_hidden_rate.gate import summarize
 
 DEFAULT_KS = (2, 5, 10, 20, 50)
@@ -48,9 +49,7 @@ def cohort(rows: int = 3000, *, seed: int = 0) -> pl.DataFrame:
     >>> frame.equals(cohort(5, seed=1))
     True
     """
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-        msg = f"`rows` must be a positive integer, got {rows!r}"
-        raise ValueError(msg)
+    rows = check_count(rows, "rows")
     rng = np.random.default_rng(seed)
     age = np.clip(rng.normal(52, 16, rows), 18, 95).round()
     male = rng.random(rows) < 0.48
