@@ -5,8 +5,9 @@ the engine counts the rivals ``j != i`` with ``d2(x_i, y_j) <= T_i``, where
 ``T_i = d2(x_i, y_i) * (1 + tie_tol)`` and every ``d2`` is the float64 sum of
 squared direct differences, taken in column order (:func:`squared_distances`).
 
-Two exact strategies share that definition. The default walks a compiled
-kd-tree in float64 (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` finds
+Two exact strategies share that definition, and ``"auto"`` (the default) runs
+the one a probe of the data predicts faster (:func:`choose_strategy`). ``"tree"``
+walks a compiled kd-tree in float64 (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` finds
 candidates in a FAISS flat index in float32: each float32 distance carries an
 error bound, a pair is decided in float32 only when it lies outside that bound,
 and every pair inside it is settled again in float64 by
