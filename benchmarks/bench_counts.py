@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 GRID_SIZES = (10_000, 100_000, 1_000_000)
+# The engine's strategies, timed side by side by --strategies.
+STRATEGIES = ("tree", "flat", "auto")
 GRID_DIMS = (2, 5, 10, 20)
 SCALING_SIZES = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 SCALING_DIM = 5
@@ -102,13 +104,42 @@ class Engine:
     pair_rate: float | None = None
 
 
-def run_ours(case: Case) -> CountArray:
+def run_ours(case: Case, strategy: str | None = None) -> CountArray:
     import polars_hidden_rate as phr
 
     options: dict[str, Any] = {"tie_tol": case.tie_tol, "threads": case.threads}
     if "progress" in inspect.signature(phr.count_cloaking).parameters:
         options["progress"] = False
+    if strategy is not None:
+        options["strategy"] = strategy
     return phr.count_cloaking(case.originals, case.avatars, **options)
+
+
+def strategy_runner(strategy: str) -> Callable[[Case], CountArray]:
+    """``run_ours`` with one ``strategy`` of the engine."""
+    return lambda case: run_ours(case, strategy)
+
+
+def probe_cost(case: Case) -> dict[str, Any]:
+    """What ``strategy="auto"`` chooses on ``case``, and the seconds its probe takes (the
+    tree it walks is built first, untimed: the tree strategy needs it anyway)."""
+    from polars_hidden_rate import engine
+    from polars_hidden_rate.kdtree import KdTree
+
+    x, y, limits = engine.linked_arrays(case.originals, case.avatars, case.tie_tol)
+    tree = KdTree.build(y, threads=case.threads)
+    own = np.arange(len(x), dtype=np.int64)
+    begin = time.perf_counter()
+    estimate = engine.probe(tree, x, limits, own, threads=case.threads)
+    elapsed = time.perf_counter() - begin
+    return {
+        "chose": "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree",
+        "seconds": round(elapsed, 4),
+        "predicted_tree_seconds": round(estimate.tree_seconds, 4),
+        "predicted_flat_seconds": round(estimate.flat_seconds, 4),
+        "sampled": estimate.sampled,
+        "stopped": estimate.stopped,
+    }
 
 
 def run_ours_polars(case: Case) -> CountArray:
@@ -244,6 +275,18 @@ ENGINES: dict[str, Engine] = {
             "polars_hidden_rate",
             1.3,
             "polars_hidden_rate.count_cloaking(X, Y): numpy arrays in, counts out",
+        ),
+        *(
+            Engine(
+                f"ours-{strategy}",
+                "ours",
+                True,
+                strategy_runner(strategy),
+                "polars_hidden_rate",
+                2.0 if strategy == "flat" else 1.3,
+                f"polars_hidden_rate.count_cloaking(X, Y, strategy={strategy!r})",
+            )
+            for strategy in STRATEGIES
         ),
         Engine(
             "ours-polars",
@@ -404,6 +447,8 @@ def run_cell(
         counts[name] = np.asarray(result, dtype=np.int64)
         entry.update(status="ok", seconds=round(min(times), 4), runs=[round(t, 4) for t in times])
         history[(name, d)].append((n, min(times)))
+    if "ours-auto" in options.engines and available(ENGINES["ours-auto"]):
+        cell["probe"] = probe_cost(case)
     cell.update(check_agreement(case, counts, options))
     cell.update(compare(cell["engines"]))
     return cell
@@ -519,7 +564,7 @@ def benchmark(options: Options, command: Sequence[str] | None = None) -> dict[st
     cells.sort(key=lambda cell: (cell["n"], cell["d"]))
     payload["cells"] = cells
     payload["agree"] = all(cell["agree"] for cell in cells)
-    ours = ("ours", "ours-polars")
+    ours = [name for name in options.engines if ENGINES[name].role == "ours"]
     payload["ours_exact"] = not any(name in cell["disagreeing"] for cell in cells for name in ours)
     payload["ours_failed"] = any(
         cell["engines"].get(name, {}).get("status") == "error" for cell in cells for name in ours
@@ -588,6 +633,7 @@ def markdown(payload: dict[str, Any]) -> str:
             + agreement(cell)
             + " |"
         )
+    lines += strategy_table(payload["cells"])
     lines += [
         "",
         "Times in seconds, the best of `--repeat` runs, from numpy arrays (or DataFrames for "
@@ -600,6 +646,33 @@ def markdown(payload: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def strategy_table(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """With ``--strategies``: what auto chose, its probe's share, and auto against the faster
+    of tree and flat."""
+    rows = [cell for cell in cells if "probe" in cell]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "| n | d | tree | flat | auto | auto chose | probe s | probe / auto | auto / best |",
+        "|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for cell in rows:
+        times = {
+            name: cell["engines"].get(f"ours-{name}", {}).get("seconds") for name in STRATEGIES
+        }
+        best = min((t for name, t in times.items() if name != "auto" and t), default=None)
+        auto, probe = times["auto"], cell["probe"]
+        share = f"{100 * probe['seconds'] / auto:.1f} %" if auto else ""
+        ratio = f"{auto / best:.2f}" if auto and best else ""
+        lines.append(
+            f"| {cell['n']:,} | {cell['d']} | "
+            + " | ".join(time_cell(cell, f"ours-{name}") for name in STRATEGIES)
+            + f" | {probe['chose']} | {probe['seconds']:.3f} | {share} | {ratio} |"
+        )
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> Options:
@@ -636,6 +709,12 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--tie-tol", type=float, default=1e-9, help="relative tie tolerance")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--strategies",
+        action="store_true",
+        help="also time the engine's strategies side by side: "
+        + ", ".join(f"ours-{strategy}" for strategy in STRATEGIES),
+    )
+    parser.add_argument(
         "--frame-sizes",
         nargs="+",
         default=["1e5"],
@@ -651,8 +730,12 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     except ValueError as error:
         parser.error(str(error))
     engines = [name for value in args.engines for name in value.split(",") if name]
+    by_strategy = [f"ours-{strategy}" for strategy in STRATEGIES]
     if engines == ["all"]:
         engines = ["ours", "ckdtree"] if args.scaling else list(ENGINES)
+        engines = [name for name in engines if name not in by_strategy]
+    if args.strategies:
+        engines = [*by_strategy, *(name for name in engines if name not in by_strategy)]
     unknown = [name for name in engines if name not in ENGINES]
     if unknown:
         parser.error(f"unknown engine {unknown[0]!r}; choose from {', '.join(ENGINES)}")

@@ -6,6 +6,9 @@ variables project onto a few levels) and a share of duplicated records. Each
 avatar is built as the Avatar method builds it: a random weighted mean of the
 ``k`` nearest originals of its record. Only the character of the data matters
 here, so for large ``n`` the neighbours come from an approximate FAISS IVF index.
+
+The ``isotropic`` profile is the opposite case, full-rank data where no tree
+prunes: originals ``N(0, I_d)`` and each avatar its original plus ``N(0, 0.9^2 I_d)``.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ EXACT_NEIGHBOURS_UP_TO = 50_000
 # Avatars built per batch: bounds the memory of the neighbour gathers.
 BATCH = 250_000
 DUPLICATE_SHARE = 0.05
+# The standard deviation of the noise that makes an isotropic avatar.
+ISOTROPIC_NOISE = 0.9
 
 
-Profile = Literal["gaussian", "discrete"]
-PROFILES: tuple[Profile, ...] = ("gaussian", "discrete")
+Profile = Literal["gaussian", "discrete", "isotropic"]
+PROFILES: tuple[Profile, ...] = ("gaussian", "discrete", "isotropic")
 
 
 def make_originals(n: int, d: int, *, profile: Profile = "gaussian", seed: int = 0) -> Float64Array:
@@ -37,9 +42,11 @@ def make_originals(n: int, d: int, *, profile: Profile = "gaussian", seed: int =
     of one deviation, about 7 levels, as a categorical variable projects), and
     5% of the records duplicate another. ``"discrete"``: every component is
     discrete, as with the integer-coded WBCD data: many exact duplicates and
-    ties, and large counts.
+    ties, and large counts. ``"isotropic"``: ``N(0, I_d)``, nothing else.
     """
     rng = np.random.default_rng([seed, n, d])
+    if profile == "isotropic":
+        return rng.standard_normal((n, d))
     spread = 0.8 ** np.arange(d)
     originals = rng.standard_normal((n, d)) * spread
     discrete = range(d) if profile == "discrete" else range(1, d, 2)
@@ -119,6 +126,13 @@ def make_case(
     seed: int = 0,
     threads: int | None = None,
 ) -> tuple[Float64Array, Float64Array]:
-    """Originals and their avatars, row ``i`` linked to row ``i``."""
+    """Originals and their avatars, row ``i`` linked to row ``i``.
+
+    For the ``isotropic`` profile each avatar is its original plus Gaussian noise
+    (:data:`ISOTROPIC_NOISE`), and ``k`` is not used.
+    """
     originals = make_originals(n, d, profile=profile, seed=seed)
+    if profile == "isotropic":
+        rng = np.random.default_rng([seed, n, d, 1])
+        return originals, originals + rng.normal(scale=ISOTROPIC_NOISE, size=originals.shape)
     return originals, make_avatars(originals, k=k, seed=seed, threads=threads)

@@ -65,22 +65,34 @@ class CountPlan:
             return self.projection.read(self.originals, self.avatars, self.link, carry)
         return read_aligned(self.originals, self.avatars, self.coords, self.link, carry)
 
-    def counts(self, aligned: Aligned | None = None) -> CountArray:
-        """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read)."""
+    def counts(self, aligned: Aligned | None = None, *, cap: int | None = None) -> CountArray:
+        """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read).
+
+        With ``cap``, ``min(c_i, cap)``: the CPU engine then stops each record at its
+        ``cap``-th rival (``cap=1`` gives the hidden flags at the cost of the first rival);
+        the cluster and GPU paths count in full and cap afterwards.
+        """
         if aligned is None:
             aligned = self.read()
         originals, avatars = aligned.originals, aligned.avatars
         if self.cluster is not None:
-            return distributed.count_cloaking_distributed(
+            counts = distributed.count_cloaking_distributed(
                 originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
             )
-        if self.device == "gpu":
+        elif self.device == "gpu":
             from polars_hidden_rate import gpu  # FAISS is loaded when used
 
-            return gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
-        return engine.count_cloaking(
-            originals, avatars, tie_tol=self.tie_tol, threads=self.threads, progress=self.progress
-        )
+            counts = gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
+        else:
+            return engine.count_cloaking(
+                originals,
+                avatars,
+                tie_tol=self.tie_tol,
+                threads=self.threads,
+                progress=self.progress,
+                cap=cap,
+            )
+        return counts if cap is None else np.minimum(counts, cap)
 
     def per_record(self) -> pl.LazyFrame:
         """The originals with ``local_cloaking`` and ``hidden``, counted when collected.
@@ -374,7 +386,8 @@ def hidden_rate(
 
     ``100 * (1 - #{i : c_i = 0} / n)``, with ``c_i`` the local cloaking of
     :func:`local_cloaking`; ties count as hidden. The options are those of
-    :func:`local_cloaking`, and LazyFrames are collected.
+    :func:`local_cloaking`, and LazyFrames are collected. Only whether ``c_i > 0``
+    is counted: each record's search stops at its first rival.
 
     Returns
     -------
@@ -391,5 +404,5 @@ def hidden_rate(
     25.0
     """
     request = plan(originals, avatars, options, caller="hidden_rate")
-    counts = request.counts()
+    counts = request.counts(cap=1)  # only c_i > 0 matters: each record stops at one rival
     return 100.0 * int(np.count_nonzero(counts)) / len(counts)

@@ -33,7 +33,7 @@ from polars_hidden_rate.files import (
     scan,
     scan_literal,
 )
-from polars_hidden_rate.gate import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.gate import CloakingSummary, check_min_rate, cloaking_summary, summarize
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.report import METRICS, PrivacyReport, check_targets, privacy_report
 
@@ -284,10 +284,13 @@ def run_check(args: argparse.Namespace) -> int:
     min_rate = check_min_rate(args.min_rate)
     _refuse_inputs(args.output, "--output", args)
     originals, avatars = _read_inputs(args)
-    per_record = local_cloaking(originals, avatars, **_count_options(args))
-    if args.output is None:
-        summary = _in_background(lambda: summarize(per_record, min_rate=min_rate))
+    options = _count_options(args)
+    if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
+        summary = _in_background(
+            lambda: cloaking_summary(originals, avatars, min_rate=min_rate, **options)
+        )
     else:
+        per_record = local_cloaking(originals, avatars, **options)
         summary = write_atomically(per_record, args.output, min_rate=min_rate)
     if not args.quiet:
         print(format_json(summary) if args.format == "json" else format_text(summary))

@@ -5,8 +5,9 @@ the engine counts the rivals ``j != i`` with ``d2(x_i, y_j) <= T_i``, where
 ``T_i = d2(x_i, y_i) * (1 + tie_tol)`` and every ``d2`` is the float64 sum of
 squared direct differences, taken in column order (:func:`squared_distances`).
 
-Two exact strategies share that definition. The default walks a compiled
-kd-tree in float64 (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` finds
+Two exact strategies share that definition, and ``"auto"`` (the default) runs
+the one a probe of the data predicts faster (:func:`choose_strategy`). ``"tree"``
+walks a compiled kd-tree in float64 (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` finds
 candidates in a FAISS flat index in float32: each float32 distance carries an
 error bound, a pair is decided in float32 only when it lies outside that bound,
 and every pair inside it is settled again in float64 by
@@ -21,19 +22,39 @@ multiplied by a power of two, and no square overflows or underflows on the way.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import check_threads, check_tie_tol
-from polars_hidden_rate.kdtree import KdTree, coordinates, linked_queries
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
+from polars_hidden_rate.checks import check_count, check_threads, check_tie_tol
+from polars_hidden_rate.kdtree import KdTree, _map, coordinates, linked_queries
 from polars_hidden_rate.progress import Progress
 from polars_hidden_rate.scale import canonical_scale
 
 Strategy = Literal["auto", "flat", "tree"]
 STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
+
+# The cost model of "auto" (choose_strategy), in seconds on one thread, fitted by
+# benchmarks/calibrate_auto.py on this project's 2-core machine (docs/engine.md): the tree
+# pays per box tested and per point compared, per coordinate, and per query; the flat pass
+# per pair and per pair-coordinate (FAISS), per rival it handles and settles, and per call.
+TREE_BOX_COST = 5.9e-9
+TREE_POINT_COST = 9.7e-10
+TREE_QUERY_COST = 3.9e-6
+FLAT_PAIR_COST = 1.27e-8
+FLAT_PAIR_COORD_COST = 1.5e-10
+FLAT_RESULT_COST = 5e-8
+FLAT_CALL_COST = 1e-2
+# The probe walks one query in PROBE_SHARE, at least PROBE_MIN and at most PROBE_MAX, each
+# walk stopped once it costs PROBE_BUDGET times a flat pass's work per query.
+PROBE_SHARE = 128
+PROBE_MIN, PROBE_MAX = 32, 1024
+PROBE_BUDGET = 1.5
+# Below this predicted flat time the tree runs without a probe: both are fast.
+PROBE_FLOOR_SECONDS = 0.05
 
 
 def squared_distances(
@@ -118,6 +139,7 @@ def count_cloaking(
     threads: int | None = None,
     strategy: Strategy = "auto",
     progress: bool | None = False,
+    cap: int | None = None,
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
@@ -138,11 +160,15 @@ def count_cloaking(
         How to find candidates; see :func:`count_within`. Counts never depend on it.
     progress
         Show a progress bar on stderr; None shows it only on a terminal.
+    cap
+        When given (at least 1), return ``min(c_i, cap)``: each record stops at its
+        ``cap``-th rival, which costs less. ``cap=1`` gives the hidden flags
+        (:func:`hidden_flags`).
 
     Returns
     -------
     numpy.ndarray
-        The counts ``c_i`` as int64, one per original.
+        The counts ``c_i`` (or ``min(c_i, cap)``) as int64, one per original.
 
     Raises
     ------
@@ -159,11 +185,63 @@ def count_cloaking(
     [1, 1, 0]
     """
     threads, strategy = check_threads(threads), check_strategy(strategy)
+    cap = check_cap(cap)
     originals, avatars, thresholds = linked_arrays(originals, avatars, tie_tol)
     own = np.arange(len(originals), dtype=np.int64)
     return count_within(
-        originals, thresholds, own, avatars, threads=threads, strategy=strategy, progress=progress
+        originals,
+        thresholds,
+        own,
+        avatars,
+        threads=threads,
+        strategy=strategy,
+        progress=progress,
+        cap=cap,
     )
+
+
+def hidden_flags(
+    originals: npt.ArrayLike,
+    avatars: npt.ArrayLike,
+    *,
+    tie_tol: float = 1e-9,
+    threads: int | None = None,
+    strategy: Strategy = "auto",
+    progress: bool | None = False,
+) -> BoolArray:
+    """Whether each original is hidden (``c_i > 0``), exactly, at the cost of its first rival.
+
+    The arguments are those of :func:`count_cloaking`; this is
+    ``count_cloaking(..., cap=1) > 0``: the tree walk of a record stops at its
+    first rival (a whole box within ``T_i`` settles it at once), and the flat
+    strategy settles in float64 only the records that no sure rival hides.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> originals = np.array([[0.0], [1.0], [3.0]])
+    >>> avatars = np.array([[1.0], [0.0], [3.0]])
+    >>> hidden_flags(originals, avatars).tolist()
+    [True, True, False]
+    """
+    counts = count_cloaking(
+        originals,
+        avatars,
+        tie_tol=tie_tol,
+        threads=threads,
+        strategy=strategy,
+        progress=progress,
+        cap=1,
+    )
+    flags: BoolArray = counts > 0
+    return flags
+
+
+def check_cap(cap: object) -> int | None:
+    """``cap``: None, or an integer >= 1."""
+    if cap is None:
+        return None
+    return check_count(cap, "cap", or_none=True)
 
 
 def count_within(
@@ -175,6 +253,7 @@ def count_within(
     threads: int | None = None,
     strategy: Strategy = "auto",
     progress: bool | None = False,
+    cap: int | None = None,
 ) -> CountArray:
     """For each query, count the avatars within its threshold, its own avatar aside.
 
@@ -202,14 +281,16 @@ def count_within(
         Threads to count with, at least 1 (no more than the machine's cores run);
         None uses all cores.
     strategy
-        ``"tree"`` (and ``"auto"``) walks a compiled kd-tree of the avatars in
-        float64 per query (:mod:`polars_hidden_rate.kdtree`). ``"flat"``
-        compares every query with every avatar in a FAISS flat index and
-        settles the float32 band in float64; it was measured slower at every
-        size and dimension tried (``docs/engine.md``), and stays as the CPU
-        twin of the GPU path and an independent check.
+        ``"tree"`` walks a compiled kd-tree of the avatars in float64 per query
+        (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` compares every query
+        with every avatar in a FAISS flat index and settles the float32 band in
+        float64. ``"auto"`` builds the tree, walks it for a small sample of the
+        queries counting its work, and runs the strategy predicted faster
+        (:func:`choose_strategy`); a prebuilt tree always runs as ``"tree"``.
     progress
         Show a progress bar on stderr; None shows it only on a terminal.
+    cap
+        When given (at least 1), each count is ``min(count, cap)``, found at less cost.
 
     Returns
     -------
@@ -222,6 +303,7 @@ def count_within(
         On inconsistent arrays, or an argument of the wrong type or value.
     """
     threads, strategy = check_threads(threads) or usable_cores(), check_strategy(strategy)
+    cap = check_cap(cap)
     if isinstance(avatars, KdTree):
         tree, points = avatars, avatars.points
     else:
@@ -233,13 +315,95 @@ def count_within(
         if not np.isfinite(values).all():
             msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
             raise ValueError(msg)
+    if strategy == "flat" and tree is not None:
+        raise ValueError("the flat strategy takes the avatars, not a kd-tree")
     with Progress(len(queries), enabled=progress) as bar:
+        if strategy == "auto" and tree is None:
+            tree = KdTree.build(points, threads=threads)
+            strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
         if strategy == "flat":
-            if tree is not None:
-                raise ValueError("the flat strategy takes the avatars, not a kd-tree")
             from polars_hidden_rate import flat  # FAISS is loaded when used
 
-            return flat.count_flat(queries, thresholds, own, points, threads=threads, bar=bar)
+            return flat.count_flat(
+                queries, thresholds, own, points, threads=threads, bar=bar, cap=cap
+            )
         if tree is None:
             tree = KdTree.build(points, threads=threads)
-        return tree.count_within(queries, thresholds, own, threads=threads, advance=bar.advance)
+        return tree.count_within(
+            queries, thresholds, own, threads=threads, cap=cap, advance=bar.advance
+        )
+
+
+def choose_strategy(
+    tree: KdTree,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    own: IndexArray,
+    *,
+    threads: int,
+    cap: int | None = None,
+) -> Literal["flat", "tree"]:
+    """The strategy predicted faster for these queries against the avatars of ``tree``.
+
+    The probe walks the tree for a random sample of the queries (fixed seed), counting
+    the boxes it tests and the points it compares. The tree's time is predicted from
+    that work, the flat pass's from the pairs it compares (every query with every
+    avatar), both with costs measured on one machine (``docs/engine.md``). The probe walks
+    one query in :data:`PROBE_SHARE` and stops each walk at :data:`PROBE_BUDGET` times a
+    flat pass's work per query: it costs a few percent of the run it chooses.
+    """
+    estimate = probe(tree, queries, thresholds, own, threads=threads, cap=cap)
+    return "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Times predicted by :func:`probe` for the whole count, and what the probe walked."""
+
+    tree_seconds: float
+    flat_seconds: float
+    sampled: int
+    stopped: int
+
+
+def probe(
+    tree: KdTree,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    own: IndexArray,
+    *,
+    threads: int,
+    cap: int | None = None,
+) -> Estimate:
+    """Predict the tree's and the flat pass's times from the walks of a sample of queries.
+
+    See :func:`choose_strategy`. With fewer pairs than :data:`PROBE_FLOOR_SECONDS` of
+    flat work, nothing is walked and the tree is predicted free.
+    """
+    n_queries, (n_avatars, dim) = len(queries), tree.points.shape
+    threads = max(1, min(threads, usable_cores()))
+    flat_per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)
+    flat_pass = n_queries * flat_per_query / threads + FLAT_CALL_COST
+    if flat_pass < PROBE_FLOOR_SECONDS:
+        return Estimate(0.0, flat_pass, 0, 0)
+    sample = min(n_queries, max(PROBE_MIN, min(PROBE_MAX, n_queries // PROBE_SHARE)))
+    rows = np.sort(np.random.default_rng(0).choice(n_queries, size=sample, replace=False))
+    box, point = dim * TREE_BOX_COST, dim * TREE_POINT_COST
+    budget = PROBE_BUDGET * flat_per_query
+    parts = np.array_split(rows, threads)
+
+    def walk(part: int) -> tuple[IndexArray, CountArray]:
+        return tree.walk_work(
+            queries, thresholds, own, parts[part], cap=cap, box_cost=box, point_cost=point,
+            budget=budget,
+        )  # fmt: skip
+
+    walks = list(_map(threads, walk, len(parts)))
+    work = np.concatenate([w for w, _ in walks]).astype(np.float64)
+    found = np.concatenate([c for _, c in walks])
+    per_query = work[:, 0] * box + work[:, 1] * point + TREE_QUERY_COST
+    tree_seconds = n_queries * float(per_query.mean()) / threads
+    # A flat pass handles every pair within reach: at least the rivals the walks found.
+    flat_seconds = flat_pass + n_queries * FLAT_RESULT_COST * float(found.mean())
+    stopped = int(np.count_nonzero(per_query - TREE_QUERY_COST > budget))
+    return Estimate(tree_seconds, flat_seconds, sample, stopped)

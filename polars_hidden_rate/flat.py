@@ -39,10 +39,12 @@ def count_flat(
     *,
     threads: int,
     bar: Progress,
+    cap: int | None = None,
 ) -> CountArray:
-    """Every query against every avatar in one FAISS flat index, on ``threads`` threads."""
+    """Every query against every avatar in one FAISS flat index, on ``threads`` threads;
+    with ``cap``, each count is ``min(count, cap)``."""
     with faiss_threads(threads):
-        return Search.prepare(queries, thresholds, own, avatars).count_flat(bar)
+        return Search.prepare(queries, thresholds, own, avatars).count_flat(bar, cap)
 
 
 @contextlib.contextmanager
@@ -104,8 +106,9 @@ class Search:
         """Avatars with the extra coordinate 0 (see :meth:`count_in_flat`)."""
         return np.hstack([self.avatar_f32, np.zeros((len(self.avatar_f32), 1), np.float32)])
 
-    def count_flat(self, bar: Progress) -> CountArray:
-        """Every query against every avatar, through one FAISS flat index."""
+    def count_flat(self, bar: Progress, cap: int | None = None) -> CountArray:
+        """Every query against every avatar, through one FAISS flat index (counts capped at
+        ``cap``, when given)."""
         index = faiss.IndexFlatL2(self.avatar_f32.shape[1] + 1)
         index.add(self.lifted_avatars())
         chunk = int(np.clip(MAX_RESULTS_PER_CHUNK // len(self.avatars), 16, 4096))
@@ -115,12 +118,14 @@ class Search:
         bounded = np.flatnonzero(~unbounded)
         for start in range(0, len(bounded), chunk):
             rows = bounded[start : start + chunk]
-            counts[rows] = self.count_in_flat(index, rows)
+            counts[rows] = self.count_in_flat(index, rows, cap)
             bar.advance(len(rows))
         bar.advance(int(unbounded.sum()))
-        return counts
+        return counts if cap is None else np.minimum(counts, cap)
 
-    def count_in_flat(self, index: faiss.IndexFlatL2, rows: IndexArray) -> CountArray:
+    def count_in_flat(
+        self, index: faiss.IndexFlatL2, rows: IndexArray, cap: int | None = None
+    ) -> CountArray:
         """One flat range search over the queries ``rows``, each with its own radius.
 
         FAISS takes one radius ``R``; query ``i`` gets its own through an extra
@@ -158,7 +163,9 @@ class Search:
         )
         owner = np.repeat(np.arange(len(rows)), np.diff(lims.astype(np.int64)))
         estimate = found_dist.astype(np.float64) - lift[owner].astype(np.float64) ** 2
-        return self.settle(rows, owner, rival, estimate - bound[owner], estimate + bound[owner])
+        return self.settle(
+            rows, owner, rival, estimate - bound[owner], estimate + bound[owner], cap
+        )
 
     def settle(
         self,
@@ -167,13 +174,15 @@ class Search:
         rival: IndexArray,
         at_least: Float64Array,
         at_most: Float64Array,
+        cap: int | None = None,
     ) -> CountArray:
-        """Count the rivals of each query in ``rows``, its own avatar aside.
+        """Count the rivals of each query in ``rows``, its own avatar aside (at most ``cap``).
 
         Pair ``p`` joins query ``rows[owner[p]]`` to avatar ``rival[p]``, and its
         scaled squared distance lies in ``[at_least[p], at_most[p]]``. A pair whose
         interval lies on one side of the threshold is decided; the others are
-        settled in float64 by :func:`squared_distances`.
+        settled in float64 by :func:`squared_distances`, but only for queries that
+        the decided pairs leave below ``cap``.
         """
         not_own = rival != self.own[rows][owner]
         owner, rival = owner[not_own], rival[not_own]
@@ -181,12 +190,14 @@ class Search:
         scaled_thresholds = self.scaled_thresholds[rows][owner]
         sure_in = at_most <= scaled_thresholds
         unsure = ~sure_in & (at_least <= scaled_thresholds)
+        sure = np.bincount(owner[sure_in], minlength=len(rows))
+        if cap is not None:
+            unsure &= sure[owner] < cap  # a query with cap sure rivals needs no more
         queries = rows[owner[unsure]]
         settled = squared_distances(self.queries, self.avatars, queries, rival[unsure])
         inside = settled <= self.thresholds[queries]
-        return np.bincount(owner[sure_in], minlength=len(rows)) + np.bincount(
-            owner[unsure][inside], minlength=len(rows)
-        )
+        counts: CountArray = sure + np.bincount(owner[unsure][inside], minlength=len(rows))
+        return counts if cap is None else np.minimum(counts, cap)
 
 
 def _float32_at_most(values: Float64Array) -> npt.NDArray[np.float32]:

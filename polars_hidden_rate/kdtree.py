@@ -37,6 +37,8 @@ PARALLEL_BUILD_MIN = 1 << 16
 # The most threads one count runs on, whatever it asks: the compiled work never waits, so
 # threads beyond the cores only cost memory. The process keeps at most this many, less one.
 MAX_THREADS = os.cpu_count() or 1
+# The cap of a count without one.
+_NO_CAP = int(np.iinfo(np.int64).max)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -104,16 +106,18 @@ class KdTree:
         own: IndexArray,
         *,
         threads: int = 1,
+        cap: int | None = None,
         advance: Callable[[int], None] = lambda done: None,
     ) -> CountArray:
         """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
 
         ``own[i]`` is -1 when query ``i`` has no avatar in the tree. Queries run
         in tree order (by their own avatar's place, or by a leaf near them), so
-        that consecutive queries walk nodes already in cache.
+        that consecutive queries walk nodes already in cache. With ``cap``, each
+        count is ``min(count, cap)`` and a walk stops at its ``cap``-th rival.
         """
         queries, thresholds, own = linked_queries(queries, thresholds, own, self.points.shape)
-        own_position = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
+        own_position = self.own_positions(own)
         place = own_position.copy()
         orphans = np.flatnonzero(own < 0)
         place[orphans] = self.begin[_leaf_of(self.lower, self.upper, queries[orphans])]
@@ -123,13 +127,43 @@ class KdTree:
 
         def run(task: int) -> int:
             chosen = rows[task * size : (task + 1) * size]
-            _count(self.points, self.begin, self.end, self.lower, self.upper,
-                   queries, thresholds, own_position, chosen, counts)  # fmt: skip
+            _count(self.points, self.begin, self.end, self.lower, self.upper, queries,
+                   thresholds, own_position, chosen, limit, counts, no_work, no_costs)  # fmt: skip
             return len(chosen)
 
+        limit, no_work = _NO_CAP if cap is None else cap, np.zeros((0, 2), dtype=np.int64)
+        no_costs = np.zeros(3)
         for done in _map(threads, run, -(-len(rows) // size)):
             advance(done)
         return counts
+
+    def own_positions(self, own: IndexArray) -> IndexArray:
+        """Where each own avatar sits in :attr:`points` (-1 for none)."""
+        positions: IndexArray = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
+        return positions
+
+    def walk_work(
+        self,
+        queries: Float64Array,
+        thresholds: Float64Array,
+        own: IndexArray,
+        rows: IndexArray,
+        *,
+        cap: int | None = None,
+        box_cost: float = 1.0,
+        point_cost: float = 1.0,
+        budget: float = math.inf,
+    ) -> tuple[IndexArray, CountArray]:
+        """The boxes tested and the points compared (columns 0 and 1) by the walk of each
+        query in ``rows``, on this thread, and the rivals it found (capped at ``cap``); a
+        walk stops once ``boxes * box_cost + points * point_cost`` passes ``budget``."""
+        work = np.zeros((len(rows), 2), dtype=np.int64)
+        counts = np.zeros(len(queries), dtype=np.int64)
+        _count(self.points, self.begin, self.end, self.lower, self.upper, queries, thresholds,
+               self.own_positions(own), rows, _NO_CAP if cap is None else cap, counts, work,
+               np.array([box_cost, point_cost, budget]))  # fmt: skip
+        found: CountArray = counts[rows]
+        return work, found
 
 
 def coordinates(name: str, values: object) -> Float64Array:
@@ -393,19 +427,35 @@ def _count(
     thresholds: Float64Array,
     own_position: IndexArray,
     rows: IndexArray,
+    cap: int,
     counts: CountArray,
+    work: IndexArray,
+    costs: Float64Array,
 ) -> None:
-    """``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of the tree per query."""
+    """``min(c_i, cap)`` into ``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of
+    the tree per query, which stops once ``cap`` rivals are found.
+
+    With a non-empty ``work`` (the probe of :meth:`KdTree.walk_work`), ``work[r]`` receives
+    the boxes tested and the points compared for query ``rows[r]``, and a walk stops (its
+    count then unfinished) once ``boxes * costs[0] + points * costs[1]`` passes ``costs[2]``.
+    """
     dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
-    for i in rows:
+    probing = len(work) > 0
+    for r in range(len(rows)):
+        i = rows[r]
         threshold = thresholds[i]
         mine = own_position[i]
         count = 0
+        boxes, compared = 0, 0
         stack[0] = 0
         top = 1
-        while top > 0:
+        while top > 0 and count < cap:
+            if probing:
+                if boxes * costs[0] + compared * costs[1] > costs[2]:
+                    break
+                boxes += 1
             top -= 1
             node = stack[top]
             near, far = 0.0, 0.0
@@ -425,6 +475,7 @@ def _count(
             if far <= threshold:
                 count += hi - lo - (1 if lo <= mine < hi else 0)
             elif node >= first_leaf:
+                compared += hi - lo
                 for p in range(lo, hi):
                     total = 0.0
                     for k in range(dim):
@@ -432,8 +483,12 @@ def _count(
                         total += diff * diff
                     if total <= threshold and p != mine:
                         count += 1
+                        if count >= cap:
+                            break
             else:
                 stack[top] = 2 * node + 1
                 stack[top + 1] = 2 * node + 2
                 top += 2
-        counts[i] = count
+        counts[i] = min(count, cap)
+        if probing:
+            work[r, 0], work[r, 1] = boxes, compared

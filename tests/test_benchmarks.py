@@ -38,6 +38,7 @@ def test_harness_agrees_and_writes_results(tmp_path: Path) -> None:
     [
         ("ckdtree", 0, "ours,brute,ckdtree"),
         ("ours", 1, "ours,brute,ckdtree"),
+        ("ours-flat", 1, "ours-flat,brute"),
         # Without the brute force, the disputed records are settled by one.
         ("ckdtree", 0, "ours,ckdtree"),
     ],
@@ -62,6 +63,18 @@ def test_harness_reports_an_engine_that_miscounts(
     assert cell["disagreeing"] == [engine]
     assert cell["mismatches"][engine] == 7
     assert f"no: {engine}" in (tmp_path / "counts.md").read_text()
+
+
+def test_strategies_run_side_by_side_with_the_probe(tmp_path: Path) -> None:
+    arguments = ["--sizes", "400", "--dims", "16", "--engines", "brute", "--threads", "1"]
+    arguments += ["--profile", "isotropic", "--strategies", "--out", str(tmp_path)]
+    assert bench_counts.main(arguments) == 0
+    (cell,) = json.loads((tmp_path / "counts.json").read_text())["cells"]
+    assert cell["agree"]
+    assert list(cell["engines"]) == ["ours-tree", "ours-flat", "ours-auto", "brute"]
+    assert {entry["status"] for entry in cell["engines"].values()} == {"ok"}
+    assert cell["probe"]["chose"] in ("tree", "flat")
+    assert "| auto chose |" in (tmp_path / "counts.md").read_text()
 
 
 def test_the_arbiter_is_the_reference_brute_force() -> None:

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 import polars_hidden_rate.cli as cli
-from polars_hidden_rate import api, engine
+from polars_hidden_rate import engine, gate
 from polars_hidden_rate.cli import main
 from tests.helpers import brute_force_counts, hidden_share
 
@@ -183,13 +183,13 @@ def test_progress_only_on_a_terminal(
     progress: bool | None,
 ) -> None:
     seen = []
-    local_cloaking = api.local_cloaking
+    cloaking_summary = gate.cloaking_summary
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(kwargs["progress"])
-        return local_cloaking(*args, **kwargs)
+        return cloaking_summary(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "local_cloaking", spy)
+    monkeypatch.setattr(cli, "cloaking_summary", spy)
     assert main(_check(files, *options)) == 0
     assert seen == [progress]
 

@@ -17,7 +17,7 @@ from polars_hidden_rate.engine import count_cloaking
 from tests.helpers import brute_force_counts, brute_force_within, examples
 
 OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]
-STRATEGIES = ["flat", "tree"]
+STRATEGIES = ["auto", "flat", "tree"]
 
 
 @pytest.fixture(autouse=True, params=[1, 3], ids=["leaf1", "leaf3"])
@@ -28,6 +28,8 @@ def tiny_leaves(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
     monkeypatch.setattr(kdtree, "LEAF_SIZE", request.param)
     monkeypatch.setattr(kdtree, "QUERIES_PER_TASK", 8)
     monkeypatch.setattr(kdtree, "PARALLEL_BUILD_MIN", 0)
+    # "auto" probes even tiny data (its walks stop at their budget, and either side wins).
+    monkeypatch.setattr(engine, "PROBE_FLOOR_SECONDS", -1.0)
 
 
 @st.composite
@@ -346,3 +348,74 @@ def test_count_within_reuses_a_prebuilt_tree() -> None:
     )
     with pytest.raises(ValueError, match="flat"):
         engine.count_within(originals, thresholds, own, tree, strategy="flat")
+
+
+@st.composite
+def isotropic(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Full-rank Gaussian originals and avatars one noise away: no tree prunes, and "auto"
+    may choose the flat pass."""
+    n = draw(st.integers(2, 150))
+    d = draw(st.sampled_from([8, 16, 33]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    originals = rng.standard_normal((n, d)) + draw(st.sampled_from(OFFSETS))
+    return originals, originals + rng.normal(scale=0.9, size=(n, d))
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(data=isotropic(), strategy=st.sampled_from(STRATEGIES), cap=st.sampled_from([None, 1, 3]))
+def test_isotropic_data_match_brute_force(
+    data: tuple[np.ndarray, np.ndarray], strategy: engine.Strategy, cap: int | None
+) -> None:
+    originals, avatars = data
+    expected = brute_force_counts(originals, avatars, 1e-9)
+    if cap is not None:
+        expected = np.minimum(expected, cap)
+    np.testing.assert_array_equal(
+        count_cloaking(originals, avatars, strategy=strategy, cap=cap), expected
+    )
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    data=integer_grids(),
+    tie_tol=st.sampled_from([0.0, 1e-9]),
+    strategy=st.sampled_from(STRATEGIES),
+    cap=st.integers(1, 5),
+)
+def test_capped_counts_are_the_counts_capped(
+    data: tuple[np.ndarray, np.ndarray], tie_tol: float, strategy: engine.Strategy, cap: int
+) -> None:
+    """Integer grids are full of ties and whole boxes at the threshold: a walk that stops
+    early, or a box counted whole past the cap, still gives min(c_i, cap)."""
+    originals, avatars = data
+    expected = brute_force_counts(originals, avatars, tie_tol)
+    capped = count_cloaking(originals, avatars, tie_tol=tie_tol, strategy=strategy, cap=cap)
+    np.testing.assert_array_equal(capped, np.minimum(expected, cap))
+    flags = engine.hidden_flags(originals, avatars, tie_tol=tie_tol, strategy=strategy)
+    np.testing.assert_array_equal(flags, expected > 0)
+
+
+@pytest.mark.parametrize("cap", [0, -1, 1.5, True])
+def test_cap_must_be_a_positive_integer(cap: object) -> None:
+    with pytest.raises((TypeError, ValueError), match="cap"):
+        count_cloaking(np.zeros((3, 2)), np.ones((3, 2)), cap=cap)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("d", "noise", "expected"), [(32, 0.9, "flat"), (3, 0.05, "tree")])
+def test_auto_chooses_flat_on_isotropic_data_and_the_tree_on_low_dimensions(
+    monkeypatch: pytest.MonkeyPatch, d: int, noise: float, expected: str
+) -> None:
+    """The probe's prediction (its work counts under the fixed cost model): on full-rank
+    data every walk visits most avatars, and on low-dimensional data a few."""
+    monkeypatch.setattr(kdtree, "LEAF_SIZE", 16)
+    monkeypatch.setattr(engine, "PROBE_FLOOR_SECONDS", 0.0)
+    rng = np.random.default_rng(d)
+    originals = rng.standard_normal((4000, d))
+    avatars = originals + rng.normal(scale=noise, size=originals.shape)
+    x, y, thresholds = engine.linked_arrays(originals, avatars, 1e-9)
+    tree = kdtree.KdTree.build(y)
+    own = np.arange(len(x))
+    assert engine.choose_strategy(tree, x, thresholds, own, threads=2) == expected
+    estimate = engine.probe(tree, x, thresholds, own, threads=2)
+    assert estimate.sampled == engine.PROBE_MIN
+    assert (estimate.stopped > 0) == (expected == "flat")

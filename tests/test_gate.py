@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 import pytest
@@ -9,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
+from polars_hidden_rate import engine, gate
 from polars_hidden_rate.gate import summarize
 from tests.helpers import brute_force_counts, hidden_share
 
@@ -81,3 +84,53 @@ def test_summary_without_gate_passes_and_rejects_empty() -> None:
     assert (summary.hidden_rate, summary.min_rate, summary.passed) == (0.0, None, True)
     with pytest.raises(pl.exceptions.NoDataError):
         summarize(pl.DataFrame({"local_cloaking": []}, schema={"local_cloaking": pl.UInt32}))
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3, 5, 64])
+@pytest.mark.parametrize("spread", [3, 30])
+def test_cloaking_summary_equals_the_summary_of_the_full_counts(
+    monkeypatch: pytest.MonkeyPatch, cap: int, spread: int
+) -> None:
+    """Whatever the cap, below or above the quartiles, the summary is that of the full
+    counts, value for value (a narrow spread gives counts in the dozens)."""
+    monkeypatch.setattr(gate, "QUARTILE_CAP", cap)
+    rng = np.random.default_rng(cap + spread)
+    x = rng.integers(0, spread, (300, 2)).astype(float)
+    y = x + rng.integers(-1, 2, x.shape)
+    originals, avatars = pl.DataFrame(x, schema=["a", "b"]), pl.DataFrame(y, schema=["a", "b"])
+    per_record = phr.local_cloaking(originals, avatars, coords=["a", "b"])
+    expected = summarize(per_record, min_rate=50)
+    found = gate.cloaking_summary(originals, avatars, min_rate=50, coords=["a", "b"])
+    assert found == expected
+    assert expected.local_cloaking_q3 == pytest.approx(
+        np.quantile(brute_force_counts(x, y, 1e-9), 0.75)
+    )
+
+
+@given(
+    counts=st.lists(st.integers(0, 6), min_size=1, max_size=40),
+    cap=st.integers(1, 7),
+)
+def test_quartiles_below_the_cap_are_the_quartiles(counts: list[int], cap: int) -> None:
+    full = np.array(counts, dtype=np.int64)
+    capped = np.minimum(full, cap)
+    if gate.quartiles_below(capped, cap):
+        assert summarize(pl.DataFrame({"local_cloaking": capped})) == summarize(
+            pl.DataFrame({"local_cloaking": full})
+        )
+    else:
+        assert np.quantile(full, 0.75, method="higher") >= cap - 1
+
+
+def test_hidden_rate_counts_only_to_the_first_rival(monkeypatch: pytest.MonkeyPatch) -> None:
+    caps: list[object] = []
+    count_cloaking = engine.count_cloaking
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        caps.append(kwargs.get("cap"))
+        return count_cloaking(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "count_cloaking", spy)
+    originals, avatars, rate = _frames(3)
+    assert phr.hidden_rate(originals, avatars, coords=["a", "b"]) == pytest.approx(rate)
+    assert caps == [1]

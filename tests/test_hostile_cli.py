@@ -389,7 +389,12 @@ def never_ending(*args, **options):  # a count that never ends, as a huge one wo
         threading.Event().wait()
     return pl.defer(wait, schema={"local_cloaking": pl.get_index_type()})
 
+def never_ending_summary(*args, **options):  # the same, for check without --output
+    pathlib.Path("counting").touch()
+    threading.Event().wait()
+
 cli.local_cloaking = never_ending
+cli.cloaking_summary = never_ending_summary
 sys.argv = ["hidden-rate", *sys.argv[1:]]
 cli.entry()
 """
