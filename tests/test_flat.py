@@ -190,3 +190,39 @@ def test_bound_is_not_vacuous() -> None:
     observed = max(worst_ratio("opposite_clusters", 1), worst_ratio("mirrored_halfway", 1))
     assert observed >= 0.1, observed
     assert worst_ratio("opposite_clusters", 2) >= 0.08
+
+
+def test_lift_and_radius_round_the_safe_way() -> None:
+    # s_i is rounded down so that s_i^2 never exceeds its slack (no true rival pushed out of
+    # the radius), and the radius up so that FAISS's float32 radius is never below R.
+    rng = np.random.default_rng(0)
+    slack = np.concatenate([rng.uniform(0.0, 16.0, 5000), 2.0 ** rng.uniform(-60, 4, 5000)])
+    lift = flat._float32_at_most(slack)
+    assert lift.dtype == np.float32
+    assert (lift.astype(np.float64) ** 2 <= slack).all()
+    # ... and by no more than needed: the next float32 up would overshoot.
+    above = np.nextafter(lift, np.float32(np.inf)).astype(np.float64)
+    assert (above**2 > slack).all()
+    for value in [*slack[:2000].tolist(), 1.0 + 2.0**-30, 3.0 - 2.0**-40]:
+        radius = flat._float32_at_least(value)
+        assert radius >= value
+        assert float(np.nextafter(np.float32(radius), np.float32(0))) < value
+
+
+def test_a_pair_whose_interval_starts_at_the_threshold_is_settled() -> None:
+    # Avatars at d2 = 1, 1 and 4 from the query, threshold 1: the first two are rivals
+    # (d2 <= T). Intervals that start exactly at the scaled threshold are unsure and go to
+    # float64; one that ends exactly at it is inside without settling; one past it is out.
+    queries = np.array([[0.0, 0.0]])
+    avatars = np.array([[1.0, 0.0], [0.0, -1.0], [2.0, 0.0]])
+    search = flat.Search.prepare(queries, np.array([1.0]), np.array([-1]), avatars)
+    scaled = float(search.scaled_thresholds[0])
+    rows, owner, rival = np.array([0]), np.zeros(3, np.int64), np.arange(3)
+    starts_at = search.settle(rows, owner, rival, np.full(3, scaled), np.full(3, 5.0 * scaled))
+    assert starts_at.tolist() == [2]
+    ends_at = search.settle(rows, owner[:1], rival[:1], np.zeros(1), np.full(1, scaled))
+    assert ends_at.tolist() == [1]
+    past = search.settle(
+        rows, owner, rival, np.full(3, np.nextafter(scaled, np.inf)), np.full(3, 5.0 * scaled)
+    )
+    assert past.tolist() == [0]
