@@ -179,3 +179,11 @@ def test_keys_of_related_types_match(left_type: pl.DataType, right_type: pl.Data
     np.testing.assert_array_equal(
         frame["local_cloaking"].to_numpy(), expected_counts(originals, avatars, ["Dim1", "Dim2"])
     )
+
+
+def test_hidden_rate_is_rounded_once() -> None:
+    # One of three hidden: 100 * 1 / 3 is 33.333333333333336, while 100 * (1 / 3), rounded
+    # twice, is 33.33333333333333. Every path (API, CLI, report) gives the former.
+    originals = pl.DataFrame({"x": [0.0, 10.0, 20.0]})
+    avatars = pl.DataFrame({"x": [0.5, 10.4, 30.0]})
+    assert phr.hidden_rate(originals, avatars, coords="x") == 100.0 * 1 / 3

@@ -419,3 +419,14 @@ def test_auto_chooses_flat_on_isotropic_data_and_the_tree_on_low_dimensions(
     estimate = engine.probe(tree, x, thresholds, own, threads=2)
     assert estimate.sampled == engine.PROBE_MIN
     assert (estimate.stopped > 0) == (expected == "flat")
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_tie_tol_widens_the_threshold_by_exactly_its_factor(strategy: str) -> None:
+    # Record 0: own avatar at d2 = 1, a rival at d2 = 1.44. tie_tol = 0.25 gives T = 1.25,
+    # so the rival is out; a tolerance applied twice (T = 1.5) would take it in.
+    originals = np.array([[0.0], [10.0]])
+    avatars = np.array([[1.0], [-1.2]])
+    counts = count_cloaking(originals, avatars, tie_tol=0.25, strategy=strategy)  # type: ignore[arg-type]
+    assert counts.tolist() == [0, 1]
+    assert count_cloaking(originals, avatars, tie_tol=0.5, strategy=strategy).tolist() == [1, 1]  # type: ignore[arg-type]

@@ -261,6 +261,16 @@ def test_integers_beyond_float64_precision_are_refused() -> None:
     assert exact["local_cloaking"].to_list() == [0, 1, 0]
 
 
+@pytest.mark.parametrize("value", [2**53 + 1, -(2**53) - 1])
+def test_integers_one_past_2_53_are_refused(value: int) -> None:
+    # The limit is 2^53 exactly: 2^53 + 1 is the first integer float64 cannot hold.
+    originals = pl.DataFrame({"d1": [value, 0, 5]})
+    avatars = pl.DataFrame({"d1": [2**53, 1, 4]})
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'d1' of originals .* beyond 2\^53"):
+        phr.hidden_rate(originals, avatars, coords="d1")
+    phr.hidden_rate(avatars, avatars, coords="d1")  # 2^53 itself is held exactly
+
+
 def test_unsigned_integers_beyond_float64_precision_are_refused() -> None:
     frame = pl.DataFrame({"d1": pl.Series([2**64 - 1, 0, 5], dtype=pl.UInt64)})
     with pytest.raises(pl.exceptions.ComputeError, match="'d1' of originals"):
