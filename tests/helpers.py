@@ -65,16 +65,10 @@ def brute_force_two(originals: np.ndarray, avatars: np.ndarray) -> tuple[np.ndar
     return d2[:, 0], second
 
 
-@st.composite
-def nearest_two_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    """Originals and avatars on coarse dyadic grids: ties, duplicates, zero distances, offsets."""
-    n = draw(st.integers(1, 120))
-    m = draw(st.integers(1, 120))
-    d = draw(st.integers(1, 6))
-    seed = draw(st.integers(0, 2**32 - 1))
-    step = draw(st.sampled_from([1.0, 0.5, 0.25]))
-    offset = draw(st.sampled_from([0.0, 1e6, 2.0**40, -(2.0**45) + 0.25]))
-    rng = np.random.default_rng(seed)
+def nearest_two_case(
+    rng: np.random.Generator, n: int, m: int, d: int, step: float, offset: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Originals and avatars on a coarse dyadic grid: ties, duplicates, zero distances, offsets."""
     originals = rng.integers(-3, 4, (n, d)) * step + offset
     avatars = rng.integers(-3, 4, (m, d)) * step + offset
     # Some avatars copy an original exactly (d2 = 0), some originals are duplicated.
@@ -83,3 +77,19 @@ def nearest_two_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     if n > 1:
         originals[rng.integers(0, n, n // 4)] = originals[rng.integers(0, n, n // 4)]
     return originals, avatars
+
+
+OFFSETS = (0.0, 1e6, 2.0**40, -(2.0**45) + 0.25)
+
+
+@st.composite
+def nearest_two_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nearest_two_case` with drawn sizes, grid step and offset."""
+    return nearest_two_case(
+        np.random.default_rng(draw(st.integers(0, 2**32 - 1))),
+        n=draw(st.integers(1, 120)),
+        m=draw(st.integers(1, 120)),
+        d=draw(st.integers(1, 6)),
+        step=draw(st.sampled_from([1.0, 0.5, 0.25])),
+        offset=draw(st.sampled_from(OFFSETS)),
+    )
