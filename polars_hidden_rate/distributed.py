@@ -1,4 +1,4 @@
-"""Exact counting sharded over a Dask cluster.
+"""Exact counting, and each avatar's nearest two originals, sharded over a Dask cluster.
 
 The count decomposes exactly over the avatars: ``c_i`` is the sum, over any
 partition of the avatars into shards, of the rivals of ``x_i`` in each shard.
@@ -18,6 +18,13 @@ task results from their inputs, but scattered inputs held only by that worker
 are gone: the driver scatters those again from its own copy and resubmits the
 cancelled tasks. Tasks are pure, and each pair's partial count is added once,
 so a re-run never changes the result.
+
+The nearest two originals of each avatar (DCR, NNDR) decompose the same way over
+the originals: the two smallest ``d2`` over all of them are the two smallest of
+the per-shard two smallest. :func:`nearest_two_distributed` cuts the originals
+into shards and the avatars into blocks, runs the single-machine walk
+(:func:`neighbours.squared_nearest_two`) per pair, and merges on the driver; both
+kinds of run share the scattering, the tasks and the recovery (``_Run``).
 """
 
 from __future__ import annotations
@@ -25,21 +32,23 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from polars_hidden_rate import engine
+from polars_hidden_rate import engine, neighbours
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.neighbours import NearestTwo
 
 if TYPE_CHECKING:
     from distributed import Client, Future
 
 logger = logging.getLogger(__name__)
+ResultT = TypeVar("ResultT")
 
 EXTRA_HINT = "pip install polars-hidden-rate[dask]"
 
@@ -65,7 +74,9 @@ MAX_RESUBMITS = 3
 
 @dataclass(frozen=True)
 class Sizing:
-    """How the originals are cut into query blocks and the avatars into shards."""
+    """How the queries are cut into blocks and the indexed points into shards (for counting,
+    the originals are the queries and the avatars the points; for the nearest two, the
+    reverse)."""
 
     block_rows: int
     shard_rows: int
@@ -101,12 +112,12 @@ def require_client(cluster: object) -> Client:
     return cluster
 
 
-def size_tasks(n_queries: int, n_avatars: int, dim: int, workers: Sequence[WorkerSpec]) -> Sizing:
+def size_tasks(n_queries: int, n_points: int, dim: int, workers: Sequence[WorkerSpec]) -> Sizing:
     """Choose block and shard sizes for ``workers``.
 
     A shard is capped by the memory of one worker thread (a task's temporaries
     grow with its shard), by :data:`MAX_SHARD_ROWS`, and by an even split over
-    the workers, so that every worker stores some of the avatars. Blocks are cut
+    the workers, so that every worker stores some of the points. Blocks are cut
     so that there are about :data:`TASKS_PER_THREAD` tasks per thread, within
     ``[MIN_BLOCK_ROWS, MAX_BLOCK_ROWS]`` and at most :data:`MAX_TASKS` tasks.
 
@@ -124,8 +135,8 @@ def size_tasks(n_queries: int, n_avatars: int, dim: int, workers: Sequence[Worke
         for worker in workers
     )
     by_memory = int(thread_memory * TASK_MEMORY_FRACTION) // (TASK_BYTES_PER_AVATAR_COORD * dim)
-    shard_rows = max(1, min(by_memory, MAX_SHARD_ROWS, math.ceil(n_avatars / len(workers))))
-    n_shards = math.ceil(n_avatars / shard_rows)
+    shard_rows = max(1, min(by_memory, MAX_SHARD_ROWS, math.ceil(n_points / len(workers))))
+    n_shards = math.ceil(n_points / shard_rows)
     wanted_blocks = math.ceil(TASKS_PER_THREAD * threads / n_shards)
     block_rows = min(max(math.ceil(n_queries / wanted_blocks), MIN_BLOCK_ROWS), MAX_BLOCK_ROWS)
     block_rows = max(block_rows, math.ceil(n_queries / max(MAX_TASKS // n_shards, 1)), 1)
@@ -163,8 +174,6 @@ def count_cloaking_distributed(
     numpy.ndarray
         The counts ``c_i`` as int64, one per original.
     """
-    from distributed import as_completed
-
     originals, avatars, thresholds = engine.linked_arrays(originals, avatars, tie_tol)
     n, dim = originals.shape
     if n == 0:
@@ -196,32 +205,22 @@ def count_cloaking_distributed(
     ]
     pairs = _pairs_within_reach(blocks, [shard.points for shard in shards])
 
-    run = _Run(client, uuid.uuid4().hex[:16], blocks, shards, list(shard_starts), threads)
+    starts = list(shard_starts)
+    run = _Run(
+        client,
+        _COUNT_KEYS,
+        count_block_in_shard,
+        blocks,
+        shards,
+        lambda s: (starts[s], threads),
+    )
     sorted_counts = np.zeros(n, dtype=np.int64)
-    pending = {run.submit(b, s): (b, s) for b, s in pairs}
-    try:
-        finished = as_completed(list(pending))
-        for future in finished:
-            b, s = pending.pop(future)
-            try:
-                partial = future.result()
-            except CancelledError:
-                # Its inputs were lost with a worker: scatter them again and resubmit.
-                if run.attempts[b, s] > MAX_RESUBMITS:
-                    msg = f"block {b} x shard {s} was lost {run.attempts[b, s]} times; giving up"
-                    raise RuntimeError(msg) from None
-                run.recover(b, s)
-                retry = run.submit(b, s)
-                pending[retry] = (b, s)
-                finished.add(retry)
-                continue
-            future.release()
-            start = b * sizing.block_rows
-            sorted_counts[start : start + len(partial)] += partial
-    finally:
-        if pending:
-            client.cancel(list(pending))
-        run.release()
+
+    def add(b: int, s: int, partial: CountArray) -> None:
+        start = b * sizing.block_rows
+        sorted_counts[start : start + len(partial)] += partial
+
+    run.complete(pairs, add)
     counts = np.empty(n, dtype=np.int64)
     counts[query_order] = sorted_counts
     return counts
@@ -244,6 +243,84 @@ def count_block_in_shard(
     own = block.avatar_position - shard_start
     own[(own < 0) | (own >= len(shard.points))] = -1
     return engine.count_within(block.queries, block.thresholds, own, shard, threads=threads or 1)
+
+
+def nearest_two_distributed(
+    originals: Float64Array,
+    avatars: Float64Array,
+    *,
+    client: Client,
+    threads: int | None = None,
+    sizing: Sizing | None = None,
+) -> NearestTwo:
+    """Each avatar's nearest two originals, on a Dask cluster; bit-identical to
+    :func:`neighbours.nearest_two`.
+
+    The two smallest ``d2`` over all originals are the two smallest of the per-shard
+    two smallest, so the originals are cut into shards (a kd-tree each), the avatars
+    into blocks, and the driver merges each pair's result
+    (:func:`neighbours.merge_nearest_two`).
+
+    Parameters
+    ----------
+    originals
+        Float64 array of shape ``(n, d)``, ``n >= 1``.
+    avatars
+        Float64 array of shape ``(m, d)``: the queries, in any number.
+    client
+        A ``dask.distributed.Client``.
+    threads
+        Search threads inside each task; None runs one per task, as in
+        :func:`count_cloaking_distributed`.
+    sizing
+        Avatar block and original shard sizes; default :func:`size_tasks` for the
+        client's workers.
+
+    Returns
+    -------
+    NearestTwo
+        Equal, array for array, to ``nearest_two(originals, avatars)``.
+    """
+    # Scaled once, here, as the local path does: the tasks see the very same floats.
+    points, queries, exponent = neighbours.scaled_pair(originals, avatars)
+    m, dim = queries.shape
+    if m == 0:
+        return NearestTwo.from_squared(np.empty((0, 2)), exponent)
+    if sizing is None:
+        sizing = size_tasks(m, len(points), dim, _workers(client))
+
+    # Blocks and shards are slabs of the first coordinate, so a block meets few tree nodes.
+    query_order = np.argsort(queries[:, 0], kind="stable")
+    point_order = np.argsort(points[:, 0], kind="stable")
+    blocks = [query_order[i : i + sizing.block_rows] for i in range(0, m, sizing.block_rows)]
+    shards = [
+        KdTree.build(points[point_order[i : i + sizing.shard_rows]], threads=engine.usable_cores())
+        for i in range(0, len(points), sizing.shard_rows)
+    ]
+    run = _Run(
+        client,
+        _NEAREST_KEYS,
+        nearest_two_in_shard,
+        [queries[rows] for rows in blocks],
+        shards,
+        lambda s: (threads,),
+    )
+    best = np.full((m, 2), np.inf)
+
+    def merge(b: int, s: int, partial: Float64Array) -> None:
+        rows = blocks[b]
+        merged = best[rows]
+        neighbours.merge_nearest_two(merged, partial)
+        best[rows] = merged
+
+    run.complete(((b, s) for b in range(len(blocks)) for s in range(len(shards))), merge)
+    return NearestTwo.from_squared(best, exponent)
+
+
+def nearest_two_in_shard(queries: Float64Array, shard: KdTree, threads: int | None) -> Float64Array:
+    """One task: the block's two smallest ``d2`` over one shard's tree (a pure function of
+    its inputs)."""
+    return neighbours.squared_nearest_two(shard, queries, threads=threads or 1)
 
 
 def _pairs_within_reach(
@@ -275,57 +352,106 @@ def _pairs_within_reach(
     return [(int(b), int(s)) for b, s in zip(*np.nonzero(within), strict=True)]
 
 
-class _Run:
-    """The scattered inputs of one counting run and the tasks over them."""
+@dataclass(frozen=True)
+class _Keys:
+    """The key prefixes of one kind of run: its tasks, its scattered blocks and shards."""
+
+    task: str
+    block: str
+    shard: str
+
+
+_COUNT_KEYS = _Keys("phr-count-within", "phr-query-block", "phr-avatar-shard")
+_NEAREST_KEYS = _Keys("phr-nearest-two", "phr-avatar-block", "phr-original-shard")
+
+
+class _Run(Generic[ResultT]):
+    """The scattered inputs of one run and its pure (block, shard) tasks, with their recovery.
+
+    ``task(block, shard, *extra(s))`` is submitted for each pair; its result goes to the
+    driver's ``combine`` exactly once, however often the pair was resubmitted.
+    """
 
     def __init__(
         self,
         client: Client,
-        token: str,
-        blocks: list[_QueryBlock],
-        shards: list[KdTree],
-        shard_starts: list[int],
-        threads: int | None,
+        keys: _Keys,
+        task: Callable[..., ResultT],
+        blocks: Sequence[Any],
+        shards: Sequence[Any],
+        extra: Callable[[int], tuple[Any, ...]],
     ) -> None:
         self.client = client
-        self.token = token
+        self.token = uuid.uuid4().hex[:16]
+        self.keys = keys
+        self.task = task
         self.blocks = blocks
         self.shards = shards
-        self.shard_starts = shard_starts
-        self.threads = threads
-        self.block_futures = self._scatter("phr-query-block", dict(enumerate(blocks)), 0)
-        self.shard_futures = self._scatter("phr-avatar-shard", dict(enumerate(shards)), 0)
+        self.extra = extra
+        self.block_futures = self._scatter(keys.block, dict(enumerate(blocks)), 0)
+        self.shard_futures = self._scatter(keys.shard, dict(enumerate(shards)), 0)
         self.block_generation = [0] * len(blocks)
         self.shard_generation = [0] * len(shards)
         self.attempts: dict[tuple[int, int], int] = {}
 
-    def submit(self, b: int, s: int) -> Future[CountArray]:
+    def complete(
+        self, pairs: Iterable[tuple[int, int]], combine: Callable[[int, int, ResultT], None]
+    ) -> None:
+        """Run the task of every pair and pass each result to ``combine(b, s, result)`` as it
+        arrives; pairs whose inputs were lost with a worker are scattered again and resubmitted.
+        The scattered inputs are released at the end, also on an error."""
+        from distributed import as_completed
+
+        pending = {self.submit(b, s): (b, s) for b, s in pairs}
+        try:
+            finished = as_completed(list(pending))
+            for future in finished:
+                b, s = pending.pop(future)
+                try:
+                    result = future.result()
+                except CancelledError:
+                    # Its inputs were lost with a worker: scatter them again and resubmit.
+                    if self.attempts[b, s] > MAX_RESUBMITS:
+                        msg = f"block {b} x shard {s} was lost {self.attempts[b, s]} times"
+                        raise RuntimeError(f"{msg}; giving up") from None
+                    self.recover(b, s)
+                    retry = self.submit(b, s)
+                    pending[retry] = (b, s)
+                    finished.add(retry)
+                    continue
+                future.release()
+                combine(b, s, result)
+        finally:
+            if pending:
+                self.client.cancel(list(pending))
+            self.release()
+
+    def submit(self, b: int, s: int) -> Future[ResultT]:
         """Submit block ``b`` x shard ``s``; its key names the run, the pair and the attempt."""
         attempt = self.attempts.get((b, s), 0)
         self.attempts[b, s] = attempt + 1
         return self.client.submit(
-            count_block_in_shard,
+            self.task,
             self.block_futures[b],
             self.shard_futures[s],
-            self.shard_starts[s],
-            self.threads,
-            key=f"phr-count-within-{self.token}-{b}-{s}-{attempt}",
+            *self.extra(s),
+            key=f"{self.keys.task}-{self.token}-{b}-{s}-{attempt}",
             pure=True,
         )
 
     def recover(self, b: int, s: int) -> None:
         """Scatter again block ``b`` and shard ``s`` if no worker holds them any more."""
         if self._lost(self.block_futures[b]):
-            logger.warning("query block %d was lost with a worker; scattering it again", b)
+            logger.warning("%s %d was lost with a worker; scattering it again", self.keys.block, b)
             self.block_generation[b] += 1
             self.block_futures[b] = self._scatter(
-                "phr-query-block", {b: self.blocks[b]}, self.block_generation[b]
+                self.keys.block, {b: self.blocks[b]}, self.block_generation[b]
             )[b]
         if self._lost(self.shard_futures[s]):
-            logger.warning("avatar shard %d was lost with a worker; scattering it again", s)
+            logger.warning("%s %d was lost with a worker; scattering it again", self.keys.shard, s)
             self.shard_generation[s] += 1
             self.shard_futures[s] = self._scatter(
-                "phr-avatar-shard", {s: self.shards[s]}, self.shard_generation[s]
+                self.keys.shard, {s: self.shards[s]}, self.shard_generation[s]
             )[s]
 
     def release(self) -> None:

@@ -4,7 +4,8 @@ and the confidence interval of the hidden rate.
 :func:`distance_to_closest` and :func:`closest_distances_ratio` measure each avatar
 against the originals in the same space as :func:`~polars_hidden_rate.local_cloaking`
 (the projection, or ``coords``), exactly in float64
-(:func:`~polars_hidden_rate.neighbours.nearest_two`).
+(:func:`~polars_hidden_rate.neighbours.nearest_two`, or its Dask version with
+``cluster=``, which gives the same floats).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import TypeVar, Unpack
 import polars as pl
 from polars.exceptions import ComputeError, DuplicateError, NoDataError, SchemaError
 
+from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.api import CountOptions, CountPlan, Keys, plan
 from polars_hidden_rate.checks import check_count, check_real
 from polars_hidden_rate.frames import (
     EXACT_INTEGER_LIMIT,
     RESERVED_PREFIX,
+    Aligned,
     ColumnSpec,
     as_lazy,
     resolve_columns,
@@ -60,9 +63,10 @@ def distance_to_closest(
     **options
         The keyword options of :class:`~polars_hidden_rate.CountOptions`.
         ``coords`` or ``features`` and ``ncp`` choose the space; the link
-        (``on``, or row order) is checked as for local cloaking. The distances
-        are found on the CPU whatever ``device`` or ``cluster``; ``tie_tol``
-        and ``progress`` do not concern them.
+        (``on``, or row order) is checked as for local cloaking. With
+        ``cluster``, the distances are found on the Dask cluster, bit for bit
+        the local ones; ``device="gpu"`` is refused (there is no GPU path for
+        them); ``tie_tol`` and ``progress`` do not concern them.
 
     Returns
     -------
@@ -70,6 +74,11 @@ def distance_to_closest(
         The avatars, same kind, rows and order, with ``distance_to_closest``
         (Float64). A LazyFrame computes when it is collected; the avatars are
         then read once, whole, and each row gets the value of the record it holds.
+
+    Raises
+    ------
+    NotImplementedError
+        For ``device="gpu"``, before anything is read.
 
     Examples
     --------
@@ -89,7 +98,7 @@ def distance_to_closest(
     │ -2.0 ┆ 2.0                 │
     └──────┴─────────────────────┘
     """
-    request = plan(originals, avatars, options, caller="distance_to_closest")
+    request = _distance_plan(originals, avatars, options, "distance_to_closest")
     return _per_avatar(request, avatars, "distance_to_closest", lambda found: found.nearest)
 
 
@@ -134,8 +143,34 @@ def closest_distances_ratio(
         0.666667
     ]
     """
-    request = plan(originals, avatars, options, caller="closest_distances_ratio")
+    request = _distance_plan(originals, avatars, options, "closest_distances_ratio")
     return _per_avatar(request, avatars, "closest_distances_ratio", lambda found: found.ratio)
+
+
+def _distance_plan(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    options: CountOptions,
+    caller: str,
+) -> CountPlan:
+    """The plan of a distance metric; ``device="gpu"`` is refused rather than run on the CPU."""
+    if options.get("device") == "gpu":
+        msg = (
+            f"{caller}() has no GPU path (its exact kd-tree walk runs on the CPU, or on a Dask "
+            "cluster with `cluster=`): drop `device='gpu'`"
+        )
+        raise NotImplementedError(msg)
+    return plan(originals, avatars, options, caller=caller)
+
+
+def nearest_originals(request: CountPlan, aligned: Aligned) -> NearestTwo:
+    """Each avatar's nearest two originals in ``aligned``: on ``request.cluster`` when given
+    (the same floats), else on this machine's CPU, whatever ``request.device``."""
+    if request.cluster is not None:
+        return distributed.nearest_two_distributed(
+            aligned.originals, aligned.avatars, client=request.cluster, threads=request.threads
+        )
+    return nearest_two(aligned.originals, aligned.avatars, threads=request.threads)
 
 
 def _per_avatar(
@@ -161,7 +196,7 @@ def _per_avatar(
         frame = request.avatars.collect()
         carry = [key.alias(f"{_KEY}{i}") for i, key in enumerate(link.key_columns("left"))]
         aligned = replace(request, avatars=frame.lazy()).read(carry)
-        found = nearest_two(aligned.originals, aligned.avatars, threads=request.threads)
+        found = nearest_originals(request, aligned)
         values = pl.Series(name, value(found), dtype=pl.Float64)
         if link.by_row_order:
             return frame.with_columns(values)

@@ -51,6 +51,11 @@ class NearestTwo:
     scaled_second: Float64Array
     exponent: int
 
+    @classmethod
+    def from_squared(cls, best: Float64Array, exponent: int) -> NearestTwo:
+        """From ``best[j] = (d2 of the nearest, d2 of the second)`` at the canonical scale."""
+        return cls(np.sqrt(best[:, 0]), np.sqrt(best[:, 1]), exponent)
+
     @property
     def nearest(self) -> Float64Array:
         """Euclidean distance from each avatar to its nearest original (the DCR)."""
@@ -101,12 +106,34 @@ def nearest_two(
     >>> found.nearest.tolist(), found.second.tolist(), found.ratio.tolist()
     ([0.5, 0.0, 2.0], [0.5, 2.0, 3.0], [1.0, 0.0, 0.6666666666666666])
     """
+    points, queries, exponent = scaled_pair(originals, avatars)
+    threads = threads or usable_cores()
+    tree = KdTree.build(points, threads=threads)
+    return NearestTwo.from_squared(squared_nearest_two(tree, queries, threads=threads), exponent)
+
+
+def scaled_pair(
+    originals: Float64Array, avatars: Float64Array
+) -> tuple[Float64Array, Float64Array, int]:
+    """Both arrays at the canonical scale, and its exponent; at least one original is needed.
+
+    Every path (local, Dask) scales here, once, so their distances are the same floats.
+    """
     (points, queries), exponent = canonical_scale(originals, avatars)
     if len(points) == 0:
         msg = "there are no originals to measure the avatars' distances to"
         raise ValueError(msg)
-    threads = threads or usable_cores()
-    tree = KdTree.build(points, threads=threads)
+    return points, queries, exponent
+
+
+def squared_nearest_two(tree: KdTree, queries: Float64Array, *, threads: int) -> Float64Array:
+    """``best[j] = (d2 of the nearest, d2 of the second)`` of each query over the points of
+    ``tree`` (``inf`` where it has fewer than two), on ``threads`` threads.
+
+    ``d2`` is the exact float64 sum of squared differences in column order, so the two
+    smallest over a union of trees are the two smallest of their results
+    (:func:`merge_nearest_two`).
+    """
     # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
     rows = np.argsort(tree.begin[_leaf_of(tree.lower, tree.upper, queries)], kind="stable")
     best = np.empty((len(queries), 2), dtype=np.float64)
@@ -119,7 +146,21 @@ def nearest_two(
 
     for _ in _map(threads, run, -(-len(rows) // size)):
         pass
-    return NearestTwo(np.sqrt(best[:, 0]), np.sqrt(best[:, 1]), exponent)
+    return best
+
+
+def merge_nearest_two(best: Float64Array, other: Float64Array) -> None:
+    """Merge ``other`` into ``best`` in place: per row, the two smallest of the four values.
+
+    Both hold per row ``(smallest, second smallest)`` of a multiset of ``d2``; the result is
+    that of their union, duplicates kept (two equal ``d2`` fill both places), exactly.
+    """
+    first = np.minimum(best[:, 0], other[:, 0])
+    # The second is the larger first or the smaller second, whichever is smaller.
+    best[:, 1] = np.minimum(
+        np.maximum(best[:, 0], other[:, 0]), np.minimum(best[:, 1], other[:, 1])
+    )
+    best[:, 0] = first
 
 
 @_kernel

@@ -26,9 +26,9 @@ from polars_hidden_rate.checks import check_real
 from polars_hidden_rate.metrics import (
     check_confidence,
     hidden_rate_interval,
+    nearest_originals,
     row_direct_match_protection,
 )
-from polars_hidden_rate.neighbours import nearest_two
 
 METRICS = (
     "hidden_rate",
@@ -275,7 +275,10 @@ def privacy_report(
     **options
         The keyword options of :class:`~polars_hidden_rate.CountOptions`. The
         raw features of the direct matches are ``features`` (default the columns
-        both frames share, less the keys), also when ``coords`` are given.
+        both frames share, less the keys), also when ``coords`` are given. With
+        ``cluster``, the counts and the distances both run on the Dask cluster;
+        with ``device="gpu"``, the counts run on the GPU and the distances on
+        this machine's CPU (they have no GPU path), with the same results.
 
     Returns
     -------
@@ -298,7 +301,7 @@ def privacy_report(
     request = plan(originals, avatars, options, caller="privacy_report")
     aligned = request.read()
     counts = request.counts(aligned)
-    found = nearest_two(aligned.originals, aligned.avatars, threads=request.threads)
+    found = nearest_originals(request, aligned)
     dcr, nndr = found.nearest, found.ratio
     link = request.link
     protection = row_direct_match_protection(

@@ -1,10 +1,12 @@
-"""Shared test helpers: the float64 brute-force references and the Hypothesis budget."""
+"""Shared test helpers: the float64 brute-force references, the Hypothesis budget and the
+adversarial cases of the nearest-two search."""
 
 from __future__ import annotations
 
 import os
 
 import numpy as np
+from hypothesis import strategies as st
 
 HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 """``ci`` runs every property's full example count; ``dev`` (the default) a tenth of it."""
@@ -49,3 +51,45 @@ def brute_force_within(
     inside[np.arange(len(queries)), own] &= own < 0
     counts: np.ndarray = inside.sum(axis=1)
     return counts
+
+
+def brute_force_two(originals: np.ndarray, avatars: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two smallest d2 of each avatar over all originals: squared direct differences
+    summed column by column in float64, then sorted; written independently of the package."""
+    d2 = np.zeros((len(avatars), len(originals)))
+    for k in range(originals.shape[1]):
+        diff = avatars[:, k : k + 1] - originals[None, :, k]
+        d2 += diff * diff
+    d2.sort(axis=1)
+    second = d2[:, 1] if len(originals) > 1 else np.full(len(avatars), np.inf)
+    return d2[:, 0], second
+
+
+def nearest_two_case(
+    rng: np.random.Generator, n: int, m: int, d: int, step: float, offset: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Originals and avatars on a coarse dyadic grid: ties, duplicates, zero distances, offsets."""
+    originals = rng.integers(-3, 4, (n, d)) * step + offset
+    avatars = rng.integers(-3, 4, (m, d)) * step + offset
+    # Some avatars copy an original exactly (d2 = 0), some originals are duplicated.
+    copies = rng.random(m) < 0.3
+    avatars[copies] = originals[rng.integers(0, n, int(copies.sum()))]
+    if n > 1:
+        originals[rng.integers(0, n, n // 4)] = originals[rng.integers(0, n, n // 4)]
+    return originals, avatars
+
+
+OFFSETS = (0.0, 1e6, 2.0**40, -(2.0**45) + 0.25)
+
+
+@st.composite
+def nearest_two_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nearest_two_case` with drawn sizes, grid step and offset."""
+    return nearest_two_case(
+        np.random.default_rng(draw(st.integers(0, 2**32 - 1))),
+        n=draw(st.integers(1, 120)),
+        m=draw(st.integers(1, 120)),
+        d=draw(st.integers(1, 6)),
+        step=draw(st.sampled_from([1.0, 0.5, 0.25])),
+        offset=draw(st.sampled_from(OFFSETS)),
+    )

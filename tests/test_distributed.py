@@ -1,7 +1,9 @@
-"""Counting on a Dask cluster (`cluster=`): exact, also when a worker dies mid-run."""
+"""Counting and the nearest two originals on a Dask cluster (`cluster=`): exact, also when a
+worker dies mid-run."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -21,7 +23,14 @@ from polars.testing import assert_frame_equal
 import polars_hidden_rate as phr
 from polars_hidden_rate import distributed as phd
 from polars_hidden_rate import engine
-from tests.helpers import brute_force_counts, examples
+from polars_hidden_rate.neighbours import NearestTwo, nearest_two
+from tests.helpers import (
+    OFFSETS,
+    brute_force_counts,
+    brute_force_two,
+    examples,
+    nearest_two_case,
+)
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
 
@@ -117,54 +126,76 @@ def test_any_sharding_sums_to_the_brute_force(
     assert counts.tolist() == brute_force_counts(originals, avatars, 1e-9).tolist()
 
 
-def _slow_down(seconds: float) -> Callable[[], None]:
-    """A function for `client.run` that makes every `count_within` on a worker sleep first."""
+def _slow_down(module: str, name: str, seconds: float) -> Callable[[], None]:
+    """A function for `client.run` that makes every call of `module.name` on a worker sleep
+    first."""
 
     def install() -> None:
-        original = engine.count_within
+        owner = importlib.import_module(module)
+        original = getattr(owner, name)
 
         def slow(*args: Any, **kwargs: Any) -> Any:
             time.sleep(seconds)
             return original(*args, **kwargs)
 
-        engine.count_within = slow
+        setattr(owner, name, slow)
 
     return install
 
 
-def _count_tasks_done(dask_scheduler: Any) -> int:
-    prefix = dask_scheduler.task_prefixes.get("phr-count-within")
-    return 0 if prefix is None else prefix.states["memory"] + prefix.states["forgotten"]
+def _tasks_done(dask_scheduler: Any, prefix: str) -> int:
+    group = dask_scheduler.task_prefixes.get(prefix)
+    return 0 if group is None else group.states["memory"] + group.states["forgotten"]
+
+
+def _cloaking(left: pl.DataFrame, right: pl.DataFrame, cluster: Any) -> pl.DataFrame:
+    return phr.local_cloaking(left, right, coords=COORDS, on="id", cluster=cluster)
+
+
+def _nndr(left: pl.DataFrame, right: pl.DataFrame, cluster: Any) -> pl.DataFrame:
+    return phr.closest_distances_ratio(left, right, coords=COORDS, on="id", cluster=cluster)
+
+
+# Per kind of run: the metric, the walk its tasks call, its task and shard key prefixes.
+KILLABLE = {
+    "counts": (_cloaking, ("polars_hidden_rate.engine", "count_within"), phd._COUNT_KEYS),
+    "nearest-two": (
+        _nndr,
+        ("polars_hidden_rate.neighbours", "squared_nearest_two"),
+        phd._NEAREST_KEYS,
+    ),
+}
 
 
 @pytest.mark.slow
-def test_counts_stay_exact_when_a_worker_is_killed_mid_run(client: Any) -> None:
+@pytest.mark.parametrize("kind", sorted(KILLABLE))
+def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: str) -> None:
+    metric, (module, walk), keys = KILLABLE[kind]
     originals, avatars = adversarial("gaussian", 600, seed=6)
     left, right = linked_frames(originals, avatars, seed=7)
-    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
-    client.run(_slow_down(0.25))
+    expected = metric(left, right, None)
+    client.run(_slow_down(module, walk, 0.25))
     outcome: dict[str, Any] = {}
 
-    def count() -> None:
+    def measure() -> None:
         try:
-            outcome["frame"] = phr.local_cloaking(
-                left, right, coords=COORDS, on="id", cluster=client
-            )
+            outcome["frame"] = metric(left, right, client)
         except BaseException as exc:
             outcome["error"] = exc
 
-    runner = threading.Thread(target=count)
+    runner = threading.Thread(target=measure)
     try:
         runner.start()
         deadline = time.monotonic() + 60
-        while client.run_on_scheduler(_count_tasks_done) == 0:
+        while client.run_on_scheduler(_tasks_done, prefix=keys.task) == 0:
+            assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
             assert time.monotonic() < deadline, "no task finished within 60 s"
             time.sleep(0.02)
-        # Kill a worker that holds an avatar shard: its scattered data is lost with it.
+        # Kill a worker that holds a shard: its scattered data is lost with it.
         victim = next(
             address
-            for address, keys in client.has_what().items()
-            if any(str(key).startswith("phr-avatar-shard") for key in keys)
+            for address, held in client.has_what().items()
+            if any(str(key).startswith(keys.shard) for key in held)
         )
         pid = client.run(os.getpid, workers=[victim])[victim]
         os.kill(pid, signal.SIGKILL)
@@ -172,9 +203,99 @@ def test_counts_stay_exact_when_a_worker_is_killed_mid_run(client: Any) -> None:
         runner.join(timeout=120)
         assert not runner.is_alive()
     finally:
-        client.restart()  # fresh workers, without the slow-down
+        # Fresh workers, without the slow-down, once the nanny has brought the victim back
+        # (a restart racing that comeback can wait on a worker forever).
+        client.wait_for_workers(2, timeout=60)
+        client.restart()
     assert "error" not in outcome, outcome.get("error")
     assert_frame_equal(outcome["frame"], expected)
+
+
+def assert_same_nearest_two(found: NearestTwo, expected: NearestTwo) -> None:
+    """Bit for bit: the same exponent and the same scaled floats."""
+    assert found.exponent == expected.exponent
+    np.testing.assert_array_equal(found.scaled_nearest, expected.scaled_nearest)
+    np.testing.assert_array_equal(found.scaled_second, expected.scaled_second)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
+@pytest.mark.parametrize("sizing", [None, phd.Sizing(7, 5), phd.Sizing(1, 400), phd.Sizing(400, 1)])
+def test_nearest_two_on_cluster_is_bit_identical_to_local(
+    client: Any, kind: str, sizing: phd.Sizing | None
+) -> None:
+    originals, avatars = adversarial(kind, 160, seed=9)
+    avatars = avatars[:97]  # as many avatars as originals is not required
+    found = phd.nearest_two_distributed(originals, avatars, client=client, sizing=sizing)
+    assert_same_nearest_two(found, nearest_two(originals, avatars))
+    first, second = brute_force_two(originals, avatars)
+    np.testing.assert_array_equal(found.nearest, np.sqrt(first))
+    np.testing.assert_array_equal(found.second, np.sqrt(second))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12))
+def test_nearest_two_on_cluster_equals_the_brute_force(client: Any, seed: int) -> None:
+    # Seeded, not Hypothesis: the client's threads use `random`, which Hypothesis flags.
+    rng = np.random.default_rng(seed)
+    n, m, d, block_rows, shard_rows = (int(v) for v in rng.integers(1, [120, 120, 7, 50, 50]))
+    step, offset = [1.0, 0.5, 0.25][seed % 3], OFFSETS[seed % 4]
+    originals, avatars = nearest_two_case(rng, n, m, d, step, offset)
+    sizing = phd.Sizing(block_rows=block_rows, shard_rows=shard_rows)
+    found = phd.nearest_two_distributed(originals, avatars, client=client, sizing=sizing)
+    assert_same_nearest_two(found, nearest_two(originals, avatars))
+    first, second = brute_force_two(originals, avatars)
+    np.testing.assert_array_equal(found.nearest, np.sqrt(first))
+    np.testing.assert_array_equal(found.second, np.sqrt(second))
+
+
+@pytest.mark.slow
+def test_nearest_two_on_cluster_edge_cases(client: Any) -> None:
+    found = phd.nearest_two_distributed(np.ones((3, 2)), np.zeros((0, 2)), client=client)
+    assert found.nearest.shape == found.second.shape == (0,)
+    single = phd.nearest_two_distributed(np.ones((1, 2)), np.ones((2, 2)), client=client)
+    assert single.nearest.tolist() == [0.0, 0.0]
+    assert single.second.tolist() == [np.inf, np.inf]
+    with pytest.raises(ValueError, match="no originals"):
+        phd.nearest_two_distributed(np.zeros((0, 2)), np.ones((2, 2)), client=client)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["grid", "duplicates", "offset"])
+def test_distance_metrics_on_cluster_equal_local(client: Any, kind: str) -> None:
+    originals, avatars = adversarial(kind, 300, seed=10)
+    left, right = linked_frames(originals, avatars, seed=11)
+    for metric in (phr.distance_to_closest, phr.closest_distances_ratio):
+        local = metric(left, right, coords=COORDS, on="id")
+        assert_frame_equal(metric(left, right, coords=COORDS, on="id", cluster=client), local)
+        lazy = metric(left.lazy(), right.lazy(), coords=COORDS, on="id", cluster=client)
+        assert isinstance(lazy, pl.LazyFrame)
+        assert_frame_equal(lazy.collect(), local)
+    # By row order too, and with the projection fitted on the originals.
+    by_rows = phr.distance_to_closest(left, right.sort("id"), features=COORDS, cluster=client)
+    assert_frame_equal(by_rows, phr.distance_to_closest(left, right.sort("id"), features=COORDS))
+
+
+@pytest.mark.slow
+def test_report_on_cluster_equals_local(client: Any) -> None:
+    originals, avatars = adversarial("duplicates", 300, seed=12)
+    left, right = linked_frames(originals, avatars, seed=13)
+    local = phr.privacy_report(left, right, coords=COORDS, on="id")
+    sharded = phr.privacy_report(left, right, coords=COORDS, on="id", cluster=client)
+    assert sharded.to_dict() == local.to_dict()
+    for name in ("local_cloaking", "distance_to_closest", "closest_distances_ratio"):
+        np.testing.assert_array_equal(getattr(sharded, name), getattr(local, name))
+
+
+@pytest.mark.parametrize("metric", [phr.distance_to_closest, phr.closest_distances_ratio])
+def test_distance_metrics_refuse_the_gpu_before_reading(metric: Callable[..., Any]) -> None:
+    def unreadable() -> pl.DataFrame:
+        raise AssertionError("the originals were read")
+
+    lazy = pl.defer(unreadable, schema={"Dim1": pl.Float64})
+    frame = pl.DataFrame({"Dim1": [0.0]})
+    with pytest.raises(NotImplementedError, match="no GPU path"):
+        metric(lazy, frame, coords="Dim1", device="gpu")
 
 
 coordinates = arrays(

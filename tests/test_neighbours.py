@@ -10,45 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.data import make_case
-from polars_hidden_rate.neighbours import nearest_two
+from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.neighbours import (
+    merge_nearest_two,
+    nearest_two,
+    scaled_pair,
+    squared_nearest_two,
+)
 from polars_hidden_rate.scale import canonical_scale
-from tests.helpers import examples
-
-
-def brute_force_two(originals: np.ndarray, avatars: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The two smallest d2 of each avatar over all originals: squared direct differences
-    summed column by column in float64, then sorted; written independently of the package."""
-    d2 = np.zeros((len(avatars), len(originals)))
-    for k in range(originals.shape[1]):
-        diff = avatars[:, k : k + 1] - originals[None, :, k]
-        d2 += diff * diff
-    d2.sort(axis=1)
-    second = d2[:, 1] if len(originals) > 1 else np.full(len(avatars), np.inf)
-    return d2[:, 0], second
-
-
-@st.composite
-def adversarial(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    """Originals and avatars on coarse dyadic grids: ties, duplicates, zero distances, offsets."""
-    n = draw(st.integers(1, 120))
-    m = draw(st.integers(1, 120))
-    d = draw(st.integers(1, 6))
-    seed = draw(st.integers(0, 2**32 - 1))
-    step = draw(st.sampled_from([1.0, 0.5, 0.25]))
-    offset = draw(st.sampled_from([0.0, 1e6, 2.0**40, -(2.0**45) + 0.25]))
-    rng = np.random.default_rng(seed)
-    originals = rng.integers(-3, 4, (n, d)) * step + offset
-    avatars = rng.integers(-3, 4, (m, d)) * step + offset
-    # Some avatars copy an original exactly (d2 = 0), some originals are duplicated.
-    copies = rng.random(m) < 0.3
-    avatars[copies] = originals[rng.integers(0, n, int(copies.sum()))]
-    if n > 1:
-        originals[rng.integers(0, n, n // 4)] = originals[rng.integers(0, n, n // 4)]
-    return originals, avatars
+from tests.helpers import brute_force_two, examples, nearest_two_cases
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(case=adversarial(), threads=st.sampled_from([1, 3]))
+@given(case=nearest_two_cases(), threads=st.sampled_from([1, 3]))
 def test_nearest_two_equals_brute_force(case: tuple[np.ndarray, np.ndarray], threads: int) -> None:
     originals, avatars = case
     first, second = brute_force_two(originals, avatars)
@@ -61,7 +35,7 @@ def test_nearest_two_equals_brute_force(case: tuple[np.ndarray, np.ndarray], thr
 
 
 @settings(max_examples=examples(80), deadline=None)
-@given(case=adversarial(), k=st.integers(-1000, 1000))
+@given(case=nearest_two_cases(), k=st.integers(-1000, 1000))
 def test_power_of_two_rescaling_scales_distances_exactly(
     case: tuple[np.ndarray, np.ndarray], k: int
 ) -> None:
@@ -147,3 +121,31 @@ def test_canonical_scale_of_zeros_and_bad_input() -> None:
         canonical_scale(np.array([[1.0]]), np.array([[np.inf]]))
     with pytest.raises(ValueError, match="same number of columns"):
         canonical_scale(np.zeros((2, 3)), np.zeros((2, 2)))
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(case=nearest_two_cases(), cuts=st.lists(st.integers(1, 119), max_size=6))
+def test_shards_merged_equal_the_brute_force(
+    case: tuple[np.ndarray, np.ndarray], cuts: list[int]
+) -> None:
+    # The decomposition the Dask path relies on: any split of the originals, merged.
+    originals, avatars = case
+    points, queries, _ = scaled_pair(originals, avatars)
+    best = np.full((len(queries), 2), np.inf)
+    for shard in np.split(points, sorted({c for c in cuts if c < len(points)})):
+        tree = KdTree.build(shard, threads=1)
+        merge_nearest_two(best, squared_nearest_two(tree, queries, threads=1))
+    first, second = brute_force_two(points, queries)
+    np.testing.assert_array_equal(best[:, 0], first)
+    np.testing.assert_array_equal(best[:, 1], second)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.tuples(*[st.sampled_from([0.0, 1.0, 2.0, np.inf])] * 4).map(sorted), min_size=1))
+def test_merge_keeps_the_two_smallest_with_duplicates(rows: list[list[float]]) -> None:
+    values = np.array(rows)
+    best, other = values[:, [0, 2]].copy(), values[:, [1, 3]].copy()
+    best.sort(axis=1)
+    other.sort(axis=1)
+    merge_nearest_two(best, other)
+    np.testing.assert_array_equal(best, values[:, :2])
