@@ -186,10 +186,10 @@ def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: s
     runner = threading.Thread(target=measure)
     try:
         runner.start()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
         while client.run_on_scheduler(_tasks_done, prefix=keys.task) == 0:
             assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
-            assert time.monotonic() < deadline, "no task finished within 60 s"
+            assert time.monotonic() < deadline, "no task finished within 180 s"
             time.sleep(0.02)
         # Kill a worker that holds a shard: its scattered data is lost with it.
         victim = next(
