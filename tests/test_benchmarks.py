@@ -92,3 +92,12 @@ def test_sizes_parse_like_the_command_line() -> None:
     assert parse_sizes(["1e4,1e5", "300"]) == [10_000, 100_000, 300]
     with pytest.raises(ValueError, match="positive integer"):
         parse_sizes(["2.5"])
+
+
+def test_flat_profile_splits_a_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import profile_flat
+
+    cases = ["isotropic,300,4", "dense,300,3"]
+    assert profile_flat.main(["--cases", *cases, "--threads", "1", "--repeat", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "n=3e+02" in line]
+    assert len(rows) == 2
