@@ -19,7 +19,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
-from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine import squared_distances, usable_cores
 from polars_hidden_rate.progress import Progress
 
@@ -158,14 +158,60 @@ class Search:
         # Round s_i down so that s_i^2 <= R - T_i - 2 E_i: no true rival is pushed out.
         lift = _float32_at_most(slack)
 
-        lims, found_dist, rival = index.range_search(
-            np.hstack([query_f32, lift[:, None]]), radius32
-        )
-        owner = np.repeat(np.arange(len(rows)), np.diff(lims.astype(np.int64)))
-        estimate = found_dist.astype(np.float64) - lift[owner].astype(np.float64) ** 2
-        return self.settle(
-            rows, owner, rival, estimate - bound[owner], estimate + bound[owner], cap
-        )
+        lims, found, rival = index.range_search(np.hstack([query_f32, lift[:, None]]), radius32)
+        return self.settle_found(rows, lims, found, rival, lift, bound, cap)
+
+    def settle_found(
+        self,
+        rows: IndexArray,
+        lims: IndexArray,
+        found: npt.NDArray[np.float32],
+        rival: IndexArray,
+        lift: npt.NDArray[np.float32],
+        bound: Float64Array,
+        cap: int | None = None,
+    ) -> CountArray:
+        """Count the rivals of each query in ``rows`` from a range search's results, its own
+        avatar aside (at most ``cap``): :meth:`settle` on FAISS's float32 values as they are.
+
+        Query ``k`` holds the pairs ``lims[k]:lims[k + 1]`` of ``found`` (FAISS's lifted
+        distances) and ``rival``. Its interval ``[found - s_k^2 - E_k, found - s_k^2 + E_k]``
+        lies below ``T_k`` when ``found`` is at most a cutoff ``T_k + s_k^2 - E_k`` and above
+        it past ``T_k + s_k^2 + E_k``, each computed once per query, in float64, and moved by
+        more than its rounding the safe way (toward settling): no pair needs a float64 copy,
+        and only the band between the cutoffs is gathered and settled by
+        :func:`squared_distances`. The own avatar is counted like any other, then taken off
+        where it lies within ``T_k`` in float64, as the settled count would say.
+        """
+        lims = lims.astype(np.int64)  # FAISS gives size_t
+        sizes = lims[1:] - lims[:-1]
+        thresholds = self.scaled_thresholds[rows]
+        lift2 = lift.astype(np.float64) ** 2  # exact: a float32 squared fits in float64
+        base = thresholds + lift2
+        margin = 8.0 * 2.0**-53 * (base + bound)  # exceeds the roundings of both cutoffs
+        sure_cut = (base - bound) - margin
+        maybe_cut = (base + bound) + margin
+        sure = found <= np.repeat(sure_cut, sizes)
+        counts = _segment_sums(sure, lims)  # the own avatar included
+        band = np.flatnonzero(~sure)  # few where rivals are many: the rest is one pass
+        owner = np.searchsorted(lims, band, side="right") - 1
+        inside = found[band] <= maybe_cut[owner]
+        band, owner = band[inside], owner[inside]
+        if cap is not None:
+            # One more than cap sure (the own among them, perhaps) needs no settling.
+            keep = counts[owner] <= cap
+            band, owner = band[keep], owner[keep]
+        queries = rows[owner]
+        settled = squared_distances(self.queries, self.avatars, queries, rival[band])
+        counts += np.bincount(owner[settled <= self.thresholds[queries]], minlength=len(rows))
+        own = self.own[rows]
+        has_own = np.flatnonzero(own >= 0)
+        own_rows = rows[has_own]
+        # Rows gathered once, then the same column-order sum (strided columns, no gathers).
+        own_query, own_avatar = self.queries[own_rows], self.avatars[own[has_own]]
+        own_d2 = squared_distances(own_query, own_avatar, slice(None), slice(None))
+        counts[has_own[own_d2 <= self.thresholds[own_rows]]] -= 1
+        return counts if cap is None else np.minimum(counts, cap)
 
     def settle(
         self,
@@ -198,6 +244,14 @@ class Search:
         inside = settled <= self.thresholds[queries]
         counts: CountArray = sure + np.bincount(owner[unsure][inside], minlength=len(rows))
         return counts if cap is None else np.minimum(counts, cap)
+
+
+def _segment_sums(mask: BoolArray, lims: IndexArray) -> CountArray:
+    """How many of ``mask[lims[k]:lims[k + 1]]`` are true, for each ``k``."""
+    running = np.zeros(len(mask) + 1, dtype=np.int64)
+    np.cumsum(mask, out=running[1:])
+    sums: CountArray = running[lims[1:]] - running[lims[:-1]]
+    return sums
 
 
 def _float32_at_most(values: Float64Array) -> npt.NDArray[np.float32]:

@@ -92,3 +92,26 @@ def test_sizes_parse_like_the_command_line() -> None:
     assert parse_sizes(["1e4,1e5", "300"]) == [10_000, 100_000, 300]
     with pytest.raises(ValueError, match="positive integer"):
         parse_sizes(["2.5"])
+
+
+def test_flat_profile_splits_a_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import profile_flat
+
+    cases = ["isotropic,300,4", "dense,300,3"]
+    assert profile_flat.main(["--cases", *cases, "--threads", "1", "--repeat", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "n=3e+02" in line]
+    assert len(rows) == 2
+
+
+def test_memory_stages_mark_every_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import bench_parquet, memory_stages
+    from polars_hidden_rate import api, kdtree
+
+    build, read = vars(kdtree.KdTree)["build"], vars(api)["read_aligned"]
+    bench_parquet.write_inputs(tmp_path, 2000, profile="gaussian", seed=0, threads=1)
+    assert memory_stages.main(["--n", "2000", "--dir", str(tmp_path), "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    for stage in ("read", "link", "to_float64", "scale", "thresholds", "tree", "walk"):
+        assert f"| {stage}>" in out
+    assert vars(kdtree.KdTree)["build"] is build  # restored
+    assert vars(api)["read_aligned"] is read

@@ -10,6 +10,7 @@ measured against the float64 ``d2`` the counts are defined by.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import faiss
 import numpy as np
@@ -226,3 +227,63 @@ def test_a_pair_whose_interval_starts_at_the_threshold_is_settled() -> None:
         rows, owner, rival, np.full(3, np.nextafter(scaled, np.inf)), np.full(3, 5.0 * scaled)
     )
     assert past.tolist() == [0]
+
+
+def test_found_values_at_the_cutoffs_are_settled_or_decided() -> None:
+    # settle_found decides on FAISS's float32 values through per-query cutoffs. Avatars at
+    # d2 = 1, 1 and 4 from the query, threshold 1: a value at the top of the band
+    # (T + s^2 + E, an interval starting at T) is settled in float64; one float32 step past
+    # it is out; a value below T + s^2 - E is a sure rival, counted without settling.
+    queries = np.array([[0.0, 0.0]])
+    avatars = np.array([[1.0, 0.0], [0.0, -1.0], [2.0, 0.0]])
+    search = flat.Search.prepare(queries, np.array([1.0]), np.array([-1]), avatars)
+    scaled = float(search.scaled_thresholds[0])
+    rows, lims, rival = np.array([0]), np.array([0, 3]), np.arange(3)
+    lift, bound = np.array([0.5], np.float32), np.array([scaled / 4])
+    top = np.float32(scaled + 0.25 + scaled / 4)
+    assert float(top) == scaled + 0.25 + scaled / 4  # exact: the test is at the cutoff itself
+
+    def count(found: list[np.float32], cap: int | None = None) -> int:
+        values = np.array(found, np.float32)
+        return int(search.settle_found(rows, lims, values, rival, lift, bound, cap)[0])
+
+    assert count([top] * 3) == 2
+    past = np.nextafter(top, np.float32(np.inf))
+    assert count([past] * 3) == 0
+    sure = np.float32(scaled / 2)  # far below T + s^2 - E: decided, even for avatar 2
+    assert count([top, past, sure]) == 2
+    assert count([top, top, sure], cap=1) == 1
+
+
+@pytest.mark.parametrize(("spread", "cap"), [(0.3, None), (3.0, None), (3.0, 1), (3.0, 7)])
+def test_settle_found_agrees_with_settle_on_intervals(spread: float, cap: int | None) -> None:
+    # The cutoff path gives, chunk by chunk, the counts of settle on the float64 intervals it
+    # replaced (own avatars present, elsewhere and missing; ties among duplicates).
+    rng = np.random.default_rng(int(spread * 10) + (cap or 0))
+    queries = rng.standard_normal((300, 6))
+    avatars = queries + rng.normal(scale=spread, size=queries.shape)
+    avatars[::7] = avatars[1::7][: len(avatars[::7])]
+    thresholds = ((queries - avatars) ** 2).sum(axis=1) * (1 + 1e-9)
+    own = np.where(rng.random(300) < 0.8, np.arange(300), rng.integers(-1, 300, 300))
+    search = flat.Search.prepare(queries, thresholds, own, avatars)
+    index = faiss.IndexFlatL2(queries.shape[1] + 1)
+    index.add(search.lifted_avatars())
+    captured: list[tuple[Any, ...]] = []
+    settle_found = search.settle_found
+
+    def spy(*args: Any) -> Any:
+        captured.append(args)
+        return settle_found(*args)
+
+    object.__setattr__(search, "settle_found", spy)
+    for rows in np.array_split(np.arange(300), 3):
+        counts = search.count_in_flat(index, rows, cap)
+        _, lims, found, rival, lift, bound, _ = captured[-1]
+        ends = np.asarray(lims, np.int64)
+        sizes = ends[1:] - ends[:-1]
+        owner = np.repeat(np.arange(len(rows)), sizes)
+        estimate = np.asarray(found, np.float64) - np.asarray(lift, np.float64)[owner] ** 2
+        at_least, at_most = estimate - bound[owner], estimate + bound[owner]
+        reference = search.settle(rows, owner, np.asarray(rival), at_least, at_most, cap)
+        assert counts.tolist() == reference.tolist()
+        assert sizes.sum() > (len(rows) if spread > 1 else 0)  # rivals to settle, when wide
