@@ -50,7 +50,8 @@ def linked_data(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 
 def exactly_scaled(values: np.ndarray, k: int) -> np.ndarray | None:
     """``values * 2**k`` when that is exact (no overflow, no subnormal), else None."""
-    scaled = np.ldexp(values, k)
+    with np.errstate(over="ignore"):  # an overflow to inf is caught just below
+        scaled = np.ldexp(values, k)
     if not np.array_equal(np.ldexp(scaled, -k), values):
         return None
     if np.any((scaled != 0) & (np.abs(scaled) < np.finfo(np.float64).tiny)):
