@@ -57,3 +57,8 @@ def check_tie_tol(tie_tol: object) -> float:
 def check_threads(threads: object) -> int | None:
     """Engine threads: None (all cores) or an integer >= 1."""
     return None if threads is None else check_count(threads, "threads", or_none=True)
+
+
+def check_cap(cap: object) -> int | None:
+    """A cap on the counts: None (full counts) or an integer >= 1."""
+    return None if cap is None else check_count(cap, "cap", or_none=True)

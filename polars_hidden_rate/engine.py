@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import check_count, check_threads, check_tie_tol
+from polars_hidden_rate.checks import check_cap, check_threads, check_tie_tol
 from polars_hidden_rate.kdtree import KdTree, _map, coordinates, linked_queries
 from polars_hidden_rate.progress import Progress
 from polars_hidden_rate.scale import canonical_scale
@@ -235,13 +235,6 @@ def hidden_flags(
     )
     flags: BoolArray = counts > 0
     return flags
-
-
-def check_cap(cap: object) -> int | None:
-    """``cap``: None, or an integer >= 1."""
-    if cap is None:
-        return None
-    return check_count(cap, "cap", or_none=True)
 
 
 def count_within(
