@@ -65,15 +65,19 @@ class CountPlan:
             return self.projection.read(self.originals, self.avatars, self.link, carry)
         return read_aligned(self.originals, self.avatars, self.coords, self.link, carry)
 
-    def counts(self, aligned: Aligned | None = None, *, cap: int | None = None) -> CountArray:
+    def counts(
+        self, aligned: Aligned | None = None, *, cap: int | None = None, consume: bool = False
+    ) -> CountArray:
         """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read).
 
         With ``cap``, ``min(c_i, cap)``: the CPU engine then stops each record at its
         ``cap``-th rival (``cap=1`` gives the hidden flags at the cost of the first rival);
-        the cluster and GPU paths count in full and cap afterwards.
+        the cluster and GPU paths count in full and cap afterwards. With ``consume``,
+        the caller no longer needs the arrays of ``aligned``: the CPU engine scales and
+        reorders them in place rather than copying them (a read made here always is).
         """
         if aligned is None:
-            aligned = self.read()
+            aligned, consume = self.read(), True
         originals, avatars = aligned.originals, aligned.avatars
         if self.cluster is not None:
             counts = distributed.count_cloaking_distributed(
@@ -91,6 +95,7 @@ class CountPlan:
                 threads=self.threads,
                 progress=self.progress,
                 cap=cap,
+                overwrite_input=consume,
             )
         return counts if cap is None else np.minimum(counts, cap)
 
@@ -109,7 +114,7 @@ class CountPlan:
 
             def count_as_read() -> pl.DataFrame:
                 frame = self.originals.collect()
-                counts = self.counts(replace(self, originals=frame.lazy()).read())
+                counts = self.counts(replace(self, originals=frame.lazy()).read(), consume=True)
                 return frame.with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
 
             counted = pl.defer(count_as_read, schema={**schema, "local_cloaking": index_type})
@@ -120,7 +125,7 @@ class CountPlan:
 
             def count_by_key() -> pl.DataFrame:
                 aligned = self.read([*carry, fingerprint])
-                counts = self.counts(aligned)
+                counts = self.counts(aligned, consume=True)
                 return aligned.carried.rename(
                     {f"{_KEY}{i}": k for i, k in enumerate(keys)}
                 ).with_columns(local_cloaking=pl.Series(counts, dtype=index_type))

@@ -86,7 +86,11 @@ def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: floa
 
 
 def linked_arrays(
-    originals: npt.ArrayLike, avatars: npt.ArrayLike, tie_tol: float
+    originals: npt.ArrayLike,
+    avatars: npt.ArrayLike,
+    tie_tol: float,
+    *,
+    overwrite_input: bool = False,
 ) -> tuple[Float64Array, Float64Array, Float64Array]:
     """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
 
@@ -94,7 +98,8 @@ def linked_arrays(
     (:func:`~polars_hidden_rate.scale.canonical_scale`), exactly unless a
     coordinate falls below the normal range, before any ``d2`` is taken: data
     and the same data times ``2^k`` give bit-identical arrays, hence identical
-    counts, and no square can overflow.
+    counts, and no square can overflow. With ``overwrite_input``, arrays that are
+    already writable contiguous float64 are scaled in place.
 
     Raises
     ------
@@ -111,7 +116,11 @@ def linked_arrays(
         )
         raise ValueError(msg)
     (originals, avatars), _ = canonical_scale(
-        originals, avatars, tie_tol=tie_tol, names=("originals", "avatars")
+        originals,
+        avatars,
+        tie_tol=tie_tol,
+        names=("originals", "avatars"),
+        overwrite_input=overwrite_input,
     )
     return originals, avatars, own_thresholds(originals, avatars, tie_tol)
 
@@ -140,6 +149,7 @@ def count_cloaking(
     strategy: Strategy = "auto",
     progress: bool | None = False,
     cap: int | None = None,
+    overwrite_input: bool = False,
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
@@ -164,6 +174,12 @@ def count_cloaking(
         When given (at least 1), return ``min(c_i, cap)``: each record stops at its
         ``cap``-th rival, which costs less. ``cap=1`` gives the hidden flags
         (:func:`hidden_flags`).
+    overwrite_input
+        Let the engine scale both arrays in place and reorder the avatars into its
+        kd-tree, when they are writable contiguous float64: two fewer copies of the
+        data (80 bytes per record at d = 5), for callers that own the arrays and do
+        not use them afterwards. Their contents are then unspecified; the counts are
+        the same.
 
     Returns
     -------
@@ -186,17 +202,19 @@ def count_cloaking(
     """
     threads, strategy = check_threads(threads), check_strategy(strategy)
     cap = check_cap(cap)
-    originals, avatars, thresholds = linked_arrays(originals, avatars, tie_tol)
-    own = np.arange(len(originals), dtype=np.int64)
+    originals, avatars, thresholds = linked_arrays(
+        originals, avatars, tie_tol, overwrite_input=overwrite_input
+    )
     return count_within(
         originals,
         thresholds,
-        own,
+        None,
         avatars,
         threads=threads,
         strategy=strategy,
         progress=progress,
         cap=cap,
+        overwrite_input=overwrite_input,
     )
 
 
@@ -240,13 +258,14 @@ def hidden_flags(
 def count_within(
     queries: npt.ArrayLike,
     thresholds: npt.ArrayLike,
-    own: npt.ArrayLike,
+    own: npt.ArrayLike | None,
     avatars: npt.ArrayLike | KdTree,
     *,
     threads: int | None = None,
     strategy: Strategy = "auto",
     progress: bool | None = False,
     cap: int | None = None,
+    overwrite_input: bool = False,
 ) -> CountArray:
     """For each query, count the avatars within its threshold, its own avatar aside.
 
@@ -265,7 +284,9 @@ def count_within(
         of ``queries``.
     own
         For each query, the row of ``avatars`` holding its own avatar, or -1
-        when that avatar is not among them.
+        when that avatar is not among them; None when query ``i``'s own avatar
+        is row ``i`` (as many queries as avatars), which saves the per-query
+        index arrays.
     avatars
         The avatars to count, float64 of shape ``(s, d)``, or a
         :class:`~polars_hidden_rate.kdtree.KdTree` already built on them (the
@@ -284,6 +305,9 @@ def count_within(
         Show a progress bar on stderr; None shows it only on a terminal.
     cap
         When given (at least 1), each count is ``min(count, cap)``, found at less cost.
+    overwrite_input
+        Let the kd-tree reorder writable contiguous float64 ``avatars`` in place
+        instead of copying them (see :func:`count_cloaking`).
 
     Returns
     -------
@@ -311,17 +335,21 @@ def count_within(
     if strategy == "flat" and tree is not None:
         raise ValueError("the flat strategy takes the avatars, not a kd-tree")
     with Progress(len(queries), enabled=progress) as bar:
-        if strategy == "auto" and tree is None:
-            tree = KdTree.build(points, threads=threads)
+        if strategy != "flat" and tree is None:
+            tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
+        if strategy == "auto" and tree is not None:
             strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
         if strategy == "flat":
             from polars_hidden_rate import flat  # FAISS is loaded when used
 
+            if tree is not None:  # the tree's points may be the avatars, reordered in place
+                points, own = tree.points, tree.own_positions(own)
+            elif own is None:
+                own = np.arange(len(queries), dtype=np.int64)
             return flat.count_flat(
                 queries, thresholds, own, points, threads=threads, bar=bar, cap=cap
             )
-        if tree is None:
-            tree = KdTree.build(points, threads=threads)
+        assert tree is not None
         return tree.count_within(
             queries, thresholds, own, threads=threads, cap=cap, advance=bar.advance
         )
@@ -331,7 +359,7 @@ def choose_strategy(
     tree: KdTree,
     queries: Float64Array,
     thresholds: Float64Array,
-    own: IndexArray,
+    own: IndexArray | None,
     *,
     threads: int,
     cap: int | None = None,
@@ -363,7 +391,7 @@ def probe(
     tree: KdTree,
     queries: Float64Array,
     thresholds: Float64Array,
-    own: IndexArray,
+    own: IndexArray | None,
     *,
     threads: int,
     cap: int | None = None,

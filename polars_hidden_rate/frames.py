@@ -223,22 +223,31 @@ def read_aligned(
             raise NoDataError(msg)
         _check_finite(frame, columns, role)
     carried = left.select(expr.meta.output_name() for expr in carry)
-    if link.by_row_order:
-        if left.height != right.height:
-            msg = (
-                f"originals have {left.height} rows but avatars have {right.height}; "
-                "linking by row order needs equal heights (or give `on`)"
-            )
-            raise ShapeError(msg)
-        return Aligned(_to_float64(left, columns), _to_float64(right, columns), carried)
-    order = _avatar_order(left, right, link)
-    return Aligned(_to_float64(left, columns), _to_float64(right, columns)[order], carried)
+    order = None
+    if not link.by_row_order:
+        order = _avatar_order(left, right, link)
+    elif left.height != right.height:
+        msg = (
+            f"originals have {left.height} rows but avatars have {right.height}; "
+            "linking by row order needs equal heights (or give `on`)"
+        )
+        raise ShapeError(msg)
+    # One side at a time, each frame let go once converted: at most one side is held twice.
+    originals_array = _to_float64(left, columns)
+    del left
+    return Aligned(originals_array, _to_float64(right, columns, order), carried)
 
 
-def _to_float64(frame: pl.DataFrame, columns: list[str]) -> Float64Array:
-    return np.ascontiguousarray(
-        frame.select(pl.col(columns).cast(pl.Float64)).to_numpy(), dtype=np.float64
-    )
+def _to_float64(
+    frame: pl.DataFrame, columns: list[str], rows: np.ndarray | None = None
+) -> Float64Array:
+    """``columns`` (of ``rows``, in that order) as a new C-order float64 array, column by
+    column: no intermediate copy of the whole block, and an array no one else holds."""
+    out = np.empty((frame.height if rows is None else len(rows), len(columns)))
+    for k, name in enumerate(columns):
+        values = frame.get_column(name).cast(pl.Float64).to_numpy()
+        out[:, k] = values if rows is None else values[rows]
+    return out
 
 
 def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
@@ -299,8 +308,14 @@ def raise_missing(
 
 
 def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:
-    """Row of ``right`` holding each original's avatar; every key unique, set and matched."""
-    for role, frame, keys in (("originals", left, link.left), ("avatars", right, link.right)):
+    """Row of ``right`` holding each original's avatar; every key unique, set and matched.
+
+    Both sides are sorted by key: duplicates are neighbours, and the link holds exactly
+    when the two sorted key columns are equal. This costs a few bytes per record where a
+    hash join would build a table of every key.
+    """
+    sides = (("originals", left, link.left), ("avatars", right, link.right))
+    for role, frame, keys in sides:
         unset = frame.select(keys).filter(pl.any_horizontal(pl.col(keys).is_null()))
         if unset.height:
             msg = (
@@ -308,34 +323,46 @@ def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.nda
                 f"e.g. {unset.row(0, named=True)}; every record needs a key"
             )
             raise ComputeError(msg)
-        duplicated = frame.select(keys).filter(pl.struct(keys).is_duplicated())
-        if duplicated.height:
-            msg = (
-                f"key {list(keys)} is not unique in {role}: {duplicated.height} rows share a key, "
-                f"e.g. {duplicated.row(0, named=True)}"
-            )
-            raise DuplicateError(msg)
-    matched = left.select(link.left).join(
-        right.select(link.right).with_row_index(_AVATAR_ROW),
-        left_on=list(link.left),
-        right_on=list(link.right),
-        how="left",
-        maintain_order="left",
-    )
-    orphans = matched.filter(pl.col(_AVATAR_ROW).is_null())
+    by_key = [_sorted_by_key(frame, keys, role) for role, frame, keys in sides]
+    (left_rows, left_keys), (right_rows, right_keys) = by_key
+    right_keys.columns = left_keys.columns
+    if left_keys.height != right_keys.height or not left_keys.equals(right_keys):
+        _raise_unmatched(left, right, link)
+    order = np.empty(left.height, dtype=np.int64)
+    order[left_rows] = right_rows
+    return order
+
+
+def _sorted_by_key(
+    frame: pl.DataFrame, keys: Sequence[str], role: str
+) -> tuple[np.ndarray, pl.DataFrame]:
+    """The rows of ``frame`` in key order and its keys in that order; DuplicateError with an
+    example when two rows share a key."""
+    rows = frame.select(pl.arg_sort_by(list(keys)).alias(_AVATAR_ROW)).to_series()
+    ordered = frame.select(pl.col(list(keys)).gather(rows))
+    same = pl.all_horizontal(pl.col(k).eq_missing(pl.col(k).shift(1)) for k in keys)
+    repeated = ordered.select(same.fill_null(False).alias(_AVATAR_ROW)).to_series()
+    if repeated.any():
+        shared = (repeated | repeated.shift(-1, fill_value=False)).sum()
+        example = ordered.row(int(repeated.arg_true()[0]), named=True)
+        msg = f"key {list(keys)} is not unique in {role}: {shared} rows share a key, e.g. {example}"
+        raise DuplicateError(msg)
+    return rows.to_numpy(), ordered
+
+
+def _raise_unmatched(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> None:
+    """The error for keys of one side that the other lacks, with an example key."""
+    keys, other = list(link.left), list(link.right)
+    orphans = left.select(keys).join(right.select(other), left_on=keys, right_on=other, how="anti")
     if orphans.height:
         msg = (
             f"{orphans.height} originals have no avatar with the same key, "
-            f"e.g. {orphans.select(link.left).row(0, named=True)}"
+            f"e.g. {orphans.row(0, named=True)}"
         )
         raise ComputeError(msg)
-    if right.height != left.height:
-        extra = right.select(link.right).join(
-            left.select(link.left), left_on=list(link.right), right_on=list(link.left), how="anti"
-        )
-        msg = (
-            f"{extra.height} avatars have no original with the same key, "
-            f"e.g. {extra.row(0, named=True)}"
-        )
-        raise ComputeError(msg)
-    return matched.get_column(_AVATAR_ROW).to_numpy()
+    extra = right.select(other).join(left.select(keys), left_on=other, right_on=keys, how="anti")
+    msg = (
+        f"{extra.height} avatars have no original with the same key, "
+        f"e.g. {extra.row(0, named=True)}"
+    )
+    raise ComputeError(msg)

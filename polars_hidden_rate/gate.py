@@ -170,7 +170,7 @@ def cloaking_summary(
     aligned = request.read()
     counts = request.counts(aligned, cap=QUARTILE_CAP)
     if not quartiles_below(counts, QUARTILE_CAP):
-        counts = request.counts(aligned)
+        counts = request.counts(aligned, consume=True)
     return summarize(pl.DataFrame({"local_cloaking": counts}), min_rate=threshold)
 
 

@@ -72,10 +72,19 @@ class KdTree:
 
     @classmethod
     def build(
-        cls, avatars: npt.ArrayLike, leaf_size: int | None = None, *, threads: int = 1
+        cls,
+        avatars: npt.ArrayLike,
+        leaf_size: int | None = None,
+        *,
+        threads: int = 1,
+        overwrite_input: bool = False,
     ) -> KdTree:
         """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
-        (default :data:`LEAF_SIZE`)."""
+        (default :data:`LEAF_SIZE`).
+
+        With ``overwrite_input``, writable contiguous float64 ``avatars`` are reordered in
+        place and become :attr:`points` (no copy): for callers that own them.
+        """
         avatars = np.ascontiguousarray(avatars, dtype=np.float64)
         n = len(avatars)
         depth = max(0, math.ceil(math.log2(max(n, 1) / (leaf_size or LEAF_SIZE))))
@@ -93,7 +102,11 @@ class KdTree:
                 pass
         else:
             _split(avatars, order, begin, end, 0, depth, 0)
-        points = avatars[order]
+        if overwrite_input and avatars.flags.writeable:
+            _permute_rows(avatars, order)
+            points = avatars
+        else:
+            points = avatars[order]
         lower, upper = _boxes(points, begin, end, depth)
         position = np.empty(n, dtype=np.int64)
         position[order] = np.arange(n, dtype=np.int64)
@@ -103,7 +116,7 @@ class KdTree:
         self,
         queries: Float64Array,
         thresholds: Float64Array,
-        own: IndexArray,
+        own: IndexArray | None,
         *,
         threads: int = 1,
         cap: int | None = None,
@@ -111,17 +124,22 @@ class KdTree:
     ) -> CountArray:
         """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
 
-        ``own[i]`` is -1 when query ``i`` has no avatar in the tree. Queries run
-        in tree order (by their own avatar's place, or by a leaf near them), so
-        that consecutive queries walk nodes already in cache. With ``cap``, each
-        count is ``min(count, cap)`` and a walk stops at its ``cap``-th rival.
+        ``own[i]`` is -1 when query ``i`` has no avatar in the tree; ``own=None``
+        says query ``i``'s own avatar is avatar ``i`` (one query per avatar).
+        Queries run in tree order (by their own avatar's place, or by a leaf near
+        them), so that consecutive queries walk nodes already in cache. With
+        ``cap``, each count is ``min(count, cap)`` and a walk stops at its
+        ``cap``-th rival.
         """
         queries, thresholds, own = linked_queries(queries, thresholds, own, self.points.shape)
-        own_position = self.own_positions(own)
-        place = own_position.copy()
-        orphans = np.flatnonzero(own < 0)
-        place[orphans] = self.begin[_leaf_of(self.lower, self.upper, queries[orphans])]
-        rows = np.argsort(place, kind="stable")
+        if own is None:  # in tree order: the tree's own arrays, no per-query copies
+            own_position, rows = self.own_positions(None), self.order
+        else:
+            own_position = self.own_positions(own)
+            place = own_position.copy()
+            orphans = np.flatnonzero(own < 0)
+            place[orphans] = self.begin[_leaf_of(self.lower, self.upper, queries[orphans])]
+            rows = np.argsort(place, kind="stable")
         counts = np.zeros(len(queries), dtype=np.int64)
         size = min(max(len(rows) // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
 
@@ -137,8 +155,11 @@ class KdTree:
             advance(done)
         return counts
 
-    def own_positions(self, own: IndexArray) -> IndexArray:
-        """Where each own avatar sits in :attr:`points` (-1 for none)."""
+    def own_positions(self, own: IndexArray | None) -> IndexArray:
+        """Where each own avatar sits in :attr:`points` (-1 for none); for ``own=None``
+        (query ``i`` owns avatar ``i``), :attr:`position` itself."""
+        if own is None:
+            return self.position
         positions: IndexArray = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
         return positions
 
@@ -146,7 +167,7 @@ class KdTree:
         self,
         queries: Float64Array,
         thresholds: Float64Array,
-        own: IndexArray,
+        own: IndexArray | None,
         rows: IndexArray,
         *,
         cap: int | None = None,
@@ -156,13 +177,15 @@ class KdTree:
     ) -> tuple[IndexArray, CountArray]:
         """The boxes tested and the points compared (columns 0 and 1) by the walk of each
         query in ``rows``, on this thread, and the rivals it found (capped at ``cap``); a
-        walk stops once ``boxes * box_cost + points * point_cost`` passes ``budget``."""
+        walk stops once ``boxes * box_cost + points * point_cost`` passes ``budget``.
+        ``own=None`` as in :meth:`count_within`. Only the sampled rows are copied."""
+        rows = np.asarray(rows, dtype=np.int64)
+        mine = self.own_positions(rows if own is None else own[rows])
         work = np.zeros((len(rows), 2), dtype=np.int64)
-        counts = np.zeros(len(queries), dtype=np.int64)
-        _count(self.points, self.begin, self.end, self.lower, self.upper, queries, thresholds,
-               self.own_positions(own), rows, _NO_CAP if cap is None else cap, counts, work,
-               np.array([box_cost, point_cost, budget]))  # fmt: skip
-        found: CountArray = counts[rows]
+        found = np.zeros(len(rows), dtype=np.int64)
+        _count(self.points, self.begin, self.end, self.lower, self.upper, queries[rows],
+               thresholds[rows], mine, np.arange(len(rows)), _NO_CAP if cap is None else cap,
+               found, work, np.array([box_cost, point_cost, budget]))  # fmt: skip
         return work, found
 
 
@@ -180,29 +203,38 @@ def coordinates(name: str, values: object) -> Float64Array:
 
 def linked_queries(
     queries: object, thresholds: object, own: object, avatars_shape: tuple[int, ...]
-) -> tuple[Float64Array, Float64Array, IndexArray]:
-    """Queries, their thresholds and own rows, checked against avatars of ``avatars_shape``."""
+) -> tuple[Float64Array, Float64Array, IndexArray | None]:
+    """Queries, their thresholds and own rows, checked against avatars of ``avatars_shape``;
+    ``own=None`` (query ``i`` owns avatar ``i``) needs as many queries as avatars."""
     queries = coordinates("queries", queries)
     thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
+    if queries.shape[1] != avatars_shape[1]:
+        msg = f"queries of shape {queries.shape} against avatars of shape {avatars_shape}"
+        raise ValueError(msg)
+    if thresholds.shape != (len(queries),):
+        msg = f"{len(queries)} queries need as many thresholds, got {thresholds.shape}"
+        raise ValueError(msg)
+    if np.isnan(thresholds).any() or (thresholds < 0).any():
+        msg = "thresholds must be non-negative squared distances, not NaN"
+        raise ValueError(msg)
+    if own is None:
+        if len(queries) != avatars_shape[0]:
+            msg = (
+                f"own=None links query i to avatar i, but there are {len(queries)} queries "
+                f"and {avatars_shape[0]} avatars"
+            )
+            raise ValueError(msg)
+        return queries, thresholds, None
     own = np.asarray(own)
     if own.size and own.dtype.kind not in "iu":
         msg = f"`own` must hold integers (rows of the avatars, or -1), got dtype {own.dtype}"
         raise TypeError(msg)
     own = own.astype(np.int64, copy=False)
-    if queries.shape[1] != avatars_shape[1]:
-        msg = f"queries of shape {queries.shape} against avatars of shape {avatars_shape}"
-        raise ValueError(msg)
-    if thresholds.shape != (len(queries),) or own.shape != (len(queries),):
-        msg = (
-            f"{len(queries)} queries need as many thresholds and own rows, "
-            f"got {thresholds.shape} and {own.shape}"
-        )
+    if own.shape != (len(queries),):
+        msg = f"{len(queries)} queries need as many own rows, got {own.shape}"
         raise ValueError(msg)
     if len(own) and (own.max() >= avatars_shape[0] or own.min() < -1):
         msg = f"own rows must lie in [-1, {avatars_shape[0]}), got {own.min()}..{own.max()}"
-        raise ValueError(msg)
-    if np.isnan(thresholds).any() or (thresholds < 0).any():
-        msg = "thresholds must be non-negative squared distances, not NaN"
         raise ValueError(msg)
     return queries, thresholds, own
 
@@ -395,6 +427,27 @@ def _boxes(
                 lower[node, k] = min(lower[2 * node + 1, k], lower[2 * node + 2, k])
                 upper[node, k] = max(upper[2 * node + 1, k], upper[2 * node + 2, k])
     return lower, upper
+
+
+@_kernel
+def _permute_rows(values: Float64Array, order: IndexArray) -> None:
+    """``values[p] = values[order[p]]`` for every ``p`` at once, in place, cycle by cycle."""
+    n = len(values)
+    done = np.zeros(n, dtype=np.bool_)
+    saved = np.empty(values.shape[1])
+    for start in range(n):
+        if done[start]:
+            continue
+        saved[:] = values[start]
+        j = start
+        while True:
+            done[j] = True
+            k = order[j]
+            if k == start:
+                values[j] = saved
+                break
+            values[j] = values[k]
+            j = k
 
 
 @_kernel

@@ -40,7 +40,10 @@ def canonical_exponent(dim: int, tie_tol: float = 0.0) -> int:
 
 
 def canonical_scale(
-    *arrays: Float64Array, tie_tol: float = 0.0, names: Sequence[str] = ()
+    *arrays: Float64Array,
+    tie_tol: float = 0.0,
+    names: Sequence[str] = (),
+    overwrite_input: bool = False,
 ) -> tuple[tuple[Float64Array, ...], int]:
     """Multiply every array by one power of two ``2^e`` (:func:`canonical_exponent`).
 
@@ -55,6 +58,9 @@ def canonical_scale(
         The relative tie tolerance the thresholds will carry.
     names
         The arrays' names, for the error on a NaN or infinite coordinate.
+    overwrite_input
+        Scale arrays that are already writable contiguous float64 in place, instead of
+        into new arrays: for callers that own them and need no unscaled copy.
 
     Returns
     -------
@@ -77,7 +83,8 @@ def canonical_scale(
         raise ValueError(msg)
     largest = 0.0
     for k, array in enumerate(checked):
-        magnitude = float(np.abs(array).max(initial=0.0))
+        # max and min rather than abs(): no temporary as large as the array
+        magnitude = max(float(array.max(initial=0.0)), -float(array.min(initial=0.0)))
         if not math.isfinite(magnitude):
             name = f"`{names[k]}`" if k < len(names) else "coordinates"
             msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
@@ -86,4 +93,13 @@ def canonical_scale(
     if largest == 0.0:
         return tuple(checked), 0
     exponent = canonical_exponent(dims.pop(), tie_tol) - math.frexp(largest)[1]
-    return tuple(np.ldexp(array, exponent) for array in checked), exponent
+    scaled: list[Float64Array] = []
+    for k, array in enumerate(checked):
+        # in place only where no other array shares its memory (it would be scaled twice)
+        in_place = (
+            overwrite_input
+            and array.flags.writeable
+            and not any(np.may_share_memory(array, o) for j, o in enumerate(checked) if j != k)
+        )
+        scaled.append(np.ldexp(array, exponent, out=array if in_place else None))
+    return tuple(scaled), exponent

@@ -430,3 +430,64 @@ def test_tie_tol_widens_the_threshold_by_exactly_its_factor(strategy: str) -> No
     counts = count_cloaking(originals, avatars, tie_tol=0.25, strategy=strategy)  # type: ignore[arg-type]
     assert counts.tolist() == [0, 1]
     assert count_cloaking(originals, avatars, tie_tol=0.5, strategy=strategy).tolist() == [1, 1]  # type: ignore[arg-type]
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    data=integer_grids(),
+    strategy=st.sampled_from(STRATEGIES),
+    cap=st.sampled_from([None, 1, 3]),
+    layout=st.sampled_from(["owned", "same array", "read-only", "fortran"]),
+)
+def test_counting_in_place_matches_brute_force(
+    data: tuple[np.ndarray, np.ndarray], strategy: engine.Strategy, cap: int | None, layout: str
+) -> None:
+    """``overwrite_input`` changes no count: on arrays the engine may take over, on one
+    array passed as both sides, on read-only arrays, and on arrays it must copy anyway."""
+    originals, avatars = data
+    if layout == "same array":
+        avatars = originals
+    expected = brute_force_counts(originals, avatars, 1e-9)
+    if cap is not None:
+        expected = np.minimum(expected, cap)
+    x, y = originals.copy(), avatars if layout == "same array" else avatars.copy()
+    if layout == "same array":
+        y = x
+    elif layout == "read-only":
+        x.flags.writeable = y.flags.writeable = False
+    elif layout == "fortran":
+        x, y = np.asfortranarray(x), np.asfortranarray(y)
+    counts = count_cloaking(x, y, strategy=strategy, cap=cap, overwrite_input=True)
+    np.testing.assert_array_equal(counts, expected)
+    if layout in ("read-only", "fortran"):  # not the engine's to change
+        np.testing.assert_array_equal(x, originals)
+        np.testing.assert_array_equal(y, avatars)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("cap", [None, 2])
+def test_own_none_is_each_query_with_its_own_row(
+    strategy: engine.Strategy, cap: int | None
+) -> None:
+    rng = np.random.default_rng(7)
+    x = rng.integers(-3, 4, size=(300, 3)).astype(np.float64)
+    y = x + rng.integers(-1, 2, size=x.shape)
+    thresholds = engine.own_thresholds(x, y, 1e-9)
+    expected = brute_force_within(x, thresholds, np.arange(len(x)), y)
+    if cap is not None:
+        expected = np.minimum(expected, cap)
+    counts = engine.count_within(x, thresholds, None, y, strategy=strategy, cap=cap)
+    np.testing.assert_array_equal(counts, expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tree_built_in_place_holds_the_copy_it_would_make(threads: int) -> None:
+    rng = np.random.default_rng(3)
+    avatars = rng.integers(-5, 6, size=(2_000, 4)).astype(np.float64)
+    copied = kdtree.KdTree.build(avatars, threads=threads)
+    taken = avatars.copy()
+    in_place = kdtree.KdTree.build(taken, threads=threads, overwrite_input=True)
+    assert np.shares_memory(in_place.points, taken)
+    np.testing.assert_array_equal(in_place.points, copied.points)
+    np.testing.assert_array_equal(in_place.points, avatars[in_place.order])
+    np.testing.assert_array_equal(in_place.order, copied.order)
