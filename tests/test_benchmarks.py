@@ -115,3 +115,23 @@ def test_memory_stages_mark_every_stage(tmp_path: Path, capsys: pytest.CaptureFi
         assert f"| {stage}>" in out
     assert vars(kdtree.KdTree)["build"] is build  # restored
     assert vars(api)["read_aligned"] is read
+
+
+@pytest.mark.parametrize("profile", ["gaussian", "discrete"])
+def test_tree_neighbours_are_the_exact_nearest(profile: str) -> None:
+    """The kd-tree search behind ``neighbours="tree"`` finds the k smallest d2 of each
+    record (ties may pick other rows, never other distances), and the avatars it makes
+    are means of the originals."""
+    from benchmarks import data
+
+    originals = data.make_originals(3_000, 4, profile=profile, seed=1)  # type: ignore[arg-type]
+    search = data._tree_search(originals, 7, threads=2)
+    squared, rows, targets = search(500, 1_700, 7)
+    d2 = ((originals[targets][:, None, :] - originals[None, :, :]) ** 2).sum(axis=2)
+    np.testing.assert_allclose(squared, np.sort(d2, axis=1)[:, :7], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(np.take_along_axis(d2, rows, axis=1), squared, rtol=1e-12, atol=0)
+    assert sorted(targets.tolist()) == sorted(set(targets.tolist()))
+    avatars = data.make_avatars(originals, k=7, neighbours="tree", threads=2)
+    assert avatars.shape == originals.shape
+    assert (avatars.min(axis=0) >= originals.min(axis=0) - 1e-12).all()
+    assert (avatars.max(axis=0) <= originals.max(axis=0) + 1e-12).all()
