@@ -120,21 +120,27 @@ def strategy_runner(strategy: str) -> Callable[[Case], CountArray]:
     return lambda case: run_ours(case, strategy)
 
 
+# Probes timed per case: single times of a few milliseconds are noise on a shared machine.
+PROBE_REPEAT = 9
+
+
 def probe_cost(case: Case) -> dict[str, Any]:
-    """What ``strategy="auto"`` chooses on ``case``, and the seconds its probe takes (the
-    tree it walks is built first, untimed: the tree strategy needs it anyway)."""
+    """What ``strategy="auto"`` chooses on ``case``, and the seconds its probe takes: the
+    median of :data:`PROBE_REPEAT` probes, as the count calls it (``own=None``); the tree
+    it walks is built first, untimed: the tree strategy needs it anyway."""
     from polars_hidden_rate import engine
     from polars_hidden_rate.kdtree import KdTree
 
     x, y, limits = engine.linked_arrays(case.originals, case.avatars, case.tie_tol)
     tree = KdTree.build(y, threads=case.threads)
-    own = np.arange(len(x), dtype=np.int64)
-    begin = time.perf_counter()
-    estimate = engine.probe(tree, x, limits, own, threads=case.threads)
-    elapsed = time.perf_counter() - begin
+    times = []
+    for _ in range(PROBE_REPEAT):
+        begin = time.perf_counter()
+        estimate = engine.probe(tree, x, limits, None, threads=case.threads)
+        times.append(time.perf_counter() - begin)
     return {
         "chose": "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree",
-        "seconds": round(elapsed, 4),
+        "seconds": round(float(np.median(times)), 5),
         "predicted_tree_seconds": round(estimate.tree_seconds, 4),
         "predicted_flat_seconds": round(estimate.flat_seconds, 4),
         "sampled": estimate.sampled,
@@ -670,7 +676,7 @@ def strategy_table(cells: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {cell['n']:,} | {cell['d']} | "
             + " | ".join(time_cell(cell, f"ours-{name}") for name in STRATEGIES)
-            + f" | {probe['chose']} | {probe['seconds']:.3f} | {share} | {ratio} |"
+            + f" | {probe['chose']} | {probe['seconds']:.4f} | {share} | {ratio} |"
         )
     return lines
 

@@ -135,3 +135,24 @@ def test_tree_neighbours_are_the_exact_nearest(profile: str) -> None:
     assert avatars.shape == originals.shape
     assert (avatars.min(axis=0) >= originals.min(axis=0) - 1e-12).all()
     assert (avatars.max(axis=0) <= originals.max(axis=0) + 1e-12).all()
+
+
+def test_the_sampled_check_catches_a_wrong_count(tmp_path: Path) -> None:
+    import polars as pl
+
+    from benchmarks import bench_parquet
+
+    bench_parquet.write_inputs(tmp_path, 600, profile="discrete", seed=0, threads=1)
+    result = tmp_path / "result-ours.parquet"
+    bench_parquet.work(
+        "ours", tmp_path / "originals.parquet", tmp_path / "avatars.parquet", result, 1
+    )
+    check = bench_parquet.verify_sample(tmp_path, 600, result, sample=600)
+    assert (check["mismatches"], check["all_rows"], check["columns_kept"]) == (0, True, True)
+    wrong = pl.read_parquet(result).with_columns(
+        local_cloaking=pl.when(pl.int_range(pl.len()) == 7)
+        .then(pl.col("local_cloaking") + 1)
+        .otherwise(pl.col("local_cloaking"))
+    )
+    wrong.write_parquet(result)
+    assert bench_parquet.verify_sample(tmp_path, 600, result, sample=600)["mismatches"] == 1
