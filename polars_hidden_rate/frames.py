@@ -217,11 +217,8 @@ def read_aligned(
     right = avatars.select(
         *link.key_columns("right"), *(c for c in columns if c not in link.right)
     ).collect()
-    for role, frame in (("originals", left), ("avatars", right)):
-        if frame.height == 0:
-            msg = f"{role} is empty: there is nothing to measure"
-            raise NoDataError(msg)
-        _check_finite(frame, columns, role)
+    _check_finite(left, columns, "originals")
+    _check_finite(right, columns, "avatars")
     carried = left.select(expr.meta.output_name() for expr in carry)
     order = None
     if not link.by_row_order:
@@ -232,26 +229,39 @@ def read_aligned(
             "linking by row order needs equal heights (or give `on`)"
         )
         raise ShapeError(msg)
-    # One side at a time, each frame let go once converted: at most one side is held twice.
-    originals_array = _to_float64(left, columns)
-    del left
-    return Aligned(originals_array, _to_float64(right, columns, order), carried)
+    # The frames go (keys too, but what `carried` holds); the coordinate columns are
+    # converted, and let go, one at a time.
+    left_columns = _take(left.get_columns(), columns)
+    right_columns = _take(right.get_columns(), columns)
+    del left, right
+    originals_array = _to_float64(left_columns)
+    return Aligned(originals_array, _to_float64(right_columns, order), carried)
 
 
-def _to_float64(
-    frame: pl.DataFrame, columns: list[str], rows: np.ndarray | None = None
-) -> Float64Array:
-    """``columns`` (of ``rows``, in that order) as a new C-order float64 array, column by
-    column: no intermediate copy of the whole block, and an array no one else holds."""
-    out = np.empty((frame.height if rows is None else len(rows), len(columns)))
-    for k, name in enumerate(columns):
-        values = frame.get_column(name).cast(pl.Float64).to_numpy()
+def _take(series: list[pl.Series], names: list[str]) -> list[pl.Series]:
+    """The series named ``names``, in that order; the others are let go."""
+    by_name = {column.name: column for column in series}
+    series.clear()
+    return [by_name.pop(name) for name in names]
+
+
+def _to_float64(columns: list[pl.Series], rows: np.ndarray | None = None) -> Float64Array:
+    """``columns`` (of ``rows``, in that order) as a new C-order float64 array that no one
+    else holds, emptying the list: each column is let go once copied, so the data is held
+    twice one column at a time, not as a whole."""
+    out = np.empty((len(columns[0]) if rows is None else len(rows), len(columns)))
+    columns.reverse()
+    for k in range(out.shape[1]):
+        values = columns.pop().cast(pl.Float64).to_numpy()
         out[:, k] = values if rows is None else values[rows]
     return out
 
 
 def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
-    """Every coordinate is a finite number that float64 holds exactly."""
+    """Rows to measure, and every coordinate a finite number that float64 holds exactly."""
+    if frame.height == 0:
+        msg = f"{role} is empty: there is nothing to measure"
+        raise NoDataError(msg)
     as_float = {c: pl.col(c).cast(pl.Float64) for c in columns}
     raise_missing(missing_values(frame, as_float), f"coords of {role}", rows=frame.height)
     beyond = EXACT_INTEGER_LIMIT
