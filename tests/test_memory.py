@@ -42,9 +42,16 @@ def numpy_peak() -> Iterator[Callable[[], float]]:
 
 @pytest.fixture(scope="module")
 def linked() -> tuple[np.ndarray, np.ndarray]:
+    """Linked arrays, after one small count down every path measured here: numba's compiler
+    (its first call in an environment) and the thread pools allocate traced memory too."""
     rng = np.random.default_rng(0)
     originals = rng.normal(size=(N, D))
-    return originals, originals + rng.normal(scale=0.3, size=(N, D))
+    avatars = originals + rng.normal(scale=0.3, size=(N, D))
+    small = slice(0, 2_000)
+    engine.count_cloaking(originals[small], avatars[small])
+    engine.count_cloaking(originals[small].copy(), avatars[small].copy(), overwrite_input=True)
+    phr.local_cloaking(*frames(originals[small], avatars[small]), coords=COORDS, on="id")
+    return originals, avatars
 
 
 def frames(x: np.ndarray, y: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -58,7 +65,6 @@ def test_counting_in_place_copies_neither_side(linked: tuple[np.ndarray, np.ndar
     """The canonical scale and the tree's order are taken in place: what is left is the
     thresholds, the tree's indices and boxes, and the counts (about 48 B/rec at d = 5)."""
     x, y = linked
-    engine.count_cloaking(x[:2_000], y[:2_000])  # compiled and pooled before measuring
     owned_x, owned_y = x.copy(), y.copy()
     with numpy_peak() as peak:
         counts = engine.count_cloaking(owned_x, owned_y, overwrite_input=True)
