@@ -210,6 +210,52 @@ def local_cloaking_to_parquet(
     >>> pl.read_parquet(folder / "out")["local_cloaking"].to_list()
     [0, 1, 0]
     """
+    job = plan_dataset(
+        originals,
+        avatars,
+        output,
+        overwrite=overwrite,
+        min_rate=min_rate,
+        caller="local_cloaking_to_parquet",
+        **options,
+    )
+    with staged_directory(job.output) as staging:
+        return job.write(staging)
+
+
+@dataclass(frozen=True)
+class DatasetJob:
+    """A checked :func:`local_cloaking_to_parquet` request: nothing is read until it runs."""
+
+    request: CountPlan
+    originals: Dataset
+    avatars: Dataset
+    output: Path
+    min_rate: float | None
+
+    def write(self, staging: Path) -> CloakingSummary:
+        """Count, and write every part into ``staging`` (see :func:`staged_directory`)."""
+        if self.request.cluster is not None:
+            from polars_hidden_rate import cluster_data
+
+            return cluster_data.count_and_write(
+                self.request, self.originals, self.avatars, staging, self.min_rate
+            )
+        return _count_and_write_locally(self.request, self.originals, staging, self.min_rate)
+
+
+def plan_dataset(
+    originals: Source,
+    avatars: Source,
+    output: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    min_rate: float | None = None,
+    caller: str = "plan_dataset",
+    **options: Unpack[CountOptions],
+) -> DatasetJob:
+    """Check the request of :func:`local_cloaking_to_parquet` from metadata and schemas only:
+    the options, the files, and an ``output`` that may be written without losing an input."""
     threshold = check_min_rate(min_rate)
     if not isinstance(overwrite, bool):
         msg = f"`overwrite` must be True or False, got {overwrite!r}"
@@ -217,16 +263,9 @@ def local_cloaking_to_parquet(
     left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
     target = Path(output)
     check_output(target, [*left.paths, *right.paths], overwrite=overwrite)
-    request = plan(left.scan(), right.scan(), options, caller="local_cloaking_to_parquet")
+    request = plan(left.scan(), right.scan(), options, caller=caller)
     check_output_free(left.schema)
-    with staged_directory(target) as staging:
-        if request.cluster is not None:
-            from polars_hidden_rate import cluster_data
-
-            summary = cluster_data.count_and_write(request, left, right, staging, threshold)
-        else:
-            summary = _count_and_write_locally(request, left, staging, threshold)
-    return summary
+    return DatasetJob(request, left, right, target, threshold)
 
 
 def _count_and_write_locally(
