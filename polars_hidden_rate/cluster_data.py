@@ -473,21 +473,29 @@ def _block_box(block: _Queries) -> tuple[Float64Array, Float64Array, float] | No
 # --- 5. count -----------------------------------------------------------------------------
 
 
-def count_pair(block: _Queries, shard: _Shard, s: int, threads: int | None) -> CountArray:
-    """Task: the block's partial counts over one shard (a pure function of its inputs)."""
+def count_pair(
+    block: _Queries, shard: _Shard, s: int, threads: int | None
+) -> tuple[IndexArray, CountArray]:
+    """Task: the block's partial counts over one shard (a pure function of its inputs), as
+    the queries with a rival there and their counts: most queries have none in most shards,
+    so a block's partials, held until they are summed, stay small."""
     own = np.full(len(block.queries), -1, dtype=np.int64)
     mine = block.avatar_shard == s
     own[mine] = shard.rows_of(block.avatar_id[mine])
-    return engine.count_within(
+    counts = engine.count_within(
         block.queries, block.thresholds, own, shard.tree, threads=threads or 1
     )
+    found = np.flatnonzero(counts)
+    return found, counts[found]
 
 
-def sum_partials(block: _Queries, *partials: CountArray) -> tuple[IndexArray, CountArray]:
+def sum_partials(
+    block: _Queries, *partials: tuple[IndexArray, CountArray]
+) -> tuple[IndexArray, CountArray]:
     """Task: a block's counts, the sum of its partial counts; with its originals' rows."""
     total = np.zeros(len(block.queries), dtype=np.int64)
-    for partial in partials:
-        total += partial
+    for rows, counts in partials:
+        total[rows] += counts  # each query once per partial
     return block.original_id, total
 
 
@@ -682,7 +690,7 @@ class _Run:
             [self.submit(f"block-box-{b}", _block_box, f) for b, f in enumerate(blocks)]
         )
         pairs = _pairs(block_boxes, shard_boxes)
-        partials: list[list[Future[CountArray]]] = [[] for _ in blocks]
+        partials: list[list[Future[tuple[IndexArray, CountArray]]]] = [[] for _ in blocks]
         for b, s in pairs:
             partials[b].append(
                 self.submit(
