@@ -73,6 +73,7 @@ from polars_hidden_rate.frames import (
 )
 from polars_hidden_rate.gate import CloakingSummary
 from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.scale import canonical_scale
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ class _Side:
     names: tuple[str, ...]
     integer: tuple[bool, ...]
     rows: int  # of the originals: row-order buckets are ranges of them
+    projection: Projection | None = None  # fitted when the coordinates are projected
 
 
 @dataclass(frozen=True)
@@ -622,7 +624,9 @@ class _Run:
         right_stats = self.gather(
             [self.submit(f"stats-avatars-{q}", _stats, f) for q, f in enumerate(right_reads)]
         )
-        _raise_read_errors(request, originals, avatars, left, right, left_stats, right_stats)
+        _raise_read_errors(
+            request, originals, avatars, left, right, left_stats, right_stats, self.client
+        )
         largest = max(stats.largest for stats in [*left_stats, *right_stats])
         (_,), exponent = canonical_scale(np.full((1, dim), largest), tie_tol=request.tie_tol)
         spec = _LinkSpec(
@@ -799,15 +803,15 @@ def _sides(
 ) -> tuple[_Side, _Side]:
     """The read specification of each side: keys cast to their common type (categories as
     text, so that their hashes and joins do not depend on codes), coordinates."""
-    if request.projection is not None:
-        msg = (
-            "local_cloaking_to_parquet with `cluster` needs `coords` (projected coordinates); "
-            "fitting the projection on the workers is not available yet"
-        )
-        raise NotImplementedError(msg)
     link = request.link
+    names, projection = list(request.coords), None
+    if request.projection is not None:
+        # Fitted here, in two streaming passes over the originals' features (blocks of fixed
+        # size: the very fit of the local path); the workers compute the coordinates.
+        projection = request.projection.fit(originals.scan())
+        names = request.projection.names(projection)
     sides = []
-    for role, dataset, which, names in (
+    for role, dataset, which, key_names in (
         ("originals", originals, "left", link.left),
         ("avatars", avatars, "right", link.right),
     ):
@@ -815,20 +819,25 @@ def _sides(
             key.cast(pl.String) if _is_text(dtype, dataset.schema[name]) else key
             for key, name, dtype in zip(
                 link.key_columns(which),  # type: ignore[arg-type]
-                names,
+                key_names,
                 link.common_types,
                 strict=True,
             )
         )
+        if projection is None:
+            coordinates = [pl.col(name) for name in names]
+        else:
+            coordinates = projection.coordinates(dataset.schema, names)
         sides.append(
             _Side(
                 role=role,
                 keys=keys,
-                key_names=tuple(names) or ("row",),
-                coordinates=tuple(pl.col(c) for c in request.coords),
-                names=tuple(request.coords),
-                integer=tuple(dataset.schema[c].is_integer() for c in request.coords),
+                key_names=tuple(key_names) or ("row",),
+                coordinates=tuple(coordinates),
+                names=tuple(names),
+                integer=tuple(projection is None and dataset.schema[c].is_integer() for c in names),
                 rows=originals.rows,
+                projection=projection,
             )
         )
     return sides[0], sides[1]
@@ -847,6 +856,7 @@ def _raise_read_errors(
     right: _Side,
     left_stats: Sequence[_ReadStats],
     right_stats: Sequence[_ReadStats],
+    client: Client,
 ) -> None:
     """The errors of :func:`~polars_hidden_rate.frames.read_aligned`, in its order, from the
     read tasks' scalars: empty sides, missing or inexact coordinates, heights, null keys."""
@@ -858,6 +868,10 @@ def _raise_read_errors(
         missing: MissingValues = Counter()
         for s in stats:
             missing += s.missing
+        if missing and side.projection is not None and side.role == "avatars":
+            # As locally: the avatar features whose gaps made a coordinate missing.
+            files = [part.path for part in avatars.partitions]
+            client.gather(client.submit(_missing_features, files, side.projection, pure=False))
         raise_missing(missing, f"coords of {side.role}", rows=rows)
         for name in side.names:
             count = sum(s.beyond.get(name, 0) for s in stats)
@@ -875,6 +889,12 @@ def _raise_read_errors(
         )
         raise ShapeError(msg)
     _raise_null_keys(left, left_stats)
+
+
+def _missing_features(files: list[Path], projection: Projection) -> None:
+    """Task: raise the local error naming the avatars' features with gaps."""
+    frame = pl.scan_parquet(files, glob=False)
+    ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema())
 
 
 def _raise_null_keys(side: _Side, stats: Sequence[_ReadStats]) -> None:

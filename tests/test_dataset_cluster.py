@@ -258,14 +258,35 @@ def test_row_order_needs_equal_heights(threads_client: Any, tmp_path: Path) -> N
     assert siblings(tmp_path) == ["a", "o"]
 
 
-def test_projection_on_the_cluster_is_refused_clearly(threads_client: Any, tmp_path: Path) -> None:
-    left, right, _, _ = frames("grid", 30, seed=8)
-    write_files(left.drop("note"), tmp_path / "o", 1)
-    write_files(right, tmp_path / "a", 1)
-    with pytest.raises(NotImplementedError, match="needs `coords`"):
-        phr.local_cloaking_to_parquet(
-            tmp_path / "o", tmp_path / "a", tmp_path / "out", on="id", cluster=threads_client
+def test_projected_features_give_the_local_counts(threads_client: Any, tmp_path: Path) -> None:
+    left, right, _, _ = frames("gaussian", 240, seed=8)
+    left = left.with_columns(stage=(pl.col("id") % 3).cast(pl.String))
+    right = right.with_columns(stage=(pl.col("id") % 4).cast(pl.String))
+    write_files(left.drop("note"), tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    for ncp in (2, 4):
+        expected = phr.local_cloaking(left.drop("note"), right, on="id", ncp=ncp)
+        out = tmp_path / f"out{ncp}"
+        summary = phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", out, on="id", ncp=ncp, cluster=threads_client
         )
+        assert_frame_equal(pl.read_parquet(out), expected)
+        assert summary == summarize(expected)
+
+
+def test_missing_avatar_features_are_named_as_locally(threads_client: Any, tmp_path: Path) -> None:
+    left, right, _, _ = frames("gaussian", 90, seed=10)
+    right = _change(right, "nan coordinate")
+    write_files(left.drop("note"), tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 2)
+    match = r"features of avatars have missing values: 'Dim2' \(1 NaN\)"
+    with pytest.raises(ComputeError, match=match):
+        phr.local_cloaking(left.drop("note"), right, on="id", ncp=2)
+    with pytest.raises(ComputeError, match=match):
+        phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / "out", on="id", ncp=2,
+            cluster=threads_client,
+        )  # fmt: skip
     assert siblings(tmp_path) == ["a", "o"]
 
 
