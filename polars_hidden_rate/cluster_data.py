@@ -592,7 +592,7 @@ class _Run:
             self.submit(
                 f"read-{side.role}-{p}",
                 read_partition,
-                part.path,
+                part.path.absolute(),  # the workers may run elsewhere than here
                 side,
                 part.offset,
                 buckets,
@@ -730,10 +730,10 @@ class _Run:
                 self.submit(
                     f"write-{p}",
                     write_partition,
-                    part.path,
+                    part.path.absolute(),
                     part.rows,
                     counts[p],
-                    staging,
+                    staging.absolute(),
                     p,
                     HISTOGRAM_BINS,
                 )
@@ -870,7 +870,7 @@ def _raise_read_errors(
             missing += s.missing
         if missing and side.projection is not None and side.role == "avatars":
             # As locally: the avatar features whose gaps made a coordinate missing.
-            files = [part.path for part in avatars.partitions]
+            files = [part.path.absolute() for part in avatars.partitions]
             client.gather(client.submit(_missing_features, files, side.projection, pure=False))
         raise_missing(missing, f"coords of {side.role}", rows=rows)
         for name in side.names:

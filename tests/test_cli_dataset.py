@@ -22,11 +22,15 @@ from tests.test_dataset import COORDS, linked_case, siblings, write_files
 SCRIPT = Path(sys.executable).with_name("hidden-rate")
 
 
-def hidden_rate_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def hidden_rate_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     if not SCRIPT.exists():
         pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
     return subprocess.run(
-        [str(SCRIPT), "check", *map(str, args)], capture_output=True, text=True, check=False
+        [str(SCRIPT), "check", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
     )
 
 
@@ -160,3 +164,11 @@ def test_check_on_a_cluster_by_address_and_by_file(
     assert done.returncode == 1, done.stderr
     assert not json.loads(done.stdout)["passed"]
     assert_frame_equal(pl.read_parquet(root / "by-file"), folders["expected"])
+
+    # Paths relative to the command's folder, which is not the workers' (they run here).
+    assert Path.cwd() != root
+    done = hidden_rate_cli(
+        "o", "a", *options("--output", "relative"), "--cluster", address, cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    assert_frame_equal(pl.read_parquet(root / "relative"), folders["expected"])
