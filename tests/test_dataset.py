@@ -180,35 +180,52 @@ def test_an_output_that_is_a_file_or_has_no_folder_is_refused(tmp_path: Path) ->
         )
 
 
+def changed(right: pl.DataFrame, change: str) -> pl.DataFrame:
+    """The avatars with one bad record (or none at all)."""
+    row = pl.int_range(pl.len())
+    if change == "duplicate avatar":
+        return right.with_columns(pl.when(row == 5).then(pl.col("id").get(9)).otherwise("id"))
+    if change == "missing avatar":
+        return right.with_columns(pl.when(row == 5).then(-1).otherwise("id").alias("id"))
+    if change == "extra avatar":
+        return pl.concat([right, right.head(1).with_columns(id=pl.lit(-5, pl.Int64))])
+    if change == "null avatar key":
+        return right.with_columns(pl.when(row == 5).then(None).otherwise("id").alias("id"))
+    if change == "nan coordinate":
+        return right.with_columns(
+            pl.when(row == 5).then(float("nan")).otherwise("Dim2").alias("Dim2")
+        )
+    if change == "empty":
+        return right.head(0)
+    raise AssertionError(change)
+
+
 @pytest.mark.parametrize(
     ("change", "error", "match"),
     [
-        ("duplicate", DuplicateError, r"not unique in avatars: 2 rows share a key, e.g. \{'id': "),
-        ("missing", ComputeError, r"1 originals have no avatar with the same key, e.g. \{'id': "),
-        ("null", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
-        ("nan", ComputeError, r"coords of avatars have missing values: 'Dim2' \(1 NaN\)"),
+        (
+            "duplicate avatar",
+            DuplicateError,
+            r"not unique in avatars: 2 rows share a key, e.g. \{'id': ",
+        ),
+        (
+            "missing avatar",
+            ComputeError,
+            r"1 originals have no avatar with the same key, e.g. \{'id': ",
+        ),
+        ("null avatar key", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
+        (
+            "nan coordinate",
+            ComputeError,
+            r"coords of avatars have missing values: 'Dim2' \(1 NaN\)",
+        ),
     ],
 )
 def test_bad_data_is_reported_as_locally_and_nothing_is_written(
     tmp_path: Path, change: str, error: type[Exception], match: str
 ) -> None:
     left, right = linked_case(60, seed=9)
-    if change == "duplicate":
-        right = right.with_columns(
-            pl.when(pl.int_range(pl.len()) == 5).then(pl.col("id").get(6)).otherwise("id")
-        )
-    elif change == "missing":
-        right = right.with_columns(
-            pl.when(pl.int_range(pl.len()) == 5).then(-1).otherwise("id").alias("id")
-        )
-    elif change == "null":
-        right = right.with_columns(
-            pl.when(pl.int_range(pl.len()) == 5).then(None).otherwise("id").alias("id")
-        )
-    else:
-        right = right.with_columns(
-            pl.when(pl.int_range(pl.len()) == 5).then(float("nan")).otherwise("Dim2").alias("Dim2")
-        )
+    right = changed(right, change)
     originals = write_files(left, tmp_path / "o", 2)
     avatars = write_files(right, tmp_path / "a", 3)
     with pytest.raises(error, match=match):

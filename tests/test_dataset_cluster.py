@@ -4,6 +4,7 @@ and a worker killed mid-run changes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -24,22 +25,29 @@ from polars_hidden_rate.api import plan
 from polars_hidden_rate.dataset import open_dataset, staged_directory
 from polars_hidden_rate.gate import summarize
 from tests.helpers import brute_force_counts
-from tests.test_dataset import COORDS, siblings, write_files
+from tests.test_dataset import COORDS, changed, siblings, write_files
 from tests.test_distributed import _slow_down, _tasks_done, adversarial
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def threads_client() -> Iterator[Any]:
-    """A cluster of two workers in this process: fast to start, shares this module's state."""
+@contextlib.contextmanager
+def local_cluster(*, processes: bool) -> Iterator[Any]:
+    """A client of two one-thread workers: in this process (fast to start, sharing this
+    module's state) or in processes of their own (which can be killed)."""
     distributed = pytest.importorskip("distributed")
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+            n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def threads_client() -> Iterator[Any]:
+    with local_cluster(processes=False) as client:
         yield client
 
 
@@ -175,25 +183,6 @@ def test_quartiles_above_the_histogram_come_from_bisection(
         assert summary == expected
 
 
-def _change(right: pl.DataFrame, change: str) -> pl.DataFrame:
-    row = pl.int_range(pl.len())
-    if change == "duplicate avatar":
-        return right.with_columns(pl.when(row == 5).then(pl.col("id").get(9)).otherwise("id"))
-    if change == "missing avatar":
-        return right.with_columns(pl.when(row == 5).then(-1).otherwise("id").alias("id"))
-    if change == "extra avatar":
-        return pl.concat([right, right.head(1).with_columns(id=pl.lit(-5, pl.Int64))])
-    if change == "null avatar key":
-        return right.with_columns(pl.when(row == 5).then(None).otherwise("id").alias("id"))
-    if change == "nan coordinate":
-        return right.with_columns(
-            pl.when(row == 5).then(float("nan")).otherwise("Dim2").alias("Dim2")
-        )
-    if change == "empty":
-        return right.head(0)
-    raise AssertionError(change)
-
-
 @pytest.mark.parametrize(
     ("change", "error", "match"),
     [
@@ -209,7 +198,7 @@ def test_bad_data_is_reported_as_locally_with_an_example_key(
     threads_client: Any, tmp_path: Path, change: str, error: type[Exception], match: str
 ) -> None:
     left, right, _, _ = frames("gaussian", 120, seed=5)
-    right = _change(right, change)
+    right = changed(right, change)
     write_files(left, tmp_path / "o", 2)
     write_files(right, tmp_path / "a", 3)
     with pytest.raises(error, match=match):
@@ -234,7 +223,7 @@ def test_duplicated_originals_come_before_avatar_problems(
     left = left.with_columns(
         pl.when(pl.int_range(pl.len()) == 3).then(pl.col("id").get(4)).otherwise("id")
     )
-    right = _change(right, "null avatar key")
+    right = changed(right, "null avatar key")
     write_files(left, tmp_path / "o", 2)
     write_files(right, tmp_path / "a", 2)
     match = "not unique in originals: 2 rows share a key"
@@ -276,7 +265,7 @@ def test_projected_features_give_the_local_counts(threads_client: Any, tmp_path:
 
 def test_missing_avatar_features_are_named_as_locally(threads_client: Any, tmp_path: Path) -> None:
     left, right, _, _ = frames("gaussian", 90, seed=10)
-    right = _change(right, "nan coordinate")
+    right = changed(right, "nan coordinate")
     write_files(left.drop("note"), tmp_path / "o", 2)
     write_files(right, tmp_path / "a", 2)
     match = r"features of avatars have missing values: 'Dim2' \(1 NaN\)"
@@ -292,13 +281,7 @@ def test_missing_avatar_features_are_named_as_locally(threads_client: Any, tmp_p
 
 @pytest.fixture
 def process_client() -> Iterator[Any]:
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_cluster(processes=True) as client:
         yield client
 
 
