@@ -3,7 +3,6 @@ originals file out, the counts of `local_cloaking`, nothing half-written, no inp
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -319,7 +318,3 @@ def test_split_points_cut_pairs_in_lexicographic_order(seed: int) -> None:
         for xi, ri in zip(x, row, strict=True)
     ]
     assert found.tolist() == expected
-
-
-def test_doctests_do_not_leave_files_in_the_working_directory() -> None:
-    assert not any(name.startswith(".out.tmp-") for name in os.listdir("."))
