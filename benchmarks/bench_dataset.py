@@ -220,7 +220,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--n", default="2e7", help="originals (and avatars), default 2e7")
     parser.add_argument("--files", type=int, default=8, help="parquet files per side")
     parser.add_argument("--workers", type=int, default=2, help="`dask worker` processes")
-    parser.add_argument("--memory-limit", default="8GiB", help="each worker's --memory-limit")
+    parser.add_argument("--memory-limit", default="10GiB", help="each worker's --memory-limit")
     parser.add_argument("--dir", type=Path, help="folder for the data (default: temporary)")
     parser.add_argument("--reuse", action="store_true", help="reuse the inputs in --dir")
     parser.add_argument("--profile", choices=PROFILES, default="gaussian")
