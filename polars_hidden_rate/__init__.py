@@ -6,6 +6,7 @@ Importing the package registers the ``avatar`` namespace on DataFrame and LazyFr
 from polars_hidden_rate import namespace as _namespace  # noqa: F401  (registers `avatar`)
 from polars_hidden_rate.api import CountOptions, hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
+from polars_hidden_rate.dataset import local_cloaking_to_parquet
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
 from polars_hidden_rate.metrics import (
@@ -30,6 +31,7 @@ __all__ = [
     "hidden_rate",
     "hidden_rate_interval",
     "local_cloaking",
+    "local_cloaking_to_parquet",
     "privacy_report",
     "row_direct_match_protection",
 ]

@@ -20,11 +20,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn, TypeVar, get_args
+from typing import Any, NoReturn, TypeVar, get_args
 
 import polars as pl
 
 from polars_hidden_rate.api import CountOptions, local_cloaking
+from polars_hidden_rate.dataset import plan_dataset, staged_directory
+from polars_hidden_rate.distributed import EXTRA_HINT
 from polars_hidden_rate.files import (
     CSV_NULL_VALUES,
     file_format,
@@ -41,6 +43,8 @@ PROG = "hidden-rate"
 T = TypeVar("T")
 
 BadInput = (pl.exceptions.PolarsError, ValueError, TypeError, OSError, ImportError)
+# How long `--cluster` waits for the scheduler to answer.
+CONNECT_TIMEOUT = "10s"
 # Signals that stop a command cleanly: one line on stderr, exit 128 + the signal number.
 _STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
@@ -149,7 +153,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         type=Path,
         metavar="FILE",
-        help="write the originals with local_cloaking and hidden (parquet, csv or ipc)",
+        help="write the originals with local_cloaking and hidden (parquet, csv or ipc); with "
+        "--cluster or directory inputs, a directory of parquet parts",
+    )
+    where = check.add_mutually_exclusive_group()
+    where.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="a Dask scheduler (tcp://host:8786): its workers read, count and write the parts "
+        "(needs --output DIR)",
+    )
+    where.add_argument(
+        "--cluster-file",
+        type=Path,
+        metavar="FILE",
+        help="the scheduler's file (dask scheduler --scheduler-file FILE), instead of --cluster",
+    )
+    check.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output directory (once the new one is complete)",
     )
     check.set_defaults(command=run_check)
 
@@ -194,8 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_measure_options(command: argparse.ArgumentParser) -> None:
     """The inputs and options ``check`` and ``report`` share: files, space, link, engine."""
-    command.add_argument("originals", metavar="ORIGINALS", help="parquet, csv or ipc/feather file")
-    command.add_argument("avatars", metavar="AVATARS", help="parquet, csv or ipc/feather file")
+    where = "parquet, csv or ipc/feather file (check: or a directory of parquet files)"
+    command.add_argument("originals", metavar="ORIGINALS", help=where)
+    command.add_argument("avatars", metavar="AVATARS", help=where)
     space = command.add_mutually_exclusive_group()
     space.add_argument(
         "--coords", type=_names, metavar="C1,C2,...", help="projected coordinate columns"
@@ -282,6 +306,15 @@ def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> 
 def run_check(args: argparse.Namespace) -> int:
     """``hidden-rate check``: count once, summarise, optionally write, report."""
     min_rate = check_min_rate(args.min_rate)
+    if _writes_parts(args):
+        summary = _check_dataset(args, min_rate)
+        if not args.quiet:
+            print(format_json(summary) if args.format == "json" else format_text(summary))
+        return 0 if summary.passed else 1
+    if args.overwrite:
+        raise ValueError(
+            "--overwrite replaces an --output directory: it needs --cluster or directory inputs"
+        )
     _refuse_inputs(args.output, "--output", args)
     originals, avatars = _read_inputs(args)
     options = _count_options(args)
@@ -295,6 +328,69 @@ def run_check(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(format_json(summary) if args.format == "json" else format_text(summary))
     return 0 if summary.passed else 1
+
+
+def _writes_parts(args: argparse.Namespace) -> bool:
+    """Whether ``check`` writes a directory of parts: on a cluster, or from directories."""
+    cluster = args.cluster is not None or args.cluster_file is not None
+    return cluster or Path(args.originals).is_dir() or Path(args.avatars).is_dir()
+
+
+def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> CloakingSummary:
+    """``check`` from parquet files or directories into a directory of parts
+    (:func:`~polars_hidden_rate.dataset.local_cloaking_to_parquet`), on the cluster if given.
+
+    The parts are staged in this thread, so that a stop signal removes them."""
+    if args.output is None:
+        msg = "--cluster and directory inputs write one part per originals file: give --output DIR"
+        raise ValueError(msg)
+    if args.output.is_dir() and not args.overwrite:
+        msg = f"--output {str(args.output)!r} exists; give --overwrite to replace it"
+        raise FileExistsError(msg)
+    options = _count_options(args)
+    with _connected(args) as client:
+        if client is not None:
+            options["cluster"] = client
+        job = plan_dataset(
+            args.originals,
+            args.avatars,
+            args.output,
+            overwrite=args.overwrite,
+            min_rate=min_rate,
+            caller="check",
+            **options,
+        )
+        with staged_directory(job.output) as staging:
+            return _in_background(lambda: job.write(staging))
+
+
+@contextlib.contextmanager
+def _connected(args: argparse.Namespace) -> Iterator[Any]:
+    """A client of the scheduler ``--cluster`` or ``--cluster-file`` names (None without one),
+    closed at the end."""
+    if args.cluster is None and args.cluster_file is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError as error:
+        raise ImportError(f"--cluster needs dask.distributed: {EXTRA_HINT}") from error
+    if args.cluster_file is not None and not args.cluster_file.is_file():
+        msg = f"--cluster-file not found: {args.cluster_file}"
+        raise FileNotFoundError(msg)
+    try:
+        if args.cluster is not None:
+            client = Client(args.cluster, timeout=CONNECT_TIMEOUT)
+        else:
+            client = Client(scheduler_file=str(args.cluster_file), timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as error:
+        where = args.cluster or args.cluster_file
+        msg = f"cannot reach the Dask scheduler {str(where)!r}: {one_line(error)}"
+        raise OSError(msg) from error
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -179,7 +179,7 @@ def count_cloaking_distributed(
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     if sizing is None:
-        sizing = size_tasks(n, len(avatars), dim, _workers(client))
+        sizing = size_tasks(n, len(avatars), dim, worker_specs(client))
 
     # Sort both sides by the first coordinate; `avatar_position[i]` is where avatar i went.
     query_order = np.argsort(originals[:, 0], kind="stable")
@@ -287,7 +287,7 @@ def nearest_two_distributed(
     if m == 0:
         return NearestTwo.from_squared(np.empty((0, 2)), exponent)
     if sizing is None:
-        sizing = size_tasks(m, len(points), dim, _workers(client))
+        sizing = size_tasks(m, len(points), dim, worker_specs(client))
 
     # Blocks and shards are slabs of the first coordinate, so a block meets few tree nodes.
     query_order = np.argsort(queries[:, 0], kind="stable")
@@ -326,18 +326,41 @@ def nearest_two_in_shard(queries: Float64Array, shard: KdTree, threads: int | No
 def _pairs_within_reach(
     blocks: list[_QueryBlock], shards: list[Float64Array]
 ) -> list[tuple[int, int]]:
+    """The (block, shard) pairs whose boxes may hold a pair within a block threshold
+    (:func:`pairs_within_reach` on the blocks' and shards' bounding boxes)."""
+    return pairs_within_reach(
+        np.array([block.queries.min(axis=0) for block in blocks]),
+        np.array([block.queries.max(axis=0) for block in blocks]),
+        np.array([block.thresholds.max() for block in blocks]),
+        np.array([shard.min(axis=0) for shard in shards]),
+        np.array([shard.max(axis=0) for shard in shards]),
+    )
+
+
+def pairs_within_reach(
+    block_low: Float64Array,
+    block_high: Float64Array,
+    largest: Float64Array,
+    shard_low: Float64Array,
+    shard_high: Float64Array,
+) -> list[tuple[int, int]]:
     """The (block, shard) pairs whose boxes may hold a pair within a block threshold.
 
-    ``gap`` is the float64 per-coordinate gap between the boxes and ``reach`` the
-    sum of ``gap * gap`` in column order, like :func:`engine.squared_distances`.
-    Rounding is monotone, so every pair's computed ``d2`` is at least ``reach``;
-    ``reach > max T`` proves that no pair of the two counts.
+    Block ``b`` spans ``[block_low[b], block_high[b]]`` with thresholds up to
+    ``largest[b]``; shard ``s`` spans ``[shard_low[s], shard_high[s]]``. ``gap`` is
+    the float64 per-coordinate gap between the boxes and ``reach`` the sum of
+    ``gap * gap`` in column order, like :func:`engine.squared_distances`. Rounding
+    is monotone, so every pair's computed ``d2`` is at least ``reach``;
+    ``reach > max T`` proves that no pair of the two counts. Only the boxes are
+    needed, so a driver can prune without holding the data.
+
+    Examples
+    --------
+    >>> low, high = np.array([[0.0], [10.0]]), np.array([[1.0], [11.0]])
+    >>> pairs_within_reach(low, high, np.array([4.0, 1.0]), low, high)
+    [(0, 0), (1, 1)]
     """
-    block_low = np.array([block.queries.min(axis=0) for block in blocks])
-    block_high = np.array([block.queries.max(axis=0) for block in blocks])
-    shard_low = np.array([shard.min(axis=0) for shard in shards])
-    shard_high = np.array([shard.max(axis=0) for shard in shards])
-    reach = np.zeros((len(blocks), len(shards)))
+    reach = np.zeros((len(block_low), len(shard_low)))
     for k in range(block_low.shape[1]):
         gap = np.maximum(
             np.maximum(
@@ -347,7 +370,6 @@ def _pairs_within_reach(
             0.0,
         )
         reach += gap * gap
-    largest = np.array([block.thresholds.max() for block in blocks])
     within = ~(reach > largest[:, None])
     return [(int(b), int(s)) for b, s in zip(*np.nonzero(within), strict=True)]
 
@@ -470,7 +492,8 @@ class _Run(Generic[ResultT]):
         return {i: futures[f"{name}-{self.token}-{i}-{generation}"] for i in data}
 
 
-def _workers(client: Client) -> list[WorkerSpec]:
+def worker_specs(client: Client) -> list[WorkerSpec]:
+    """Each worker's threads and memory limit, as the scheduler reports them."""
     info = client.scheduler_info(n_workers=-1)["workers"]
     return [
         WorkerSpec(nthreads=int(worker["nthreads"]), memory_limit=int(worker["memory_limit"] or 0))

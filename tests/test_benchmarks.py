@@ -156,3 +156,25 @@ def test_the_sampled_check_catches_a_wrong_count(tmp_path: Path) -> None:
     )
     wrong.write_parquet(result)
     assert bench_parquet.verify_sample(tmp_path, 600, result, sample=600)["mismatches"] == 1
+
+
+@pytest.mark.slow
+def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    from benchmarks import bench_dataset
+
+    arguments = ["--n", "3000", "--files", "2", "--dir", str(tmp_path / "data")]
+    assert bench_dataset.main([*arguments, "--out", str(tmp_path / "results")]) == 0
+    payload = json.loads((tmp_path / "results" / "dataset.json").read_text())
+    assert {name: run["status"] for name, run in payload["runs"].items()} == {
+        "local": "ok",
+        "cluster": "ok",
+    }
+    assert payload["check"] == {
+        "same_parts": True,
+        "rows": 3000,
+        "frames_equal": True,
+        "mismatches": 0,
+    }
+    assert len(payload["runs"]["cluster"]["worker_peak_rss_mib"]) == 2
+    assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]

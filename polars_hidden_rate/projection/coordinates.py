@@ -60,6 +60,28 @@ class ProjectedCoordinates:
     def features(self) -> tuple[str, ...]:
         return self.spec.names
 
+    def fit(self, originals: pl.LazyFrame) -> Projection:
+        """The projection of this request, fitted on ``originals`` (two streaming passes)."""
+        return Projection.fit(
+            originals,
+            features=list(self.spec.names),
+            ncp=self.ncp,
+            categorical=sorted(self.spec.categorical) or None,
+            impute=self.spec.impute,
+        )
+
+    @staticmethod
+    def names(projection: Projection) -> list[str]:
+        """The names the counting gives the projected coordinates."""
+        return [f"{_COORD}{k + 1}" for k in range(projection.ncp)]
+
+    @staticmethod
+    def raise_missing_features(
+        avatars: pl.LazyFrame, projection: Projection, schema: pl.Schema
+    ) -> None:
+        """Name the avatar features whose gaps made a coordinate missing, if any."""
+        _raise_missing_features(avatars, projection, schema)
+
     def read(
         self,
         originals: pl.LazyFrame,
@@ -69,14 +91,8 @@ class ProjectedCoordinates:
     ) -> Aligned:
         """Fit on the originals, transform both frames, and read the linked coordinates
         (with ``carry``, as :func:`~polars_hidden_rate.frames.read_aligned`)."""
-        projection = Projection.fit(
-            originals,
-            features=list(self.spec.names),
-            ncp=self.ncp,
-            categorical=sorted(self.spec.categorical) or None,
-            impute=self.spec.impute,
-        )
-        names = [f"{_COORD}{k + 1}" for k in range(projection.ncp)]
+        projection = self.fit(originals)
+        names = self.names(projection)
         left_schema, right_schema = originals.collect_schema(), avatars.collect_schema()
         carried = [pl.col(expr.meta.output_name()) for expr in carry]
         left = originals.select(*link.left, *projection.coordinates(left_schema, names), *carry)

@@ -1,0 +1,268 @@
+"""`local_cloaking_to_parquet` on a command-line Dask cluster against the local engine.
+
+Writes ``--n`` originals and their shuffled avatars (5 coordinates, an ``id`` key and payload
+columns, the ``bench_parquet`` data) as ``--files`` parquet files per side, then runs, each
+in its own process:
+
+- ``local``: ``phr.local_cloaking_to_parquet(originals/, avatars/, out-local/, on="id")``;
+- ``cluster``: the same call with ``cluster=Client(scheduler_file=...)``, on a ``dask
+  scheduler`` and ``--workers`` ``dask worker`` processes (``--nthreads 1`` each) started from
+  the command line, as on a real cluster.
+
+Reports the wall time of each (from the call to the written output, imports and the
+client's connection left out), the driver's peak RSS (its own ``VmHWM``), each worker's
+``VmHWM``, and whether the two outputs are equal, part by part and column by column.
+Writes ``<out>/dataset.json`` and ``<out>/dataset.md``. Run heavy sizes under
+``flock /tmp/phr-heavy.lock``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_parquet import COORDS, DIMS, own_peak_rss_mib
+from benchmarks.common import RESULTS, header, parse_sizes, write_results
+from benchmarks.data import PROFILES, Profile, make_case
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER_GOAL_MIB = 768
+WALL_GOAL_RATIO = 1.5
+
+
+def write_inputs(directory: Path, n: int, files: int, *, profile: Profile, seed: int) -> None:
+    """``originals/`` and ``avatars/`` (shuffled), ``files`` parquet files each."""
+    import polars as pl
+
+    originals, avatars = make_case(n, DIMS, profile=profile, seed=seed)
+    rng = np.random.default_rng([seed, n])
+    ids = rng.permutation(n).astype(np.int64) * 7 + 1_000_003
+    order = rng.permutation(n)
+    groups = np.array(["A", "B", "C", "D", "E"])
+    for role, values, keys in (
+        ("originals", originals, ids),
+        ("avatars", avatars[order], ids[order]),
+    ):
+        folder = directory / role
+        folder.mkdir(parents=True, exist_ok=True)
+        for k, rows in enumerate(np.array_split(np.arange(n), files)):
+            part = pl.DataFrame(values[rows], schema=COORDS).insert_column(
+                0, pl.Series("id", keys[rows])
+            )
+            part.with_columns(
+                age=pl.Series(rng.integers(18, 91, len(rows)), dtype=pl.Int16),
+                group=pl.Series(groups[rng.integers(0, len(groups), len(rows))]),
+            ).write_parquet(folder / f"{role}-{k:03d}.parquet")
+        del values
+
+
+def work(mode: str, directory: Path, scheduler_file: Path | None) -> dict[str, Any]:
+    """One run, inside the child process: its seconds and the summary."""
+    import polars_hidden_rate as phr
+
+    cluster = None
+    if mode == "cluster":
+        from distributed import Client
+
+        cluster = Client(scheduler_file=str(scheduler_file))
+    started = time.perf_counter()
+    summary = phr.local_cloaking_to_parquet(
+        directory / "originals",
+        directory / "avatars",
+        directory / f"out-{mode}",
+        coords=COORDS,
+        on="id",
+        overwrite=True,
+        cluster=cluster,
+    )
+    seconds = time.perf_counter() - started
+    if cluster is not None:
+        cluster.close()
+    return {"seconds": round(seconds, 2), "summary": summary.to_dict()}
+
+
+def run_child(mode: str, directory: Path, scheduler_file: Path | None) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.bench_dataset", "--child", mode]
+    command += ["--dir", str(directory)]
+    if scheduler_file is not None:
+        command += ["--scheduler-file", str(scheduler_file)]
+    started = time.perf_counter()
+    child = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    entry: dict[str, Any] = {"process_seconds": round(time.perf_counter() - started, 2)}
+    if child.returncode != 0:
+        entry["status"] = f"failed: {child.stderr.strip().splitlines()[-1:]}"
+        sys.stderr.write(child.stderr)
+        return entry
+    entry.update(json.loads(child.stdout.strip().splitlines()[-1]), status="ok")
+    return entry
+
+
+def start_cluster(directory: Path, workers: int, memory: str) -> tuple[list[Any], Path]:
+    """``dask scheduler`` and ``workers`` x ``dask worker``, as processes of their own."""
+    dask = str(Path(sys.executable).with_name("dask"))
+    scheduler_file = directory / "scheduler.json"
+    scheduler_file.unlink(missing_ok=True)
+    logs = directory / "logs"
+    logs.mkdir(exist_ok=True)
+    processes = [
+        subprocess.Popen(
+            [dask, "scheduler", "--scheduler-file", str(scheduler_file), "--port", "0",
+             "--dashboard-address", ":0"],
+            stdout=(logs / "scheduler.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+        )
+    ]  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not scheduler_file.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the scheduler did not start within 60 s")
+        time.sleep(0.2)
+    for k in range(workers):
+        processes.append(
+            subprocess.Popen(
+                [dask, "worker", "--scheduler-file", str(scheduler_file), "--nworkers", "1",
+                 "--nthreads", "1", "--memory-limit", memory, "--no-dashboard"],
+                stdout=(logs / f"worker-{k}.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+            )
+        )  # fmt: skip
+    return processes, scheduler_file
+
+
+def worker_peaks(scheduler_file: Path, workers: int) -> dict[str, float | None]:
+    from distributed import Client
+
+    with Client(scheduler_file=str(scheduler_file)) as client:
+        client.wait_for_workers(workers, timeout=120)
+        peaks: dict[str, float | None] = client.run(own_peak_rss_mib)
+    return peaks
+
+
+def compare(directory: Path) -> dict[str, Any]:
+    """Part by part: the same files, the same columns, the same values."""
+    import polars as pl
+
+    local = sorted((directory / "out-local").iterdir())
+    cluster = sorted((directory / "out-cluster").iterdir())
+    if [p.name for p in local] != [p.name for p in cluster]:
+        return {"same_parts": False}
+    rows = mismatches = 0
+    equal = True
+    for left, right in zip(local, cluster, strict=True):
+        a, b = pl.read_parquet(left), pl.read_parquet(right)
+        rows += a.height
+        equal &= a.equals(b)
+        mismatches += int((a["local_cloaking"] != b["local_cloaking"]).sum())
+    return {"same_parts": True, "rows": rows, "frames_equal": equal, "mismatches": mismatches}
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    runs, check, machine = payload["runs"], payload["check"], payload["machine"]
+    local, cluster = runs.get("local", {}), runs.get("cluster", {})
+    lines = [
+        f"Measured {payload['date']} on {machine['cpus_usable']} of {machine['cpus']} CPUs "
+        f"({machine['cpu_model']}, {machine['memory_gib']} GiB): "
+        f"n={payload['n']:,} originals and avatars, {DIMS} coordinates, "
+        f"{payload['files']} parquet files per side; {payload['workers']} `dask worker` "
+        f"processes (`--nthreads 1 --memory-limit {payload['memory_limit']}`).",
+        "",
+        "| run | status | seconds | driver peak RSS MiB | workers' peak RSS MiB |",
+        "|---|---|---:|---:|---|",
+    ]
+    for name, run in runs.items():
+        workers = ", ".join(f"{v:,.0f}" for v in run.get("worker_peak_rss_mib", {}).values())
+        lines.append(
+            f"| {name} | {run['status']} | {run.get('seconds', '-')} | "
+            f"{run.get('peak_rss_mib', 0):,.0f} | {workers or '-'} |"
+        )
+    if "seconds" in local and "seconds" in cluster:
+        ratio = cluster["seconds"] / local["seconds"]
+        lines += [
+            "",
+            f"Cluster / local wall time: {ratio:.2f} (goal <= {WALL_GOAL_RATIO}); driver peak "
+            f"{cluster['peak_rss_mib']:,.0f} MiB (goal < {DRIVER_GOAL_MIB}).",
+        ]
+    if check.get("same_parts"):
+        lines.append(
+            f"Outputs equal part by part: **{check['frames_equal']}** ({check['rows']:,} rows, "
+            f"{check['mismatches']} counts differ); summaries equal: "
+            f"**{local.get('summary') == cluster.get('summary')}**."
+        )
+    return "\n".join([*lines, ""])
+
+
+def header_payload(args: argparse.Namespace, n: int) -> dict[str, Any]:
+    return {
+        **header(),
+        "n": n,
+        "files": args.files,
+        "workers": args.workers,
+        "memory_limit": args.memory_limit,
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_dataset",
+        description="local_cloaking_to_parquet on a command-line Dask cluster vs the local engine",
+    )
+    parser.add_argument("--n", default="2e7", help="originals (and avatars), default 2e7")
+    parser.add_argument("--files", type=int, default=8, help="parquet files per side")
+    parser.add_argument("--workers", type=int, default=2, help="`dask worker` processes")
+    parser.add_argument("--memory-limit", default="10GiB", help="each worker's --memory-limit")
+    parser.add_argument("--dir", type=Path, help="folder for the data (default: temporary)")
+    parser.add_argument("--reuse", action="store_true", help="reuse the inputs in --dir")
+    parser.add_argument("--profile", choices=PROFILES, default="gaussian")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for JSON and Markdown")
+    parser.add_argument("--child", choices=("local", "cluster"), help=argparse.SUPPRESS)
+    parser.add_argument("--scheduler-file", type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        report = work(args.child, args.dir, args.scheduler_file)
+        report["peak_rss_mib"] = own_peak_rss_mib()
+        print(json.dumps(report))
+        return 0
+    (n,) = parse_sizes([args.n])
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="phr-dataset-"))
+    if not args.reuse:
+        write_inputs(directory, n, args.files, profile=args.profile, seed=args.seed)
+    payload = header_payload(args, n)
+    runs: dict[str, dict[str, Any]] = {"local": run_child("local", directory, None)}
+    processes, scheduler_file = start_cluster(directory, args.workers, args.memory_limit)
+    try:
+        worker_peaks(scheduler_file, args.workers)  # every worker up before the clock starts
+        runs["cluster"] = run_child("cluster", directory, scheduler_file)
+        runs["cluster"]["worker_peak_rss_mib"] = worker_peaks(scheduler_file, args.workers)
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=60)
+    payload["runs"] = runs
+    payload["check"] = compare(directory) if all(r["status"] == "ok" for r in runs.values()) else {}
+    write_results(args.out, "dataset", payload, markdown(payload))
+    print(markdown(payload))
+    if args.dir is None:
+        shutil.rmtree(directory, ignore_errors=True)
+    ok = payload["check"].get("frames_equal") and payload["check"].get("mismatches") == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

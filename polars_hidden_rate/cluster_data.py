@@ -1,0 +1,933 @@
+"""Local cloaking of parquet datasets on a Dask cluster: the workers read, link, count and write.
+
+:func:`count_and_write` runs :func:`~polars_hidden_rate.dataset.local_cloaking_to_parquet`
+with ``cluster=``. The driver holds futures, file metadata, split points, boxes and
+scalars, never a column: its memory grows with the number of files, blocks and shards,
+not with the records. Every stage is a set of pure tasks, each a function of files and
+of other tasks' results, so a lost worker's results are recomputed by Dask from the
+files, and the counts cannot change.
+
+1. **Read** (one task per file of each side): the key columns (cast to the types both
+   sides share), the coordinates as float64, and each record's global row. The task
+   checks what :func:`~polars_hidden_rate.frames.read_aligned` checks and returns
+   scalars: rows, the largest ``|coordinate|``, missing values, null keys, and a sample
+   of the first coordinate for the split points. The records stay on the worker, cut
+   into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order).
+2. The driver sums those scalars, raises the local errors, and chooses the canonical
+   exponent (:func:`~polars_hidden_rate.scale.canonical_scale` of the global largest)
+   and the split points: ``B - 1`` for query blocks and ``S - 1`` for avatar shards,
+   quantiles of the sample of ``(first coordinate, row)`` pairs, as a distributed sort
+   chooses them.
+3. **Link** (one task per bucket): an original and its avatar have the same key, so
+   they meet in one bucket (Dask moves the pieces between workers, as its task-based
+   shuffle does). The task reports duplicated and missing keys, multiplies both sides
+   by ``2^e``, computes each ``T_i`` (:func:`~polars_hidden_rate.engine.own_thresholds`)
+   and cuts its originals by the block split points.
+4. **Shards** (one per range of avatars): each avatar file cuts its avatars by the
+   shard split points; a shard task gathers its pieces and builds its kd-tree where
+   it runs. **Blocks** gather their pieces from every bucket.
+5. The driver gathers the boxes and prunes (block, shard) pairs exactly
+   (:func:`~polars_hidden_rate.distributed.pairs_within_reach`); one **count** task per
+   pair left calls :func:`~polars_hidden_rate.engine.count_within`; a task per block sums
+   its partial counts.
+6. **Write** (one task per originals file): the totals are routed back to their files
+   by row, the file is read again, given ``local_cloaking`` and ``hidden``, and written
+   as its part. The task returns a histogram of the counts; the driver builds the
+   summary from the histograms (and, for a quartile above them, by bisection over the
+   workers' counts).
+
+The counts equal the local engine's, bit for bit: the same exponent, the same float64
+thresholds, and every partial count exact (``docs/scale.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeError
+
+from polars_hidden_rate import distributed, engine
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.dataset import (
+    Dataset,
+    histogram,
+    summary_from_order_statistics,
+    with_counts,
+    write_part,
+)
+from polars_hidden_rate.frames import (
+    EXACT_INTEGER_LIMIT,
+    RESERVED_PREFIX,
+    MissingValues,
+    missing_values,
+    raise_missing,
+)
+from polars_hidden_rate.gate import CloakingSummary
+from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.projection import ProjectedCoordinates, Projection
+from polars_hidden_rate.scale import canonical_scale
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from polars_hidden_rate.api import CountPlan
+
+_KEY = f"{RESERVED_PREFIX}_key"
+_COORD = f"{RESERVED_PREFIX}_coord"
+_ID = f"{RESERVED_PREFIX}_id"
+_BUCKET = f"{RESERVED_PREFIX}_bucket"
+_AVATAR = "_avatar"
+
+SAMPLE_PER_SPLIT = 64
+"""Sampled first coordinates per split point, spread over the files by their rows."""
+HISTOGRAM_BINS = 1024
+"""Counts below this are summarised from the workers' histograms alone."""
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """How many link buckets, query blocks and avatar shards a run cuts the records into."""
+
+    buckets: int
+    blocks: int
+    shards: int
+
+
+def plan_tasks(n_originals: int, n_avatars: int, dim: int, files: int, client: Client) -> TaskPlan:
+    """Blocks and shards as :func:`~polars_hidden_rate.distributed.size_tasks` sizes them for
+    the client's workers; a link bucket per file of the larger side, at least one per
+    worker thread."""
+    workers = distributed.worker_specs(client)
+    sizing = distributed.size_tasks(max(n_originals, 1), max(n_avatars, 1), dim, workers)
+    threads = sum(max(worker.nthreads, 1) for worker in workers)
+    return TaskPlan(
+        buckets=max(files, threads, 1),
+        blocks=max(1, math.ceil(n_originals / sizing.block_rows)),
+        shards=max(1, math.ceil(n_avatars / sizing.shard_rows)),
+    )
+
+
+# --- 1. read ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What every read task of one side needs: its role, keys and coordinate expressions."""
+
+    role: str
+    keys: tuple[pl.Expr, ...]  # empty: linked by row order
+    key_names: tuple[str, ...]
+    coordinates: tuple[pl.Expr, ...]
+    names: tuple[str, ...]
+    integer: tuple[bool, ...]
+    rows: int  # of the originals: row-order buckets are ranges of them
+    projection: Projection | None = None  # fitted when the coordinates are projected
+
+
+@dataclass(frozen=True)
+class _ReadStats:
+    """The scalars a read task returns to the driver."""
+
+    rows: int
+    largest: float
+    missing: MissingValues
+    beyond: dict[str, int]
+    null_keys: int
+    null_key_example: dict[str, Any] | None
+    sample_x: Float64Array
+    sample_id: IndexArray
+
+
+@dataclass(frozen=True)
+class _Read:
+    stats: _ReadStats
+    pieces: tuple[pl.DataFrame, ...]  # by link bucket: keys, coordinates (float64), row
+
+
+def read_partition(path: Path, side: _Side, offset: int, buckets: int, sample: int) -> _Read:
+    """Task: read one file's keys and coordinates, check them, cut them into link buckets."""
+    keys = [f"{_KEY}{i}" for i in range(max(len(side.keys), 1))]
+    coords = [f"{_COORD}{k}" for k in range(len(side.names))]
+    frame = (
+        pl.scan_parquet(path, glob=False)
+        .select(
+            *(key.alias(name) for key, name in zip(side.keys, keys, strict=False)),
+            *(
+                column.alias(name)
+                for column, name in zip(side.coordinates, side.names, strict=True)
+            ),
+        )
+        .collect()
+    )
+    frame = frame.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + offset).alias(_ID))
+    if not side.keys:  # by row order, the global row is the key
+        frame = frame.with_columns(pl.col(_ID).alias(keys[0]))
+    missing = missing_values(frame, {name: pl.col(name).cast(pl.Float64) for name in side.names})
+    beyond = {
+        name: int(frame.select((pl.col(name).abs() > EXACT_INTEGER_LIMIT).sum()).item())
+        for name, integer in zip(side.names, side.integer, strict=True)
+        if integer
+    }
+    beyond = {name: count for name, count in beyond.items() if count}
+    unset = frame.filter(pl.any_horizontal(pl.col(keys).is_null())) if side.keys else frame[:0]
+    example = (
+        dict(zip(side.key_names, unset.select(keys).row(0), strict=True)) if unset.height else None
+    )
+    if missing or beyond:  # the driver raises before any piece is asked for
+        empty = np.empty(0)
+        stats = _ReadStats(
+            frame.height, 0.0, missing, beyond, unset.height, example, empty, empty.astype(np.int64)
+        )
+        return _Read(stats, ())
+    frame = frame.rename(dict(zip(side.names, coords, strict=True))).with_columns(
+        pl.col(coords).cast(pl.Float64)
+    )
+    values = frame.select(coords).to_numpy()
+    ids = frame.get_column(_ID).to_numpy()
+    order = np.lexsort((ids, values[:, 0]))
+    spread = np.linspace(0, len(order) - 1, min(sample, len(order))).round().astype(np.int64)
+    picked = order[np.unique(spread)]
+    if side.keys:
+        bucket = pl.struct(keys).hash(seed=0) % buckets
+    else:
+        bucket = pl.min_horizontal(pl.col(_ID) * buckets // max(side.rows, 1), buckets - 1)
+    split = frame.with_columns(bucket.cast(pl.Int64).alias(_BUCKET)).partition_by(
+        _BUCKET, as_dict=True, include_key=False
+    )
+    template = frame.clear()
+    stats = _ReadStats(
+        frame.height,
+        float(np.abs(values).max(initial=0.0)),
+        missing,
+        beyond,
+        unset.height,
+        example,
+        values[picked, 0].copy(),
+        ids[picked].copy(),
+    )
+    return _Read(stats, tuple(split.get((h,), template) for h in range(buckets)))
+
+
+def _stats(read: _Read) -> _ReadStats:
+    return read.stats
+
+
+def _piece(read: _Read, h: int) -> pl.DataFrame:
+    return read.pieces[h]
+
+
+# --- 2. split points ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Split points of ``(first coordinate, row)`` pairs; piece ``k`` holds the pairs with
+    exactly ``k`` split points at or below them, in lexicographic order."""
+
+    x: Float64Array
+    row: IndexArray
+
+    @classmethod
+    def from_sample(cls, samples: Sequence[_ReadStats], parts: int) -> Splits:
+        """``parts - 1`` weighted quantiles of the sampled pairs (each file's sample weighs
+        its rows)."""
+        kept = [stats for stats in samples if len(stats.sample_x)]
+        if parts <= 1 or not kept:
+            return cls(np.empty(0), np.empty(0, dtype=np.int64))
+        x = np.concatenate([stats.sample_x for stats in kept])
+        row = np.concatenate([stats.sample_id for stats in kept])
+        weight = np.concatenate(
+            [np.full(len(stats.sample_x), stats.rows / len(stats.sample_x)) for stats in kept]
+        )
+        order = np.lexsort((row, x))
+        cumulative = np.cumsum(weight[order])
+        targets = cumulative[-1] * np.arange(1, parts) / parts
+        picked = order[np.minimum(np.searchsorted(cumulative, targets), len(order) - 1)]
+        return cls(x[picked], row[picked])
+
+    def assign(self, x: Float64Array, row: IndexArray) -> IndexArray:
+        """The piece of each pair: how many split points are at or below it.
+
+        Examples
+        --------
+        >>> splits = Splits(np.array([1.0, 1.0, 2.0]), np.array([5, 9, 0]))
+        >>> splits.assign(np.array([0.5, 1.0, 1.0, 1.0, 3.0]), np.array([0, 4, 5, 9, 1])).tolist()
+        [0, 0, 1, 2, 3]
+        """
+        left = np.searchsorted(self.x, x, side="left")
+        right = np.searchsorted(self.x, x, side="right")
+        piece = left.astype(np.int64)
+        ties = np.nonzero(right > left)[0]  # x equals a split point's: compare the rows
+        if len(ties):
+            ties = ties[np.argsort(left[ties], kind="stable")]
+            starts, firsts = np.unique(left[ties], return_index=True)
+            for start, group in zip(starts, np.split(ties, firsts[1:]), strict=True):
+                stop = right[group[0]]
+                piece[group] = start + np.searchsorted(self.row[start:stop], row[group], "right")
+        return piece
+
+
+def _cut(order_key: IndexArray, parts: int) -> list[IndexArray]:
+    """The rows of each piece ``0 .. parts - 1``, each in its original order."""
+    order = np.argsort(order_key, kind="stable")
+    bounds = np.cumsum(np.bincount(order_key, minlength=parts))[:-1]
+    return np.split(order, bounds)
+
+
+# --- 3. link ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _LinkSpec:
+    keys: int  # key columns
+    left_names: tuple[str, ...]
+    right_names: tuple[str, ...]
+    dim: int
+    exponent: int
+    tie_tol: float
+    query_splits: Splits
+    avatar_splits: Splits
+    originals: int  # files: the first pieces are the originals'
+
+
+@dataclass(frozen=True)
+class _LinkReport:
+    """Key problems found in one bucket: counts, and an example of each."""
+
+    duplicated: tuple[int, int] = (0, 0)
+    duplicated_example: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
+    orphans: int = 0
+    orphan_example: dict[str, Any] | None = None
+    extras: int = 0
+    extra_example: dict[str, Any] | None = None
+
+    @property
+    def bad(self) -> bool:
+        return bool(sum(self.duplicated) or self.orphans or self.extras)
+
+
+@dataclass(frozen=True)
+class _Queries:
+    """Originals with their thresholds, at the canonical scale, and where their avatar is."""
+
+    queries: Float64Array
+    thresholds: Float64Array
+    original_id: IndexArray
+    avatar_id: IndexArray
+    avatar_shard: IndexArray
+
+    @classmethod
+    def concat(cls, parts: Sequence[_Queries], dim: int) -> _Queries:
+        if not parts:
+            return cls(np.empty((0, dim)), np.empty(0), *(np.empty(0, dtype=np.int64),) * 3)
+        return cls(
+            np.concatenate([p.queries for p in parts]).reshape(-1, dim),
+            np.concatenate([p.thresholds for p in parts]),
+            np.concatenate([p.original_id for p in parts]),
+            np.concatenate([p.avatar_id for p in parts]),
+            np.concatenate([p.avatar_shard for p in parts]),
+        )
+
+    def take(self, rows: IndexArray) -> _Queries:
+        return _Queries(
+            self.queries[rows],
+            self.thresholds[rows],
+            self.original_id[rows],
+            self.avatar_id[rows],
+            self.avatar_shard[rows],
+        )
+
+
+@dataclass(frozen=True)
+class _Linked:
+    report: _LinkReport
+    blocks: tuple[_Queries, ...] = field(default=())
+
+
+def _example(frame: pl.DataFrame, keys: list[str], names: Sequence[str]) -> dict[str, Any]:
+    return dict(zip(names, frame.select(keys).row(0), strict=True))
+
+
+def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
+    """Task: link the originals and avatars of one key bucket; thresholds; cut into blocks."""
+    keys = [f"{_KEY}{i}" for i in range(spec.keys)]
+    coords = [f"{_COORD}{k}" for k in range(spec.dim)]
+    left = pl.concat(pieces[: spec.originals])
+    right = pl.concat(pieces[spec.originals :])
+    found: list[Any] = []
+    for frame, names in ((left, spec.left_names), (right, spec.right_names)):
+        shared = frame.filter(pl.struct(keys).is_duplicated())
+        found.append((shared.height, _example(shared, keys, names) if shared.height else None))
+    orphans = left.join(right.select(keys), on=keys, how="anti")
+    extras = right.join(left.select(keys), on=keys, how="anti")
+    report = _LinkReport(
+        duplicated=(found[0][0], found[1][0]),
+        duplicated_example=(found[0][1], found[1][1]),
+        orphans=orphans.height,
+        orphan_example=_example(orphans, keys, spec.left_names) if orphans.height else None,
+        extras=extras.height,
+        extra_example=_example(extras, keys, spec.right_names) if extras.height else None,
+    )
+    if report.bad:
+        return _Linked(report)
+    matched = left.join(right, on=keys, how="inner", suffix=_AVATAR, maintain_order="left")
+    raw = matched.select(coords).to_numpy()
+    raw_avatars = matched.select(f"{c}{_AVATAR}" for c in coords).to_numpy()
+    # The canonical scale of the whole data set, on both sides: the local floats exactly.
+    queries = np.ascontiguousarray(np.ldexp(raw, spec.exponent))
+    avatars = np.ascontiguousarray(np.ldexp(raw_avatars, spec.exponent))
+    original_id = matched.get_column(_ID).to_numpy()
+    avatar_id = matched.get_column(f"{_ID}{_AVATAR}").to_numpy()
+    linked = _Queries(
+        queries,
+        engine.own_thresholds(queries, avatars, spec.tie_tol),
+        original_id,
+        avatar_id,
+        spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id),
+    )
+    block = spec.query_splits.assign(raw[:, 0], original_id)
+    return _Linked(report, tuple(linked.take(rows) for rows in _cut(block, blocks)))
+
+
+def _report(linked: _Linked) -> _LinkReport:
+    return linked.report
+
+
+def _block_piece(linked: _Linked, b: int) -> _Queries:
+    return linked.blocks[b]
+
+
+def gather_block(dim: int, *pieces: _Queries) -> _Queries:
+    """Task: one query block, from its piece of every bucket."""
+    return _Queries.concat(pieces, dim)
+
+
+# --- 4. shards ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Points:
+    points: Float64Array
+    ids: IndexArray
+
+
+def shard_pieces(read: _Read, exponent: int, splits: Splits, shards: int) -> tuple[_Points, ...]:
+    """Task: one avatar file's avatars at the canonical scale, cut by the shard split points."""
+    frame = pl.concat(read.pieces)
+    coords = [c for c in frame.columns if c.startswith(_COORD)]
+    raw = frame.select(coords).to_numpy()
+    ids = frame.get_column(_ID).to_numpy()
+    scaled = np.ldexp(raw, exponent)
+    return tuple(
+        _Points(scaled[rows], ids[rows]) for rows in _cut(splits.assign(raw[:, 0], ids), shards)
+    )
+
+
+@dataclass(frozen=True)
+class _Shard:
+    """A shard's kd-tree, and the row of each of its avatars by global row."""
+
+    tree: KdTree
+    sorted_ids: IndexArray
+    rows: IndexArray
+
+    def rows_of(self, ids: IndexArray) -> IndexArray:
+        """The row (in the tree's input order) of each avatar ``ids``; all must be here."""
+        at = np.minimum(np.searchsorted(self.sorted_ids, ids), max(len(self.sorted_ids) - 1, 0))
+        if len(ids) and not np.array_equal(self.sorted_ids[at], ids):
+            msg = "an avatar was not found in the shard its split point gives"
+            raise RuntimeError(msg)
+        return self.rows[at]
+
+
+def build_shard(dim: int, *pieces: _Points) -> _Shard:
+    """Task: gather one shard's avatars from every file and build its kd-tree, here."""
+    points = np.concatenate([p.points for p in pieces]).reshape(-1, dim)
+    ids = np.concatenate([p.ids for p in pieces])
+    order = np.argsort(ids, kind="stable")
+    return _Shard(KdTree.build(points, threads=1), ids[order], order)
+
+
+def _box(points: Float64Array) -> tuple[Float64Array, Float64Array] | None:
+    if len(points) == 0:
+        return None
+    return points.min(axis=0), points.max(axis=0)
+
+
+def _shard_box(shard: _Shard) -> tuple[Float64Array, Float64Array] | None:
+    return _box(shard.tree.points)
+
+
+def _block_box(block: _Queries) -> tuple[Float64Array, Float64Array, float] | None:
+    box = _box(block.queries)
+    return None if box is None else (*box, float(block.thresholds.max()))
+
+
+# --- 5. count -----------------------------------------------------------------------------
+
+
+def count_pair(
+    block: _Queries, shard: _Shard, s: int, threads: int | None
+) -> tuple[IndexArray, CountArray]:
+    """Task: the block's partial counts over one shard (a pure function of its inputs), as
+    the queries with a rival there and their counts: most queries have none in most shards,
+    so a block's partials, held until they are summed, stay small."""
+    own = np.full(len(block.queries), -1, dtype=np.int64)
+    mine = block.avatar_shard == s
+    own[mine] = shard.rows_of(block.avatar_id[mine])
+    counts = engine.count_within(
+        block.queries, block.thresholds, own, shard.tree, threads=threads or 1
+    )
+    found = np.flatnonzero(counts)
+    return found, counts[found]
+
+
+def sum_partials(
+    block: _Queries, *partials: tuple[IndexArray, CountArray]
+) -> tuple[IndexArray, CountArray]:
+    """Task: a block's counts, the sum of its partial counts; with its originals' rows."""
+    total = np.zeros(len(block.queries), dtype=np.int64)
+    for rows, counts in partials:
+        total[rows] += counts  # each query once per partial
+    return block.original_id, total
+
+
+# --- 6. write -----------------------------------------------------------------------------
+
+
+def route(totals: tuple[IndexArray, CountArray], offsets: IndexArray) -> tuple[Any, ...]:
+    """Task: a block's counts cut by originals file: (row in the file, count) for each."""
+    ids, counts = totals
+    part = np.searchsorted(offsets, ids, side="right") - 1
+    return tuple(
+        (ids[rows] - offsets[p], counts[rows]) for p, rows in enumerate(_cut(part, len(offsets)))
+    )
+
+
+def assemble(rows: int, *pieces: tuple[IndexArray, CountArray]) -> CountArray:
+    """Task: one file's counts, in its row order, from every block; each row exactly once."""
+    counts = np.full(rows, -1, dtype=np.int64)
+    seen = 0
+    for where, values in pieces:
+        counts[where] = values
+        seen += len(where)
+    if seen != rows or (counts < 0).any():
+        msg = f"{rows} originals in the file, but {seen} counts came back"
+        raise RuntimeError(msg)
+    return counts
+
+
+@dataclass(frozen=True)
+class _Written:
+    rows: int
+    not_hidden: int
+    histogram: CountArray
+
+
+def write_partition(
+    path: Path, expected: int, counts: CountArray, staging: Path, index: int, bins: int
+) -> _Written:
+    """Task: read one originals file whole, add its counts, write it as its part; return
+    the histogram of its counts (``bins`` exact bins, then one for the rest)."""
+    frame = pl.read_parquet(path, glob=False)
+    if frame.height != expected or len(counts) != expected:
+        msg = f"originals file {str(path)!r} changed while it was being counted"
+        raise ComputeError(msg)
+    write_part(with_counts(frame, counts), staging, index)
+    return _Written(expected, int(np.count_nonzero(counts == 0)), histogram(counts, bins))
+
+
+def count_at_most(counts: CountArray, value: int) -> int:
+    """Task: how many counts are at most ``value`` (the summary's bisection)."""
+    return int(np.count_nonzero(counts <= value))
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+
+def count_and_write(
+    request: CountPlan,
+    originals: Dataset,
+    avatars: Dataset,
+    staging: Path,
+    min_rate: float | None,
+    *,
+    tasks: TaskPlan | None = None,
+) -> CloakingSummary:
+    """Count on the cluster of ``request`` and write one part per originals file into
+    ``staging``; the summary of the counts."""
+    run = _Run(distributed.require_client(request.cluster), uuid.uuid4().hex[:12])
+    return run.count_and_write(request, originals, avatars, staging, min_rate, tasks)
+
+
+class _Run:
+    """One run's tasks, keyed ``phr-<stage>-<index>-<run>``. The driver drops each future
+    once the tasks that need it are submitted, so Dask frees every stage's data as soon as
+    the next stage has it."""
+
+    def __init__(self, client: Client, token: str) -> None:
+        self.client = client
+        self.token = token
+
+    def submit(self, name: str, function: Any, *args: Any) -> Future[Any]:
+        return self.client.submit(function, *args, key=f"phr-{name}-{self.token}", pure=False)
+
+    def gather(self, futures: Sequence[Future[Any]]) -> list[Any]:
+        return list(self.client.gather(list(futures)))
+
+    def read_side(
+        self, dataset: Dataset, side: _Side, buckets: int, sample: int
+    ) -> list[Future[_Read]]:
+        n = max(dataset.rows, 1)
+        return [
+            self.submit(
+                f"read-{side.role}-{p}",
+                read_partition,
+                part.path.absolute(),  # the workers may run elsewhere than here
+                side,
+                part.offset,
+                buckets,
+                math.ceil(sample * part.rows / n),
+            )
+            for p, part in enumerate(dataset.partitions)
+        ]
+
+    def count_and_write(
+        self,
+        request: CountPlan,
+        originals: Dataset,
+        avatars: Dataset,
+        staging: Path,
+        min_rate: float | None,
+        tasks: TaskPlan | None,
+    ) -> CloakingSummary:
+        left, right = _sides(request, originals, avatars, self.client)
+        dim = len(left.names)
+        if tasks is None:
+            files = max(len(originals.partitions), len(avatars.partitions))
+            tasks = plan_tasks(originals.rows, avatars.rows, dim, files, self.client)
+        sample = SAMPLE_PER_SPLIT * max(tasks.blocks, tasks.shards)
+        left_reads = self.read_side(originals, left, tasks.buckets, sample)
+        right_reads = self.read_side(avatars, right, tasks.buckets, sample)
+        left_stats = self.gather(
+            [self.submit(f"stats-originals-{p}", _stats, f) for p, f in enumerate(left_reads)]
+        )
+        right_stats = self.gather(
+            [self.submit(f"stats-avatars-{q}", _stats, f) for q, f in enumerate(right_reads)]
+        )
+        _raise_read_errors(
+            request, originals, avatars, left, right, left_stats, right_stats, self.client
+        )
+        largest = max(stats.largest for stats in [*left_stats, *right_stats])
+        (_,), exponent = canonical_scale(np.full((1, dim), largest), tie_tol=request.tie_tol)
+        spec = _LinkSpec(
+            keys=max(len(left.keys), 1),
+            left_names=left.key_names,
+            right_names=right.key_names,
+            dim=dim,
+            exponent=exponent,
+            tie_tol=request.tie_tol,
+            query_splits=Splits.from_sample(left_stats, tasks.blocks),
+            avatar_splits=Splits.from_sample(right_stats, tasks.shards),
+            originals=len(left_reads),
+        )
+        links = [
+            self.submit(
+                f"link-bucket-{h}",
+                link_bucket,
+                spec,
+                tasks.blocks,
+                *(
+                    self.submit(f"link-piece-{i}-{h}", _piece, f, h)
+                    for i, f in enumerate([*left_reads, *right_reads])
+                ),
+            )
+            for h in range(tasks.buckets)
+        ]
+        cuts = [
+            self.submit(
+                f"shard-pieces-{q}", shard_pieces, f, exponent, spec.avatar_splits, tasks.shards
+            )
+            for q, f in enumerate(right_reads)
+        ]
+        del left_reads, right_reads
+        reports = self.gather([self.submit(f"report-{h}", _report, f) for h, f in enumerate(links)])
+        _raise_link_errors(reports, right_stats, right)
+        shards = [
+            self.submit(
+                f"shard-{s}",
+                build_shard,
+                dim,
+                *(
+                    self.submit(f"shard-piece-{q}-{s}", operator.getitem, f, s)
+                    for q, f in enumerate(cuts)
+                ),
+            )
+            for s in range(tasks.shards)
+        ]
+        blocks = [
+            self.submit(
+                f"block-{b}",
+                gather_block,
+                dim,
+                *(
+                    self.submit(f"block-piece-{h}-{b}", _block_piece, f, b)
+                    for h, f in enumerate(links)
+                ),
+            )
+            for b in range(tasks.blocks)
+        ]
+        del cuts, links
+        shard_boxes = self.gather(
+            [self.submit(f"shard-box-{s}", _shard_box, f) for s, f in enumerate(shards)]
+        )
+        block_boxes = self.gather(
+            [self.submit(f"block-box-{b}", _block_box, f) for b, f in enumerate(blocks)]
+        )
+        pairs = _pairs(block_boxes, shard_boxes)
+        partials: list[list[Future[tuple[IndexArray, CountArray]]]] = [[] for _ in blocks]
+        for b, s in pairs:
+            partials[b].append(
+                self.submit(
+                    f"count-within-{b}-{s}", count_pair, blocks[b], shards[s], s, request.threads
+                )
+            )
+        offsets = np.array([part.offset for part in originals.partitions], dtype=np.int64)
+        routes = [
+            self.submit(
+                f"route-{b}",
+                route,
+                self.submit(f"sum-{b}", sum_partials, blocks[b], *partials[b]),
+                offsets,
+            )
+            for b in range(len(blocks))
+        ]
+        del partials, blocks, shards
+        counts = [
+            self.submit(
+                f"assemble-{p}",
+                assemble,
+                part.rows,
+                *(
+                    self.submit(f"route-piece-{b}-{p}", operator.getitem, f, p)
+                    for b, f in enumerate(routes)
+                ),
+            )
+            for p, part in enumerate(originals.partitions)
+        ]
+        del routes
+        written: list[_Written] = self.gather(
+            [
+                self.submit(
+                    f"write-{p}",
+                    write_partition,
+                    part.path.absolute(),
+                    part.rows,
+                    counts[p],
+                    staging.absolute(),
+                    p,
+                    HISTOGRAM_BINS,
+                )
+                for p, part in enumerate(originals.partitions)
+            ]
+        )
+        return self._summary(written, counts, min_rate)
+
+    def _summary(
+        self,
+        written: Sequence[_Written],
+        counts: Sequence[Future[CountArray]],
+        min_rate: float | None,
+    ) -> CloakingSummary:
+        """From the histograms; an order statistic at or above their last bin is found by
+        bisection over the workers' counts."""
+        merged = np.sum([w.histogram for w in written], axis=0)
+        below = np.cumsum(merged[:-1])  # how many counts are at most 0, 1, ...
+        n = sum(w.rows for w in written)
+
+        def order_statistic(k: int) -> int:
+            if k < below[-1]:
+                return int(np.searchsorted(below, k, side="right"))
+            low = high = len(below)  # fewer than k + 1 counts lie below: it is at least this
+            while self._at_most(counts, high) <= k:  # a value at or above it, then bisect
+                high *= 2
+            while low < high:
+                middle = (low + high) // 2
+                if self._at_most(counts, middle) > k:
+                    high = middle
+                else:
+                    low = middle + 1
+            return low
+
+        not_hidden = sum(w.not_hidden for w in written)
+        return summary_from_order_statistics(n, not_hidden, order_statistic, min_rate=min_rate)
+
+    def _at_most(self, counts: Sequence[Future[CountArray]], value: int) -> int:
+        tasks = [
+            self.submit(f"at-most-{value}-{uuid.uuid4().hex[:8]}", count_at_most, f, value)
+            for f in counts
+        ]
+        return int(sum(self.gather(tasks)))
+
+
+def _pairs(
+    block_boxes: Sequence[tuple[Float64Array, Float64Array, float] | None],
+    shard_boxes: Sequence[tuple[Float64Array, Float64Array] | None],
+) -> list[tuple[int, int]]:
+    """The (block, shard) pairs within reach, among the blocks and shards that hold records."""
+    blocks = [b for b, box in enumerate(block_boxes) if box is not None]
+    shards = [s for s, box in enumerate(shard_boxes) if box is not None]
+    if not blocks or not shards:
+        return []
+    kept = distributed.pairs_within_reach(
+        np.array([block_boxes[b][0] for b in blocks]),  # type: ignore[index]
+        np.array([block_boxes[b][1] for b in blocks]),  # type: ignore[index]
+        np.array([block_boxes[b][2] for b in blocks]),  # type: ignore[index]
+        np.array([shard_boxes[s][0] for s in shards]),  # type: ignore[index]
+        np.array([shard_boxes[s][1] for s in shards]),  # type: ignore[index]
+    )
+    return [(blocks[b], shards[s]) for b, s in kept]
+
+
+def _sides(
+    request: CountPlan, originals: Dataset, avatars: Dataset, client: Client
+) -> tuple[_Side, _Side]:
+    """The read specification of each side: keys cast to their common type (categories as
+    text, so that their hashes and joins do not depend on codes), coordinates."""
+    link = request.link
+    names, projection = list(request.coords), None
+    if request.projection is not None:
+        # Fitted here, in two streaming passes over the originals' features (blocks of fixed
+        # size: the very fit of the local path); the workers compute the coordinates.
+        projection = request.projection.fit(originals.scan())
+        names = request.projection.names(projection)
+    sides = []
+    for role, dataset, which, key_names in (
+        ("originals", originals, "left", link.left),
+        ("avatars", avatars, "right", link.right),
+    ):
+        keys = tuple(
+            key.cast(pl.String) if _is_text(dtype, dataset.schema[name]) else key
+            for key, name, dtype in zip(
+                link.key_columns(which),  # type: ignore[arg-type]
+                key_names,
+                link.common_types,
+                strict=True,
+            )
+        )
+        if projection is None:
+            coordinates = [pl.col(name) for name in names]
+        else:
+            coordinates = projection.coordinates(dataset.schema, names)
+        sides.append(
+            _Side(
+                role=role,
+                keys=keys,
+                key_names=tuple(key_names) or ("row",),
+                coordinates=tuple(coordinates),
+                names=tuple(names),
+                integer=tuple(projection is None and dataset.schema[c].is_integer() for c in names),
+                rows=originals.rows,
+                projection=projection,
+            )
+        )
+    return sides[0], sides[1]
+
+
+def _is_text(common: pl.DataType | None, own: pl.DataType) -> bool:
+    dtype = common if common is not None else own
+    return isinstance(dtype, pl.Categorical | pl.Enum)
+
+
+def _raise_read_errors(
+    request: CountPlan,
+    originals: Dataset,
+    avatars: Dataset,
+    left: _Side,
+    right: _Side,
+    left_stats: Sequence[_ReadStats],
+    right_stats: Sequence[_ReadStats],
+    client: Client,
+) -> None:
+    """The errors of :func:`~polars_hidden_rate.frames.read_aligned`, in its order, from the
+    read tasks' scalars: empty sides, missing or inexact coordinates, heights, null keys."""
+    for side, stats in ((left, left_stats), (right, right_stats)):
+        rows = sum(s.rows for s in stats)
+        if rows == 0:
+            msg = f"{side.role} is empty: there is nothing to measure"
+            raise NoDataError(msg)
+        missing: MissingValues = Counter()
+        for s in stats:
+            missing += s.missing
+        if missing and side.projection is not None and side.role == "avatars":
+            # As locally: the avatar features whose gaps made a coordinate missing.
+            files = [part.path.absolute() for part in avatars.partitions]
+            client.gather(client.submit(_missing_features, files, side.projection, pure=False))
+        raise_missing(missing, f"coords of {side.role}", rows=rows)
+        for name in side.names:
+            count = sum(s.beyond.get(name, 0) for s in stats)
+            if count:
+                msg = (
+                    f"coords column {name!r} of {side.role} has {count} integer value(s) "
+                    "beyond 2^53 in absolute value, which float64 cannot hold exactly; rescale "
+                    "or recode it"
+                )
+                raise ComputeError(msg)
+    if request.link.by_row_order and originals.rows != avatars.rows:
+        msg = (
+            f"originals have {originals.rows} rows but avatars have {avatars.rows}; "
+            "linking by row order needs equal heights (or give `on`)"
+        )
+        raise ShapeError(msg)
+    _raise_null_keys(left, left_stats)
+
+
+def _missing_features(files: list[Path], projection: Projection) -> None:
+    """Task: raise the local error naming the avatars' features with gaps."""
+    frame = pl.scan_parquet(files, glob=False)
+    ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema())
+
+
+def _raise_null_keys(side: _Side, stats: Sequence[_ReadStats]) -> None:
+    unset = sum(s.null_keys for s in stats)
+    if unset:
+        example = next(s.null_key_example for s in stats if s.null_keys)
+        msg = (
+            f"key {list(side.key_names)} of {side.role} is null in {unset} rows, "
+            f"e.g. {example}; every record needs a key"
+        )
+        raise ComputeError(msg)
+
+
+def _raise_link_errors(
+    reports: Sequence[_LinkReport], right_stats: Sequence[_ReadStats], right: _Side
+) -> None:
+    """The key errors of the local link, in its order, summed over the buckets."""
+    for k, role in enumerate(("originals", "avatars")):
+        if k == 1:
+            _raise_null_keys(right, right_stats)
+        shared = sum(r.duplicated[k] for r in reports)
+        if shared:
+            example = next(r.duplicated_example[k] for r in reports if r.duplicated[k])
+            names = list(example or ())
+            msg = f"key {names} is not unique in {role}: {shared} rows share a key, e.g. {example}"
+            raise DuplicateError(msg)
+    orphans = sum(r.orphans for r in reports)
+    if orphans:
+        example = next(r.orphan_example for r in reports if r.orphans)
+        msg = f"{orphans} originals have no avatar with the same key, e.g. {example}"
+        raise ComputeError(msg)
+    extras = sum(r.extras for r in reports)
+    if extras:
+        example = next(r.extra_example for r in reports if r.extras)
+        msg = f"{extras} avatars have no original with the same key, e.g. {example}"
+        raise ComputeError(msg)

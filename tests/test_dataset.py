@@ -1,0 +1,320 @@
+"""`local_cloaking_to_parquet` on the local engine: parquet datasets in, one part per
+originals file out, the counts of `local_cloaking`, nothing half-written, no input lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError, SchemaError
+from polars.testing import assert_frame_equal
+
+import polars_hidden_rate as phr
+from polars_hidden_rate.cluster_data import Splits
+from polars_hidden_rate.dataset import (
+    histogram,
+    open_dataset,
+    part_name,
+    summary_from_order_statistics,
+)
+from polars_hidden_rate.gate import cloaking_summary, summarize
+from tests.helpers import brute_force_counts
+
+COORDS = ["Dim1", "Dim2", "Dim3"]
+
+
+def linked_case(n: int, seed: int, *, kind: str = "grid") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an `id` and more columns; their avatars shuffled, linked back by `id`."""
+    rng = np.random.default_rng(seed)
+    if kind == "grid":  # ties and duplicates everywhere
+        originals = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+        avatars = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+    else:
+        originals = rng.normal(size=(n, 3)) * 2.0**40
+        avatars = originals + rng.normal(scale=0.3, size=(n, 3)) * 2.0**40
+    ids = rng.permutation(n) * 7 + 3
+    left = pl.DataFrame(
+        {
+            "id": ids,
+            **dict(zip(COORDS, originals.T, strict=True)),
+            "note": [f"r{i}" for i in range(n)],
+        }
+    )
+    right = pl.DataFrame({"id": ids, **dict(zip(COORDS, avatars.T, strict=True))})
+    return left, right.sample(fraction=1.0, shuffle=True, seed=seed)
+
+
+def write_files(frame: pl.DataFrame, folder: Path, files: int) -> Path:
+    """``frame`` cut into ``files`` parquet files (some may be empty) in ``folder``."""
+    folder.mkdir(parents=True)
+    for k, rows in enumerate(np.array_split(np.arange(frame.height), files)):
+        frame[rows].write_parquet(folder / f"part{k:03d}.parquet")
+    return folder
+
+
+def siblings(folder: Path) -> list[str]:
+    return sorted(entry.name for entry in folder.iterdir())
+
+
+@pytest.mark.parametrize(("left_files", "right_files"), [(1, 1), (4, 3), (5, 7)])
+@pytest.mark.parametrize("kind", ["grid", "gaussian"])
+def test_parts_hold_the_counts_of_local_cloaking(
+    tmp_path: Path, left_files: int, right_files: int, kind: str
+) -> None:
+    left, right = linked_case(300, seed=left_files + right_files, kind=kind)
+    originals = write_files(left, tmp_path / "o", left_files)
+    avatars = write_files(right, tmp_path / "a", right_files)
+
+    summary = phr.local_cloaking_to_parquet(
+        originals, avatars, tmp_path / "out", coords=COORDS, on="id"
+    )
+
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    assert siblings(tmp_path / "out") == [part_name(k) for k in range(left_files)]
+    written = pl.read_parquet(tmp_path / "out")
+    assert_frame_equal(written, expected)
+    for k, rows in enumerate(np.array_split(np.arange(left.height), left_files)):
+        part = pl.read_parquet(tmp_path / "out" / part_name(k))
+        assert_frame_equal(part.drop("local_cloaking", "hidden"), left[rows])
+    assert summary == summarize(expected)
+    assert summary == cloaking_summary(left, right, coords=COORDS, on="id")
+    assert siblings(tmp_path) == ["a", "o", "out"]  # no temporary directory left
+
+
+def test_row_order_a_list_of_files_and_tie_tol(tmp_path: Path) -> None:
+    left, right = linked_case(200, seed=3)
+    right = right.sort("id")
+    left = left.sort("id")
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    files = sorted((tmp_path / "o").iterdir())
+    for tie_tol in (0.0, 1e-9):
+        out = tmp_path / f"out{tie_tol}"
+        phr.local_cloaking_to_parquet(files, tmp_path / "a", out, coords=COORDS, tie_tol=tie_tol)
+        counts = pl.read_parquet(out)["local_cloaking"].to_numpy()
+        originals = left.select(COORDS).to_numpy()
+        avatars = right.select(COORDS).to_numpy()
+        assert counts.tolist() == brute_force_counts(originals, avatars, tie_tol).tolist()
+
+
+def test_projected_features_and_min_rate(tmp_path: Path) -> None:
+    left, right = linked_case(150, seed=4, kind="gaussian")
+    write_files(left.drop("note"), tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 2)
+    summary = phr.local_cloaking_to_parquet(
+        tmp_path / "o", tmp_path / "a", tmp_path / "out", on="id", ncp=2, min_rate=99.5
+    )
+    expected = phr.local_cloaking(left.drop("note"), right, on="id", ncp=2)
+    assert_frame_equal(pl.read_parquet(tmp_path / "out"), expected)
+    assert summary == summarize(expected, min_rate=99.5)
+    assert summary.min_rate == 99.5
+    assert not summary.passed
+
+
+def test_existing_output_is_refused_then_replaced_only_after_success(tmp_path: Path) -> None:
+    left, right = linked_case(100, seed=5)
+    originals = write_files(left, tmp_path / "o", 2)
+    avatars = write_files(right, tmp_path / "a", 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("keep me")
+
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        phr.local_cloaking_to_parquet(originals, avatars, out, coords=COORDS, on="id")
+    assert siblings(out) == ["old.txt"]
+
+    broken = right.with_columns(pl.col("id").shift(1, fill_value=-1))
+    (tmp_path / "b").mkdir()
+    broken.write_parquet(tmp_path / "b" / "x.parquet")
+    with pytest.raises(ComputeError, match="no avatar with the same key"):
+        phr.local_cloaking_to_parquet(
+            originals, tmp_path / "b", out, coords=COORDS, on="id", overwrite=True
+        )
+    assert siblings(out) == ["old.txt"]  # a failure leaves the old output as it was
+    assert siblings(tmp_path) == ["a", "b", "o", "out"]
+
+    phr.local_cloaking_to_parquet(originals, avatars, out, coords=COORDS, on="id", overwrite=True)
+    assert siblings(out) == [part_name(0), part_name(1)]
+    assert siblings(tmp_path) == ["a", "b", "o", "out"]
+
+
+def test_output_mode_is_that_of_a_new_directory(tmp_path: Path) -> None:
+    left, right = linked_case(50, seed=6)
+    originals = write_files(left, tmp_path / "o", 1)
+    avatars = write_files(right, tmp_path / "a", 1)
+    (tmp_path / "plain").mkdir()
+    phr.local_cloaking_to_parquet(originals, avatars, tmp_path / "out", coords=COORDS, on="id")
+    assert (tmp_path / "out").stat().st_mode == (tmp_path / "plain").stat().st_mode
+
+
+@pytest.mark.parametrize("where", ["originals", "avatars", "inside"])
+def test_an_output_that_is_or_holds_an_input_is_refused(tmp_path: Path, where: str) -> None:
+    left, right = linked_case(50, seed=7)
+    originals = write_files(left, tmp_path / "o", 2)
+    avatars = write_files(right, tmp_path / "a", 1)
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*.parquet")}
+    output = {"originals": originals, "avatars": avatars, "inside": originals / "part000.parquet"}
+    with pytest.raises(ValueError, match="is or holds the input"):
+        phr.local_cloaking_to_parquet(
+            originals, avatars, output[where], coords=COORDS, on="id", overwrite=True
+        )
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*.parquet")} == before
+    assert siblings(tmp_path) == ["a", "o"]
+
+
+def test_an_output_that_is_a_file_or_has_no_folder_is_refused(tmp_path: Path) -> None:
+    left, right = linked_case(20, seed=8)
+    originals = write_files(left, tmp_path / "o", 1)
+    avatars = write_files(right, tmp_path / "a", 1)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError, match="not a directory"):
+        phr.local_cloaking_to_parquet(
+            originals, avatars, tmp_path / "file", coords=COORDS, on="id", overwrite=True
+        )
+    with pytest.raises(FileNotFoundError, match="output folder not found"):
+        phr.local_cloaking_to_parquet(
+            originals, avatars, tmp_path / "no" / "out", coords=COORDS, on="id"
+        )
+
+
+def changed(right: pl.DataFrame, change: str) -> pl.DataFrame:
+    """The avatars with one bad record (or none at all)."""
+    row = pl.int_range(pl.len())
+    if change == "duplicate avatar":
+        return right.with_columns(pl.when(row == 5).then(pl.col("id").get(9)).otherwise("id"))
+    if change == "missing avatar":
+        return right.with_columns(pl.when(row == 5).then(-1).otherwise("id").alias("id"))
+    if change == "extra avatar":
+        return pl.concat([right, right.head(1).with_columns(id=pl.lit(-5, pl.Int64))])
+    if change == "null avatar key":
+        return right.with_columns(pl.when(row == 5).then(None).otherwise("id").alias("id"))
+    if change == "nan coordinate":
+        return right.with_columns(
+            pl.when(row == 5).then(float("nan")).otherwise("Dim2").alias("Dim2")
+        )
+    if change == "empty":
+        return right.head(0)
+    raise AssertionError(change)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        (
+            "duplicate avatar",
+            DuplicateError,
+            r"not unique in avatars: 2 rows share a key, e.g. \{'id': ",
+        ),
+        (
+            "missing avatar",
+            ComputeError,
+            r"1 originals have no avatar with the same key, e.g. \{'id': ",
+        ),
+        ("null avatar key", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
+        (
+            "nan coordinate",
+            ComputeError,
+            r"coords of avatars have missing values: 'Dim2' \(1 NaN\)",
+        ),
+    ],
+)
+def test_bad_data_is_reported_as_locally_and_nothing_is_written(
+    tmp_path: Path, change: str, error: type[Exception], match: str
+) -> None:
+    left, right = linked_case(60, seed=9)
+    right = changed(right, change)
+    originals = write_files(left, tmp_path / "o", 2)
+    avatars = write_files(right, tmp_path / "a", 3)
+    with pytest.raises(error, match=match):
+        phr.local_cloaking(left, right, coords=COORDS, on="id")
+    with pytest.raises(error, match=match):
+        phr.local_cloaking_to_parquet(originals, avatars, tmp_path / "out", coords=COORDS, on="id")
+    assert siblings(tmp_path) == ["a", "o"]
+
+
+def test_inputs_are_checked_before_anything_is_read(tmp_path: Path) -> None:
+    left, right = linked_case(20, seed=10)
+    originals = write_files(left, tmp_path / "o", 2)
+    avatars = write_files(right, tmp_path / "a", 1)
+    out = tmp_path / "out"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no parquet file"):
+        phr.local_cloaking_to_parquet(tmp_path / "empty", avatars, out, coords=COORDS, on="id")
+    (tmp_path / "x.csv").write_text("a\n1\n")
+    with pytest.raises(ValueError, match="is not a parquet file"):
+        phr.local_cloaking_to_parquet([tmp_path / "x.csv"], avatars, out, coords=COORDS)
+    with pytest.raises(FileNotFoundError, match="file not found"):
+        phr.local_cloaking_to_parquet(tmp_path / "nope.parquet", avatars, out, coords=COORDS)
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match="cannot read originals"):
+        phr.local_cloaking_to_parquet(tmp_path / "bad.parquet", avatars, out, coords=COORDS)
+    with pytest.raises(TypeError, match="a parquet file, a directory or a list"):
+        phr.local_cloaking_to_parquet([], avatars, out, coords=COORDS)
+    with pytest.raises(ColumnNotFoundError, match="'Dim9'"):
+        phr.local_cloaking_to_parquet(originals, avatars, out, coords=["Dim9"], on="id")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'coord'"):
+        phr.local_cloaking_to_parquet(originals, avatars, out, coord=COORDS)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="`overwrite` must be True or False"):
+        phr.local_cloaking_to_parquet(
+            originals,
+            avatars,
+            out,
+            coords=COORDS,
+            overwrite=1,  # type: ignore[arg-type]
+        )
+    counted = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    write_files(counted, tmp_path / "counted", 1)
+    with pytest.raises(DuplicateError, match="already have a column named 'local_cloaking'"):
+        phr.local_cloaking_to_parquet(tmp_path / "counted", avatars, out, coords=COORDS, on="id")
+    assert not out.exists()
+
+
+def test_files_of_one_dataset_must_share_a_schema(tmp_path: Path) -> None:
+    (tmp_path / "o").mkdir()
+    pl.DataFrame({"id": [1], "x": [1.0]}).write_parquet(tmp_path / "o" / "a.parquet")
+    pl.DataFrame({"id": [2], "x": [1]}).write_parquet(tmp_path / "o" / "b.parquet")
+    with pytest.raises(SchemaError, match=r"b\.parquet"):
+        open_dataset(tmp_path / "o", "originals")
+
+
+def test_a_directory_skips_hidden_and_other_files(tmp_path: Path) -> None:
+    (tmp_path / "o").mkdir()
+    for name in ("b.parquet", "a.pq", ".hidden.parquet", "_marker.parquet"):
+        pl.DataFrame({"x": [1.0]}).write_parquet(tmp_path / "o" / name)
+    (tmp_path / "o" / "notes.txt").write_text("x")
+    found = open_dataset(tmp_path / "o", "originals")
+    assert [p.path.name for p in found.partitions] == ["a.pq", "b.parquet"]
+    assert [p.offset for p in found.partitions] == [0, 1]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_summary_from_order_statistics_is_summarize(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    counts = rng.integers(0, [2, 5, 3000][seed % 3], size=n)
+    ordered = np.sort(counts)
+    found = summary_from_order_statistics(
+        n, int(np.count_nonzero(counts == 0)), lambda k: int(ordered[k]), min_rate=50.0
+    )
+    assert found == summarize(pl.DataFrame({"local_cloaking": counts}), min_rate=50.0)
+
+
+def test_histogram_has_exact_bins_then_the_rest() -> None:
+    assert histogram(np.array([0, 0, 2, 7, 9]), 3).tolist() == [2, 0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_split_points_cut_pairs_in_lexicographic_order(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 4, size=200).astype(np.float64)  # many ties on the first coordinate
+    row = rng.permutation(200).astype(np.int64)
+    chosen = np.lexsort((row[:9], x[:9]))  # split points are sorted pairs
+    splits = Splits(x[:9][chosen], row[:9][chosen])
+    found = splits.assign(x, row)
+    expected = [
+        sum((sx, sr) <= (xi, ri) for sx, sr in zip(splits.x, splits.row, strict=True))
+        for xi, ri in zip(x, row, strict=True)
+    ]
+    assert found.tolist() == expected

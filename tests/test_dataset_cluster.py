@@ -1,0 +1,328 @@
+"""`local_cloaking_to_parquet` on a Dask cluster: the workers read, link, count and write;
+the parts are bit for bit those of the local engine, the errors those of the local link,
+and a worker killed mid-run changes nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeError
+from polars.testing import assert_frame_equal
+
+import polars_hidden_rate as phr
+from polars_hidden_rate import cluster_data
+from polars_hidden_rate.api import plan
+from polars_hidden_rate.dataset import open_dataset, staged_directory
+from polars_hidden_rate.gate import summarize
+from tests.helpers import brute_force_counts
+from tests.test_dataset import COORDS, changed, siblings, write_files
+from tests.test_distributed import _slow_down, _tasks_done, adversarial
+
+pytestmark = pytest.mark.slow
+
+
+@contextlib.contextmanager
+def local_cluster(*, processes: bool) -> Iterator[Any]:
+    """A client of two one-thread workers: in this process (fast to start, sharing this
+    module's state) or in processes of their own (which can be killed)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def threads_client() -> Iterator[Any]:
+    with local_cluster(processes=False) as client:
+        yield client
+
+
+def frames(
+    kind: str, n: int, seed: int
+) -> tuple[pl.DataFrame, pl.DataFrame, np.ndarray, np.ndarray]:
+    """Adversarial linked data as frames with an `id` (avatars shuffled) and a text column."""
+    originals, avatars = adversarial(kind, n, seed)
+    ids = np.random.default_rng(seed).permutation(n) * 7 + 3
+    left = pl.DataFrame(
+        {"id": ids, **dict(zip(COORDS, originals.T, strict=True)), "note": ids.astype(str)}
+    )
+    right = pl.DataFrame({"id": ids, **dict(zip(COORDS, avatars.T, strict=True))})
+    return left, right.sample(fraction=1.0, shuffle=True, seed=seed), originals, avatars
+
+
+def run_with_tasks(
+    client: Any, originals: Path, avatars: Path, output: Path, tasks: Any, **options: Any
+) -> phr.gate.CloakingSummary:
+    """The cluster path with a chosen number of buckets, blocks and shards."""
+    left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
+    request = plan(left.scan(), right.scan(), {**options, "cluster": client})  # type: ignore[typeddict-item]
+    with staged_directory(output) as staging:
+        return cluster_data.count_and_write(request, left, right, staging, None, tasks=tasks)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
+def test_parts_are_bit_identical_to_the_local_engine(
+    threads_client: Any, tmp_path: Path, kind: str
+) -> None:
+    left, right, originals, avatars = frames(kind, 400, seed=1)
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 4)
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+
+    summary = phr.local_cloaking_to_parquet(
+        tmp_path / "o", tmp_path / "a", tmp_path / "out", coords=COORDS, on="id",
+        cluster=threads_client,
+    )  # fmt: skip
+
+    assert siblings(tmp_path / "out") == [f"part-0000{k}.parquet" for k in range(3)]
+    assert_frame_equal(pl.read_parquet(tmp_path / "out"), expected)
+    assert summary == summarize(expected)
+    order = np.argsort(left["id"].to_numpy())
+    by_id = pl.read_parquet(tmp_path / "out").sort("id")["local_cloaking"].to_numpy()
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(len(order))
+    assert by_id[ranks].tolist() == brute_force_counts(originals, avatars, 1e-9).tolist()
+    assert siblings(tmp_path) == ["a", "o", "out"]
+
+
+@pytest.mark.parametrize(
+    "tasks",
+    [
+        cluster_data.TaskPlan(buckets=1, blocks=1, shards=1),
+        cluster_data.TaskPlan(buckets=5, blocks=7, shards=3),
+        cluster_data.TaskPlan(buckets=3, blocks=40, shards=60),  # pieces and shards left empty
+    ],
+)
+@pytest.mark.parametrize("kind", ["grid", "offset"])
+def test_any_cut_gives_the_local_counts(
+    threads_client: Any, tmp_path: Path, tasks: Any, kind: str
+) -> None:
+    left, right, _, _ = frames(kind, 150, seed=2)
+    write_files(left, tmp_path / "o", 4)  # one file is empty
+    write_files(right.head(0), tmp_path / "e", 1)
+    write_files(right, tmp_path / "a", 2)
+    files = [*sorted((tmp_path / "a").iterdir()), tmp_path / "e" / "part000.parquet"]
+    for tie_tol in (0.0, 1e-9):
+        expected = phr.local_cloaking(left, right, coords=COORDS, on="id", tie_tol=tie_tol)
+        out = tmp_path / f"out{tie_tol}"
+        left_set, right_set = open_dataset(tmp_path / "o", "o"), open_dataset(files, "a")
+        request = plan(
+            left_set.scan(),
+            right_set.scan(),
+            {"coords": COORDS, "on": "id", "tie_tol": tie_tol, "cluster": threads_client},
+        )
+        with staged_directory(out) as staging:
+            summary = cluster_data.count_and_write(
+                request, left_set, right_set, staging, None, tasks=tasks
+            )
+        assert_frame_equal(pl.read_parquet(out), expected)
+        assert summary == summarize(expected)
+
+
+def test_row_order_and_keys_of_other_names_and_types(threads_client: Any, tmp_path: Path) -> None:
+    left, right, _, _ = frames("grid", 200, seed=3)
+    right = right.sort("id")
+    left = left.sort("id")
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    expected = phr.local_cloaking(left, right, coords=COORDS)
+    phr.local_cloaking_to_parquet(
+        tmp_path / "o", tmp_path / "a", tmp_path / "rows", coords=COORDS, cluster=threads_client
+    )
+    assert_frame_equal(pl.read_parquet(tmp_path / "rows"), expected)
+
+    renamed = right.select(pl.col("id").cast(pl.Int32).alias("key"), *COORDS)
+    write_files(renamed, tmp_path / "k", 2)
+    phr.local_cloaking_to_parquet(
+        tmp_path / "o", tmp_path / "k", tmp_path / "keys", coords=COORDS, left_on="id",
+        right_on="key", cluster=threads_client,
+    )  # fmt: skip
+    expected = phr.local_cloaking(left, renamed, coords=COORDS, left_on="id", right_on="key")
+    assert_frame_equal(pl.read_parquet(tmp_path / "keys"), expected)
+
+    texts = left.with_columns(pl.col("note").cast(pl.Categorical))
+    avatars = right.with_columns(note=pl.col("id").cast(pl.String))
+    write_files(texts, tmp_path / "t", 2)
+    write_files(avatars, tmp_path / "ta", 3)
+    phr.local_cloaking_to_parquet(
+        tmp_path / "t", tmp_path / "ta", tmp_path / "text", coords=COORDS, on="note",
+        cluster=threads_client,
+    )  # fmt: skip
+    expected = phr.local_cloaking(texts, avatars, coords=COORDS, on="note")
+    assert_frame_equal(pl.read_parquet(tmp_path / "text"), expected)
+
+
+def test_quartiles_above_the_histogram_come_from_bisection(
+    threads_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    left, right, _, _ = frames("duplicates", 300, seed=4)
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    expected = summarize(phr.local_cloaking(left, right, coords=COORDS, on="id"))
+    assert expected.local_cloaking_q3 > 2
+    for bins in (1, 2, 1024):
+        monkeypatch.setattr(cluster_data, "HISTOGRAM_BINS", bins)
+        summary = phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / f"out{bins}", coords=COORDS, on="id",
+            cluster=threads_client,
+        )  # fmt: skip
+        assert summary == expected
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        ("duplicate avatar", DuplicateError, r"not unique in avatars: 2 rows share a key"),
+        ("missing avatar", ComputeError, r"1 originals have no avatar with the same key"),
+        ("extra avatar", ComputeError, r"1 avatars have no original with the same key"),
+        ("null avatar key", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
+        ("nan coordinate", ComputeError, r"coords of avatars have missing values: 'Dim2' \(1 NaN"),
+        ("empty", NoDataError, "avatars is empty"),
+    ],
+)
+def test_bad_data_is_reported_as_locally_with_an_example_key(
+    threads_client: Any, tmp_path: Path, change: str, error: type[Exception], match: str
+) -> None:
+    left, right, _, _ = frames("gaussian", 120, seed=5)
+    right = changed(right, change)
+    write_files(left, tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 3)
+    with pytest.raises(error, match=match):
+        phr.local_cloaking(left, right, coords=COORDS, on="id")
+    with pytest.raises(error, match=match) as raised:
+        phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / "out", coords=COORDS, on="id",
+            cluster=threads_client,
+        )  # fmt: skip
+    if "key" in match and "null" not in match:
+        example = int(str(raised.value).rsplit("'id': ", 1)[1].rstrip("}"))
+        shared = right.filter(pl.col("id").is_duplicated())["id"].to_list()
+        lonely = set(left["id"]) ^ set(right["id"])
+        assert example in (shared if change == "duplicate avatar" else lonely)
+    assert siblings(tmp_path) == ["a", "o"]
+
+
+def test_duplicated_originals_come_before_avatar_problems(
+    threads_client: Any, tmp_path: Path
+) -> None:
+    left, right, _, _ = frames("grid", 80, seed=6)
+    left = left.with_columns(
+        pl.when(pl.int_range(pl.len()) == 3).then(pl.col("id").get(4)).otherwise("id")
+    )
+    right = changed(right, "null avatar key")
+    write_files(left, tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 2)
+    match = "not unique in originals: 2 rows share a key"
+    with pytest.raises(DuplicateError, match=match):
+        phr.local_cloaking(left, right, coords=COORDS, on="id")
+    with pytest.raises(DuplicateError, match=match):
+        phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / "out", coords=COORDS, on="id",
+            cluster=threads_client,
+        )  # fmt: skip
+
+
+def test_row_order_needs_equal_heights(threads_client: Any, tmp_path: Path) -> None:
+    left, right, _, _ = frames("grid", 50, seed=7)
+    write_files(left, tmp_path / "o", 2)
+    write_files(right.head(49), tmp_path / "a", 2)
+    with pytest.raises(ShapeError, match="originals have 50 rows but avatars have 49"):
+        phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / "out", coords=COORDS, cluster=threads_client
+        )
+    assert siblings(tmp_path) == ["a", "o"]
+
+
+def test_projected_features_give_the_local_counts(threads_client: Any, tmp_path: Path) -> None:
+    left, right, _, _ = frames("gaussian", 240, seed=8)
+    left = left.with_columns(stage=(pl.col("id") % 3).cast(pl.String))
+    right = right.with_columns(stage=(pl.col("id") % 4).cast(pl.String))
+    write_files(left.drop("note"), tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    for ncp in (2, 4):
+        expected = phr.local_cloaking(left.drop("note"), right, on="id", ncp=ncp)
+        out = tmp_path / f"out{ncp}"
+        summary = phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", out, on="id", ncp=ncp, cluster=threads_client
+        )
+        assert_frame_equal(pl.read_parquet(out), expected)
+        assert summary == summarize(expected)
+
+
+def test_missing_avatar_features_are_named_as_locally(threads_client: Any, tmp_path: Path) -> None:
+    left, right, _, _ = frames("gaussian", 90, seed=10)
+    right = changed(right, "nan coordinate")
+    write_files(left.drop("note"), tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 2)
+    match = r"features of avatars have missing values: 'Dim2' \(1 NaN\)"
+    with pytest.raises(ComputeError, match=match):
+        phr.local_cloaking(left.drop("note"), right, on="id", ncp=2)
+    with pytest.raises(ComputeError, match=match):
+        phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / "out", on="id", ncp=2,
+            cluster=threads_client,
+        )  # fmt: skip
+    assert siblings(tmp_path) == ["a", "o"]
+
+
+@pytest.fixture
+def process_client() -> Iterator[Any]:
+    with local_cluster(processes=True) as client:
+        yield client
+
+
+def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: Path) -> None:
+    client = process_client
+    left, right, _, _ = frames("gaussian", 600, seed=9)
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 3)
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    client.run(_slow_down("polars_hidden_rate.engine", "count_within", 0.25))
+    tasks = cluster_data.TaskPlan(buckets=3, blocks=4, shards=4)
+    outcome: dict[str, Any] = {}
+
+    def measure() -> None:
+        try:
+            outcome["summary"] = run_with_tasks(
+                client, tmp_path / "o", tmp_path / "a", tmp_path / "out", tasks,
+                coords=COORDS, on="id",
+            )  # fmt: skip
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=measure)
+    runner.start()
+    deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
+    while client.run_on_scheduler(_tasks_done, prefix="phr-count-within") == 0:
+        assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
+        assert time.monotonic() < deadline, "no count finished within 180 s"
+        time.sleep(0.02)
+    # Kill a worker that holds a shard: its tree and its blocks are lost with it.
+    victim = next(
+        address
+        for address, held in client.has_what().items()
+        if any(str(key).startswith("phr-shard-") for key in held)
+    )
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)
+    assert runner.is_alive(), "the run ended before the worker was killed"
+    runner.join(timeout=180)
+    assert not runner.is_alive()
+    assert "error" not in outcome, outcome.get("error")
+    assert_frame_equal(pl.read_parquet(tmp_path / "out"), expected)
+    assert outcome["summary"] == summarize(expected)
+    assert siblings(tmp_path / "out") == [f"part-0000{k}.parquet" for k in range(3)]
