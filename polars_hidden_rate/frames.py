@@ -325,7 +325,8 @@ def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.nda
     hash join would build a table of every key.
     """
     sides = (("originals", left, link.left), ("avatars", right, link.right))
-    for role, frame, keys in sides:
+    by_key = []
+    for role, frame, keys in sides:  # each side whole (nulls, then duplicates), in this order
         unset = frame.select(keys).filter(pl.any_horizontal(pl.col(keys).is_null()))
         if unset.height:
             msg = (
@@ -333,7 +334,7 @@ def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.nda
                 f"e.g. {unset.row(0, named=True)}; every record needs a key"
             )
             raise ComputeError(msg)
-    by_key = [_sorted_by_key(frame, keys, role) for role, frame, keys in sides]
+        by_key.append(_sorted_by_key(frame, keys, role))
     (left_rows, left_keys), (right_rows, right_keys) = by_key
     right_keys.columns = left_keys.columns
     if left_keys.height != right_keys.height or not left_keys.equals(right_keys):
