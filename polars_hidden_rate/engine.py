@@ -335,10 +335,12 @@ def count_within(
     if strategy == "flat" and tree is not None:
         raise ValueError("the flat strategy takes the avatars, not a kd-tree")
     with Progress(len(queries), enabled=progress) as bar:
+        if strategy == "auto" and tree is not None:
+            strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
         if strategy != "flat" and tree is None:
             tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
-        if strategy == "auto" and tree is not None:
-            strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
+            if strategy == "auto":
+                strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
         if strategy == "flat":
             from polars_hidden_rate import flat  # FAISS is loaded when used
 

@@ -334,8 +334,14 @@ def test_a_forked_child_counts_after_its_parent() -> None:
     np.testing.assert_array_equal(counts, expected)
 
 
-def test_count_within_reuses_a_prebuilt_tree() -> None:
-    """Dask tasks get a shard's tree built once; `own` still indexes the avatar rows."""
+def test_count_within_reuses_a_prebuilt_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dask tasks get a shard's tree built once; `own` still indexes the avatar rows, and
+    "auto" walks it without a probe."""
+
+    def no_probe(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a prebuilt tree was probed")
+
+    monkeypatch.setattr(engine, "choose_strategy", no_probe)
     rng = np.random.default_rng(13)
     originals = rng.integers(-3, 4, (200, 3)).astype(float)
     avatars = originals + rng.integers(-1, 2, originals.shape).astype(np.float64)
