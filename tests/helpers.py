@@ -3,13 +3,37 @@ adversarial cases of the nearest-two search."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 """``ci`` runs every property's full example count; ``dev`` (the default) a tenth of it."""
+
+
+@contextlib.contextmanager
+def local_cluster(
+    *, processes: bool, workers: int = 2, threads: int = 1, **options: Any
+) -> Iterator[Any]:
+    """A client of a Dask ``LocalCluster`` (skipped without the ``dask`` extra): workers in
+    this process (fast to start) or in processes of their own (which can be killed)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads,
+            processes=processes,
+            dashboard_address=":0",
+            **options,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
 
 
 def examples(full: int) -> int:

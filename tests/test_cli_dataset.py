@@ -17,6 +17,7 @@ from polars.testing import assert_frame_equal
 import polars_hidden_rate as phr
 from polars_hidden_rate import cli
 from polars_hidden_rate.gate import summarize
+from tests.helpers import local_cluster
 from tests.test_dataset import COORDS, linked_case, siblings, write_files
 
 SCRIPT = Path(sys.executable).with_name("hidden-rate")
@@ -126,18 +127,7 @@ def test_an_unreachable_scheduler_exits_2(
 @pytest.fixture(scope="module")
 def tcp_cluster() -> Iterator[Any]:
     """Workers in this process, behind a scheduler the `hidden-rate` process can reach."""
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=False,
-            protocol="tcp",
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_cluster(processes=False, protocol="tcp", host="127.0.0.1") as client:
         yield client
 
 

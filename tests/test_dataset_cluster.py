@@ -4,7 +4,6 @@ and a worker killed mid-run changes nothing."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
@@ -24,25 +23,11 @@ from polars_hidden_rate import cluster_data
 from polars_hidden_rate.api import plan
 from polars_hidden_rate.dataset import open_dataset, staged_directory
 from polars_hidden_rate.gate import summarize
-from tests.helpers import brute_force_counts
+from tests.helpers import brute_force_counts, local_cluster
 from tests.test_dataset import COORDS, changed, siblings, write_files
 from tests.test_distributed import _slow_down, _tasks_done, adversarial
 
 pytestmark = pytest.mark.slow
-
-
-@contextlib.contextmanager
-def local_cluster(*, processes: bool) -> Iterator[Any]:
-    """A client of two one-thread workers: in this process (fast to start, sharing this
-    module's state) or in processes of their own (which can be killed)."""
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        yield client
 
 
 @pytest.fixture(scope="module")

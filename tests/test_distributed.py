@@ -29,6 +29,7 @@ from tests.helpers import (
     brute_force_counts,
     brute_force_two,
     examples,
+    local_cluster,
     nearest_two_case,
 )
 
@@ -37,13 +38,7 @@ COORDS = ["Dim1", "Dim2", "Dim3"]
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_cluster(processes=True) as client:
         yield client
 
 

@@ -18,7 +18,7 @@ from hypothesis.extra import numpy as hnp
 from polars_hidden_rate import engine, gpu, kdtree
 from polars_hidden_rate.engine import count_cloaking, count_within
 from polars_hidden_rate.scale import canonical_exponent
-from tests.helpers import brute_force_counts, brute_force_within, examples
+from tests.helpers import brute_force_counts, brute_force_within, examples, local_cluster
 
 STRATEGIES: list[engine.Strategy] = ["flat", "tree"]
 # Large common offsets, some of them not dyadic; steps of 1/2 and 1/4 make exact ties.
@@ -140,15 +140,9 @@ def test_the_canonical_scale_leaves_room_for_every_square() -> None:
 
 @pytest.mark.slow
 def test_the_dask_path_is_scale_invariant() -> None:
-    distributed = pytest.importorskip("distributed")
     from polars_hidden_rate.distributed import Sizing, count_cloaking_distributed
 
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_cluster(processes=False, workers=1, threads=2) as client:
         for factor in FACTORS:
             counts = count_cloaking_distributed(
                 EXAMPLE_ORIGINALS * factor,
