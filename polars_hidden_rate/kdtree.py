@@ -135,11 +135,14 @@ class KdTree:
         if own is None:  # in tree order: the tree's own arrays, no per-query copies
             own_position, rows = self.own_positions(None), self.order
         else:
+            # A query without its avatar here whose ball misses the root box counts 0 (the
+            # walk's own first test): it is not walked, nor placed.
             own_position = self.own_positions(own)
-            place = own_position.copy()
-            orphans = np.flatnonzero(own < 0)
-            place[orphans] = self.begin[_leaf_of(self.lower, self.upper, queries[orphans])]
-            rows = np.argsort(place, kind="stable")
+            walked = np.flatnonzero((own >= 0) | self.reaches(queries, thresholds))
+            place = own_position[walked]
+            orphans = np.flatnonzero(place < 0)
+            place[orphans] = self.begin[_leaf_of(self.lower, self.upper, queries[walked[orphans]])]
+            rows = walked[np.argsort(place, kind="stable")]
         counts = np.zeros(len(queries), dtype=np.int64)
         size = min(max(len(rows) // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
 
@@ -154,6 +157,24 @@ class KdTree:
         for done in _map(threads, run, -(-len(rows) // size)):
             advance(done)
         return counts
+
+    def reaches(self, queries: Float64Array, thresholds: Float64Array) -> npt.NDArray[np.bool_]:
+        """Whether each query's ball may reach the tree's box: the walk's test at the root,
+        the same operations in the same order (a query it rejects counts 0 here).
+
+        Examples
+        --------
+        >>> tree = KdTree.build(np.array([[0.0, 0.0], [1.0, 1.0]]))
+        >>> tree.reaches(np.array([[3.0, 1.0], [3.0, 1.0]]), np.array([3.9, 4.0])).tolist()
+        [False, True]
+        """
+        near = np.zeros(len(queries))
+        for k in range(queries.shape[1]):
+            column = queries[:, k]
+            gap = np.maximum(np.maximum(self.lower[0, k] - column, column - self.upper[0, k]), 0.0)
+            near += gap * gap
+        reached: npt.NDArray[np.bool_] = near <= thresholds
+        return reached
 
     def own_positions(self, own: IndexArray | None) -> IndexArray:
         """Where each own avatar sits in :attr:`points` (-1 for none); for ``own=None``

@@ -246,6 +246,41 @@ def test_rivals_at_the_threshold_count_and_one_ulp_beyond_do_not(
     )
 
 
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    avatars=hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(1, 30), st.sampled_from([1, 2, 5])),
+        elements=st.floats(-1e3, 1e3, allow_nan=False),
+    ),
+    offset=st.sampled_from(OFFSETS),
+    seed=st.integers(0, 2**32 - 1),
+    below=st.booleans(),
+)
+def test_queries_outside_a_shard_reach_it_to_the_last_bit(
+    avatars: np.ndarray, offset: float, seed: int, below: bool
+) -> None:
+    """Queries whose own avatar is elsewhere, just outside the shard's box: each threshold
+    is the float64 d2 of the avatar that holds the box's bound (it counts), or the float
+    just below it (it does not), so a root test looser or tighter by an ulp shows."""
+    rng = np.random.default_rng(seed)
+    avatars = avatars + offset
+    m = 2 * len(avatars)
+    axis = rng.integers(0, avatars.shape[1], m)
+    side = rng.choice([-1.0, 1.0], m)
+    rival = np.where(side > 0, avatars[:, axis].argmax(axis=0), avatars[:, axis].argmin(axis=0))
+    queries = avatars[rival].copy()
+    queries[np.arange(m), axis] += side * rng.choice([0.0, 0.25, 3.0, 1e3], m)
+    thresholds = engine.squared_distances(queries, avatars, np.arange(m), rival)
+    if below:
+        thresholds = np.nextafter(thresholds, 0.0)
+    own = np.full(m, -1)
+    tree = kdtree.KdTree.build(avatars)
+    expected = brute_force_within(queries, thresholds, own, avatars)
+    np.testing.assert_array_equal(engine.count_within(queries, thresholds, own, tree), expected)
+    np.testing.assert_array_equal(tree.reaches(queries, thresholds) | (expected == 0), True)
+
+
 @pytest.mark.parametrize("leaf_size", [1, 2, 5, 16])
 @pytest.mark.usefixtures("tiny_leaves")
 @pytest.mark.parametrize("threads", [1, 2])
