@@ -97,7 +97,7 @@ def fit_features(
     """Pass 1 over ``files``: fills, then one partial per file, merged in file order."""
     fills = imputed_values(files, spec, schema, tasks)
     handles = [
-        tasks.run(f"features-{p}", _features_task, path, spec, schema, fills)
+        tasks.run(f"moments-{p}", _features_task, path, spec, schema, fills)
         for p, path in enumerate(files)
     ]
     total = FeaturePartial.empty(spec)
@@ -261,7 +261,9 @@ def _medians(
     files: Sequence[Path], names: list[str], spec: FeatureSpec, schema: pl.Schema, tasks: Tasks
 ) -> dict[str, float | None]:
     """The median of each column, as Polars' ``median()``: the two middle values by exact
-    selection over the files' sorted values, then interpolated as Polars does."""
+    selection over the files' sorted values, then interpolated as Polars does. (Where the
+    middle values are zeros of both signs, Polars' sign depends on the rows' order; this
+    takes ``-0.0`` below ``0.0``.)"""
     keys = [
         tasks.run(f"median-keys-{p}", _median_keys, path, names, spec, schema)
         for p, path in enumerate(files)
