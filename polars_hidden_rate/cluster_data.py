@@ -74,6 +74,7 @@ from polars_hidden_rate.frames import (
 from polars_hidden_rate.gate import CloakingSummary
 from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
+from polars_hidden_rate.projection.partitioned import DaskTasks
 from polars_hidden_rate.scale import canonical_scale
 
 if TYPE_CHECKING:
@@ -806,9 +807,10 @@ def _sides(
     link = request.link
     names, projection = list(request.coords), None
     if request.projection is not None:
-        # Fitted here, in two streaming passes over the originals' features (blocks of fixed
-        # size: the very fit of the local path); the workers compute the coordinates.
-        projection = request.projection.fit(originals.scan())
+        # Fitted by the workers, a task per file, partials merged here in file order (the
+        # very fit of the local dataset path); the workers compute the coordinates.
+        files = [part.path.absolute() for part in originals.partitions]
+        projection = request.projection.fit_files(files, DaskTasks(client))
         names = request.projection.names(projection)
     sides = []
     for role, dataset, which, key_names in (

@@ -26,7 +26,7 @@ import shutil
 import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Unpack
 
@@ -272,7 +272,13 @@ def _count_and_write_locally(
     request: CountPlan, originals: Dataset, staging: Path, min_rate: float | None
 ) -> CloakingSummary:
     """The local engine counts every linked record (in the originals' row order, the files
-    one after the other); then each file is read again and written with its counts."""
+    one after the other); then each file is read again and written with its counts.
+
+    A projection is fitted file by file, as on a cluster, so both give the same counts.
+    """
+    if request.projection is not None:
+        fitted = request.projection.fit_files(originals.paths)
+        request = replace(request, projection=request.projection.with_fit(fitted))
     counts = request.counts()
     for index, partition in enumerate(originals.partitions):
         frame = pl.read_parquet(partition.path, glob=False)

@@ -20,7 +20,8 @@ the scaled width; :meth:`Projection.transform` is a set of Polars expressions,
 so a LazyFrame stays lazy and each row's coordinates depend on that row alone.
 
 Modules, one job each: :mod:`.types` (which columns, of which kind),
-:mod:`.passes` (the two streaming passes), :mod:`.scaling` (the scaling rule and
+:mod:`.passes` (the two streaming passes), :mod:`.partitioned` (those passes as a
+task per parquet file, merged in file order), :mod:`.scaling` (the scaling rule and
 its forms), :mod:`.model` (the fitted :class:`Projection`) and
 :mod:`.coordinates` (the hook into the metric).
 """

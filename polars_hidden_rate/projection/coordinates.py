@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import polars as pl
 from polars.exceptions import ComputeError
@@ -19,6 +20,7 @@ from polars_hidden_rate.frames import (
     read_aligned,
 )
 from polars_hidden_rate.projection.model import Projection
+from polars_hidden_rate.projection.partitioned import Tasks
 from polars_hidden_rate.projection.scaling import NumericFeature
 from polars_hidden_rate.projection.types import FeatureSpec, Impute
 
@@ -31,6 +33,7 @@ class ProjectedCoordinates:
 
     spec: FeatureSpec
     ncp: int | None
+    fitted: Projection | None = None  # fitted beforehand: :meth:`read` uses it
 
     @classmethod
     def plan(
@@ -70,6 +73,22 @@ class ProjectedCoordinates:
             impute=self.spec.impute,
         )
 
+    def fit_files(self, files: Sequence[Path], tasks: Tasks | None = None) -> Projection:
+        """The projection of this request, fitted on parquet ``files`` by one task per file
+        (:meth:`Projection.fit_partitioned`)."""
+        return Projection.fit_partitioned(
+            files,
+            features=list(self.spec.names),
+            ncp=self.ncp,
+            categorical=sorted(self.spec.categorical) or None,
+            impute=self.spec.impute,
+            tasks=tasks,
+        )
+
+    def with_fit(self, projection: Projection) -> ProjectedCoordinates:
+        """This request with its projection already fitted: :meth:`read` fits nothing."""
+        return replace(self, fitted=projection)
+
     @staticmethod
     def names(projection: Projection) -> list[str]:
         """The names the counting gives the projected coordinates."""
@@ -89,9 +108,10 @@ class ProjectedCoordinates:
         link: Link,
         carry: Sequence[pl.Expr] = (),
     ) -> Aligned:
-        """Fit on the originals, transform both frames, and read the linked coordinates
-        (with ``carry``, as :func:`~polars_hidden_rate.frames.read_aligned`)."""
-        projection = self.fit(originals)
+        """Fit on the originals (unless fitted beforehand), transform both frames, and read
+        the linked coordinates (with ``carry``, as :func:`~polars_hidden_rate.frames.read_aligned`).
+        """
+        projection = self.fitted if self.fitted is not None else self.fit(originals)
         names = self.names(projection)
         left_schema, right_schema = originals.collect_schema(), avatars.collect_schema()
         carried = [pl.col(expr.meta.output_name()) for expr in carry]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -13,9 +15,12 @@ from polars.exceptions import ComputeError, DuplicateError
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_count
 from polars_hidden_rate.frames import ColumnSpec, as_lazy
+from polars_hidden_rate.projection import partitioned
+from polars_hidden_rate.projection.partitioned import LocalTasks, Tasks
 from polars_hidden_rate.projection.passes import fit_features, gram
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
+    Feature,
     Model,
     NumericFeature,
     Scaling,
@@ -147,14 +152,70 @@ class Projection:
         names = list(spec.names)
         wanted = None if ncp is None else check_count(ncp, "ncp")
         fitted, n_rows = fit_features(frame, spec, schema)
-        if all(isinstance(f, NumericFeature) for f in fitted):
-            model: Model = "PCA"
-        elif all(isinstance(f, CategoricalFeature) for f in fitted):
-            model = "MCA"
-        else:
-            model = "FAMD"
-        scaling = Scaling(tuple(fitted), model)
-        eigenvalues, components = _decompose(gram(frame, scaling))
+        scaling = _scaling(fitted)
+        return cls._from_gram(scaling, n_rows, gram(frame, scaling), names, wanted)
+
+    @classmethod
+    def fit_partitioned(
+        cls,
+        files: Sequence[str | os.PathLike[str]],
+        *,
+        features: ColumnSpec | None = None,
+        ncp: int | None = None,
+        categorical: ColumnSpec | None = None,
+        impute: Impute = "none",
+        tasks: Tasks | None = None,
+    ) -> Projection:
+        """Fit the projection on the rows of parquet ``files``, one task per file.
+
+        The passes of :meth:`fit` run over each file alone (:mod:`.partitioned`); the
+        partials are merged in file order, so the fit is deterministic, holds no column,
+        and equals :meth:`fit` on the files' concatenation up to rounding (the
+        eigenvalues to about 1e-15 relative).
+
+        Parameters
+        ----------
+        files
+            Parquet files with the same schema, in order.
+        features, ncp, categorical, impute
+            As for :meth:`fit`.
+        tasks
+            Where the per-file tasks run: :class:`~.partitioned.DaskTasks` on a Dask
+            cluster's workers; default :class:`~.partitioned.LocalTasks`, here.
+
+        Returns
+        -------
+        Projection
+
+        Raises
+        ------
+        ValueError
+            ``files`` is empty; and as :meth:`fit`.
+        """
+        paths = [Path(file) for file in files]
+        if not paths:
+            msg = "files is empty: there is nothing to project"
+            raise ValueError(msg)
+        schema = pl.scan_parquet(paths, glob=False).collect_schema()
+        spec = FeatureSpec.resolve(features, categorical, impute, schema)
+        wanted = None if ncp is None else check_count(ncp, "ncp")
+        runner = LocalTasks() if tasks is None else tasks
+        fitted, n_rows = partitioned.fit_features(paths, spec, schema, runner)
+        scaling = _scaling(fitted)
+        matrix = partitioned.gram_matrix(paths, scaling, runner)
+        return cls._from_gram(scaling, n_rows, matrix, list(spec.names), wanted)
+
+    @classmethod
+    def _from_gram(
+        cls,
+        scaling: Scaling,
+        n_rows: int,
+        gram: Float64Array,
+        names: list[str],
+        wanted: int | None,
+    ) -> Projection:
+        """The projection whose components are those of ``gram``; ``wanted`` is ``ncp``."""
+        eigenvalues, components = _decompose(gram)
         top = float(eigenvalues[0]) if len(eigenvalues) else 0.0
         rank = int(np.count_nonzero(eigenvalues > top * RANK_RTOL)) if top > 0 else 0
         if rank == 0:
@@ -287,6 +348,17 @@ class Projection:
         a categorical column takes the modality with the largest share.
         """
         return self.scaling.unscale(np.asarray(matrix, dtype=np.float64))
+
+
+def _scaling(fitted: list[Feature]) -> Scaling:
+    """The scaling of the fitted features: PCA, MCA or FAMD by their kinds."""
+    if all(isinstance(f, NumericFeature) for f in fitted):
+        model: Model = "PCA"
+    elif all(isinstance(f, CategoricalFeature) for f in fitted):
+        model = "MCA"
+    else:
+        model = "FAMD"
+    return Scaling(tuple(fitted), model)
 
 
 def _fitted_schema(scaling: Scaling) -> pl.Schema:

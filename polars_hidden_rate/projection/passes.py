@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +30,10 @@ from polars_hidden_rate.projection.types import (
     modality_values,
     numeric_values,
 )
+
+Fills = dict[str, float | Modality]
+"""The value each feature's gaps get (features without one are not filled)."""
+Statistic = Literal["median", "mean", "mode"]
 
 MAX_WIDTH = 4096
 """The most scaled columns (numeric columns plus modalities) a fit accepts."""
@@ -84,27 +89,46 @@ class _Moments:
             np.full(width, -np.inf),
         )
 
+    @classmethod
+    def of_block(cls, block: Float64Array, exponent: npt.NDArray[np.int64]) -> _Moments:
+        """The moments of ``block`` alone, held divided by ``2^exponent`` (at least its own)."""
+        scaled = np.ldexp(block, -exponent)
+        mean = scaled.mean(axis=0)
+        m2 = ((scaled - mean) ** 2).sum(axis=0)
+        return cls(len(block), mean, m2, exponent, block.min(axis=0), block.max(axis=0))
+
     def add(self, block: Float64Array) -> None:
+        """Merge the moments of ``block``, taken at the exponent of both."""
         peak = np.abs(block).max(axis=0)
         exponent = np.maximum(
             self.exponent, np.where(peak > 0, np.frexp(peak)[1], _SMALLEST_EXPONENT)
         )
-        shift = self.exponent - exponent
+        self.merge(_Moments.of_block(block, exponent))
+
+    def merge(self, other: _Moments) -> None:
+        """Add the rows ``other`` summarises (after these), by Chan et al.'s pairwise formula.
+
+        Both sides move to the larger exponent first, exactly; merging in a fixed order
+        (blocks, then files) makes the result deterministic.
+        """
+        if other.count == 0:
+            return
+        exponent = np.maximum(self.exponent, other.exponent)
+        mean, m2 = self._at(exponent)
+        other_mean, other_m2 = other._at(exponent)
+        total = self.count + other.count
+        delta = other_mean - mean
+        self.scaled_mean = mean + delta * (other.count / total)
+        self.scaled_m2 = m2 + other_m2 + delta**2 * (self.count * other.count / total)
         self.exponent = exponent
-        self.scaled_mean = np.ldexp(self.scaled_mean, shift)
-        self.scaled_m2 = np.ldexp(self.scaled_m2, 2 * shift)
-        scaled = np.ldexp(block, -exponent)
-        # Chan et al.'s pairwise combination: stable, and fixed blocks make it deterministic.
-        rows = len(block)
-        mean = scaled.mean(axis=0)
-        m2 = ((scaled - mean) ** 2).sum(axis=0)
-        total = self.count + rows
-        delta = mean - self.scaled_mean
-        self.scaled_mean = self.scaled_mean + delta * (rows / total)
-        self.scaled_m2 = self.scaled_m2 + m2 + delta**2 * (self.count * rows / total)
         self.count = total
-        self.low = np.minimum(self.low, block.min(axis=0))
-        self.high = np.maximum(self.high, block.max(axis=0))
+        self.low = np.minimum(self.low, other.low)
+        self.high = np.maximum(self.high, other.high)
+
+    def _at(self, exponent: npt.NDArray[np.int64]) -> tuple[Float64Array, Float64Array]:
+        """The scaled mean and M2 held divided by ``2^exponent`` (at least the own one)."""
+        shift = self.exponent - exponent
+        return np.ldexp(self.scaled_mean, shift), np.ldexp(self.scaled_m2, 2 * shift)
 
     @property
     def mean(self) -> Float64Array:
@@ -122,33 +146,141 @@ class _Moments:
 _SMALLEST_EXPONENT = -1100
 
 
-def imputed_values(
-    originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
-) -> dict[str, float | Modality]:
+def imputed_values(originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema) -> Fills:
     """The value each feature's gaps get, from the originals (one pass; none without ``impute``).
 
     The median or mean of a numeric column, the mode of a categorical one (or of every
     column with ``impute="mode"``); a tie between modes goes to the smallest.
     """
+    statistics = []
+    for name, statistic in imputation(spec).items():
+        values = imputed_source(name, spec, schema)
+        if statistic == "mode":
+            found = values.drop_nulls().mode().sort().first()
+        else:
+            found = values.median() if statistic == "median" else values.mean()
+        statistics.append(found.alias(name))
+    if not statistics:
+        return {}
+    return checked_fills(originals.select(statistics).collect().row(0, named=True))
+
+
+def imputation(spec: FeatureSpec) -> dict[str, Statistic]:
+    """The statistic that fills each feature's gaps, in feature order (none without ``impute``)."""
     if spec.impute == "none":
         return {}
-    statistics = []
-    for name in spec.names:
-        if name in spec.categorical:
-            values = modality_values(name, schema[name])
-        else:
-            values = numeric_values(name, schema[name]).fill_nan(None)
-        if name in spec.categorical or spec.impute == "mode":
-            statistic = values.drop_nulls().mode().sort().first()
-        else:
-            statistic = values.median() if spec.impute == "median" else values.mean()
-        statistics.append(statistic.alias(name))
-    fills = originals.select(statistics).collect().row(0, named=True)
+    return {
+        name: "mode"
+        if name in spec.categorical or spec.impute == "mode"
+        else ("median" if spec.impute == "median" else "mean")
+        for name in spec.names
+    }
+
+
+def imputed_source(name: str, spec: FeatureSpec, schema: pl.Schema) -> pl.Expr:
+    """The values a feature's fill is a statistic of: modalities, or numbers with NaN as null."""
+    if name in spec.categorical:
+        return modality_values(name, schema[name])
+    return numeric_values(name, schema[name]).fill_nan(None)
+
+
+def checked_fills(fills: dict[str, float | Modality | None]) -> Fills:
+    """``fills``, once every feature has one (None: the feature is all missing)."""
     empty = [name for name, value in fills.items() if value is None]
     if empty:
         msg = f"features of originals have no value to impute from: {empty} are all missing"
         raise ComputeError(msg)
-    return fills
+    return {name: value for name, value in fills.items() if value is not None}
+
+
+@dataclass
+class FeaturePartial:
+    """Pass 1 over some of the originals' rows: moments of the numeric features, modality
+    counts of the categorical ones, and the missing values found (blocks with any are left out).
+    """
+
+    moments: _Moments
+    counts: dict[str, dict[Modality, int]]
+    missing: MissingValues
+
+    @classmethod
+    def empty(cls, spec: FeatureSpec) -> FeaturePartial:
+        categorical = [name for name in spec.names if name in spec.categorical]
+        return cls(_Moments.empty(len(spec.numeric)), {name: {} for name in categorical}, Counter())
+
+    def add(self, block: pl.DataFrame, numeric: list[str]) -> None:
+        """Count one block (numeric features as float64, then the modalities)."""
+        found = missing_values(block, {name: pl.col(name) for name in numeric}, list(self.counts))
+        self.missing += found
+        if found:
+            return
+        if numeric:
+            self.moments.add(block.select(numeric).to_numpy().astype(np.float64, copy=False))
+        else:
+            self.moments.count += block.height
+        for name, tally in self.counts.items():
+            for value, count in block.get_column(name).value_counts().iter_rows():
+                tally[value] = tally.get(value, 0) + count
+        _check_width(len(numeric), self.counts)
+
+    def merge(self, other: FeaturePartial) -> None:
+        """Add the rows ``other`` covers, after these; the width is checked again."""
+        self.missing += other.missing
+        self.moments.merge(other.moments)
+        for name, tally in self.counts.items():
+            for value, count in other.counts[name].items():
+                tally[value] = tally.get(value, 0) + count
+        _check_width(len(self.moments.scaled_mean), self.counts)
+
+
+def feature_partial(
+    originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema, fills: Fills
+) -> FeaturePartial:
+    """Pass 1 over ``originals``, in blocks of :data:`BLOCK_ROWS` rows, gaps filled by ``fills``."""
+    numeric_fills, modality_fills = _split_fills(fills)
+    numeric = spec.numeric
+    categorical = [name for name in spec.names if name in spec.categorical]
+    source = originals.select(
+        *(numeric_values(name, schema[name], numeric_fills.get(name)) for name in numeric),
+        *(modality_values(name, schema[name], modality_fills.get(name)) for name in categorical),
+    )
+    partial = FeaturePartial.empty(spec)
+    for block in _blocks(source, BLOCK_ROWS):
+        partial.add(block, numeric)
+    return partial
+
+
+def fitted_features(
+    partial: FeaturePartial, spec: FeatureSpec, schema: pl.Schema, fills: Fills
+) -> tuple[list[Feature], int]:
+    """The features pass 1 fits from the originals' whole ``partial``: gaps and no rows are
+    errors."""
+    raise_missing(
+        partial.missing,
+        "features of originals",
+        hint="; give impute='median', 'mean' or 'mode' to fill them, or drop those records",
+    )
+    moments = partial.moments
+    if moments.count == 0:
+        msg = "originals is empty: there is nothing to project"
+        raise NoDataError(msg)
+    n = moments.count
+    numeric_fills, modality_fills = _split_fills(fills)
+    fitted: dict[str, Feature] = {}
+    std, means = moments.std, moments.mean
+    for k, name in enumerate(spec.numeric):
+        constant = bool(moments.low[k] == moments.high[k])
+        # A constant column: its exact value as mean, divided by 1 (saiph's convention).
+        mean = float(moments.low[k]) if constant else float(means[k])
+        scale = 1.0 if constant or not std[k] > 0 else float(std[k])
+        fitted[name] = NumericFeature(name, schema[name], mean, scale, numeric_fills.get(name))
+    for name, counts in partial.counts.items():
+        modalities = _modality_order(counts, schema[name])
+        shares = np.array([counts[m] / n for m in modalities], dtype=np.float64)
+        fitted[name] = CategoricalFeature(
+            name, schema[name], modalities, shares, modality_fills.get(name)
+        )
+    return [fitted[name] for name in spec.names], n
 
 
 def fit_features(
@@ -156,56 +288,13 @@ def fit_features(
 ) -> tuple[list[Feature], int]:
     """Pass 1: means, standard deviations and modality counts; gaps are filled or are errors."""
     fills = imputed_values(originals, spec, schema)
-    numeric = spec.numeric
-    numeric_fills = {name: float(fills[name]) for name in numeric if name in fills}
-    modality_fills = {name: value for name, value in fills.items() if isinstance(value, str | bool)}
-    categorical = [name for name in spec.names if name in spec.categorical]
-    moments = _Moments.empty(len(numeric))
-    counts: dict[str, dict[Modality, int]] = {name: {} for name in categorical}
-    missing: MissingValues = Counter()
-    source = originals.select(
-        *(numeric_values(name, schema[name], numeric_fills.get(name)) for name in numeric),
-        *(modality_values(name, schema[name], modality_fills.get(name)) for name in categorical),
-    )
-    for block in _blocks(source, BLOCK_ROWS):
-        found = missing_values(block, {name: pl.col(name) for name in numeric}, categorical)
-        missing += found
-        if found:
-            continue
-        values = block.select(numeric).to_numpy().astype(np.float64, copy=False)
-        if numeric:
-            moments.add(values)
-        else:
-            moments.count += block.height
-        for name in categorical:
-            tally = counts[name]
-            for value, count in block.get_column(name).value_counts().iter_rows():
-                tally[value] = tally.get(value, 0) + count
-        _check_width(len(numeric), counts)
-    raise_missing(
-        missing,
-        "features of originals",
-        hint="; give impute='median', 'mean' or 'mode' to fill them, or drop those records",
-    )
-    if moments.count == 0:
-        msg = "originals is empty: there is nothing to project"
-        raise NoDataError(msg)
-    n = moments.count
-    fitted: dict[str, Feature] = {}
-    std, means = moments.std, moments.mean
-    for k, name in enumerate(numeric):
-        constant = bool(moments.low[k] == moments.high[k])
-        # A constant column: its exact value as mean, divided by 1 (saiph's convention).
-        mean = float(moments.low[k]) if constant else float(means[k])
-        scale = 1.0 if constant or not std[k] > 0 else float(std[k])
-        fitted[name] = NumericFeature(name, schema[name], mean, scale, numeric_fills.get(name))
-    for name in categorical:
-        modalities = _modality_order(counts[name], schema[name])
-        shares = np.array([counts[name][m] / n for m in modalities], dtype=np.float64)
-        fitted[name] = CategoricalFeature(
-            name, schema[name], modalities, shares, modality_fills.get(name)
-        )
-    return [fitted[name] for name in spec.names], n
+    return fitted_features(feature_partial(originals, spec, schema, fills), spec, schema, fills)
+
+
+def _split_fills(fills: Fills) -> tuple[dict[str, float], dict[str, Modality]]:
+    """The fills of numeric features (as float) and of categorical ones."""
+    numeric = {k: float(v) for k, v in fills.items() if not isinstance(v, str | bool)}
+    return numeric, {k: v for k, v in fills.items() if isinstance(v, str | bool)}
 
 
 def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
