@@ -14,13 +14,14 @@ files, and the counts cannot change.
    of the first coordinate for the split points. The records stay on the worker, cut
    into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order).
 2. The driver sums those scalars, raises the local errors, and chooses the canonical
-   exponent (:func:`~polars_hidden_rate.scale.canonical_scale` of the global largest)
+   exponent (:func:`~polars_hidden_rate.scale.exponent_for` of the global largest)
    and the split points: ``B - 1`` for query blocks and ``S - 1`` for avatar shards,
    quantiles of the sample of ``(first coordinate, row)`` pairs, as a distributed sort
    chooses them.
 3. **Link** (one task per bucket): an original and its avatar have the same key, so
    they meet in one bucket (Dask moves the pieces between workers, as its task-based
-   shuffle does). The task reports duplicated and missing keys, multiplies both sides
+   shuffle does). The task links them as locally (:func:`~polars_hidden_rate.frames.link_by_key`)
+   and reports its key problems, which the driver sums; it multiplies both sides
    by ``2^e``, computes each ``T_i`` (:func:`~polars_hidden_rate.engine.own_thresholds`)
    and cuts its originals by the block split points.
 4. **Shards** (one per range of avatars): each avatar file cuts its avatars by the
@@ -47,13 +48,13 @@ import operator
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeError
+from polars.exceptions import ComputeError, NoDataError, ShapeError
 
 from polars_hidden_rate import distributed, engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
@@ -67,7 +68,10 @@ from polars_hidden_rate.dataset import (
 from polars_hidden_rate.frames import (
     EXACT_INTEGER_LIMIT,
     RESERVED_PREFIX,
+    Example,
+    KeyProblems,
     MissingValues,
+    link_by_key,
     missing_values,
     raise_missing,
 )
@@ -75,7 +79,7 @@ from polars_hidden_rate.gate import CloakingSummary
 from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.projection.partitioned import DaskTasks
-from polars_hidden_rate.scale import canonical_scale
+from polars_hidden_rate.scale import exponent_for
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -143,7 +147,7 @@ class _ReadStats:
     missing: MissingValues
     beyond: dict[str, int]
     null_keys: int
-    null_key_example: dict[str, Any] | None
+    null_key_example: Example | None
     sample_x: Float64Array
     sample_id: IndexArray
 
@@ -180,9 +184,7 @@ def read_partition(path: Path, side: _Side, offset: int, buckets: int, sample: i
     }
     beyond = {name: count for name, count in beyond.items() if count}
     unset = frame.filter(pl.any_horizontal(pl.col(keys).is_null())) if side.keys else frame[:0]
-    example = (
-        dict(zip(side.key_names, unset.select(keys).row(0), strict=True)) if unset.height else None
-    )
+    example = unset.select(keys).row(0) if unset.height else None
     if missing or beyond:  # the driver raises before any piece is asked for
         empty = np.empty(0)
         stats = _ReadStats(
@@ -301,22 +303,6 @@ class _LinkSpec:
 
 
 @dataclass(frozen=True)
-class _LinkReport:
-    """Key problems found in one bucket: counts, and an example of each."""
-
-    duplicated: tuple[int, int] = (0, 0)
-    duplicated_example: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
-    orphans: int = 0
-    orphan_example: dict[str, Any] | None = None
-    extras: int = 0
-    extra_example: dict[str, Any] | None = None
-
-    @property
-    def bad(self) -> bool:
-        return bool(sum(self.duplicated) or self.orphans or self.extras)
-
-
-@dataclass(frozen=True)
 class _Queries:
     """Originals with their thresholds, at the canonical scale, and where their avatar is."""
 
@@ -350,12 +336,8 @@ class _Queries:
 
 @dataclass(frozen=True)
 class _Linked:
-    report: _LinkReport
+    problems: KeyProblems
     blocks: tuple[_Queries, ...] = field(default=())
-
-
-def _example(frame: pl.DataFrame, keys: list[str], names: Sequence[str]) -> dict[str, Any]:
-    return dict(zip(names, frame.select(keys).row(0), strict=True))
 
 
 def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
@@ -364,30 +346,16 @@ def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
     coords = [f"{_COORD}{k}" for k in range(spec.dim)]
     left = pl.concat(pieces[: spec.originals])
     right = pl.concat(pieces[spec.originals :])
-    found: list[Any] = []
-    for frame, names in ((left, spec.left_names), (right, spec.right_names)):
-        shared = frame.filter(pl.struct(keys).is_duplicated())
-        found.append((shared.height, _example(shared, keys, names) if shared.height else None))
-    orphans = left.join(right.select(keys), on=keys, how="anti")
-    extras = right.join(left.select(keys), on=keys, how="anti")
-    report = _LinkReport(
-        duplicated=(found[0][0], found[1][0]),
-        duplicated_example=(found[0][1], found[1][1]),
-        orphans=orphans.height,
-        orphan_example=_example(orphans, keys, spec.left_names) if orphans.height else None,
-        extras=extras.height,
-        extra_example=_example(extras, keys, spec.right_names) if extras.height else None,
-    )
-    if report.bad:
-        return _Linked(report)
-    matched = left.join(right, on=keys, how="inner", suffix=_AVATAR, maintain_order="left")
-    raw = matched.select(coords).to_numpy()
-    raw_avatars = matched.select(f"{c}{_AVATAR}" for c in coords).to_numpy()
+    order, problems = link_by_key(left, right, keys, keys)
+    if order is None:
+        return _Linked(replace(problems, names=(spec.left_names, spec.right_names)))
+    raw = left.select(coords).to_numpy()
+    raw_avatars = right.select(coords).to_numpy()[order]
     # The canonical scale of the whole data set, on both sides: the local floats exactly.
     queries = np.ascontiguousarray(np.ldexp(raw, spec.exponent))
     avatars = np.ascontiguousarray(np.ldexp(raw_avatars, spec.exponent))
-    original_id = matched.get_column(_ID).to_numpy()
-    avatar_id = matched.get_column(f"{_ID}{_AVATAR}").to_numpy()
+    original_id = left.get_column(_ID).to_numpy()
+    avatar_id = right.get_column(_ID).to_numpy()[order]
     linked = _Queries(
         queries,
         engine.own_thresholds(queries, avatars, spec.tie_tol),
@@ -396,11 +364,11 @@ def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
         spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id),
     )
     block = spec.query_splits.assign(raw[:, 0], original_id)
-    return _Linked(report, tuple(linked.take(rows) for rows in _cut(block, blocks)))
+    return _Linked(problems, tuple(linked.take(rows) for rows in _cut(block, blocks)))
 
 
-def _report(linked: _Linked) -> _LinkReport:
-    return linked.report
+def _problems(linked: _Linked) -> KeyProblems:
+    return linked.problems
 
 
 def _block_piece(linked: _Linked, b: int) -> _Queries:
@@ -629,7 +597,7 @@ class _Run:
             request, originals, avatars, left, right, left_stats, right_stats, self.client
         )
         largest = max(stats.largest for stats in [*left_stats, *right_stats])
-        (_,), exponent = canonical_scale(np.full((1, dim), largest), tie_tol=request.tie_tol)
+        exponent = exponent_for(largest, dim, request.tie_tol)
         spec = _LinkSpec(
             keys=max(len(left.keys), 1),
             left_names=left.key_names,
@@ -661,8 +629,10 @@ class _Run:
             for q, f in enumerate(right_reads)
         ]
         del left_reads, right_reads
-        reports = self.gather([self.submit(f"report-{h}", _report, f) for h, f in enumerate(links)])
-        _raise_link_errors(reports, right_stats, right)
+        problems = self.gather(
+            [self.submit(f"problems-{h}", _problems, f) for h, f in enumerate(links)]
+        )
+        _key_problems(left, right, [], right_stats, problems).raise_first()
         shards = [
             self.submit(
                 f"shard-{s}",
@@ -890,7 +860,7 @@ def _raise_read_errors(
             "linking by row order needs equal heights (or give `on`)"
         )
         raise ShapeError(msg)
-    _raise_null_keys(left, left_stats)
+    _key_problems(left, right, left_stats, [], []).raise_first()
 
 
 def _missing_features(files: list[Path], projection: Projection) -> None:
@@ -899,37 +869,23 @@ def _missing_features(files: list[Path], projection: Projection) -> None:
     ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema())
 
 
-def _raise_null_keys(side: _Side, stats: Sequence[_ReadStats]) -> None:
-    unset = sum(s.null_keys for s in stats)
-    if unset:
-        example = next(s.null_key_example for s in stats if s.null_keys)
-        msg = (
-            f"key {list(side.key_names)} of {side.role} is null in {unset} rows, "
-            f"e.g. {example}; every record needs a key"
-        )
-        raise ComputeError(msg)
-
-
-def _raise_link_errors(
-    reports: Sequence[_LinkReport], right_stats: Sequence[_ReadStats], right: _Side
-) -> None:
-    """The key errors of the local link, in its order, summed over the buckets."""
-    for k, role in enumerate(("originals", "avatars")):
-        if k == 1:
-            _raise_null_keys(right, right_stats)
-        shared = sum(r.duplicated[k] for r in reports)
-        if shared:
-            example = next(r.duplicated_example[k] for r in reports if r.duplicated[k])
-            names = list(example or ())
-            msg = f"key {names} is not unique in {role}: {shared} rows share a key, e.g. {example}"
-            raise DuplicateError(msg)
-    orphans = sum(r.orphans for r in reports)
-    if orphans:
-        example = next(r.orphan_example for r in reports if r.orphans)
-        msg = f"{orphans} originals have no avatar with the same key, e.g. {example}"
-        raise ComputeError(msg)
-    extras = sum(r.extras for r in reports)
-    if extras:
-        example = next(r.extra_example for r in reports if r.extras)
-        msg = f"{extras} avatars have no original with the same key, e.g. {example}"
-        raise ComputeError(msg)
+def _key_problems(
+    left: _Side,
+    right: _Side,
+    left_stats: Sequence[_ReadStats],
+    right_stats: Sequence[_ReadStats],
+    buckets: Sequence[KeyProblems],
+) -> KeyProblems:
+    """The key problems of the whole link: null keys from the read tasks (files in row
+    order), the rest from the link buckets."""
+    names = (left.key_names, right.key_names)
+    nulls = KeyProblems(
+        names,
+        nulls=(sum(s.null_keys for s in left_stats), sum(s.null_keys for s in right_stats)),
+        null_examples=(
+            next((s.null_key_example for s in left_stats if s.null_keys), None),
+            next((s.null_key_example for s in right_stats if s.null_keys), None),
+        ),
+    )
+    found = (replace(b, nulls=(0, 0), null_examples=(None, None)) for b in buckets)
+    return KeyProblems.combine([nulls, *found])

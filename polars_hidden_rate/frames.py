@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -318,62 +318,166 @@ def raise_missing(
 
 
 def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:
-    """Row of ``right`` holding each original's avatar; every key unique, set and matched.
-
-    Both sides are sorted by key: duplicates are neighbours, and the link holds exactly
-    when the two sorted key columns are equal. This costs a few bytes per record where a
-    hash join would build a table of every key.
-    """
-    sides = (("originals", left, link.left), ("avatars", right, link.right))
-    by_key = []
-    for role, frame, keys in sides:  # each side whole (nulls, then duplicates), in this order
-        unset = frame.select(keys).filter(pl.any_horizontal(pl.col(keys).is_null()))
-        if unset.height:
-            msg = (
-                f"key {list(keys)} of {role} is null in {unset.height} rows, "
-                f"e.g. {unset.row(0, named=True)}; every record needs a key"
-            )
-            raise ComputeError(msg)
-        by_key.append(_sorted_by_key(frame, keys, role))
-    (left_rows, left_keys), (right_rows, right_keys) = by_key
-    right_keys.columns = left_keys.columns
-    if left_keys.height != right_keys.height or not left_keys.equals(right_keys):
-        _raise_unmatched(left, right, link)
-    order = np.empty(left.height, dtype=np.int64)
-    order[left_rows] = right_rows
+    """Row of ``right`` holding each original's avatar; every key unique, set and matched."""
+    order, problems = link_by_key(left, right, link.left, link.right)
+    problems.raise_first()
+    assert order is not None  # no problem: every key matched
     return order
 
 
+Example = tuple[Any, ...]
+"""A key's values, in the order of the key columns."""
+
+
+@dataclass(frozen=True)
+class KeyProblems:
+    """What is wrong with the keys of a link, counted, each with an example key.
+
+    :func:`link_by_key` finds them without raising, so that the pieces of one link (a
+    cluster's key buckets) can each report theirs and the sum (:meth:`combine`) raises the
+    error one link would (:meth:`raise_first`). Side 0 is the originals, side 1 the avatars.
+    The example of a null key is the first in row order; of any other problem, the
+    smallest key, so it does not depend on how the records were cut.
+    """
+
+    names: tuple[tuple[str, ...], tuple[str, ...]]
+    nulls: tuple[int, int] = (0, 0)
+    null_examples: tuple[Example | None, Example | None] = (None, None)
+    duplicated: tuple[int, int] = (0, 0)
+    duplicated_examples: tuple[Example | None, Example | None] = (None, None)
+    orphans: int = 0
+    orphan_example: Example | None = None
+    extras: int = 0
+    extra_example: Example | None = None
+
+    def __bool__(self) -> bool:
+        return bool(sum(self.nulls) or sum(self.duplicated) or self.orphans or self.extras)
+
+    @classmethod
+    def combine(cls, problems: Sequence[KeyProblems]) -> KeyProblems:
+        """The problems of one link cut into ``problems`` (pieces in row order for nulls)."""
+        first = problems[0]
+
+        def side(counts: str, examples: str, k: int, pick: Any) -> tuple[int, Example | None]:
+            found = [p for p in problems if getattr(p, counts)[k]]
+            chosen = [getattr(p, examples)[k] for p in found]
+            return sum(getattr(p, counts)[k] for p in found), pick(chosen, first.names[k])
+
+        nulls = [side("nulls", "null_examples", k, _first) for k in (0, 1)]
+        shared = [side("duplicated", "duplicated_examples", k, _smallest) for k in (0, 1)]
+        return cls(
+            first.names,
+            (nulls[0][0], nulls[1][0]),
+            (nulls[0][1], nulls[1][1]),
+            (shared[0][0], shared[1][0]),
+            (shared[0][1], shared[1][1]),
+            sum(p.orphans for p in problems),
+            _smallest([p.orphan_example for p in problems if p.orphans], first.names[0]),
+            sum(p.extras for p in problems),
+            _smallest([p.extra_example for p in problems if p.extras], first.names[1]),
+        )
+
+    def raise_first(self) -> None:
+        """Raise the error one link raises first: each side's null then duplicated keys,
+        originals first, then keys without a match on the other side."""
+        for k, role in enumerate(("originals", "avatars")):
+            keys = list(self.names[k])
+            if self.nulls[k]:
+                msg = (
+                    f"key {keys} of {role} is null in {self.nulls[k]} rows, "
+                    f"e.g. {self._named(k, self.null_examples[k])}; every record needs a key"
+                )
+                raise ComputeError(msg)
+            if self.duplicated[k]:
+                msg = (
+                    f"key {keys} is not unique in {role}: {self.duplicated[k]} rows share a "
+                    f"key, e.g. {self._named(k, self.duplicated_examples[k])}"
+                )
+                raise DuplicateError(msg)
+        if self.orphans:
+            msg = (
+                f"{self.orphans} originals have no avatar with the same key, "
+                f"e.g. {self._named(0, self.orphan_example)}"
+            )
+            raise ComputeError(msg)
+        if self.extras:
+            msg = (
+                f"{self.extras} avatars have no original with the same key, "
+                f"e.g. {self._named(1, self.extra_example)}"
+            )
+            raise ComputeError(msg)
+
+    def _named(self, side: int, example: Example | None) -> dict[str, Any]:
+        return dict(zip(self.names[side], example or (), strict=True))
+
+
+def _first(examples: list[Example | None], names: Sequence[str]) -> Example | None:
+    return examples[0] if examples else None
+
+
+def _smallest(examples: list[Example | None], names: Sequence[str]) -> Example | None:
+    """The smallest key in Polars' order (the order :func:`link_by_key` sorts by)."""
+    if not examples:
+        return None
+    frame = pl.DataFrame(examples, schema=list(names), orient="row", infer_schema_length=None)
+    return frame.sort(frame.columns).row(0)
+
+
+def link_by_key(
+    left: pl.DataFrame, right: pl.DataFrame, left_keys: Sequence[str], right_keys: Sequence[str]
+) -> tuple[np.ndarray | None, KeyProblems]:
+    """The row of ``right`` holding each row of ``left``'s match, and the problems found.
+
+    Both sides are sorted by key: duplicates are neighbours, and the link holds exactly
+    when the two sorted key columns are equal. This costs a few bytes per record where a
+    hash join would build a table of every key. The order is None when there is a problem.
+    """
+    nulls, null_examples, duplicated, duplicated_examples, by_key = [], [], [], [], []
+    for frame, keys in ((left, left_keys), (right, right_keys)):
+        unset = frame.select(keys).filter(pl.any_horizontal(pl.col(keys).is_null()))
+        nulls.append(unset.height)
+        null_examples.append(unset.row(0) if unset.height else None)
+        rows, ordered, shared, example = _sorted_by_key(frame, keys)
+        duplicated.append(shared)
+        duplicated_examples.append(example)
+        by_key.append((rows, ordered))
+    (left_rows, left_sorted), (right_rows, right_sorted) = by_key
+    names = (tuple(left_keys), tuple(right_keys))
+    problems = KeyProblems(
+        names,
+        (nulls[0], nulls[1]),
+        (null_examples[0], null_examples[1]),
+        (duplicated[0], duplicated[1]),
+        (duplicated_examples[0], duplicated_examples[1]),
+    )
+    if problems:
+        return None, problems
+    right_sorted.columns = left_sorted.columns
+    if left_sorted.height == right_sorted.height and left_sorted.equals(right_sorted):
+        order = np.empty(left.height, dtype=np.int64)
+        order[left_rows] = right_rows
+        return order, problems
+    orphans = left_sorted.join(right_sorted, on=left_sorted.columns, how="anti")
+    extras = right_sorted.join(left_sorted, on=left_sorted.columns, how="anti")
+    return None, KeyProblems(
+        names,
+        orphans=orphans.height,
+        orphan_example=orphans.sort(orphans.columns).row(0) if orphans.height else None,
+        extras=extras.height,
+        extra_example=extras.sort(extras.columns).row(0) if extras.height else None,
+    )
+
+
 def _sorted_by_key(
-    frame: pl.DataFrame, keys: Sequence[str], role: str
-) -> tuple[np.ndarray, pl.DataFrame]:
-    """The rows of ``frame`` in key order and its keys in that order; DuplicateError with an
-    example when two rows share a key."""
+    frame: pl.DataFrame, keys: Sequence[str]
+) -> tuple[np.ndarray, pl.DataFrame, int, Example | None]:
+    """The rows of ``frame`` in key order, its keys in that order, how many rows share a
+    key, and the smallest such key."""
     rows = frame.select(pl.arg_sort_by(list(keys)).alias(_AVATAR_ROW)).to_series()
     ordered = frame.select(pl.col(list(keys)).gather(rows))
     same = pl.all_horizontal(pl.col(k).eq_missing(pl.col(k).shift(1)) for k in keys)
     repeated = ordered.select(same.fill_null(False).alias(_AVATAR_ROW)).to_series()
-    if repeated.any():
-        shared = (repeated | repeated.shift(-1, fill_value=False)).sum()
-        example = ordered.row(int(repeated.arg_true()[0]), named=True)
-        msg = f"key {list(keys)} is not unique in {role}: {shared} rows share a key, e.g. {example}"
-        raise DuplicateError(msg)
-    return rows.to_numpy(), ordered
-
-
-def _raise_unmatched(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> None:
-    """The error for keys of one side that the other lacks, with an example key."""
-    keys, other = list(link.left), list(link.right)
-    orphans = left.select(keys).join(right.select(other), left_on=keys, right_on=other, how="anti")
-    if orphans.height:
-        msg = (
-            f"{orphans.height} originals have no avatar with the same key, "
-            f"e.g. {orphans.row(0, named=True)}"
-        )
-        raise ComputeError(msg)
-    extra = right.select(other).join(left.select(keys), left_on=other, right_on=keys, how="anti")
-    msg = (
-        f"{extra.height} avatars have no original with the same key, "
-        f"e.g. {extra.row(0, named=True)}"
-    )
-    raise ComputeError(msg)
+    if not repeated.any():
+        return rows.to_numpy(), ordered, 0, None
+    shared = int((repeated | repeated.shift(-1, fill_value=False)).sum())
+    return rows.to_numpy(), ordered, shared, ordered.row(int(repeated.arg_true()[0]))

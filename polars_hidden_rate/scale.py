@@ -39,6 +39,18 @@ def canonical_exponent(dim: int, tie_tol: float = 0.0) -> int:
     return (1020 - dim_bits - tol_bits) // 2
 
 
+def exponent_for(largest: float, dim: int, tie_tol: float = 0.0) -> int:
+    """The ``e`` of :func:`canonical_scale` for data whose largest ``|coordinate|`` is
+    ``largest`` (0 when it is 0): what parts of the data, reduced to their largest, agree on.
+
+    Examples
+    --------
+    >>> exponent_for(4.0, 2), exponent_for(0.0, 2)
+    (506, 0)
+    """
+    return 0 if largest == 0.0 else canonical_exponent(dim, tie_tol) - math.frexp(largest)[1]
+
+
 def canonical_scale(
     *arrays: Float64Array,
     tie_tol: float = 0.0,
@@ -90,9 +102,9 @@ def canonical_scale(
             msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
             raise ValueError(msg)
         largest = max(largest, magnitude)
-    if largest == 0.0:
+    exponent = exponent_for(largest, dims.pop(), tie_tol)
+    if exponent == 0:
         return tuple(checked), 0
-    exponent = canonical_exponent(dims.pop(), tie_tol) - math.frexp(largest)[1]
     scaled: list[Float64Array] = []
     for k, array in enumerate(checked):
         # in place only where no other array shares its memory (it would be scaled twice)

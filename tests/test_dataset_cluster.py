@@ -201,6 +201,61 @@ def test_bad_data_is_reported_as_locally_with_an_example_key(
     assert siblings(tmp_path) == ["a", "o"]
 
 
+@pytest.mark.parametrize("problem", ["duplicates", "orphans", "extras", "nulls"])
+def test_many_key_problems_give_the_local_message_word_for_word(
+    threads_client: Any, tmp_path: Path, problem: str
+) -> None:
+    """Several bad keys spread over files and buckets: the count and the example (the
+    smallest key, or the first null in row order) are the local ones, whatever the cut."""
+    left, right, _, _ = frames("gaussian", 150, seed=9)
+    row = pl.int_range(pl.len())
+    bad = row.is_in([7, 40, 41, 90, 133])
+    if problem == "duplicates":
+        right = right.with_columns(pl.when(bad).then(pl.col("id").shift(1)).otherwise("id"))
+    elif problem == "nulls":
+        right = right.with_columns(pl.when(bad).then(None).otherwise("id").alias("id"))
+    elif problem == "orphans":
+        right = right.with_columns(pl.when(bad).then(-pl.col("id")).otherwise("id").alias("id"))
+    else:
+        right = pl.concat([right, right.filter(bad).with_columns(-pl.col("id"))])
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 4)
+    with pytest.raises((ComputeError, DuplicateError)) as local:
+        phr.local_cloaking(left, right, coords=COORDS, on="id")
+    for buckets in (1, 2, 5):
+        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        with pytest.raises(type(local.value)) as cluster:
+            run_with_tasks(
+                threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
+                coords=COORDS, on="id",
+            )  # fmt: skip
+        assert str(cluster.value) == str(local.value)
+
+
+def test_float_keys_match_as_locally_signed_zeros_and_nan(
+    threads_client: Any, tmp_path: Path
+) -> None:
+    """-0.0 and 0.0 are one key, and NaN is one key, locally: so on the cluster too, whatever
+    bucket their hashes send them to."""
+    left, right, _, _ = frames("grid", 60, seed=10)
+    for side, zero in ((0, 0.0), (1, -0.0)):  # the avatars hold the other sign of zero
+        frame = (left, right)[side].with_columns(
+            pl.col("id")
+            .cast(pl.Float64)
+            .replace_strict({3: zero, 10: float("nan")}, default=pl.col("id"))
+        )
+        left, right = (frame, right) if side == 0 else (left, frame)
+    write_files(left, tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 3)
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    for buckets in (1, 4):
+        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        out = tmp_path / f"out{buckets}"
+        run_with_tasks(threads_client, tmp_path / "o", tmp_path / "a", out, tasks,
+                       coords=COORDS, on="id")  # fmt: skip
+        assert_frame_equal(pl.read_parquet(out), expected)
+
+
 def test_duplicated_originals_come_before_avatar_problems(
     threads_client: Any, tmp_path: Path
 ) -> None:
