@@ -96,6 +96,14 @@ SAMPLE_PER_SPLIT = 64
 """Sampled first coordinates per split point, spread over the files by their rows."""
 HISTOGRAM_BINS = 1024
 """Counts below this are summarised from the workers' histograms alone."""
+BUCKETS_PER_THREAD = 1
+BLOCKS_PER_THREAD = 4
+SHARDS_PER_THREAD = 1
+"""Link buckets, query blocks and avatar shards per worker thread, at least: buckets hash
+evenly and a kd-tree walk costs about the same whatever the shard's size (measured at 2e7),
+so the count tasks, a few per block, balance the load."""
+TASK_BYTES_PER_RECORD_COORD = 60
+"""Bytes a task holds per record and per coordinate (plus 3 for the key, row and ``T``)."""
 
 
 @dataclass(frozen=True)
@@ -107,18 +115,52 @@ class TaskPlan:
     shards: int
 
 
-def plan_tasks(n_originals: int, n_avatars: int, dim: int, files: int, client: Client) -> TaskPlan:
-    """Blocks and shards as :func:`~polars_hidden_rate.distributed.size_tasks` sizes them for
-    the client's workers; a link bucket per file of the larger side, at least one per
-    worker thread."""
-    workers = distributed.worker_specs(client)
-    sizing = distributed.size_tasks(max(n_originals, 1), max(n_avatars, 1), dim, workers)
+def plan_tasks(
+    n_originals: int, n_avatars: int, dim: int, workers: Sequence[distributed.WorkerSpec]
+) -> TaskPlan:
+    """Buckets, blocks and shards in proportion to the worker threads, not to the records.
+
+    The stages exchange pieces between every pair of tasks (files to buckets, buckets to
+    blocks, avatar files to shards, blocks back to files), so a graph of ``F`` files has
+    about ``F`` times the buckets, blocks and shards in tasks: sized by the threads, that
+    is ``O(F x threads)`` at any size of data. There are more than
+    :data:`BUCKETS_PER_THREAD`, :data:`BLOCKS_PER_THREAD` and :data:`SHARDS_PER_THREAD` per
+    thread only where one task's share of a thread's memory (:func:`records_per_task`)
+    would not hold the records.
+
+    Examples
+    --------
+    >>> ten_gib = [distributed.WorkerSpec(nthreads=1, memory_limit=10 << 30)] * 2
+    >>> plan_tasks(20_000_000, 20_000_000, 5, ten_gib)
+    TaskPlan(buckets=4, blocks=8, shards=4)
+    """
     threads = sum(max(worker.nthreads, 1) for worker in workers)
+    most = records_per_task(dim, workers)
+
+    def parts(records: int, per_thread: int) -> int:
+        return max(1, min(max(per_thread * threads, math.ceil(records / most)), records))
+
     return TaskPlan(
-        buckets=max(files, threads, 1),
-        blocks=max(1, math.ceil(n_originals / sizing.block_rows)),
-        shards=max(1, math.ceil(n_avatars / sizing.shard_rows)),
+        buckets=parts(max(n_originals, n_avatars), BUCKETS_PER_THREAD),
+        blocks=parts(n_originals, BLOCKS_PER_THREAD),
+        shards=parts(n_avatars, SHARDS_PER_THREAD),
     )
+
+
+def records_per_task(dim: int, workers: Sequence[distributed.WorkerSpec]) -> int:
+    """The most records of one side a link, block or shard task holds: its share
+    (:data:`~polars_hidden_rate.distributed.TASK_MEMORY_FRACTION`) of one thread's memory
+    at :data:`TASK_BYTES_PER_RECORD_COORD` bytes per coordinate."""
+    if not workers:
+        msg = "the Dask cluster has no workers"
+        raise RuntimeError(msg)
+    thread_memory = min(
+        (worker.memory_limit or distributed.DEFAULT_THREAD_MEMORY * worker.nthreads)
+        / max(worker.nthreads, 1)
+        for worker in workers
+    )
+    share = thread_memory * distributed.TASK_MEMORY_FRACTION
+    return max(1, int(share // (TASK_BYTES_PER_RECORD_COORD * (dim + 3))))
 
 
 # --- 1. read ------------------------------------------------------------------------------
@@ -582,8 +624,8 @@ class _Run:
         left, right = _sides(request, originals, avatars, self.client)
         dim = len(left.names)
         if tasks is None:
-            files = max(len(originals.partitions), len(avatars.partitions))
-            tasks = plan_tasks(originals.rows, avatars.rows, dim, files, self.client)
+            workers = distributed.worker_specs(self.client)
+            tasks = plan_tasks(originals.rows, avatars.rows, dim, workers)
         sample = SAMPLE_PER_SPLIT * max(tasks.blocks, tasks.shards)
         left_reads = self.read_side(originals, left, tasks.buckets, sample)
         right_reads = self.read_side(avatars, right, tasks.buckets, sample)

@@ -3,6 +3,7 @@ originals file out, the counts of `local_cloaking`, nothing half-written, no inp
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,13 +13,14 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate.cluster_data import Splits
+from polars_hidden_rate.cluster_data import Splits, plan_tasks, records_per_task
 from polars_hidden_rate.dataset import (
     histogram,
     open_dataset,
     part_name,
     summary_from_order_statistics,
 )
+from polars_hidden_rate.distributed import WorkerSpec
 from polars_hidden_rate.gate import cloaking_summary, summarize
 from tests.helpers import brute_force_counts
 
@@ -318,3 +320,34 @@ def test_split_points_cut_pairs_in_lexicographic_order(seed: int) -> None:
         for xi, ri in zip(x, row, strict=True)
     ]
     assert found.tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("records", "files", "workers", "threads", "memory", "most_tasks"),
+    [
+        (2 * 10**7, 8, 2, 1, 10 << 30, 200),
+        (10**9, 1000, 16, 32, 128 << 30, 4_700_000),  # the cost model of docs/scale.md
+        (10**9, 1000, 4, 2, 4 << 30, 4_400_000),  # few threads: the memory sets the sizes
+        (10**6, 4, 1, 1, 0, 40),  # no memory limit reported
+        (10, 2, 4, 2, 1 << 30, 150),  # fewer records than tasks wanted
+    ],
+)
+def test_the_task_graph_grows_with_files_and_threads_not_records(
+    records: int, files: int, workers: int, threads: int, memory: int, most_tasks: int
+) -> None:
+    """Every bucket, block and shard fits a task's memory share, there are enough to keep
+    every thread busy, and the exchanges' fan-out (a task per pair of producer and consumer)
+    stays near ``files x threads``: 3.2e7 tasks at 1e9 records with 65,536-row blocks."""
+    specs = [WorkerSpec(nthreads=threads, memory_limit=memory)] * workers
+    tasks = plan_tasks(records, records, 5, specs)
+    most = records_per_task(5, specs)
+    for parts in (tasks.buckets, tasks.blocks, tasks.shards):
+        assert math.ceil(records / parts) <= most
+        assert min(workers * threads, records) <= parts <= records
+    fan_out = (
+        2 * files * tasks.buckets  # files to link buckets
+        + tasks.buckets * tasks.blocks  # buckets to query blocks
+        + files * tasks.shards  # avatar files to shards
+        + tasks.blocks * files  # block totals back to files
+    )
+    assert fan_out <= most_tasks
