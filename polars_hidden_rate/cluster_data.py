@@ -100,8 +100,11 @@ BUCKETS_PER_THREAD = 1
 BLOCKS_PER_THREAD = 4
 SHARDS_PER_THREAD = 1
 """Link buckets, query blocks and avatar shards per worker thread, at least: buckets hash
-evenly and a kd-tree walk costs about the same whatever the shard's size (measured at 2e7),
-so the count tasks, a few per block, balance the load."""
+evenly, and the count tasks, a few per block, balance the load."""
+BLOCK_ROWS = SHARD_ROWS = 1 << 20
+"""Records per query block and avatar shard, at most: two workers walking trees of 5
+million avatars took 238 worker-seconds to count 2e7 records, against 168 with 1.25
+million (a tree's share of the cache), for a graph a little larger."""
 TASK_BYTES_PER_RECORD_COORD = 60
 """Bytes a task holds per record and per coordinate (plus 3 for the key, row and ``T``)."""
 
@@ -125,25 +128,26 @@ def plan_tasks(
     about ``F`` times the buckets, blocks and shards in tasks: sized by the threads, that
     is ``O(F x threads)`` at any size of data. There are more than
     :data:`BUCKETS_PER_THREAD`, :data:`BLOCKS_PER_THREAD` and :data:`SHARDS_PER_THREAD` per
-    thread only where one task's share of a thread's memory (:func:`records_per_task`)
-    would not hold the records.
+    thread only where blocks and shards would pass :data:`BLOCK_ROWS` and
+    :data:`SHARD_ROWS` records, or a task's share of a thread's memory
+    (:func:`records_per_task`) would not hold them.
 
     Examples
     --------
     >>> ten_gib = [distributed.WorkerSpec(nthreads=1, memory_limit=10 << 30)] * 2
     >>> plan_tasks(20_000_000, 20_000_000, 5, ten_gib)
-    TaskPlan(buckets=4, blocks=8, shards=4)
+    TaskPlan(buckets=4, blocks=20, shards=20)
     """
     threads = sum(max(worker.nthreads, 1) for worker in workers)
     most = records_per_task(dim, workers)
 
-    def parts(records: int, per_thread: int) -> int:
-        return max(1, min(max(per_thread * threads, math.ceil(records / most)), records))
+    def parts(records: int, per_thread: int, rows: int) -> int:
+        return max(1, min(max(per_thread * threads, math.ceil(records / rows)), records))
 
     return TaskPlan(
-        buckets=parts(max(n_originals, n_avatars), BUCKETS_PER_THREAD),
-        blocks=parts(n_originals, BLOCKS_PER_THREAD),
-        shards=parts(n_avatars, SHARDS_PER_THREAD),
+        buckets=parts(max(n_originals, n_avatars), BUCKETS_PER_THREAD, most),
+        blocks=parts(n_originals, BLOCKS_PER_THREAD, min(BLOCK_ROWS, most)),
+        shards=parts(n_avatars, SHARDS_PER_THREAD, min(SHARD_ROWS, most)),
     )
 
 

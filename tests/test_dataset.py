@@ -13,6 +13,7 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
+from polars_hidden_rate import cluster_data
 from polars_hidden_rate.cluster_data import Splits, plan_tasks, records_per_task
 from polars_hidden_rate.dataset import (
     histogram,
@@ -325,9 +326,9 @@ def test_split_points_cut_pairs_in_lexicographic_order(seed: int) -> None:
 @pytest.mark.parametrize(
     ("records", "files", "workers", "threads", "memory", "most_tasks"),
     [
-        (2 * 10**7, 8, 2, 1, 10 << 30, 200),
-        (10**9, 1000, 16, 32, 128 << 30, 4_700_000),  # the cost model of docs/scale.md
-        (10**9, 1000, 4, 2, 4 << 30, 4_400_000),  # few threads: the memory sets the sizes
+        (2 * 10**7, 8, 2, 1, 10 << 30, 500),
+        (10**9, 1000, 16, 32, 128 << 30, 5_100_000),  # the cost model of docs/scale.md
+        (10**9, 1000, 4, 2, 4 << 30, 4_600_000),  # few threads: the memory sets the sizes
         (10**6, 4, 1, 1, 0, 40),  # no memory limit reported
         (10, 2, 4, 2, 1 << 30, 150),  # fewer records than tasks wanted
     ],
@@ -344,6 +345,7 @@ def test_the_task_graph_grows_with_files_and_threads_not_records(
     for parts in (tasks.buckets, tasks.blocks, tasks.shards):
         assert math.ceil(records / parts) <= most
         assert min(workers * threads, records) <= parts <= records
+    assert math.ceil(records / tasks.shards) <= cluster_data.SHARD_ROWS
     fan_out = (
         2 * files * tasks.buckets  # files to link buckets
         + tasks.buckets * tasks.blocks  # buckets to query blocks
