@@ -12,6 +12,8 @@ in its own process:
 Reports the wall time of each (from the call to the written output, imports and the
 client's connection left out), the driver's peak RSS (its own ``VmHWM``), each worker's
 ``VmHWM``, and whether the two outputs are equal, part by part and column by column.
+With ``--stages``, the cluster run also records Dask's task stream and reports, stage by
+stage, its tasks, the workers' compute and transfer seconds, and when it ran.
 Writes ``<out>/dataset.json`` and ``<out>/dataset.md``. Run heavy sizes under
 ``flock /tmp/phr-heavy.lock``.
 """
@@ -19,7 +21,9 @@ Writes ``<out>/dataset.json`` and ``<out>/dataset.md``. Run heavy sizes under
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -69,34 +73,80 @@ def write_inputs(directory: Path, n: int, files: int, *, profile: Profile, seed:
         del values
 
 
-def work(mode: str, directory: Path, scheduler_file: Path | None) -> dict[str, Any]:
-    """One run, inside the child process: its seconds and the summary."""
+def work(mode: str, directory: Path, scheduler_file: Path | None, stages: bool) -> dict[str, Any]:
+    """One run, inside the child process: its seconds and the summary (and its stages)."""
+    import contextlib
+
     import polars_hidden_rate as phr
 
     cluster = None
+    recording: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if mode == "cluster":
-        from distributed import Client
+        from distributed import Client, get_task_stream
 
         cluster = Client(scheduler_file=str(scheduler_file))
+        if stages:
+            recording = get_task_stream(cluster)
     started = time.perf_counter()
-    summary = phr.local_cloaking_to_parquet(
-        directory / "originals",
-        directory / "avatars",
-        directory / f"out-{mode}",
-        coords=COORDS,
-        on="id",
-        overwrite=True,
-        cluster=cluster,
-    )
+    with recording as stream:
+        summary = phr.local_cloaking_to_parquet(
+            directory / "originals",
+            directory / "avatars",
+            directory / f"out-{mode}",
+            coords=COORDS,
+            on="id",
+            overwrite=True,
+            cluster=cluster,
+        )
     seconds = time.perf_counter() - started
+    report: dict[str, Any] = {"seconds": round(seconds, 2), "summary": summary.to_dict()}
+    if stream is not None:
+        report["stages"] = stage_profile(stream.data)
     if cluster is not None:
         cluster.close()
-    return {"seconds": round(seconds, 2), "summary": summary.to_dict()}
+    return report
 
 
-def run_child(mode: str, directory: Path, scheduler_file: Path | None) -> dict[str, Any]:
+def stage_of(key: str) -> str:
+    """The stage of a task key ``phr-<stage>-<indices>-<token>``: its words before the first
+    index.
+
+    Examples
+    --------
+    >>> stage_of("phr-count-within-3-17-0123456789ab"), stage_of("phr-at-most-9-1a2b-0123")
+    ('count-within', 'at-most')
+    """
+    parts = key.split("-")[1:-1]
+    return "-".join(itertools.takewhile(lambda part: not part.isdigit(), parts)) or key
+
+
+def stage_profile(tasks: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per stage, in the order the stages started: tasks, compute and transfer seconds summed
+    over the workers, and the first start and last stop (seconds after the first task)."""
+    spans = [span for task in tasks for span in task["startstops"]]
+    origin = min((span["start"] for span in spans), default=0.0)
+    stages: dict[str, dict[str, float]] = {}
+    for task in tasks:
+        key = task["key"] if isinstance(task["key"], str) else str(task["key"])
+        entry = stages.setdefault(
+            stage_of(key),
+            {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0, "first_s": math.inf, "last_s": 0.0},
+        )
+        entry["tasks"] += 1
+        for span in task["startstops"]:
+            action = "compute_s" if span["action"] == "compute" else "transfer_s"
+            entry[action] += span["stop"] - span["start"]
+            entry["first_s"] = min(entry["first_s"], span["start"] - origin)
+            entry["last_s"] = max(entry["last_s"], span["stop"] - origin)
+    ordered = sorted(stages.items(), key=lambda item: item[1]["first_s"])
+    return {name: {k: round(v, 2) for k, v in entry.items()} for name, entry in ordered}
+
+
+def run_child(
+    mode: str, directory: Path, scheduler_file: Path | None, stages: bool = False
+) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.bench_dataset", "--child", mode]
-    command += ["--dir", str(directory)]
+    command += ["--dir", str(directory), *(["--stages"] if stages else [])]
     if scheduler_file is not None:
         command += ["--scheduler-file", str(scheduler_file)]
     started = time.perf_counter()
@@ -193,6 +243,20 @@ def markdown(payload: dict[str, Any]) -> str:
             f"Cluster / local wall time: {ratio:.2f} (goal <= {WALL_GOAL_RATIO}); driver peak "
             f"{cluster['peak_rss_mib']:,.0f} MiB (goal < {DRIVER_GOAL_MIB}).",
         ]
+    if cluster.get("stages"):
+        lines += [
+            "",
+            "Cluster run by stage (Dask's task stream; seconds summed over the workers):",
+            "",
+            "| stage | tasks | compute s | transfer s | from s | to s |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {name} | {entry['tasks']:.0f} | {entry['compute_s']:.1f} | "
+            f"{entry['transfer_s']:.1f} | {entry['first_s']:.1f} | {entry['last_s']:.1f} |"
+            for name, entry in cluster["stages"].items()
+        ]
+        lines.append("")
     if check.get("same_parts"):
         lines.append(
             f"Outputs equal part by part: **{check['frames_equal']}** ({check['rows']:,} rows, "
@@ -226,6 +290,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", choices=PROFILES, default="gaussian")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for JSON and Markdown")
+    parser.add_argument(
+        "--stages", action="store_true", help="record the cluster run's task stream by stage"
+    )
     parser.add_argument("--child", choices=("local", "cluster"), help=argparse.SUPPRESS)
     parser.add_argument("--scheduler-file", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -234,7 +301,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
-        report = work(args.child, args.dir, args.scheduler_file)
+        report = work(args.child, args.dir, args.scheduler_file, args.stages)
         report["peak_rss_mib"] = own_peak_rss_mib()
         print(json.dumps(report))
         return 0
@@ -247,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     processes, scheduler_file = start_cluster(directory, args.workers, args.memory_limit)
     try:
         worker_peaks(scheduler_file, args.workers)  # every worker up before the clock starts
-        runs["cluster"] = run_child("cluster", directory, scheduler_file)
+        runs["cluster"] = run_child("cluster", directory, scheduler_file, args.stages)
         runs["cluster"]["worker_peak_rss_mib"] = worker_peaks(scheduler_file, args.workers)
     finally:
         for process in reversed(processes):

@@ -163,7 +163,7 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     pytest.importorskip("distributed")
     from benchmarks import bench_dataset
 
-    arguments = ["--n", "3000", "--files", "2", "--dir", str(tmp_path / "data")]
+    arguments = ["--n", "3000", "--files", "2", "--dir", str(tmp_path / "data"), "--stages"]
     assert bench_dataset.main([*arguments, "--out", str(tmp_path / "results")]) == 0
     payload = json.loads((tmp_path / "results" / "dataset.json").read_text())
     assert {name: run["status"] for name, run in payload["runs"].items()} == {
@@ -177,4 +177,9 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
         "mismatches": 0,
     }
     assert len(payload["runs"]["cluster"]["worker_peak_rss_mib"]) == 2
+    stages = payload["runs"]["cluster"]["stages"]
+    assert {"read-originals", "link-bucket", "shard", "count-within", "write"} <= set(stages)
+    assert stages["write"]["tasks"] == 2  # one per originals file
+    assert stages["read-originals"]["first_s"] <= stages["write"]["first_s"]
+    assert "| count-within |" in (tmp_path / "results" / "dataset.md").read_text()
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]
