@@ -102,9 +102,9 @@ def canonical_scale(
             msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
             raise ValueError(msg)
         largest = max(largest, magnitude)
-    exponent = exponent_for(largest, dims.pop(), tie_tol)
-    if exponent == 0:
+    if largest == 0.0:
         return tuple(checked), 0
+    exponent = exponent_for(largest, dims.pop(), tie_tol)
     scaled: list[Float64Array] = []
     for k, array in enumerate(checked):
         # in place only where no other array shares its memory (it would be scaled twice)
