@@ -68,8 +68,9 @@ def assert_same_fit(ours: Projection, theirs: Projection) -> float:
             worst = max(worst, relative(mine.mean, other.mean, max(abs(other.mean), other.scale)))
             worst = max(worst, relative(mine.scale, other.scale))
             assert (mine.fill is None) == (other.fill is None)
-            if other.fill is not None:
-                worst = max(worst, relative(mine.fill, other.fill))
+            if other.fill is not None:  # a mean fill of 0.0 may come out as 4e-16
+                spread = max(abs(other.fill), other.scale)
+                worst = max(worst, relative(mine.fill, other.fill, spread))
         else:
             assert isinstance(other, CategoricalFeature)
             assert mine.modalities == other.modalities
