@@ -44,7 +44,6 @@ thresholds, and every partial count exact (``docs/scale.md``).
 from __future__ import annotations
 
 import math
-import operator
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -661,9 +660,8 @@ class _Run:
                 link_bucket,
                 spec,
                 tasks.blocks,
-                *(
-                    self.submit(f"link-piece-{i}-{h}", _piece, f, h)
-                    for i, f in enumerate([*left_reads, *right_reads])
+                *distributed.pieces(
+                    self.submit, "link-piece", [*left_reads, *right_reads], h, _piece
                 ),
             )
             for h in range(tasks.buckets)
@@ -684,10 +682,7 @@ class _Run:
                 f"shard-{s}",
                 build_shard,
                 dim,
-                *(
-                    self.submit(f"shard-piece-{q}-{s}", operator.getitem, f, s)
-                    for q, f in enumerate(cuts)
-                ),
+                *distributed.pieces(self.submit, "shard-piece", cuts, s),
             )
             for s in range(tasks.shards)
         ]
@@ -696,10 +691,7 @@ class _Run:
                 f"block-{b}",
                 gather_block,
                 dim,
-                *(
-                    self.submit(f"block-piece-{h}-{b}", _block_piece, f, b)
-                    for h, f in enumerate(links)
-                ),
+                *distributed.pieces(self.submit, "block-piece", links, b, _block_piece),
             )
             for b in range(tasks.blocks)
         ]
@@ -734,10 +726,7 @@ class _Run:
                 f"assemble-{p}",
                 assemble,
                 part.rows,
-                *(
-                    self.submit(f"route-piece-{b}-{p}", operator.getitem, f, p)
-                    for b, f in enumerate(routes)
-                ),
+                *distributed.pieces(self.submit, "route-piece", routes, p),
             )
             for p, part in enumerate(originals.partitions)
         ]

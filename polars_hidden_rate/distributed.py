@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError
@@ -499,3 +500,22 @@ def worker_specs(client: Client) -> list[WorkerSpec]:
         WorkerSpec(nthreads=int(worker["nthreads"]), memory_limit=int(worker["memory_limit"] or 0))
         for worker in info.values()
     ]
+
+
+def pieces(
+    run: Callable[..., Any],
+    name: str,
+    producers: Sequence[Any],
+    index: int,
+    pick: Callable[[Any, int], Any] = operator.getitem,
+) -> list[Any]:
+    """Piece ``index`` of every producer's result, one task each (``name-<producer>-<index>``),
+    for a task that gathers them: one side of a task-based exchange. ``run(key, function,
+    *args)`` submits a task and returns a handle to its result.
+
+    Examples
+    --------
+    >>> pieces(lambda key, function, *args: function(*args), "p", [(1, 2), (3, 4)], 1)
+    [2, 4]
+    """
+    return [run(f"{name}-{p}-{index}", pick, result, index) for p, result in enumerate(producers)]

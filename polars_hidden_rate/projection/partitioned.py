@@ -16,7 +16,6 @@ order statistics down by counting, in each file, the values at most a few pivots
 
 from __future__ import annotations
 
-import operator
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 import polars as pl
 
+from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.projection.passes import (
     FeaturePartial,
@@ -205,10 +205,7 @@ def _modes(
             f"mode-bucket-{h}",
             _mode_bucket,
             names,
-            *(
-                tasks.run(f"mode-piece-{p}-{h}", operator.getitem, f, h)
-                for p, f in enumerate(counted)
-            ),
+            *distributed.pieces(tasks.run, "mode-piece", counted, h),
         )
         for h in range(buckets)
     ]
