@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from polars.exceptions import ComputeError
@@ -65,25 +66,21 @@ class ProjectedCoordinates:
 
     def fit(self, originals: pl.LazyFrame) -> Projection:
         """The projection of this request, fitted on ``originals`` (two streaming passes)."""
-        return Projection.fit(
-            originals,
-            features=list(self.spec.names),
-            ncp=self.ncp,
-            categorical=sorted(self.spec.categorical) or None,
-            impute=self.spec.impute,
-        )
+        return Projection.fit(originals, **self._options())
 
     def fit_files(self, files: Sequence[Path], tasks: Tasks | None = None) -> Projection:
         """The projection of this request, fitted on parquet ``files`` by one task per file
         (:meth:`Projection.fit_partitioned`)."""
-        return Projection.fit_partitioned(
-            files,
-            features=list(self.spec.names),
-            ncp=self.ncp,
-            categorical=sorted(self.spec.categorical) or None,
-            impute=self.spec.impute,
-            tasks=tasks,
-        )
+        return Projection.fit_partitioned(files, **self._options(), tasks=tasks)
+
+    def _options(self) -> dict[str, Any]:
+        """The fit's options, the same for both fits."""
+        return {
+            "features": list(self.spec.names),
+            "ncp": self.ncp,
+            "categorical": sorted(self.spec.categorical) or None,
+            "impute": self.spec.impute,
+        }
 
     def with_fit(self, projection: Projection) -> ProjectedCoordinates:
         """This request with its projection already fitted: :meth:`read` fits nothing."""
