@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypedDict, TypeVar, Unpack
+from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 import numpy as np
 import polars as pl
@@ -41,6 +41,17 @@ _KEY = f"{RESERVED_PREFIX}_key"
 _FINGERPRINT = f"{RESERVED_PREFIX}_fingerprint"
 
 
+class ReadInspector(Protocol):
+    """Looks at the read the counts come from (:class:`~polars_hidden_rate.verdict.Inspector`):
+    columns to carry through it, a look before the counting and one after."""
+
+    def carries(self) -> tuple[list[pl.Expr], list[pl.Expr]]: ...
+
+    def before(self, aligned: Aligned) -> Aligned: ...
+
+    def after(self, aligned: Aligned, counts: CountArray) -> None: ...
+
+
 @dataclass(frozen=True)
 class CountPlan:
     """A checked request for local cloaking counts; nothing is read until it runs."""
@@ -55,15 +66,21 @@ class CountPlan:
     device: Device
     cluster: Any | None
     projection: ProjectedCoordinates | None = None
+    inspector: ReadInspector | None = None
 
-    def read(self, carry: Sequence[pl.Expr] = ()) -> Aligned:
-        """The linked coordinate arrays, and ``carry`` of each original from the same read.
+    def read(self, carry: Sequence[pl.Expr] = (), carry_avatars: Sequence[pl.Expr] = ()) -> Aligned:
+        """The linked coordinate arrays, ``carry`` of each original and ``carry_avatars`` of
+        its own avatar, from the same read.
 
         Without ``coords``, the projection is fitted on the originals here, at collect time.
         """
         if self.projection is not None:
-            return self.projection.read(self.originals, self.avatars, self.link, carry)
-        return read_aligned(self.originals, self.avatars, self.coords, self.link, carry)
+            return self.projection.read(
+                self.originals, self.avatars, self.link, carry, carry_avatars
+            )
+        return read_aligned(
+            self.originals, self.avatars, self.coords, self.link, carry, carry_avatars
+        )
 
     def counts(
         self, aligned: Aligned | None = None, *, cap: int | None = None, consume: bool = False
@@ -114,7 +131,7 @@ class CountPlan:
 
             def count_as_read() -> pl.DataFrame:
                 frame = self.originals.collect()
-                counts = self.counts(replace(self, originals=frame.lazy()).read(), consume=True)
+                _, counts = self._read_and_count(replace(self, originals=frame.lazy()))
                 return frame.with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
 
             counted = pl.defer(count_as_read, schema={**schema, "local_cloaking": index_type})
@@ -124,8 +141,7 @@ class CountPlan:
             carry = [pl.col(k).alias(f"{_KEY}{i}") for i, k in enumerate(keys)]
 
             def count_by_key() -> pl.DataFrame:
-                aligned = self.read([*carry, fingerprint])
-                counts = self.counts(aligned, consume=True)
+                aligned, counts = self._read_and_count(self, [*carry, fingerprint])
                 return aligned.carried.rename(
                     {f"{_KEY}{i}": k for i, k in enumerate(keys)}
                 ).with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
@@ -149,6 +165,20 @@ class CountPlan:
                 )
             )
         return counted.with_columns(hidden=pl.col("local_cloaking") > 0)
+
+    def _read_and_count(
+        self, source: CountPlan, carry: Sequence[pl.Expr] = ()
+    ) -> tuple[Aligned, CountArray]:
+        """``source``'s read (with ``carry``) and its full counts; the :attr:`inspector`, if
+        any, looks at that very read (so the arrays are then kept, not consumed)."""
+        if self.inspector is None:
+            aligned = source.read(carry)
+            return aligned, self.counts(aligned, consume=True)
+        extra, extra_avatars = self.inspector.carries()
+        aligned = self.inspector.before(source.read([*carry, *extra], extra_avatars))
+        counts = self.counts(aligned)
+        self.inspector.after(aligned, counts)
+        return aligned, counts
 
     def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
         """A hash of the columns that decide a record's count: its key and coordinates."""

@@ -17,6 +17,7 @@ import signal
 import stat
 import sys
 import threading
+from dataclasses import replace
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
@@ -24,7 +25,8 @@ from typing import Any, NoReturn, TypeVar, get_args
 
 import polars as pl
 
-from polars_hidden_rate.api import CountOptions, local_cloaking
+from polars_hidden_rate import __version__
+from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.dataset import plan_dataset, staged_directory
 from polars_hidden_rate.distributed import EXTRA_HINT
 from polars_hidden_rate.files import (
@@ -35,9 +37,25 @@ from polars_hidden_rate.files import (
     scan,
     scan_literal,
 )
-from polars_hidden_rate.gate import CloakingSummary, check_min_rate, cloaking_summary, summarize
+from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.gate import (
+    CloakingSummary,
+    check_min_rate,
+    rate_text,
+    summarize,
+    summarize_inspected,
+)
 from polars_hidden_rate.projection.types import Impute
-from polars_hidden_rate.report import METRICS, PrivacyReport, check_targets, privacy_report
+from polars_hidden_rate.provenance import (
+    describe_input,
+    describe_settings,
+    frame_rows,
+    parquet_metadata,
+    provenance,
+    with_fit,
+)
+from polars_hidden_rate.report import METRICS, PrivacyReport, check_targets, report_of_plan
+from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES, Inspector, Verdict
 
 PROG = "hidden-rate"
 T = TypeVar("T")
@@ -135,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Exact hidden rate and local cloaking of an avatar anonymization.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser)
 
     check = commands.add_parser(
@@ -196,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--html", type=Path, metavar="FILE", help="write the report as one self-contained page"
+    )
+    report.add_argument(
+        "--title", default="Privacy report", help="the HTML page's title and heading"
     )
     report.set_defaults(command=run_report)
 
@@ -266,6 +288,24 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--quiet", action="store_true", help="print nothing and show no progress; use exit code"
     )
+    command.add_argument(
+        "--max-own-copies",
+        type=float,
+        default=DEFAULT_MAX_OWN_COPIES,
+        metavar="PCT",
+        help="fail (exit 1) when more than PCT %% of the avatars are identical to their own "
+        "original on the raw features (default 10; 100 disables it)",
+    )
+    command.add_argument(
+        "--allow-unlinked",
+        action="store_true",
+        help="measure even when the avatars do not look linked to the originals (research)",
+    )
+    command.add_argument(
+        "--by-row-order",
+        action="store_true",
+        help="link by row order even though both files hold a key column",
+    )
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -303,6 +343,35 @@ def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> 
             raise ValueError(msg)
 
 
+def _verdict(args: argparse.Namespace) -> Verdict:
+    return Verdict.of(
+        {
+            "allow_unlinked": args.allow_unlinked,
+            "by_row_order": args.by_row_order,
+            "max_own_copies": args.max_own_copies,
+        }
+    )
+
+
+def _planned(
+    args: argparse.Namespace, caller: str
+) -> tuple[CountPlan, Inspector, dict[str, dict[str, Any]]]:
+    """The inputs read, the request planned and fitted, its inspector, and the inputs as
+    the provenance states them."""
+    originals, avatars = _read_inputs(args)
+    verdict = _verdict(args)
+    request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
+    inspector = Inspector.start(request, verdict)
+    inputs = {
+        role: describe_input(path, frame_rows(frame))
+        for role, path, frame in (
+            ("originals", args.originals, originals),
+            ("avatars", args.avatars, avatars),
+        )
+    }
+    return request, inspector, inputs
+
+
 def run_check(args: argparse.Namespace) -> int:
     """``hidden-rate check``: count once, summarise, optionally write, report."""
     min_rate = check_min_rate(args.min_rate)
@@ -316,15 +385,26 @@ def run_check(args: argparse.Namespace) -> int:
             "--overwrite replaces an --output directory: it needs --cluster or directory inputs"
         )
     _refuse_inputs(args.output, "--output", args)
-    originals, avatars = _read_inputs(args)
-    options = _count_options(args)
+    if args.output is not None:
+        file_format(args.output, "--output")
+    request, inspector, inputs = _in_background(lambda: _planned(args, "check"))
+    settings = describe_settings(
+        request, min_rate=min_rate, max_own_copies=inspector.verdict.max_own_copies
+    )
+    block = provenance(inputs, settings)
     if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
-        summary = _in_background(
-            lambda: cloaking_summary(originals, avatars, min_rate=min_rate, **options)
-        )
+        summary = _in_background(lambda: summarize_inspected(inspector, min_rate=min_rate))
     else:
-        per_record = local_cloaking(originals, avatars, **options)
-        summary = write_atomically(per_record, args.output, min_rate=min_rate)
+        check_output_free(request.originals.collect_schema())
+        per_record = replace(request, inspector=inspector).per_record()
+        summary = write_atomically(
+            per_record,
+            args.output,
+            min_rate=min_rate,
+            metadata=parquet_metadata(block),
+            inspector=inspector,
+        )
+    summary = summary.with_provenance(block)
     if not args.quiet:
         print(format_json(summary) if args.format == "json" else format_text(summary))
     return 0 if summary.passed else 1
@@ -358,10 +438,19 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             overwrite=args.overwrite,
             min_rate=min_rate,
             caller="check",
+            verdict=_verdict(args),
             **options,
         )
         with staged_directory(job.output) as staging:
-            return _in_background(lambda: job.write(staging))
+            summary = _in_background(lambda: job.write(staging))
+        inputs = {
+            "originals": describe_input(args.originals, job.originals.rows),
+            "avatars": describe_input(args.avatars, job.avatars.rows),
+        }
+        settings = describe_settings(
+            job.request, min_rate=min_rate, max_own_copies=args.max_own_copies
+        )
+        return summary.with_provenance(provenance(inputs, settings))
 
 
 @contextlib.contextmanager
@@ -399,11 +488,14 @@ def run_report(args: argparse.Namespace) -> int:
     _refuse_inputs(args.html, "--html", args)
     if args.html is not None:
         _output_folder(args.html, "--html")
-    originals, avatars = _read_inputs(args)
-    options = _count_options(args)
-    report = _in_background(lambda: privacy_report(originals, avatars, targets=targets, **options))
+    request, inspector, inputs = _in_background(lambda: _planned(args, "report"))
+    block = provenance(
+        inputs, describe_settings(request, max_own_copies=inspector.verdict.max_own_copies)
+    )
+    report = _in_background(lambda: report_of_plan(inspector, targets=targets))
+    report = report.with_provenance(block)
     if args.html is not None:
-        page = report.to_html()
+        page = report.to_html(args.title)
         replace_atomically(args.html, lambda temporary: temporary.write_text(page, "utf-8"))
     if not args.quiet:
         text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
@@ -441,21 +533,35 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def write_atomically(
-    per_record: pl.LazyFrame, path: Path, *, min_rate: float | None
+    per_record: pl.LazyFrame,
+    path: Path,
+    *,
+    min_rate: float | None,
+    metadata: dict[str, str] | None = None,
+    inspector: Inspector | None = None,
 ) -> CloakingSummary:
-    """Sink ``per_record`` into ``path`` (:func:`replace_atomically`); summarise what was
-    written."""
+    """Sink ``per_record`` into ``path`` (:func:`replace_atomically`), parquet with
+    ``metadata``; summarise what was written, with the evidence ``inspector`` took from
+    the read it was counted from."""
     kind = file_format(path, "--output")
     summaries: list[CloakingSummary] = []
 
     def sink(temporary: Path) -> None:
         sinks: dict[str, Callable[[Path], object]] = {
-            "parquet": per_record.sink_parquet,
+            "parquet": lambda target: per_record.sink_parquet(target, metadata=metadata),
             "csv": per_record.sink_csv,
             "ipc": per_record.sink_ipc,
         }
         _in_background(lambda: sinks[kind](temporary))
-        summaries.append(summarize(scan_literal(temporary, kind), min_rate=min_rate))
+        evidence = None if inspector is None else inspector.evidence()
+        limit = None if inspector is None else inspector.verdict.max_own_copies
+        summary = summarize(
+            scan_literal(temporary, kind),
+            min_rate=min_rate,
+            evidence=evidence,
+            max_own_copies=limit,
+        )
+        summaries.append(summary)
 
     replace_atomically(path, sink, option="--output")
     return summaries[0]
@@ -529,25 +635,98 @@ def _create_private(temporary: Path, *, replaces: Path) -> int:
 
 
 def format_text(summary: CloakingSummary) -> str:
-    """The human summary of ``hidden-rate check``."""
-    if summary.min_rate is None:
+    """The human summary of ``hidden-rate check``: the figures, the verdict with its
+    reasons, then what was measured."""
+    gates = []
+    if summary.min_rate is not None:
+        comparison = ">=" if summary.hidden_rate >= summary.min_rate else "<"
+        gates.append(
+            f"hidden rate {rate_text(summary.hidden_rate, summary.min_rate)} % "
+            f"{comparison} {summary.min_rate:g} %"
+        )
+    if summary.evidence is not None and summary.max_own_copies is not None:
+        comparison = "<=" if not summary.copies_fail else ">"
+        gates.append(
+            f"own copies {summary.evidence.own_copies_percent:.2f} % {comparison} "
+            f"{summary.max_own_copies:g} %"
+        )
+    if not gates:
         verdict = "no threshold (give --min-rate to gate)"
     else:
-        comparison = ">=" if summary.passed else "<"
-        verdict = (
-            f"{'PASS' if summary.passed else 'FAIL'}: "
-            f"{summary.hidden_rate:.2f} % {comparison} {summary.min_rate:g} %"
-        )
-    return "\n".join(
-        [
-            f"records               {summary.n}",
-            f"hidden rate           {summary.hidden_rate:.2f} %",
-            f"local cloaking        median {summary.local_cloaking_median:g}, "
-            f"quartiles {summary.local_cloaking_q1:g} to {summary.local_cloaking_q3:g}",
-            f"not hidden (c_i = 0)  {summary.not_hidden} ({summary.not_hidden_share:.2f} %)",
-            f"gate                  {verdict}",
-        ]
+        verdict = f"{'PASS' if summary.passed else 'FAIL'}: {'; '.join(gates)}"
+    lines = [
+        f"records               {summary.n:,}",
+        f"hidden rate           {summary.hidden_rate:.2f} %",
+        f"local cloaking        median {summary.local_cloaking_median:g}, "
+        f"quartiles {summary.local_cloaking_q1:g} to {summary.local_cloaking_q3:g}",
+        f"not hidden (c_i = 0)  {summary.not_hidden:,} ({summary.not_hidden_share:.2f} %)",
+    ]
+    lines.extend(_evidence_lines(summary))
+    lines.append(f"gate                  {verdict}")
+    lines.extend(_provenance_lines(summary.provenance))
+    return "\n".join(lines)
+
+
+def _evidence_lines(summary: CloakingSummary) -> list[str]:
+    evidence = summary.evidence
+    if evidence is None:
+        return ["link test             not run (cluster run: see docs/guarantees.md)"]
+    test = evidence.link
+    link = (
+        f"own avatar closer than a random one for {test.closer_share:.1f} % "
+        f"(sign test p = {test.p_value:.2g})"
+        if test.tested
+        else "not run (fewer than 50 records)"
     )
+    lines = [
+        f"{'own copies':<22}{evidence.own_copies:,} ({evidence.own_copies_percent:.2f} %) "
+        "identical to their own original"
+    ]
+    if evidence.hidden_by_ties_only is not None:
+        lines.append(f"{'hidden by ties only':<22}{evidence.hidden_by_ties_only:,}")
+    lines.append(f"{'link test':<22}{link}")
+    return lines
+
+
+def _provenance_lines(block: Any) -> list[str]:
+    """What was measured, in a few lines: inputs, settings, versions, time."""
+    if not block:
+        return []
+    lines = []
+    for role, described in block["inputs"].items():
+        digest = described.get("sha256", f"{len(described.get('files', []))} files")
+        lines.append(
+            f"{role:<22}{described['path']!r}, {described['rows']:,} rows, "
+            f"{described['size']:,} bytes, sha256 {digest}"
+        )
+    settings = block["settings"]
+    space = settings["space"]
+    if "projection" in space:
+        fills = ", ".join(f"{k}={v!r}" for k, v in space["fills"].items()) or "none"
+        lines += [
+            f"space                 {space['projection']}, {space['ncp']} of "
+            f"{space['components_available']} components",
+            f"features              {', '.join(space['features'])}",
+            f"categorical           {', '.join(space['categorical']) or 'none'} "
+            f"({space['categorical_rule']})",
+            f"imputation            {space['impute']} (fills: {fills})",
+        ]
+    else:
+        lines.append(f"space                 coordinates {', '.join(space['coords'])}")
+    link = settings["link"]
+    by = (
+        "row order"
+        if link["by"] == "row order"
+        else (f"key {link['left_on']} = {link['right_on']}")
+    )
+    lines += [
+        f"link                  {by}",
+        f"tie tolerance         {settings['tie_tol']:g}",
+        "versions              "
+        + ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v is not None),
+        f"measured at           {block['measured_at']}",
+    ]
+    return lines
 
 
 def format_report(report: PrivacyReport) -> str:

@@ -38,6 +38,7 @@ from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.files import FORMATS, one_line
 from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 from polars_hidden_rate.gate import CloakingSummary, check_min_rate, summarize
 
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -232,16 +233,22 @@ class DatasetJob:
     avatars: Dataset
     output: Path
     min_rate: float | None
+    verdict: Verdict | None = None
 
     def write(self, staging: Path) -> CloakingSummary:
-        """Count, and write every part into ``staging`` (see :func:`staged_directory`)."""
+        """Count, and write every part into ``staging`` (see :func:`staged_directory`).
+
+        Locally, the verdict's evidence (link test, own copies) comes from the read the
+        counts come from; a cluster run does not gather it (docs/guarantees.md)."""
         if self.request.cluster is not None:
             from polars_hidden_rate import cluster_data
 
             return cluster_data.count_and_write(
                 self.request, self.originals, self.avatars, staging, self.min_rate
             )
-        return _count_and_write_locally(self.request, self.originals, staging, self.min_rate)
+        return _count_and_write_locally(
+            self.request, self.originals, staging, self.min_rate, self.verdict
+        )
 
 
 def plan_dataset(
@@ -252,6 +259,7 @@ def plan_dataset(
     overwrite: bool = False,
     min_rate: float | None = None,
     caller: str = "plan_dataset",
+    verdict: Verdict | None = None,
     **options: Unpack[CountOptions],
 ) -> DatasetJob:
     """Check the request of :func:`local_cloaking_to_parquet` from metadata and schemas only:
@@ -265,11 +273,17 @@ def plan_dataset(
     check_output(target, [*left.paths, *right.paths], overwrite=overwrite)
     request = plan(left.scan(), right.scan(), options, caller=caller)
     check_output_free(left.schema)
-    return DatasetJob(request, left, right, target, threshold)
+    if verdict is not None:
+        check_row_order_link(request, verdict)
+    return DatasetJob(request, left, right, target, threshold, verdict)
 
 
 def _count_and_write_locally(
-    request: CountPlan, originals: Dataset, staging: Path, min_rate: float | None
+    request: CountPlan,
+    originals: Dataset,
+    staging: Path,
+    min_rate: float | None,
+    verdict: Verdict | None = None,
 ) -> CloakingSummary:
     """The local engine counts every linked record (in the originals' row order, the files
     one after the other); then each file is read again and written with its counts.
@@ -279,7 +293,14 @@ def _count_and_write_locally(
     if request.projection is not None:
         fitted = request.projection.fit_files(originals.paths)
         request = replace(request, projection=request.projection.with_fit(fitted))
-    counts = request.counts()
+    inspector = None if verdict is None else Inspector(request, verdict, copy_features(request))
+    if inspector is None:
+        counts = request.counts()
+    else:
+        aligned = inspector.read()
+        counts = request.counts(aligned)
+        inspector.after(aligned, counts)
+        del aligned
     for index, partition in enumerate(originals.partitions):
         frame = pl.read_parquet(partition.path, glob=False)
         if frame.height != partition.rows:
@@ -287,7 +308,12 @@ def _count_and_write_locally(
             raise ComputeError(msg)
         part = counts[partition.offset : partition.offset + partition.rows]
         write_part(with_counts(frame, part), staging, index)
-    return summarize(pl.DataFrame({"local_cloaking": counts}), min_rate=min_rate)
+    return summarize(
+        pl.DataFrame({"local_cloaking": counts}),
+        min_rate=min_rate,
+        evidence=None if inspector is None else inspector.evidence(),
+        max_own_copies=None if verdict is None else verdict.max_own_copies,
+    )
 
 
 def with_counts(frame: pl.DataFrame, counts: CountArray) -> pl.DataFrame:

@@ -255,6 +255,42 @@ def hidden_flags(
     return flags
 
 
+def closer_rivals(
+    originals: npt.ArrayLike,
+    avatars: npt.ArrayLike,
+    rows: npt.ArrayLike | None = None,
+    *,
+    threads: int | None = None,
+) -> BoolArray:
+    """Whether each original of ``rows`` (default all) has a rival strictly closer than its
+    own avatar: ``d2(x_i, y_j) < d2(x_i, y_i)`` for some ``j != i``, exactly in float64.
+
+    A hidden record (``c_i > 0``) without one is hidden only by ties: every rival that
+    hides it lies at its own avatar's distance (within ``tie_tol``). The arrays are
+    brought to the canonical scale as for :func:`count_cloaking`, so the answer does not
+    change when every coordinate is multiplied by a power of two.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> originals = np.array([[0.0], [1.0], [3.0]])
+    >>> avatars = np.array([[1.0], [0.0], [1.0]])
+    >>> closer_rivals(originals, avatars).tolist()  # record 2 is hidden by a tie only
+    [True, True, False]
+    """
+    originals, avatars, own = linked_arrays(originals, avatars, 0.0)
+    chosen = np.arange(len(originals)) if rows is None else np.asarray(rows, dtype=np.int64)
+    closer = np.zeros(len(chosen), dtype=bool)
+    # Nothing is strictly closer than a distance of 0; the others count below their own d2.
+    apart = np.flatnonzero(own[chosen] > 0)
+    if len(apart):
+        queries = chosen[apart]
+        below = np.nextafter(own[queries], -np.inf)
+        found = count_within(originals[queries], below, queries, avatars, threads=threads, cap=1)
+        closer[apart] = found > 0
+    return closer
+
+
 def count_within(
     queries: npt.ArrayLike,
     thresholds: npt.ArrayLike,

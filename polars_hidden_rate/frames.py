@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -39,11 +39,13 @@ EXACT_INTEGER_LIMIT = 2**53
 
 @dataclass(frozen=True)
 class Aligned:
-    """Linked coordinates (row ``i`` with row ``i``) and columns carried from the same read."""
+    """Linked coordinates (row ``i`` with row ``i``) and columns carried from the same read:
+    ``carried`` of each original, ``carried_avatars`` of its own avatar (same row order)."""
 
     originals: Float64Array
     avatars: Float64Array
     carried: pl.DataFrame
+    carried_avatars: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 @dataclass(frozen=True)
@@ -203,23 +205,26 @@ def read_aligned(
     columns: Sequence[str],
     link: Link,
     carry: Sequence[pl.Expr] = (),
+    carry_avatars: Sequence[pl.Expr] = (),
 ) -> Aligned:
     """Collect ``columns`` of both frames as float64, avatars reordered to match the originals.
 
     Row ``i`` of the avatars array is the avatar of row ``i`` of the originals, and
     row ``i`` of ``carried`` holds the ``carry`` expressions of that original, from
-    the same read. Reads only ``columns``, the key columns and what ``carry`` needs.
+    the same read (row ``i`` of ``carried_avatars``, ``carry_avatars`` of its avatar).
+    Reads only ``columns``, the key columns and what the carried expressions need.
     """
     columns = list(columns)
     left = originals.select(
         *link.key_columns("left"), *(c for c in columns if c not in link.left), *carry
     ).collect()
     right = avatars.select(
-        *link.key_columns("right"), *(c for c in columns if c not in link.right)
+        *link.key_columns("right"), *(c for c in columns if c not in link.right), *carry_avatars
     ).collect()
     _check_finite(left, columns, "originals")
     _check_finite(right, columns, "avatars")
     carried = left.select(expr.meta.output_name() for expr in carry)
+    carried_avatars = right.select(expr.meta.output_name() for expr in carry_avatars)
     order = None
     if not link.by_row_order:
         order = _avatar_order(left, right, link)
@@ -235,7 +240,9 @@ def read_aligned(
     right_columns = _take(right.get_columns(), columns)
     del left, right
     originals_array = _to_float64(left_columns)
-    return Aligned(originals_array, _to_float64(right_columns, order), carried)
+    if order is not None and carried_avatars.width:
+        carried_avatars = carried_avatars[order]
+    return Aligned(originals_array, _to_float64(right_columns, order), carried, carried_avatars)
 
 
 def _take(series: list[pl.Series], names: list[str]) -> list[pl.Series]:

@@ -7,16 +7,25 @@ command line does the same with an exit code, from :func:`summarize`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Unpack
 
 import numpy as np
 import polars as pl
 
 from polars_hidden_rate._types import CountArray
-from polars_hidden_rate.api import CountOptions, hidden_rate, plan
+from polars_hidden_rate.api import CountOptions, plan
 from polars_hidden_rate.checks import check_real
-from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.verdict import (
+    DEFAULT_MAX_OWN_COPIES,
+    Evidence,
+    Inspector,
+    Verdict,
+    VerdictOptions,
+    split_options,
+)
 
 # cloaking_summary first counts each record up to this many rivals (docs/cli.md).
 QUARTILE_CAP = 64
@@ -39,6 +48,27 @@ class HiddenRateTooLowError(AssertionError):
         super().__init__(f"hidden rate {rate:.2f} % is below the minimum of {min_rate:g} %")
 
 
+class OwnCopiesError(AssertionError):
+    """More avatars than a gate allows are identical to their own original.
+
+    Attributes
+    ----------
+    own_copies_percent
+        The percentage of avatars identical to their own original on the raw features.
+    max_own_copies
+        The most the gate allowed, in percent.
+    """
+
+    def __init__(self, own_copies: int, n: int, max_own_copies: float) -> None:
+        self.own_copies = own_copies
+        self.own_copies_percent = 100.0 * own_copies / n
+        self.max_own_copies = max_own_copies
+        super().__init__(
+            f"{own_copies} of {n} avatars ({self.own_copies_percent:.2f} %) are identical to "
+            f"their own original, above the maximum of {max_own_copies:g} %"
+        )
+
+
 @dataclass(frozen=True)
 class CloakingSummary:
     """What a gate reports about per-record local cloaking.
@@ -56,7 +86,15 @@ class CloakingSummary:
     min_rate
         The minimum hidden rate asked for, or None for no gate.
     passed
-        ``hidden_rate >= min_rate``; True when there is no gate.
+        ``hidden_rate >= min_rate`` (True when there is no ``min_rate``) and, when the
+        evidence was gathered, own copies at most ``max_own_copies``.
+    evidence
+        The link test, own copies and ties (:class:`~polars_hidden_rate.verdict.Evidence`),
+        or None where they were not gathered (a summary of a written file, a cluster run).
+    max_own_copies
+        The most own copies the gate allows, in percent (None: not gated).
+    provenance
+        What was measured, and how: inputs, settings, versions (filled by the caller).
     """
 
     n: int
@@ -67,15 +105,80 @@ class CloakingSummary:
     local_cloaking_q3: float
     min_rate: float | None
     passed: bool
+    evidence: Evidence | None = None
+    max_own_copies: float | None = None
+    provenance: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def not_hidden_share(self) -> float:
         """Percentage of records with ``local_cloaking == 0``."""
         return 100.0 * self.not_hidden / self.n
 
+    @property
+    def failures(self) -> list[str]:
+        """Why the gate fails, one reason a line; empty when it passes."""
+        reasons = []
+        if self.min_rate is not None and self.hidden_rate < self.min_rate:
+            reasons.append(
+                f"hidden rate {rate_text(self.hidden_rate, self.min_rate)} % < {self.min_rate:g} %"
+            )
+        if self.copies_fail:
+            assert self.evidence is not None and self.max_own_copies is not None
+            reasons.append(
+                f"own copies {self.evidence.own_copies_percent:.2f} % "
+                f"> {self.max_own_copies:g} % (--max-own-copies)"
+            )
+        return reasons
+
+    @property
+    def copies_fail(self) -> bool:
+        return (
+            self.evidence is not None
+            and self.max_own_copies is not None
+            and self.evidence.own_copies_percent > self.max_own_copies
+        )
+
+    def with_provenance(self, provenance: Mapping[str, Any]) -> CloakingSummary:
+        return replace(self, provenance=MappingProxyType(dict(provenance)))
+
     def to_dict(self) -> dict[str, Any]:
-        """The fields and ``not_hidden_share``, as plain Python values."""
-        return {**asdict(self), "not_hidden_share": self.not_hidden_share}
+        """The summary as plain Python values (the keys: docs/cli.md)."""
+        evidence = (
+            self.evidence.to_dict()
+            if self.evidence is not None
+            else {
+                "own_copies": None,
+                "own_copies_percent": None,
+                "hidden_by_ties_only": None,
+                "copy_features": None,
+                "link_test": None,
+            }
+        )
+        return {
+            "n": self.n,
+            "hidden_rate": self.hidden_rate,
+            "not_hidden": self.not_hidden,
+            "not_hidden_share": self.not_hidden_share,
+            "local_cloaking_median": self.local_cloaking_median,
+            "local_cloaking_q1": self.local_cloaking_q1,
+            "local_cloaking_q3": self.local_cloaking_q3,
+            "min_rate": self.min_rate,
+            "max_own_copies": self.max_own_copies,
+            **evidence,
+            "passed": self.passed,
+            "failures": self.failures,
+            "provenance": dict(self.provenance),
+        }
+
+
+def rate_text(rate: float, threshold: float) -> str:
+    """``rate`` with two decimals, or as many more as it takes to differ from ``threshold``
+    when it does: the printed verdict never contradicts the comparison."""
+    for digits in range(2, 18):
+        text = f"{rate:.{digits}f}"
+        if rate == threshold or float(text) != threshold:
+            return text
+    return repr(rate)
 
 
 def check_min_rate(min_rate: float | None) -> float | None:
@@ -86,7 +189,11 @@ def check_min_rate(min_rate: float | None) -> float | None:
 
 
 def summarize(
-    per_record: pl.DataFrame | pl.LazyFrame, *, min_rate: float | None = None
+    per_record: pl.DataFrame | pl.LazyFrame,
+    *,
+    min_rate: float | None = None,
+    evidence: Evidence | None = None,
+    max_own_copies: float | None = None,
 ) -> CloakingSummary:
     """Summarise the output of :func:`polars_hidden_rate.local_cloaking`.
 
@@ -100,6 +207,9 @@ def summarize(
     min_rate
         The minimum hidden rate, in percent, that ``passed`` compares against;
         None for no gate.
+    evidence, max_own_copies
+        The verdict's evidence gathered with the counts, and the most own copies that
+        pass, in percent (None: not gated).
 
     Returns
     -------
@@ -136,7 +246,7 @@ def summarize(
         msg = f"local_cloaking is null in {row['missing']} of {n} records: nothing to summarise"
         raise pl.exceptions.ComputeError(msg)
     rate = 100.0 * (n - int(row["not_hidden"])) / n
-    return CloakingSummary(
+    summary = CloakingSummary(
         n=n,
         hidden_rate=rate,
         not_hidden=int(row["not_hidden"]),
@@ -145,7 +255,10 @@ def summarize(
         local_cloaking_q3=float(row["q3"]),
         min_rate=threshold,
         passed=threshold is None or rate >= threshold,
+        evidence=evidence,
+        max_own_copies=max_own_copies,
     )
+    return replace(summary, passed=summary.passed and not summary.copies_fail)
 
 
 def cloaking_summary(
@@ -153,25 +266,60 @@ def cloaking_summary(
     avatars: pl.DataFrame | pl.LazyFrame,
     *,
     min_rate: float | None = None,
+    allow_unlinked: bool = False,
+    by_row_order: bool = False,
+    max_own_copies: float = DEFAULT_MAX_OWN_COPIES,
     **options: Unpack[CountOptions],
 ) -> CloakingSummary:
-    """Count and summarise in one go: what :func:`summarize` gives on the output of
-    :func:`polars_hidden_rate.local_cloaking`, value for value, at less cost.
+    """Count and summarise in one go, with the verdict's evidence: what :func:`summarize`
+    gives on the output of :func:`polars_hidden_rate.local_cloaking`, value for value, at
+    less cost, and the link test, own copies and ties (docs/guarantees.md).
 
     The counts are first capped at :data:`QUARTILE_CAP` (each record stops at that
     many rivals). The hidden rate needs only ``c_i > 0``; the quartiles are exact
     when every order statistic they interpolate lies below the cap
     (:func:`quartiles_below`). Otherwise the records are counted again in full, from
     the same read.
+
+    Parameters
+    ----------
+    allow_unlinked, by_row_order, max_own_copies
+        The verdict options (:class:`~polars_hidden_rate.verdict.VerdictOptions`).
+
+    Raises
+    ------
+    UnlinkedAvatarsError
+        When the link looks random (from 50 records), unless ``allow_unlinked``.
+    AmbiguousLinkError
+        When linked by row order while both frames hold a key column, unless
+        ``by_row_order``.
     """
     threshold = check_min_rate(min_rate)
+    verdict = Verdict.of(
+        {
+            "allow_unlinked": allow_unlinked,
+            "by_row_order": by_row_order,
+            "max_own_copies": max_own_copies,
+        }
+    )
     request = plan(originals, avatars, options, caller="cloaking_summary")
-    check_output_free(request.originals.collect_schema())
-    aligned = request.read()
+    return summarize_inspected(Inspector.start(request, verdict), min_rate=threshold)
+
+
+def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> CloakingSummary:
+    """:func:`cloaking_summary` of a planned request, its evidence taken by ``inspector``."""
+    request = inspector.request
+    aligned = inspector.read()
     counts = request.counts(aligned, cap=QUARTILE_CAP)
+    inspector.after(aligned, counts)
     if not quartiles_below(counts, QUARTILE_CAP):
         counts = request.counts(aligned, consume=True)
-    return summarize(pl.DataFrame({"local_cloaking": counts}), min_rate=threshold)
+    return summarize(
+        pl.DataFrame({"local_cloaking": counts}),
+        min_rate=min_rate,
+        evidence=inspector.evidence(),
+        max_own_copies=inspector.verdict.max_own_copies,
+    )
 
 
 def quartiles_below(counts: CountArray, cap: int) -> bool:
@@ -190,13 +338,19 @@ def quartiles_below(counts: CountArray, cap: int) -> bool:
     return bool(np.partition(counts, k)[k] < cap)
 
 
+class GateOptions(CountOptions, VerdictOptions, total=False):
+    """The counting options and the verdict options, as :func:`assert_hidden_rate` takes them."""
+
+
 def assert_hidden_rate(
     originals: pl.DataFrame | pl.LazyFrame,
     avatars: pl.DataFrame | pl.LazyFrame,
     min_rate: float = 90.0,
-    **options: Unpack[CountOptions],
+    **options: Unpack[GateOptions],
 ) -> float:
-    """Raise :class:`HiddenRateTooLowError` when the hidden rate is below ``min_rate``.
+    """Raise :class:`HiddenRateTooLowError` when the hidden rate is below ``min_rate``,
+    :class:`OwnCopiesError` when more than ``max_own_copies`` percent of the avatars are
+    identical to their own original.
 
     Parameters
     ----------
@@ -206,7 +360,9 @@ def assert_hidden_rate(
         The minimum hidden rate, in percent.
     **options
         The keyword options of :func:`polars_hidden_rate.hidden_rate`
-        (``coords``, ``features``, ``ncp``, ``on``, ``tie_tol``, ...).
+        (``coords``, ``features``, ``ncp``, ``on``, ``tie_tol``, ...), and the verdict
+        options ``allow_unlinked``, ``by_row_order`` and ``max_own_copies`` (default 10)
+        of :func:`cloaking_summary`.
 
     Returns
     -------
@@ -218,6 +374,10 @@ def assert_hidden_rate(
     HiddenRateTooLowError
         When the hidden rate is below ``min_rate``; it carries ``.rate`` and
         ``.min_rate``.
+    OwnCopiesError
+        When own copies exceed ``max_own_copies``.
+    UnlinkedAvatarsError, AmbiguousLinkError
+        As :func:`cloaking_summary` raises them.
 
     Examples
     --------
@@ -236,7 +396,14 @@ def assert_hidden_rate(
     if threshold is None:
         msg = "`min_rate` must be a percentage in [0, 100], got None"
         raise ValueError(msg)
-    rate = hidden_rate(originals, avatars, **options)
+    counting, verdict = split_options(options)
+    request = plan(originals, avatars, counting, caller="assert_hidden_rate")
+    inspector = Inspector.start(request, verdict)
+    counts = request.counts(inspector.read(), cap=1, consume=True)
+    rate = 100.0 * int(np.count_nonzero(counts)) / len(counts)
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)
+    evidence = inspector.evidence()
+    if evidence.own_copies_percent > verdict.max_own_copies:
+        raise OwnCopiesError(evidence.own_copies, evidence.n, verdict.max_own_copies)
     return rate

@@ -277,7 +277,7 @@ def row_direct_match_protection(
     else:
         names = resolve_columns(features, left_schema, "originals", "features")
         resolve_columns(names, right_schema, "avatars", "features")
-    common = {n: _common_type(n, left_schema[n], right_schema[n]) for n in names}
+    common = {n: common_feature_type(n, left_schema[n], right_schema[n]) for n in names}
     columns = [pl.col(n) if t is None else pl.col(n).cast(t) for n, t in common.items()]
     as_float = [n for n, t in common.items() if t == pl.Float64]
     _check_exact_integers(left, left_schema, as_float, "originals")
@@ -295,7 +295,7 @@ def row_direct_match_protection(
     return 100.0 * (total - matched) / total
 
 
-def _common_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.DataType | None:
+def common_feature_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.DataType | None:
     """The type both sides of feature ``name`` are compared in (None: as they are)."""
     text = (pl.String, pl.Categorical, pl.Enum)
     if isinstance(left, text) and isinstance(right, text):

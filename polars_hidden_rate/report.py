@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Unpack
 
@@ -22,6 +22,12 @@ import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.api import CountOptions, plan
+from polars_hidden_rate.verdict import (
+    DEFAULT_MAX_OWN_COPIES,
+    Evidence,
+    Inspector,
+    Verdict,
+)
 from polars_hidden_rate.checks import check_real
 from polars_hidden_rate.metrics import (
     check_confidence,
@@ -129,6 +135,14 @@ class PrivacyReport:
     closest_distances_ratio: Float64Array = field(
         default_factory=_no_values, repr=False, compare=False
     )
+    evidence: Evidence | None = field(default=None, compare=False)
+    provenance: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
+
+    def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
+        """This report, stating what it measured (:mod:`polars_hidden_rate.provenance`)."""
+        return replace(self, provenance=MappingProxyType(dict(provenance)))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", check_targets(self.targets))
@@ -166,7 +180,9 @@ class PrivacyReport:
                 name: {"value": value, "target": self.targets[name], "passed": checks[name]}
                 for name, value in self.values.items()
             },
+            "evidence": None if self.evidence is None else self.evidence.to_dict(),
             "passed": self.passed,
+            "provenance": dict(self.provenance),
         }
 
     def to_html(self, title: str = "Privacy report") -> str:
@@ -256,6 +272,8 @@ def privacy_report(
     *,
     targets: Mapping[str, float] | None = None,
     confidence: float = 0.95,
+    allow_unlinked: bool = False,
+    by_row_order: bool = False,
     **options: Unpack[CountOptions],
 ) -> PrivacyReport:
     """Measure an anonymization with every metric of :data:`METRICS`, against targets.
@@ -272,6 +290,10 @@ def privacy_report(
         passes when its value is strictly above its target.
     confidence
         The confidence level of the hidden rate's interval.
+    allow_unlinked, by_row_order
+        The verdict options of :func:`~polars_hidden_rate.gate.cloaking_summary`: a link
+        that looks random, or a row-order link while both frames hold a key column, is
+        refused unless they say otherwise.
     **options
         The keyword options of :class:`~polars_hidden_rate.CountOptions`. The
         raw features of the direct matches are ``features`` (default the columns
@@ -296,11 +318,24 @@ def privacy_report(
     >>> report.to_dict()["metrics"]["distance_to_closest_median"]
     {'value': 0.25, 'target': 0.2, 'passed': True}
     """
+    request = plan(originals, avatars, options, caller="privacy_report")
+    verdict = Verdict(allow_unlinked, by_row_order, DEFAULT_MAX_OWN_COPIES)
+    return report_of_plan(Inspector.start(request, verdict), targets=targets, confidence=confidence)
+
+
+def report_of_plan(
+    inspector: Inspector,
+    *,
+    targets: Mapping[str, float] | None = None,
+    confidence: float = 0.95,
+) -> PrivacyReport:
+    """:func:`privacy_report` of a planned request, its evidence taken by ``inspector``."""
     checked_targets = check_targets(targets)
     level = check_confidence(confidence)
-    request = plan(originals, avatars, options, caller="privacy_report")
-    aligned = request.read()
+    request = inspector.request
+    aligned = inspector.read()
     counts = request.counts(aligned)
+    inspector.after(aligned, counts)
     found = nearest_originals(request, aligned)
     dcr, nndr = found.nearest, found.ratio
     link = request.link
@@ -328,6 +363,7 @@ def privacy_report(
         local_cloaking=counts,
         distance_to_closest=dcr,
         closest_distances_ratio=nndr,
+        evidence=inspector.evidence(),
     )
 
 

@@ -104,18 +104,23 @@ class ProjectedCoordinates:
         avatars: pl.LazyFrame,
         link: Link,
         carry: Sequence[pl.Expr] = (),
+        carry_avatars: Sequence[pl.Expr] = (),
     ) -> Aligned:
         """Fit on the originals (unless fitted beforehand), transform both frames, and read
-        the linked coordinates (with ``carry``, as :func:`~polars_hidden_rate.frames.read_aligned`).
+        the linked coordinates (with ``carry`` and ``carry_avatars``, as
+        :func:`~polars_hidden_rate.frames.read_aligned`).
         """
         projection = self.fitted if self.fitted is not None else self.fit(originals)
         names = self.names(projection)
         left_schema, right_schema = originals.collect_schema(), avatars.collect_schema()
         carried = [pl.col(expr.meta.output_name()) for expr in carry]
+        carried_avatars = [pl.col(expr.meta.output_name()) for expr in carry_avatars]
         left = originals.select(*link.left, *projection.coordinates(left_schema, names), *carry)
-        right = avatars.select(*link.right, *projection.coordinates(right_schema, names))
+        right = avatars.select(
+            *link.right, *projection.coordinates(right_schema, names), *carry_avatars
+        )
         try:
-            return read_aligned(left, right, names, link, carried)
+            return read_aligned(left, right, names, link, carried, carried_avatars)
         except ComputeError:
             _raise_missing_features(avatars, projection, right_schema)
             raise

@@ -109,6 +109,7 @@ class FeatureSpec:
     names: tuple[str, ...]
     categorical: frozenset[str]
     impute: Impute = "none"
+    categorical_rule: str = "by type (text, categorical and boolean columns)"
 
     @classmethod
     def resolve(
@@ -134,7 +135,8 @@ class FeatureSpec:
             msg = f"`impute` must be one of {', '.join(get_args(Impute))}; got {impute!r}"
             raise ValueError(msg)
         kinds = {name for name in names if is_categorical(originals[name])} | forced
-        return cls(tuple(names), frozenset(kinds), impute)  # type: ignore[arg-type]
+        rule = cls.categorical_rule if categorical is None else "named, and by type"
+        return cls(tuple(names), frozenset(kinds), impute, rule)  # type: ignore[arg-type]
 
     @property
     def numeric(self) -> list[str]:

@@ -1,0 +1,171 @@
+"""Whether a link carries anything: a sign test of own avatars against a random derangement.
+
+Under an avatar link, a record's own avatar is built from its neighbourhood, so it lies
+closer to the record than the avatar of another record does, for most records. Under a
+random link (avatars shuffled, or the wrong key) the own avatar is just another avatar:
+for each record, its distance and the distance to the avatar of another record are
+exchangeable, and the own one is the closer of the two for half of the records.
+
+:func:`link_test` pairs every record ``i`` with the avatar of ``partner[i]``, a fixed
+random derangement (one cycle through every record, seeded), and counts the records whose
+own avatar is strictly closer. A one-sided sign test gives the chance of so many under a
+random link; the link is taken as random when that chance exceeds :data:`ALPHA`.
+Arrays in, a value out: no frames here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import numpy.typing as npt
+
+from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate.scale import exponent_for
+
+MIN_RECORDS = 50
+"""Below this many records the test is not run: too few to tell a random link apart."""
+ALPHA = 1e-6
+"""The sign test's level: a random link passes for linked with at most this chance. Real
+avatar links sit far beyond it (docs/guarantees.md: the margins measured on the releases and
+benchmark profiles)."""
+SEED = 0
+# Beyond this many untied pairs the binomial tail is taken from its normal approximation
+# (with continuity correction): its error is then far below ALPHA's scale.
+EXACT_TAIL_UP_TO = 100_000
+
+
+@dataclass(frozen=True)
+class LinkTest:
+    """The outcome of :func:`link_test`.
+
+    Attributes
+    ----------
+    n
+        Records compared.
+    closer, farther, ties
+        Records whose own avatar is strictly closer than, strictly farther than, or at the
+        same distance as the avatar of their partner in the derangement.
+    p_value
+        The chance of at least ``closer`` wins in ``closer + farther`` fair coin tosses:
+        how likely so strong a link is under a random one (1 when every pair ties).
+    """
+
+    n: int
+    closer: int
+    farther: int
+    ties: int
+    p_value: float
+
+    @property
+    def closer_share(self) -> float:
+        """Percentage of records whose own avatar is the closer one, ties counting half."""
+        return 100.0 * (self.closer + 0.5 * self.ties) / self.n if self.n else math.nan
+
+    @property
+    def tested(self) -> bool:
+        """Whether there are enough records (:data:`MIN_RECORDS`) to run the test."""
+        return self.n >= MIN_RECORDS
+
+    @property
+    def linked(self) -> bool:
+        """False only when the test ran and a random link cannot be rejected at :data:`ALPHA`."""
+        return not self.tested or self.p_value <= ALPHA
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "tested": self.tested,
+            "linked": self.linked,
+            "n": self.n,
+            "own_closer": self.closer,
+            "own_farther": self.farther,
+            "ties": self.ties,
+            "own_closer_percent": self.closer_share,
+            "p_value": self.p_value,
+            "alpha": ALPHA,
+        }
+
+
+def derangement(n: int, seed: int = SEED) -> IndexArray:
+    """A fixed random permutation of ``range(n)`` with no fixed point (one cycle), ``n >= 2``.
+
+    Examples
+    --------
+    >>> partner = derangement(5)
+    >>> sorted(partner.tolist()), bool((partner != np.arange(5)).all())
+    ([0, 1, 2, 3, 4], True)
+    """
+    order = np.random.default_rng(seed).permutation(n)
+    partner = np.empty(n, dtype=np.int64)
+    partner[order] = np.roll(order, -1)
+    return partner
+
+
+def link_test(originals: npt.ArrayLike, avatars: npt.ArrayLike) -> LinkTest:
+    """Compare each record's distance to its own avatar with that to its partner's avatar.
+
+    Row ``i`` of ``avatars`` is the avatar of row ``i`` of ``originals`` (finite float64
+    arrays of one shape). The distances are taken at one power-of-two scale, so the outcome
+    does not change when every coordinate is multiplied by a power of two.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> x = rng.normal(size=(200, 3))
+    >>> link_test(x, x + rng.normal(scale=0.1, size=x.shape)).linked
+    True
+    >>> link_test(x, rng.permutation(x + rng.normal(scale=0.1, size=x.shape))).linked
+    False
+    """
+    x = np.asarray(originals, dtype=np.float64)
+    y = np.asarray(avatars, dtype=np.float64)
+    if x.ndim != 2 or x.shape != y.shape:
+        msg = f"originals and avatars must be 2-D of one shape, got {x.shape} and {y.shape}"
+        raise ValueError(msg)
+    n, dim = x.shape
+    if n < 2:
+        return LinkTest(n, 0, 0, n, 1.0)
+    largest = max(float(np.abs(x).max(initial=0.0)), float(np.abs(y).max(initial=0.0)))
+    exponent = exponent_for(largest, dim)
+    partner = derangement(n)
+    own: Float64Array = np.zeros(n)
+    other: Float64Array = np.zeros(n)
+    for k in range(dim):
+        xk, yk = np.ldexp(x[:, k], exponent), np.ldexp(y[:, k], exponent)
+        diff = xk - yk
+        own += diff * diff
+        diff = xk - yk[partner]
+        other += diff * diff
+    closer = int(np.count_nonzero(own < other))
+    farther = int(np.count_nonzero(own > other))
+    return LinkTest(n, closer, farther, n - closer - farther, sign_test(closer, closer + farther))
+
+
+def sign_test(wins: int, trials: int) -> float:
+    """``P(Binomial(trials, 1/2) >= wins)``; 1 for no trial.
+
+    Examples
+    --------
+    >>> sign_test(3, 3), sign_test(0, 10), round(sign_test(60, 100), 5)
+    (0.125, 1.0, 0.02844)
+    """
+    if trials == 0 or wins <= 0:
+        return 1.0
+    if trials <= EXACT_TAIL_UP_TO:
+        k = np.arange(wins, trials + 1, dtype=np.float64)
+        log_terms = (
+            math.lgamma(trials + 1)
+            - np.array([math.lgamma(v + 1) + math.lgamma(trials - v + 1) for v in k])
+            - trials * math.log(2.0)
+        )
+        top = float(log_terms.max())
+        return min(1.0, math.exp(top) * float(np.exp(log_terms - top).sum()))
+    z = (wins - 0.5 - trials / 2.0) / math.sqrt(trials / 4.0)
+    return 1.0 - NormalDist().cdf(z) if z < 8 else _normal_tail(z)
+
+
+def _normal_tail(z: float) -> float:
+    """The upper tail of the standard normal far out, where ``1 - cdf`` rounds to 0."""
+    return math.exp(-z * z / 2.0) / (z * math.sqrt(2.0 * math.pi))

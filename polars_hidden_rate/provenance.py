@@ -1,0 +1,150 @@
+"""What a measurement measured: its inputs (path, size, sha256, rows), every resolved setting,
+the versions that computed it and when. Every output of the command line carries it (text,
+JSON, HTML, and the per-record parquet's metadata), so a verdict can be audited later.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from polars_hidden_rate.api import CountPlan
+
+VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
+"""The distributions whose versions an output states."""
+_CHUNK = 1 << 20
+
+
+def versions() -> dict[str, str | None]:
+    """The installed version of each of :data:`VERSIONED` (None when not installed)."""
+    found: dict[str, str | None] = {}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def utc_now() -> str:
+    """The time now, UTC, to the second, ISO 8601."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def describe_input(path: str | Path, rows: int | None) -> dict[str, Any]:
+    """A file's (or a directory's parquet files') path, size, sha256 and rows."""
+    given = Path(path)
+    files = sorted(given.glob("*.parquet")) if given.is_dir() else [given]
+    described: dict[str, Any] = {
+        "path": str(given.resolve()),
+        "size": sum(file.stat().st_size for file in files),
+        "rows": rows,
+    }
+    if given.is_dir():
+        described["files"] = [
+            {"name": file.name, "size": file.stat().st_size, "sha256": sha256(file)}
+            for file in files
+        ]
+    else:
+        described["sha256"] = sha256(given)
+    return described
+
+
+def with_fit(request: CountPlan) -> CountPlan:
+    """``request`` with its projection fitted now (nothing to do with ``coords``), so that
+    the settings it resolved can be stated; the counts then use that very fit."""
+    projection = request.projection
+    if projection is None or projection.fitted is not None:
+        return request
+    return replace(request, projection=projection.with_fit(projection.fit(request.originals)))
+
+
+def describe_settings(request: CountPlan, **more: Any) -> dict[str, Any]:
+    """Every setting ``request`` resolved: the space (coords, or the fitted projection's
+    features, categorical columns and how they were chosen, kind, ncp of the available
+    components, imputation and fills), the link and the tie tolerance; plus ``more``."""
+    settings: dict[str, Any] = {}
+    projection = request.projection
+    if projection is None or projection.fitted is None:
+        settings["space"] = {"coords": list(request.coords), "ncp": len(request.coords)}
+    else:
+        fitted = projection.fitted
+        categorical = [f.name for f in fitted.scaling.categorical]
+        settings["space"] = {
+            "projection": fitted.model,
+            "features": list(fitted.features),
+            "categorical": categorical,
+            "categorical_rule": projection.spec.categorical_rule,
+            "ncp": fitted.ncp,
+            "components_available": fitted.n_components,
+            "impute": projection.spec.impute,
+            "fills": {
+                f.name: _plain(f.fill) for f in fitted.scaling.features if f.fill is not None
+            },
+            "fitted_on_rows": fitted.n_rows,
+        }
+    link = request.link
+    settings["link"] = (
+        {"by": "row order"}
+        if link.by_row_order
+        else {"by": "key", "left_on": list(link.left), "right_on": list(link.right)}
+    )
+    settings["tie_tol"] = request.tie_tol
+    settings["engine"] = {
+        "strategy": "auto",
+        "device": request.device,
+        "cluster": request.cluster is not None,
+    }
+    settings.update(more)
+    return settings
+
+
+def space_label(settings: dict[str, Any]) -> str:
+    """The space of the distances, for titles: "FAMD, 5 of 28 components" or "coords"."""
+    space = settings["space"]
+    if "projection" in space:
+        return (
+            f"{space['projection']}, {space['ncp']} of {space['components_available']} components"
+        )
+    return f"coordinates {', '.join(space['coords'])}"
+
+
+def provenance(inputs: dict[str, dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """The provenance block of an output."""
+    return {
+        "inputs": inputs,
+        "settings": settings,
+        "versions": versions(),
+        "measured_at": utc_now(),
+    }
+
+
+def parquet_metadata(block: dict[str, Any]) -> dict[str, str]:
+    """The provenance as key-value metadata of a parquet file (one JSON value)."""
+    import json
+
+    return {"polars_hidden_rate": json.dumps(block, sort_keys=True)}
+
+
+def _plain(value: object) -> object:
+    return value if isinstance(value, str | bool | int | float) else str(value)
+
+
+def frame_rows(frame: pl.LazyFrame) -> int:
+    """The rows of a lazy input."""
+    return int(frame.select(pl.len()).collect().item())

@@ -1,0 +1,297 @@
+"""What a verdict needs beside the counts: a link that carries something, and own copies.
+
+The gates (:func:`~polars_hidden_rate.gate.cloaking_summary`,
+:func:`~polars_hidden_rate.assert_hidden_rate`, ``hidden-rate check``) and the report
+refuse to judge a release whose link looks random (:mod:`polars_hidden_rate.linkage`), or
+that is linked by row order while both frames hold a column that is a key; and they count
+the avatars identical to their own original on the raw features, and the records hidden
+only through ties. Everything here comes from the read that the counts come from
+(:class:`Inspector`), so a lazy plan that reorders its rows cannot make two reads disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict, cast
+
+import numpy as np
+import polars as pl
+from polars.exceptions import ComputeError
+
+from polars_hidden_rate import engine
+from polars_hidden_rate._types import CountArray
+from polars_hidden_rate.api import CountOptions, CountPlan
+from polars_hidden_rate.checks import OptionTypeError, check_real
+from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned
+from polars_hidden_rate.linkage import LinkTest, link_test
+from polars_hidden_rate.metrics import common_feature_type
+
+DEFAULT_MAX_OWN_COPIES = 10.0
+"""Percent of avatars that may copy their own original: the method's row direct-match target
+(row_direct_match_protection > 90)."""
+
+_COPY = f"{RESERVED_PREFIX}_copy"
+_TEXT = (pl.String, pl.Categorical, pl.Enum)
+
+
+class VerdictOptions(TypedDict, total=False):
+    """The options of a verdict, beside the counting options.
+
+    Attributes
+    ----------
+    allow_unlinked
+        Judge even when the link looks random (research on shuffled data); default False:
+        :class:`UnlinkedAvatarsError`.
+    by_row_order
+        Link by row order even though both frames hold a column unique per row with the
+        same values (a key); default False: :class:`AmbiguousLinkError`.
+    max_own_copies
+        The largest percentage of avatars identical to their own original that passes;
+        default :data:`DEFAULT_MAX_OWN_COPIES`, ``100`` disables it.
+    """
+
+    allow_unlinked: bool
+    by_row_order: bool
+    max_own_copies: float
+
+
+VERDICT_OPTION_NAMES = frozenset(VerdictOptions.__annotations__)
+
+
+class UnlinkedAvatarsError(ComputeError):
+    """The avatars do not look linked to the originals: the link test cannot reject a
+    random link. ``.test`` holds the :class:`~polars_hidden_rate.linkage.LinkTest`."""
+
+    def __init__(self, message: str, test: LinkTest) -> None:
+        super().__init__(message)
+        self.test = test
+
+
+class AmbiguousLinkError(ComputeError):
+    """Linked by row order while both frames hold a key column (``.column``)."""
+
+    def __init__(self, message: str, column: str) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The checked verdict options."""
+
+    allow_unlinked: bool = False
+    by_row_order: bool = False
+    max_own_copies: float = DEFAULT_MAX_OWN_COPIES
+
+    @classmethod
+    def of(cls, options: VerdictOptions) -> Verdict:
+        for name in ("allow_unlinked", "by_row_order"):
+            value = options.get(name, False)
+            if not isinstance(value, bool):
+                msg = f"`{name}` must be True or False, got {value!r}"
+                raise OptionTypeError(msg)
+        limit = options.get("max_own_copies", DEFAULT_MAX_OWN_COPIES)
+        return cls(
+            allow_unlinked=options.get("allow_unlinked", False),
+            by_row_order=options.get("by_row_order", False),
+            max_own_copies=check_real(limit, "max_own_copies", low=0.0, high=100.0),
+        )
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[CountOptions, Verdict]:
+    """The counting options and the verdict's, from one set of keywords."""
+    counting = {k: v for k, v in options.items() if k not in VERDICT_OPTION_NAMES}
+    verdict = {k: v for k, v in options.items() if k in VERDICT_OPTION_NAMES}
+    return cast(CountOptions, counting), Verdict.of(cast(VerdictOptions, verdict))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the verdict knows beside the counts.
+
+    Attributes
+    ----------
+    n
+        Records.
+    link
+        The link test (``link.tested`` is False below 50 records).
+    own_copies
+        Avatars identical to their own original on every feature of ``copy_features``
+        (nulls match nulls, NaN matches NaN, ``-0.0`` matches ``0.0``).
+    copy_features
+        The raw features compared.
+    hidden_by_ties_only
+        Hidden records without any rival strictly closer than their own avatar (None when
+        not counted).
+    """
+
+    n: int
+    link: LinkTest
+    own_copies: int
+    copy_features: tuple[str, ...]
+    hidden_by_ties_only: int | None = None
+
+    @property
+    def own_copies_percent(self) -> float:
+        return 100.0 * self.own_copies / self.n if self.n else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "own_copies": self.own_copies,
+            "own_copies_percent": self.own_copies_percent,
+            "hidden_by_ties_only": self.hidden_by_ties_only,
+            "copy_features": list(self.copy_features),
+            "link_test": self.link.to_dict(),
+        }
+
+
+def copy_features(request: CountPlan) -> list[str]:
+    """The raw features own copies are compared on: the projected features, or with
+    ``coords`` every column both frames share, less the keys."""
+    if request.projection is not None:
+        return list(request.projection.features)
+    left = request.originals.collect_schema()
+    right = request.avatars.collect_schema()
+    keys = {*request.link.left, *request.link.right}
+    return [name for name in left.names() if name in right and name not in keys]
+
+
+def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
+    """Refuse a row-order link while both frames hold a key: an integer or text column
+    unique per row, without nulls, holding the same values in both frames."""
+    if not request.link.by_row_order or verdict.by_row_order:
+        return
+    left, right = request.originals.collect_schema(), request.avatars.collect_schema()
+    candidates = [
+        name
+        for name in left.names()
+        if name in right
+        and all(s[name].is_integer() or isinstance(s[name], _TEXT) for s in (left, right))
+    ]
+    if not candidates:
+        return
+
+    def unique(frame: pl.LazyFrame) -> pl.LazyFrame:
+        return frame.select(
+            (
+                (pl.col(c).n_unique() == pl.len()) & (pl.col(c).null_count() == 0) & (pl.len() > 1)
+            ).alias(c)
+            for c in candidates
+        )
+
+    flags = pl.collect_all([unique(request.originals), unique(request.avatars)])
+    keys = [c for c in candidates if flags[0][c].item() and flags[1][c].item()]
+    for name in keys:
+        common = common_feature_type(name, left[name], right[name])
+        values = [pl.col(name) if common is None else pl.col(name).cast(common)]
+        shared = (
+            request.originals.select(values)
+            .join(request.avatars.select(values), on=name, how="semi")
+            .select(pl.len())
+            .collect()
+            .item()
+        )
+        total = request.originals.select(pl.len()).collect().item()
+        if shared == total:
+            msg = (
+                f"both frames hold {name!r}, unique per row: link by it with --on {name} "
+                f"(on={name!r}), or say --by-row-order (by_row_order=True)"
+            )
+            raise AmbiguousLinkError(msg, name)
+
+
+@dataclass
+class Inspector:
+    """Takes the verdict's evidence from the read the counts come from.
+
+    :meth:`carries` gives the raw features to carry through that read, :meth:`before`
+    runs the link test and counts own copies on it (and refuses a random link), and
+    :meth:`after` counts the records hidden only by ties once the counts are known.
+    """
+
+    request: CountPlan
+    verdict: Verdict
+    features: list[str]
+    link: LinkTest | None = None
+    own_copies: int = 0
+    hidden_by_ties_only: int | None = None
+
+    @classmethod
+    def start(cls, request: CountPlan, verdict: Verdict) -> Inspector:
+        """Check the link's keys, and prepare the inspection of ``request``'s read."""
+        check_row_order_link(request, verdict)
+        return cls(request, verdict, copy_features(request))
+
+    def carries(self) -> tuple[list[pl.Expr], list[pl.Expr]]:
+        """The raw features of each side, in the type both are compared in."""
+        left = self.request.originals.collect_schema()
+        right = self.request.avatars.collect_schema()
+        sides: tuple[list[pl.Expr], list[pl.Expr]] = ([], [])
+        for k, name in enumerate(self.features):
+            common = common_feature_type(name, left[name], right[name])
+            for side in sides:
+                column = pl.col(name) if common is None else pl.col(name).cast(common)
+                side.append(column.alias(f"{_COPY}{k}"))
+        return sides
+
+    def read(self) -> Aligned:
+        """The request's read, with the raw features carried."""
+        carry, carry_avatars = self.carries()
+        return self.before(self.request.read(carry, carry_avatars))
+
+    def before(self, aligned: Aligned) -> Aligned:
+        """Test the link and count own copies on ``aligned``; return it without the carried
+        features. Raises :class:`UnlinkedAvatarsError` on a link that looks random."""
+        self.link = link_test(aligned.originals, aligned.avatars)
+        if not self.link.linked and not self.verdict.allow_unlinked:
+            raise UnlinkedAvatarsError(unlinked_message(self.link, self.request), self.link)
+        names = [f"{_COPY}{k}" for k in range(len(self.features))]
+        if names:
+            same = pl.all_horizontal(
+                aligned.carried[name].eq_missing(aligned.carried_avatars[name]) for name in names
+            )
+            self.own_copies = int(pl.select(same.sum()).item())
+        return replace(
+            aligned,
+            carried=aligned.carried.drop(names, strict=False),
+            carried_avatars=aligned.carried_avatars.drop(names, strict=False),
+        )
+
+    def after(self, aligned: Aligned, counts: CountArray) -> None:
+        """Count the hidden records that no rival is strictly closer to than their avatar."""
+        hidden = np.flatnonzero(counts > 0)
+        closer = engine.closer_rivals(
+            aligned.originals, aligned.avatars, hidden, threads=self.request.threads
+        )
+        self.hidden_by_ties_only = int(np.count_nonzero(~closer))
+
+    def evidence(self) -> Evidence:
+        assert self.link is not None, "inspect a read first"
+        return Evidence(
+            self.link.n,
+            self.link,
+            self.own_copies,
+            tuple(self.features),
+            self.hidden_by_ties_only,
+        )
+
+
+def unlinked_message(test: LinkTest, request: CountPlan) -> str:
+    """Why a link looks random, with the figure and the way out."""
+    how = (
+        "by row order"
+        if request.link.by_row_order
+        else f"by key {', '.join(map(repr, request.link.left))}"
+    )
+    fix = (
+        "give the key with --on (on= in Python)"
+        if request.link.by_row_order
+        else "check the key links each original to its own avatar"
+    )
+    return (
+        f"the avatars do not look linked to the originals {how}: the own avatar is closer "
+        f"than a random one for {test.closer_share:.1f} % of records (sign test p = "
+        f"{test.p_value:.2g}, n = {test.n}); {fix}, or --allow-unlinked "
+        "(allow_unlinked=True) to measure it anyway"
+    )
