@@ -67,6 +67,8 @@ class CountPlan:
     cluster: Any | None
     projection: ProjectedCoordinates | None = None
     inspector: ReadInspector | None = None
+    # Every coordinate column given, before ``ncp`` kept the first of them.
+    given_coords: tuple[str, ...] = ()
 
     def read(self, carry: Sequence[pl.Expr] = (), carry_avatars: Sequence[pl.Expr] = ()) -> Aligned:
         """The linked coordinate arrays, ``carry`` of each original and ``carry_avatars`` of
@@ -341,10 +343,12 @@ def plan(
             "the coordinates are given: drop them, or give `features` instead"
         )
         raise ValueError(msg)
+    given = [] if coords is None else resolve_coords(coords, None, left_schema, right_schema)
     return CountPlan(
         originals=originals_lf,
         avatars=avatars_lf,
         coords=[] if coords is None else resolve_coords(coords, ncp, left_schema, right_schema),
+        given_coords=tuple(given),
         link=link,
         tie_tol=tie_tol,
         threads=threads,

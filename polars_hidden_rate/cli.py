@@ -17,8 +17,8 @@ import signal
 import stat
 import sys
 import threading
-from dataclasses import replace
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TypeVar, get_args
@@ -637,8 +637,9 @@ def _create_private(temporary: Path, *, replaces: Path) -> int:
 def format_text(summary: CloakingSummary) -> str:
     """The human summary of ``hidden-rate check``: the figures, the verdict with its
     reasons, then what was measured."""
-    gates = []
+    gates = ["hidden rate: no threshold (give --min-rate to gate)"]
     if summary.min_rate is not None:
+        gates.clear()
         comparison = ">=" if summary.hidden_rate >= summary.min_rate else "<"
         gates.append(
             f"hidden rate {rate_text(summary.hidden_rate, summary.min_rate)} % "
@@ -650,10 +651,7 @@ def format_text(summary: CloakingSummary) -> str:
             f"own copies {summary.evidence.own_copies_percent:.2f} % {comparison} "
             f"{summary.max_own_copies:g} %"
         )
-    if not gates:
-        verdict = "no threshold (give --min-rate to gate)"
-    else:
-        verdict = f"{'PASS' if summary.passed else 'FAIL'}: {'; '.join(gates)}"
+    verdict = f"{'PASS' if summary.passed else 'FAIL'}: {'; '.join(gates)}"
     lines = [
         f"records               {summary.n:,}",
         f"hidden rate           {summary.hidden_rate:.2f} %",

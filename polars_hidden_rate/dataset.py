@@ -38,8 +38,8 @@ from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.files import FORMATS, one_line
 from polars_hidden_rate.frames import check_output_free
-from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 from polars_hidden_rate.gate import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 """A parquet dataset: one file, a directory of ``*.parquet`` files, or a list of files."""

@@ -123,7 +123,8 @@ class CloakingSummary:
                 f"hidden rate {rate_text(self.hidden_rate, self.min_rate)} % < {self.min_rate:g} %"
             )
         if self.copies_fail:
-            assert self.evidence is not None and self.max_own_copies is not None
+            assert self.evidence is not None
+            assert self.max_own_copies is not None
             reasons.append(
                 f"own copies {self.evidence.own_copies_percent:.2f} % "
                 f"> {self.max_own_copies:g} % (--max-own-copies)"
@@ -384,7 +385,7 @@ def assert_hidden_rate(
     >>> import polars as pl
     >>> import polars_hidden_rate as phr
     >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 3.0, 4.0]})
-    >>> avatars = pl.DataFrame({"Dim1": [0.5, 1.5, 3.0, 4.0]})
+    >>> avatars = pl.DataFrame({"Dim1": [0.5, 1.5, 3.1, 4.2]})
     >>> phr.assert_hidden_rate(originals, avatars, min_rate=20, coords="Dim1")
     25.0
     >>> phr.assert_hidden_rate(originals, avatars, min_rate=50, coords="Dim1")

@@ -22,18 +22,17 @@ import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.api import CountOptions, plan
-from polars_hidden_rate.verdict import (
-    DEFAULT_MAX_OWN_COPIES,
-    Evidence,
-    Inspector,
-    Verdict,
-)
 from polars_hidden_rate.checks import check_real
 from polars_hidden_rate.metrics import (
     check_confidence,
     hidden_rate_interval,
     nearest_originals,
     row_direct_match_protection,
+)
+from polars_hidden_rate.verdict import (
+    Evidence,
+    Inspector,
+    Verdict,
 )
 
 METRICS = (
@@ -318,8 +317,10 @@ def privacy_report(
     >>> report.to_dict()["metrics"]["distance_to_closest_median"]
     {'value': 0.25, 'target': 0.2, 'passed': True}
     """
+    check_targets(targets)
+    check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
-    verdict = Verdict(allow_unlinked, by_row_order, DEFAULT_MAX_OWN_COPIES)
+    verdict = Verdict.of({"allow_unlinked": allow_unlinked, "by_row_order": by_row_order})
     return report_of_plan(Inspector.start(request, verdict), targets=targets, confidence=confidence)
 
 

@@ -147,14 +147,11 @@ class Evidence:
 
 
 def copy_features(request: CountPlan) -> list[str]:
-    """The raw features own copies are compared on: the projected features, or with
-    ``coords`` every column both frames share, less the keys."""
+    """The columns own copies are compared on: the projected features (raw values), or
+    every ``coords`` column given (also those past ``ncp``)."""
     if request.projection is not None:
         return list(request.projection.features)
-    left = request.originals.collect_schema()
-    right = request.avatars.collect_schema()
-    keys = {*request.link.left, *request.link.right}
-    return [name for name in left.names() if name in right and name not in keys]
+    return list(request.given_coords)
 
 
 def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:

@@ -117,3 +117,30 @@ def nearest_two_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
         step=draw(st.sampled_from([1.0, 0.5, 0.25])),
         offset=draw(st.sampled_from(OFFSETS)),
     )
+
+
+COUNT_KEYS = (
+    "n",
+    "hidden_rate",
+    "not_hidden",
+    "not_hidden_share",
+    "local_cloaking_median",
+    "local_cloaking_q1",
+    "local_cloaking_q3",
+    "min_rate",
+)
+"""The keys of a summary's dict that come from the counts alone."""
+
+
+def counts_of(summary: Any) -> dict[str, Any]:
+    """The count figures of a :class:`~polars_hidden_rate.gate.CloakingSummary` (or of its
+    dict): what two summaries of the same counts share, whatever evidence and provenance
+    each carries."""
+    data = summary if isinstance(summary, dict) else summary.to_dict()
+    return {key: data[key] for key in COUNT_KEYS}
+
+
+def without_provenance(data: dict[str, Any]) -> dict[str, Any]:
+    """A report's or summary's dict less what differs between two runs of one measurement
+    (the provenance: times, paths)."""
+    return {key: value for key, value in data.items() if key != "provenance"}

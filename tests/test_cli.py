@@ -183,13 +183,13 @@ def test_progress_only_on_a_terminal(
     progress: bool | None,
 ) -> None:
     seen = []
-    cloaking_summary = gate.cloaking_summary
+    summarize_inspected = gate.summarize_inspected
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(kwargs["progress"])
-        return cloaking_summary(*args, **kwargs)
+    def spy(inspector: Any, **kwargs: Any) -> Any:
+        seen.append(inspector.request.progress)
+        return summarize_inspected(inspector, **kwargs)
 
-    monkeypatch.setattr(cli, "cloaking_summary", spy)
+    monkeypatch.setattr(cli, "summarize_inspected", spy)
     assert main(_check(files, *options)) == 0
     assert seen == [progress]
 

@@ -382,6 +382,7 @@ NEVER_ENDING_CHECK = """
 import pathlib, sys, threading
 import polars as pl
 import polars_hidden_rate.cli as cli
+from polars_hidden_rate.api import CountPlan
 
 def never_ending(*args, **options):  # a count that never ends, as a huge one would seem
     def wait():
@@ -393,8 +394,8 @@ def never_ending_summary(*args, **options):  # the same, for check without --out
     pathlib.Path("counting").touch()
     threading.Event().wait()
 
-cli.local_cloaking = never_ending
-cli.cloaking_summary = never_ending_summary
+CountPlan.per_record = never_ending
+cli.summarize_inspected = never_ending_summary
 sys.argv = ["hidden-rate", *sys.argv[1:]]
 cli.entry()
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import polars_hidden_rate as phr
 import polars_hidden_rate.cli as cli
 from polars_hidden_rate.cli import main
 from polars_hidden_rate.gate import summarize
+from tests.helpers import without_provenance
 
 FEATURES = ["age", "bmi", "stage", "smoker"]
 
@@ -142,6 +144,46 @@ def test_check_json_keys_and_values_are_pinned(
         "min_rate": 50.0,
         "passed": 100.0 * (originals.height - not_hidden) / originals.height >= 50.0,
         "not_hidden_share": 100.0 * not_hidden / originals.height,
+        "max_own_copies": 10.0,
+        "own_copies": 0,
+        "own_copies_percent": 0.0,
+        "hidden_by_ties_only": got["hidden_by_ties_only"],
+        "copy_features": FEATURES,
+        "link_test": got["link_test"],
+        "failures": got["failures"],
+        "provenance": got["provenance"],
+    }
+    assert list(got["link_test"]) == [
+        "tested",
+        "linked",
+        "n",
+        "own_closer",
+        "own_farther",
+        "ties",
+        "own_closer_percent",
+        "p_value",
+        "alpha",
+    ]
+    assert got["link_test"]["linked"] is True
+    assert list(got["provenance"]) == ["inputs", "settings", "versions", "measured_at"]
+    assert (
+        got["provenance"]["inputs"]["originals"]["sha256"]
+        == hashlib.sha256(o.read_bytes()).hexdigest()
+    )
+    assert got["provenance"]["inputs"]["avatars"]["rows"] == avatars.height
+    settings = got["provenance"]["settings"]
+    assert settings["space"]["features"] == FEATURES
+    assert settings["space"]["categorical"] == ["stage", "smoker"]
+    assert settings["space"]["ncp"] == 4
+    assert settings["space"]["impute"] == "median"
+    assert settings["link"] == {"by": "row order"}
+    assert settings["tie_tol"] == 1e-9
+    assert set(got["provenance"]["versions"]) == {
+        "polars-hidden-rate",
+        "polars",
+        "numpy",
+        "faiss-cpu",
+        "numba",
     }
 
 
@@ -199,7 +241,9 @@ def test_report_exit_codes_json_and_page(
     )
     code = main(["report", str(o), str(a), *OPTIONS, "--format", "json", "--html", str(page)])
     assert code == (0 if expected.passed else 1)
-    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(expected.to_dict()))
+    got = json.loads(capsys.readouterr().out)
+    assert without_provenance(got) == without_provenance(json.loads(json.dumps(expected.to_dict())))
+    assert got["provenance"]["inputs"]["originals"]["path"] == str(o.resolve())
     parsed = _Page()
     parsed.feed(page.read_text("utf-8"))
     assert parsed.svgs == 3

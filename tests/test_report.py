@@ -206,7 +206,7 @@ def test_report_values_match_the_free_functions() -> None:
         report.n_hidden, 400
     )
     # By row order on the same links, the same report.
-    by_row = originals.avatar.privacy_report(ordered, coords=DIMS)  # type: ignore[attr-defined]
+    by_row = originals.avatar.privacy_report(ordered, coords=DIMS, by_row_order=True)  # type: ignore[attr-defined]
     assert by_row.to_dict() == report.to_dict()
 
 
@@ -220,7 +220,16 @@ def test_report_dict_keys_and_json() -> None:
         "confidence",
         "hidden_rate_interval",
         "metrics",
+        "evidence",
         "passed",
+        "provenance",
+    ]
+    assert list(data["evidence"]) == [
+        "own_copies",
+        "own_copies_percent",
+        "hidden_by_ties_only",
+        "copy_features",
+        "link_test",
     ]
     assert list(data["metrics"]) == list(METRICS)
     for name, entry in data["metrics"].items():
