@@ -6,10 +6,14 @@ random link (avatars shuffled, or the wrong key) the own avatar is just another 
 for each record, its distance and the distance to the avatar of another record are
 exchangeable, and the own one is the closer of the two for half of the records.
 
-:func:`link_test` pairs every record ``i`` with the avatar of ``partner[i]``, a fixed
-random derangement (one cycle through every record, seeded), and counts the records whose
-own avatar is strictly closer. A one-sided sign test gives the chance of so many under a
-random link; the link is taken as random when that chance exceeds :data:`ALPHA`.
+:func:`link_test` compares every record ``i``'s own avatar with the avatars of
+``partner_k[i]`` for :data:`PARTNERS` fixed random derangements (one cycle through every
+record each, seeded), and counts the comparisons its own avatar wins. Under a random link
+the own avatar's rank among its ``m + 1`` is uniform, so the wins have mean ``n m / 2`` and
+variance ``n m (m + 2) / 12``; with one partner it is the sign test, taken exactly. The link
+is taken as random when the one-sided chance of so many wins exceeds :data:`ALPHA`. Several
+partners give the test its power at a few hundred records and large ``k``, where an avatar
+is only weakly its record's; beyond :data:`MANY_RECORDS` one is plenty, and costs least.
 Arrays in, a value out: no frames here.
 """
 
@@ -32,6 +36,9 @@ ALPHA = 1e-3
 links sit far beyond it: their own avatar is the closer one for 89 to 100 % of records on the
 paper's releases and the benchmark profiles, where 50 records need 74 % (docs/guarantees.md)."""
 SEED = 0
+PARTNERS = 8
+"""Derangements each record is compared through, up to :data:`MANY_RECORDS` records."""
+MANY_RECORDS = 100_000
 # Beyond this many untied pairs the binomial tail is taken from its normal approximation
 # (with continuity correction): its error is then far below ALPHA's scale.
 EXACT_TAIL_UP_TO = 100_000
@@ -45,12 +52,13 @@ class LinkTest:
     ----------
     n
         Records compared.
+    partners
+        Comparisons per record (derangements).
     closer, farther, ties
-        Records whose own avatar is strictly closer than, strictly farther than, or at the
-        same distance as the avatar of their partner in the derangement.
+        Comparisons where the own avatar is strictly closer than, strictly farther than, or
+        at the same distance as the partner's avatar.
     p_value
-        The chance of at least ``closer`` wins in ``closer + farther`` fair coin tosses:
-        how likely so strong a link is under a random one (1 when every pair ties).
+        How likely so many wins are under a random link (1 when every pair ties).
     """
 
     n: int
@@ -58,11 +66,13 @@ class LinkTest:
     farther: int
     ties: int
     p_value: float
+    partners: int = 1
 
     @property
     def closer_share(self) -> float:
-        """Percentage of records whose own avatar is the closer one, ties counting half."""
-        return 100.0 * (self.closer + 0.5 * self.ties) / self.n if self.n else math.nan
+        """Percentage of comparisons the own avatar wins, ties counting half."""
+        total = self.closer + self.farther + self.ties
+        return 100.0 * (self.closer + 0.5 * self.ties) / total if total else math.nan
 
     @property
     def tested(self) -> bool:
@@ -79,6 +89,7 @@ class LinkTest:
             "tested": self.tested,
             "linked": self.linked,
             "n": self.n,
+            "partners": self.partners,
             "own_closer": self.closer,
             "own_farther": self.farther,
             "ties": self.ties,
@@ -88,7 +99,7 @@ class LinkTest:
         }
 
 
-def derangement(n: int, seed: int = SEED) -> IndexArray:
+def derangement(n: int, seed: int | tuple[int, int] = SEED) -> IndexArray:
     """A fixed random permutation of ``range(n)`` with no fixed point (one cycle), ``n >= 2``.
 
     Examples
@@ -129,18 +140,26 @@ def link_test(originals: npt.ArrayLike, avatars: npt.ArrayLike) -> LinkTest:
         return LinkTest(n, 0, 0, n, 1.0)
     largest = max(float(np.abs(x).max(initial=0.0)), float(np.abs(y).max(initial=0.0)))
     exponent = exponent_for(largest, dim)
-    partner = derangement(n)
+    m = PARTNERS if n <= MANY_RECORDS else 1
+    partners = [derangement(n, (SEED, k)) for k in range(m)]
     own: Float64Array = np.zeros(n)
-    other: Float64Array = np.zeros(n)
+    others: Float64Array = np.zeros((m, n))
     for k in range(dim):
         xk, yk = np.ldexp(x[:, k], exponent), np.ldexp(y[:, k], exponent)
         diff = xk - yk
         own += diff * diff
-        diff = xk - yk[partner]
-        other += diff * diff
-    closer = int(np.count_nonzero(own < other))
-    farther = int(np.count_nonzero(own > other))
-    return LinkTest(n, closer, farther, n - closer - farther, sign_test(closer, closer + farther))
+        for row, partner in zip(others, partners, strict=True):
+            diff = xk - yk[partner]
+            row += diff * diff
+    closer = int(np.count_nonzero(own < others))
+    farther = int(np.count_nonzero(own > others))
+    ties = n * m - closer - farther
+    if m == 1:
+        p_value = sign_test(closer, closer + farther)
+    else:  # the own avatar's rank among m + 1 is uniform under a random link
+        z = (closer + 0.5 * ties - n * m / 2.0) / math.sqrt(n * m * (m + 2) / 12.0)
+        p_value = _upper_tail(z)
+    return LinkTest(n, closer, farther, ties, p_value, m)
 
 
 def sign_test(wins: int, trials: int) -> float:
@@ -162,10 +181,12 @@ def sign_test(wins: int, trials: int) -> float:
         )
         top = float(log_terms.max())
         return min(1.0, math.exp(top) * float(np.exp(log_terms - top).sum()))
-    z = (wins - 0.5 - trials / 2.0) / math.sqrt(trials / 4.0)
-    return 1.0 - NormalDist().cdf(z) if z < 8 else _normal_tail(z)
+    return _upper_tail((wins - 0.5 - trials / 2.0) / math.sqrt(trials / 4.0))
 
 
-def _normal_tail(z: float) -> float:
-    """The upper tail of the standard normal far out, where ``1 - cdf`` rounds to 0."""
+def _upper_tail(z: float) -> float:
+    """``P(Z >= z)`` for a standard normal ``Z``; far out, where ``1 - cdf`` rounds to 0,
+    its asymptotic form."""
+    if z < 8:
+        return 1.0 - NormalDist().cdf(z)
     return math.exp(-z * z / 2.0) / (z * math.sqrt(2.0 * math.pi))

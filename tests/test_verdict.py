@@ -1,0 +1,345 @@
+"""The verdict beside the counts: the link test, own copies, ties-only records, a row-order
+link beside a key, and the provenance every output states (issue 19)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import polars_hidden_rate as phr
+from polars_hidden_rate import engine
+from polars_hidden_rate.avatarize import avatarize
+from polars_hidden_rate.cohort import cohort
+from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
+from polars_hidden_rate.linkage import ALPHA, MIN_RECORDS, derangement, link_test, sign_test
+from polars_hidden_rate.verdict import AmbiguousLinkError, UnlinkedAvatarsError
+from tests.helpers import examples
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+AIDS_CATEGORICAL = [
+    "hemo",
+    "homo",
+    "drugs",
+    "karnof",
+    "oprior",
+    "z30",
+    "zprior",
+    "race",
+    "gender",
+    "str2",
+    "strat",
+    "symptom",
+    "treat",
+    "offtrt",
+    "r",
+    "cens",
+    "arms",
+]
+COORDS = ["Dim1", "Dim2", "Dim3"]
+
+
+def linked(n: int, seed: int = 0, noise: float = 0.3) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3))
+    y = x + rng.normal(scale=noise, size=x.shape)
+    return pl.DataFrame(x, schema=COORDS), pl.DataFrame(y, schema=COORDS)
+
+
+def brute_closer(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Whether some rival j != i is strictly closer to x_i than y_i, in float64."""
+    d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(axis=2)
+    own = np.diag(d2).copy()
+    np.fill_diagonal(d2, np.inf)
+    return (d2 < own[:, None]).any(axis=1)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.integers(2, 40),
+    st.integers(1, 3),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([1.0, 2.0**600, 2.0**-600, 1e12]),
+)
+def test_closer_rivals_equals_a_brute_force_on_grids(
+    n: int, d: int, seed: int, scale: float
+) -> None:
+    # Integer grids: many exact ties and zero distances; large offsets and power-of-two scales.
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, (n, d)).astype(float)
+    y = x + rng.integers(-1, 2, (n, d))
+    found = engine.closer_rivals(x * scale, y * scale)
+    assert found.tolist() == brute_closer(x, y).tolist()
+    rows = np.flatnonzero(rng.random(n) < 0.5)
+    assert engine.closer_rivals(x, y, rows).tolist() == brute_closer(x, y)[rows].tolist()
+    offset = engine.closer_rivals(x + 1e6, y + 1e6)
+    assert offset.tolist() == brute_closer(x + 1e6, y + 1e6).tolist()
+
+
+def test_derangement_moves_every_record() -> None:
+    for n in (2, 3, 50, 1001):
+        partner = derangement(n)
+        assert sorted(partner.tolist()) == list(range(n))
+        assert (partner != np.arange(n)).all()
+
+
+def test_sign_test_tail() -> None:
+    assert sign_test(10, 10) == pytest.approx(2.0**-10)
+    assert sign_test(5, 10) == pytest.approx(sum(math.comb(10, k) for k in range(5, 11)) / 1024)
+    # The normal tail beyond the exact range agrees with the exact one at its edge.
+    exact = sign_test(50_300, 100_000)
+    assert sign_test(50_300 * 2, 200_000) < exact
+
+
+def test_a_shuffled_link_is_refused_and_a_real_one_is_not() -> None:
+    originals, avatars = linked(800)
+    summary = cloaking_summary(originals, avatars, coords=COORDS)
+    assert summary.evidence is not None
+    assert summary.evidence.link.linked
+    shuffled = avatars.sample(fraction=1.0, shuffle=True, seed=3)
+    with pytest.raises(UnlinkedAvatarsError, match=r"closer than a random one for \d+\.\d %"):
+        cloaking_summary(originals, shuffled, coords=COORDS)
+    with pytest.raises(UnlinkedAvatarsError):
+        phr.assert_hidden_rate(originals, shuffled, 10, coords=COORDS)
+    with pytest.raises(UnlinkedAvatarsError):
+        phr.privacy_report(originals, shuffled, coords=COORDS)
+    # allow_unlinked measures it anyway; measuring functions never judge.
+    unlinked = cloaking_summary(originals, shuffled, coords=COORDS, allow_unlinked=True)
+    assert unlinked.hidden_rate == phr.hidden_rate(originals, shuffled, coords=COORDS)
+    assert unlinked.hidden_rate > 99  # the mark of a random link
+
+
+def test_a_wrong_key_is_refused() -> None:
+    originals, avatars = linked(300, seed=1)
+    originals = originals.with_columns(id=pl.int_range(300))
+    avatars = avatars.with_columns(id=pl.int_range(300).shuffle(seed=2))
+    with pytest.raises(UnlinkedAvatarsError, match="by key 'id'"):
+        cloaking_summary(originals, avatars, coords=COORDS, on="id")
+
+
+def test_the_link_test_is_not_run_below_fifty_records() -> None:
+    originals, avatars = linked(MIN_RECORDS - 1)
+    shuffled = avatars.reverse()
+    summary = cloaking_summary(originals, shuffled, coords=COORDS)
+    assert summary.evidence is not None
+    assert not summary.evidence.link.tested
+    originals, avatars = linked(MIN_RECORDS)
+    with pytest.raises(UnlinkedAvatarsError):
+        cloaking_summary(originals, avatars.reverse(), coords=COORDS)
+
+
+def test_the_link_test_does_not_move_with_scale() -> None:
+    x, y = (frame.to_numpy() for frame in linked(400, seed=4))
+    base = link_test(x, y)
+    for factor in (2.0**600, 2.0**-600, 2.0**1000):
+        assert link_test(x * factor, y * factor) == base
+
+
+def test_avatarized_cohorts_are_never_refused() -> None:
+    # The false-alarm side: the package's own avatarization, small n, large k.
+    for n in (50, 60, 120, 400):
+        originals = cohort(n, seed=n)
+        for k in (2, 5, 20, 50):
+            if k >= n:
+                continue
+            avatars = avatarize(originals, k, ncp=5, seed=k)
+            summary = cloaking_summary(originals, avatars, ncp=5, max_own_copies=100)
+            assert summary.evidence is not None
+            # the weakest, k = 50 of 60 records: p = 3e-5 (docs/guarantees.md)
+            assert summary.evidence.link.p_value <= ALPHA / 10, (n, k)
+
+
+@pytest.mark.parametrize("profile", ["gaussian", "discrete", "isotropic"])
+def test_benchmark_profiles_are_never_refused(profile: str) -> None:
+    from benchmarks.data import make_case
+
+    for n in (50, 2000):
+        x, y = make_case(n, 5, profile=profile, k=20, seed=0, neighbours="tree")  # type: ignore[arg-type]
+        test = link_test(x, y)
+        assert test.linked
+        assert test.closer_share > 89  # where 50 records need 74 %
+
+
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/datasets is absent")
+
+
+def _aids() -> tuple[pl.DataFrame, pl.DataFrame]:
+    originals = pl.read_csv(SHARED / "aids" / "originals.csv", separator=";", null_values="NA")
+    avatars = pl.read_csv(SHARED / "aids" / "avatars_k20_ncp5.csv", null_values="")
+    return originals, avatars
+
+
+@needs_shared
+def test_the_papers_releases_pass_the_link_test_and_their_shuffles_fail() -> None:
+    originals, avatars = _aids()
+    features = [c for c in originals.columns if c != "pidnum"]
+    options = {"features": features, "categorical": AIDS_CATEGORICAL, "impute": "median"}
+    summary = cloaking_summary(originals, avatars, ncp=5, **options)  # type: ignore[arg-type]
+    assert summary.hidden_rate == 93.12762973352034
+    assert summary.evidence is not None
+    assert summary.evidence.link.closer_share > 98
+    shuffled = avatars.sample(fraction=1.0, shuffle=True, seed=1)
+    with pytest.raises(UnlinkedAvatarsError):
+        cloaking_summary(originals, shuffled, ncp=5, **options)  # type: ignore[arg-type]
+    wbcd = pl.read_csv(SHARED / "wbcd" / "originals.csv")
+    wbcd_avatars = pl.read_csv(SHARED / "wbcd" / "avatars_k20.csv")
+    found = cloaking_summary(wbcd, wbcd_avatars, features=wbcd_avatars.columns, ncp=2)
+    assert found.evidence is not None
+    assert found.evidence.link.linked
+    # The published WBCD release: 281 of 683 avatars copy their own original.
+    assert found.evidence.own_copies == 281
+    assert not found.passed
+    assert found.failures == ["own copies 41.14 % > 10 % (--max-own-copies)"]
+    # Copies are hidden by the other copies of the same values: by ties only.
+    assert 0 < found.evidence.hidden_by_ties_only <= found.evidence.own_copies
+    with pytest.raises(OwnCopiesError, match="281 of 683 avatars"):
+        phr.assert_hidden_rate(wbcd, wbcd_avatars, 90, features=wbcd_avatars.columns, ncp=2)
+    rate = phr.assert_hidden_rate(
+        wbcd, wbcd_avatars, 90, features=wbcd_avatars.columns, ncp=2, max_own_copies=100
+    )
+    assert rate == found.hidden_rate
+
+
+def test_own_copies_and_ties_only_against_a_brute_force() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 3, (300, 3)).astype(float)
+    y = x + rng.integers(-1, 2, x.shape) * (rng.random((300, 1)) < 0.7)
+    originals, avatars = pl.DataFrame(x, schema=COORDS), pl.DataFrame(y, schema=COORDS)
+    summary = cloaking_summary(originals, avatars, coords=COORDS, max_own_copies=100)
+    assert summary.evidence is not None
+    copies = int((x == y).all(axis=1).sum())
+    assert summary.evidence.own_copies == copies
+    assert summary.evidence.own_copies_percent == 100 * copies / 300
+    counts = phr.local_cloaking(originals, avatars, coords=COORDS)["local_cloaking"].to_numpy()
+    expected = int(((counts > 0) & ~brute_closer(x, y)).sum())
+    assert summary.evidence.hidden_by_ties_only == expected
+    assert expected > 0
+    # Own copies gate: just above, just at the limit.
+    limit = 100 * copies / 300
+    assert cloaking_summary(originals, avatars, coords=COORDS, max_own_copies=limit).passed
+    below = cloaking_summary(originals, avatars, coords=COORDS, max_own_copies=limit - 0.01)
+    assert not below.passed
+
+
+def test_own_copies_follow_the_key_and_match_missing_values() -> None:
+    originals = pl.DataFrame(
+        {"id": range(60), "a": [float(i) for i in range(60)], "b": ["x", None] * 30}
+    )
+    avatars = originals.with_columns(a=pl.col("a") + 0.25 * (pl.col("id") % 3 != 0))
+    shuffled = avatars.sample(fraction=1.0, shuffle=True, seed=1).with_columns(
+        a=pl.when(pl.col("id") == 0).then(-0.0).otherwise(pl.col("a"))
+    )
+    summary = cloaking_summary(
+        originals,
+        shuffled,
+        features=["a", "b"],
+        impute="mode",
+        on="id",
+        max_own_copies=100,
+        allow_unlinked=True,
+    )
+    assert summary.evidence is not None
+    assert summary.evidence.own_copies == 20  # ids 0, 3, 6, ...: -0.0 matches 0.0, null null
+
+
+def test_row_order_beside_a_key_is_refused() -> None:
+    originals, avatars = linked(100, seed=6)
+    originals = originals.with_columns(pidnum=pl.int_range(100) + 10_000)
+    avatars = avatars.with_columns(pidnum=pl.int_range(100) + 10_000)
+    with pytest.raises(AmbiguousLinkError, match="both frames hold 'pidnum', unique per row"):
+        cloaking_summary(originals, avatars, coords=COORDS)
+    by_row = cloaking_summary(originals, avatars, coords=COORDS, by_row_order=True)
+    by_key = cloaking_summary(originals, avatars, coords=COORDS, on="pidnum")
+    assert by_row.hidden_rate == by_key.hidden_rate
+    # Not a key: values shared by no avatar, or repeated.
+    other = avatars.with_columns(pidnum=pl.int_range(100) + 20_000)
+    cloaking_summary(originals, other, coords=COORDS)
+    repeated = avatars.with_columns(pidnum=pl.lit(1))
+    cloaking_summary(originals, repeated, coords=COORDS)
+
+
+def test_verdict_options_are_checked() -> None:
+    originals, avatars = linked(60)
+    with pytest.raises(TypeError, match="allow_unlinked"):
+        cloaking_summary(originals, avatars, coords=COORDS, allow_unlinked=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_own_copies"):
+        cloaking_summary(originals, avatars, coords=COORDS, max_own_copies=101)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("hidden-rate")
+    return subprocess.run([str(script), *args], capture_output=True, text=True, check=False)
+
+
+def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
+    tmp_path: Path,
+) -> None:
+    originals, avatars = linked(500, seed=8)
+    o, a, s = tmp_path / "o.csv", tmp_path / "a.csv", tmp_path / "s.csv"
+    originals.write_csv(o)
+    avatars.write_csv(a)
+    avatars.sample(fraction=1.0, shuffle=True, seed=2).write_csv(s)
+    done = run("check", str(o), str(s), "--coords", ",".join(COORDS), "--min-rate", "90")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "do not look linked" in done.stderr
+    assert "--on" in done.stderr
+    allowed = run("check", str(o), str(s), "--coords", ",".join(COORDS), "--allow-unlinked")
+    assert allowed.returncode == 0, allowed.stderr
+    done = run("check", str(o), str(a), "--coords", ",".join(COORDS), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["link_test"]["linked"] is True
+    assert got["own_copies"] == 0
+    assert (
+        got["provenance"]["inputs"]["originals"]["sha256"]
+        == hashlib.sha256(o.read_bytes()).hexdigest()
+    )
+    assert got["provenance"]["settings"]["space"] == {"coords": COORDS, "ncp": 3}
+    text = run("check", str(o), str(a), "--coords", ",".join(COORDS))
+    for label in ("own copies", "hidden by ties only", "link test", "sha256", "versions"):
+        assert label in text.stdout
+    version = run("--version")
+    assert version.returncode == 0
+    assert version.stdout.strip() == f"hidden-rate {phr.__version__}"
+
+
+def test_the_per_record_file_carries_the_provenance(tmp_path: Path) -> None:
+    originals, avatars = linked(200, seed=9)
+    o, a, out = tmp_path / "o.parquet", tmp_path / "a.parquet", tmp_path / "out.parquet"
+    originals.write_parquet(o)
+    avatars.write_parquet(a)
+    done = run("check", str(o), str(a), "--coords", ",".join(COORDS), "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    metadata = pl.read_parquet_metadata(out)
+    block = json.loads(metadata["polars_hidden_rate"])
+    assert block["inputs"]["avatars"]["rows"] == 200
+    assert block["settings"]["link"] == {"by": "row order"}
+    assert "own copies            0 (0.00 %)" in done.stdout
+
+
+def test_the_script_fails_a_release_of_copies(tmp_path: Path) -> None:
+    originals, avatars = linked(200, seed=10)
+    copied = pl.concat([originals[:50], avatars[50:]])
+    o, a = tmp_path / "o.csv", tmp_path / "a.csv"
+    originals.write_csv(o)
+    copied.write_csv(a)
+    done = run("check", str(o), str(a), "--coords", ",".join(COORDS))
+    assert done.returncode == 1
+    assert "FAIL" in done.stdout
+    assert "own copies 25.00 % > 10 %" in done.stdout
+    assert (
+        run(
+            "check", str(o), str(a), "--coords", ",".join(COORDS), "--max-own-copies", "100"
+        ).returncode
+        == 0
+    )
