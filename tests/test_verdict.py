@@ -60,7 +60,8 @@ def brute_closer(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     d2 = ((x[:, None, :] - y[None, :, :]) ** 2).sum(axis=2)
     own = np.diag(d2).copy()
     np.fill_diagonal(d2, np.inf)
-    return (d2 < own[:, None]).any(axis=1)
+    closer: np.ndarray = (d2 < own[:, None]).any(axis=1)
+    return closer
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -200,7 +201,9 @@ def test_the_papers_releases_pass_the_link_test_and_their_shuffles_fail() -> Non
     assert not found.passed
     assert found.failures == ["own copies 41.14 % > 10 % (--max-own-copies)"]
     # Copies are hidden by the other copies of the same values: by ties only.
-    assert 0 < found.evidence.hidden_by_ties_only <= found.evidence.own_copies
+    ties_only = found.evidence.hidden_by_ties_only
+    assert ties_only is not None
+    assert 0 < ties_only <= found.evidence.own_copies
     with pytest.raises(OwnCopiesError, match="281 of 683 avatars"):
         phr.assert_hidden_rate(wbcd, wbcd_avatars, 90, features=wbcd_avatars.columns, ncp=2)
     rate = phr.assert_hidden_rate(
