@@ -257,7 +257,8 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
         "--categorical",
         type=_names,
         metavar="C1,C2,...",
-        help="features to project as categorical whatever their type (codes 0/1/2, ...)",
+        help="features to project as categorical whatever their type (codes 0/1/2, ...); "
+        "'auto': integer columns with at most 10 distinct values in the originals",
     )
     command.add_argument(
         "--impute",
@@ -321,7 +322,7 @@ def _count_options(args: argparse.Namespace) -> CountOptions:
     return {
         "coords": args.coords,
         "features": args.features,
-        "categorical": args.categorical,
+        "categorical": "auto" if args.categorical == ["auto"] else args.categorical,
         "impute": args.impute,
         "ncp": args.ncp,
         "on": args.on,

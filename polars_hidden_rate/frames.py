@@ -46,6 +46,10 @@ class Aligned:
     avatars: Float64Array
     carried: pl.DataFrame
     carried_avatars: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # The fitted projection the coordinates come from (None for given coords), and per
+    # categorical feature the avatars whose value is none of the originals' modalities.
+    projection: Any = None
+    unseen: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

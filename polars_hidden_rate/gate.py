@@ -152,6 +152,7 @@ class CloakingSummary:
                 "own_copies_percent": None,
                 "hidden_by_ties_only": None,
                 "copy_features": None,
+                "unseen_modalities": None,
                 "link_test": None,
             }
         )

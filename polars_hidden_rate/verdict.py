@@ -12,7 +12,7 @@ only through ties. Everything here comes from the read that the counts come from
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, cast
 
 import numpy as np
@@ -124,6 +124,9 @@ class Evidence:
     hidden_by_ties_only
         Hidden records without any rival strictly closer than their own avatar (None when
         not counted).
+    unseen_modalities
+        Per categorical feature, the avatars whose value is none of the originals'
+        modalities (more than half is refused when reading).
     """
 
     n: int
@@ -131,6 +134,7 @@ class Evidence:
     own_copies: int
     copy_features: tuple[str, ...]
     hidden_by_ties_only: int | None = None
+    unseen_modalities: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def own_copies_percent(self) -> float:
@@ -142,6 +146,7 @@ class Evidence:
             "own_copies_percent": self.own_copies_percent,
             "hidden_by_ties_only": self.hidden_by_ties_only,
             "copy_features": list(self.copy_features),
+            "unseen_modalities": dict(self.unseen_modalities),
             "link_test": self.link.to_dict(),
         }
 
@@ -213,6 +218,7 @@ class Inspector:
     link: LinkTest | None = None
     own_copies: int = 0
     hidden_by_ties_only: int | None = None
+    unseen: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def start(cls, request: CountPlan, verdict: Verdict) -> Inspector:
@@ -241,6 +247,7 @@ class Inspector:
         """Test the link and count own copies on ``aligned``; return it without the carried
         features. Raises :class:`UnlinkedAvatarsError` on a link that looks random."""
         self.link = link_test(aligned.originals, aligned.avatars)
+        self.unseen = aligned.unseen
         if not self.link.linked and not self.verdict.allow_unlinked:
             raise UnlinkedAvatarsError(unlinked_message(self.link, self.request), self.link)
         names = [f"{_COPY}{k}" for k in range(len(self.features))]
@@ -271,6 +278,7 @@ class Inspector:
             self.own_copies,
             tuple(self.features),
             self.hidden_by_ties_only,
+            self.unseen,
         )
 
 

@@ -229,6 +229,7 @@ def test_report_dict_keys_and_json() -> None:
         "own_copies_percent",
         "hidden_by_ties_only",
         "copy_features",
+        "unseen_modalities",
         "link_test",
     ]
     assert list(data["metrics"]) == list(METRICS)

@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -18,10 +19,12 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import engine
+from polars_hidden_rate.api import plan
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
 from polars_hidden_rate.linkage import ALPHA, MIN_RECORDS, derangement, link_test, sign_test
+from polars_hidden_rate.provenance import describe_settings, with_fit
 from polars_hidden_rate.verdict import AmbiguousLinkError, UnlinkedAvatarsError
 from tests.helpers import examples
 
@@ -346,3 +349,112 @@ def test_the_script_fails_a_release_of_copies(tmp_path: Path) -> None:
         ).returncode
         == 0
     )
+
+
+def coded(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Numbers, an integer code with 3 values, text categories; avatars close to them."""
+    rng = np.random.default_rng(seed)
+    age = rng.normal(50, 10, n)
+    stage = rng.integers(0, 3, n)
+    sex = rng.choice(["F", "M"], n)
+    originals = pl.DataFrame({"age": age, "stage": stage, "sex": sex})
+    avatars = pl.DataFrame(
+        {
+            "age": age + rng.normal(0, 2, n),
+            "stage": np.where(rng.random(n) < 0.2, rng.integers(0, 3, n), stage),
+            "sex": np.where(rng.random(n) < 0.1, "F", sex),
+        }
+    )
+    return originals, avatars
+
+
+def test_categorical_auto_takes_integer_codes_with_few_values() -> None:
+    originals, avatars = coded()
+    auto = phr.hidden_rate(originals, avatars, categorical="auto", ncp=3)
+    named = phr.hidden_rate(originals, avatars, categorical=["stage"], ncp=3)
+    assert auto == named
+
+    def categorical(**options: Any) -> list[str]:
+        request = with_fit(plan(originals, avatars, options))  # type: ignore[arg-type]
+        return describe_settings(request)["space"]["categorical"]  # type: ignore[no-any-return]
+
+    assert categorical(categorical="auto", ncp=3) == ["stage", "sex"]
+    assert categorical(ncp=3) == ["sex"]  # stage is read as a number otherwise
+    many = originals.with_columns(stage=pl.int_range(300) % 11)
+    many_avatars = avatars.with_columns(stage=pl.int_range(300) % 11)
+    assert phr.hidden_rate(many, many_avatars, categorical="auto", ncp=3) == phr.hidden_rate(
+        many, many_avatars, ncp=3
+    )
+
+
+@needs_shared
+def test_categorical_auto_on_the_aids_release() -> None:
+    originals, avatars = _aids()
+    rate = phr.hidden_rate(originals, avatars, categorical="auto", impute="median", ncp=5)
+    assert rate == 93.12762973352034
+    done = run(
+        "check",
+        str(SHARED / "aids" / "originals.csv"),
+        str(SHARED / "aids" / "avatars_k20_ncp5.csv"),
+        "--categorical",
+        "auto",
+        "--impute",
+        "median",
+        "--ncp",
+        "5",
+        "--format",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["hidden_rate"] == 93.12762973352034
+    space = got["provenance"]["settings"]["space"]
+    assert space["categorical"] == AIDS_CATEGORICAL
+    assert space["categorical_rule"].startswith("auto")
+
+
+@pytest.mark.parametrize("name", ["Unnamed: 0", "index", ""])
+def test_an_index_column_is_never_projected(name: str) -> None:
+    originals, avatars = coded(60)
+    originals = originals.with_columns(pl.int_range(60).alias(name))
+    avatars = avatars.with_columns(pl.int_range(60).alias(name))
+    with pytest.raises(pl.exceptions.ComputeError, match="named like an index"):
+        phr.hidden_rate(originals, avatars, ncp=3)
+    named = phr.hidden_rate(originals, avatars, ncp=3, features=["age", "stage", "sex", name])
+    assert 0 <= named <= 100
+
+
+@pytest.mark.parametrize("as_text", [False, True])
+def test_an_identifier_is_never_projected_by_default(as_text: bool) -> None:
+    originals, avatars = coded(80)
+    ids = pl.int_range(80) + 10_000
+    originals = originals.with_columns(pidnum=ids.cast(pl.String) if as_text else ids)
+    avatars = avatars.with_columns(pidnum=ids.cast(pl.String) if as_text else ids)
+    with pytest.raises(pl.exceptions.ComputeError, match="'pidnum' is unique per row"):
+        phr.hidden_rate(originals, avatars, ncp=3)
+    linked_rate = phr.hidden_rate(originals, avatars, ncp=3, on="pidnum")
+    assert linked_rate == phr.hidden_rate(originals.drop("pidnum"), avatars.drop("pidnum"), ncp=3)
+    # Fewer than 50 records: distinct integers say little, and are projected.
+    phr.hidden_rate(originals.head(49), avatars.head(49), ncp=3)
+
+
+def test_recoded_categories_are_refused_and_fewer_unseen_counted() -> None:
+    originals, avatars = coded()
+    recoded = avatars.with_columns(pl.col("sex").str.to_lowercase())
+    with pytest.raises(pl.exceptions.ComputeError, match=r"avatars' 'sex' holds 'f', 'm'"):
+        phr.hidden_rate(originals, recoded, ncp=3)
+    some = avatars.with_columns(
+        sex=pl.when(pl.int_range(300) < 30).then(pl.lit("x")).otherwise(pl.col("sex"))
+    )
+    summary = cloaking_summary(originals, some, ncp=3)
+    assert summary.evidence is not None
+    assert summary.evidence.unseen_modalities == {"sex": 30}
+    half = avatars.with_columns(
+        sex=pl.when(pl.int_range(300) < 150).then(pl.lit("x")).otherwise(pl.col("sex"))
+    )
+    cloaking_summary(originals, half, ncp=3)  # exactly half: counted, not refused
+    more = avatars.with_columns(
+        sex=pl.when(pl.int_range(300) < 151).then(pl.lit("x")).otherwise(pl.col("sex"))
+    )
+    with pytest.raises(pl.exceptions.ComputeError, match="151 of 300 avatar values"):
+        cloaking_summary(originals, more, ncp=3)

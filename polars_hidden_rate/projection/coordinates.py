@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +27,17 @@ from polars_hidden_rate.projection.scaling import NumericFeature
 from polars_hidden_rate.projection.types import FeatureSpec, Impute
 
 _COORD = f"{RESERVED_PREFIX}_dim"
+AUTO_CATEGORIES = 10
+"""``categorical="auto"``: integer columns with at most this many distinct values in the
+originals are categorical (the avatar paper's rule, ``get_categorical_continuous``)."""
+AUTO_RULE = f"auto: integer or text columns with at most {AUTO_CATEGORIES} distinct values"
+ID_MIN_RECORDS = 50
+"""From this many records, a default feature unique per row (integers or text) is taken for
+an identifier and refused."""
+INDEX_NAMES = ("", "index", "__index_level_0__", "level_0")
+UNSEEN_LIMIT = 0.5
+"""A categorical feature whose avatar values fall outside the originals' modalities for more
+than this share of the avatars is refused: the two files do not code it alike."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +47,8 @@ class ProjectedCoordinates:
     spec: FeatureSpec
     ncp: int | None
     fitted: Projection | None = None  # fitted beforehand: :meth:`read` uses it
+    auto: bool = False  # categorical="auto": integer columns are chosen when fitting
+    defaulted: bool = False  # features not named: identifiers are refused when fitting
 
     @classmethod
     def plan(
@@ -47,18 +61,29 @@ class ProjectedCoordinates:
         avatars: pl.Schema,
         link: Link,
     ) -> ProjectedCoordinates:
-        """Schema-level checks, at plan time; the default features exclude the key columns."""
+        """Schema-level checks, at plan time; the default features exclude the key columns,
+        and a feature named like an index is refused unless named."""
+        auto = isinstance(categorical, str) and categorical == "auto"
         spec = FeatureSpec.resolve(
-            features, categorical, impute, originals, avatars, (*link.left, *link.right)
+            features,
+            None if auto else categorical,
+            impute,
+            originals,
+            avatars,
+            (*link.left, *link.right),
         )
+        if auto:
+            spec = replace(spec, categorical_rule=AUTO_RULE)
+        if features is None:
+            _refuse_index_names(spec.names)
         wanted = None if ncp is None else check_count(ncp, "ncp")
-        if wanted is not None and not spec.categorical and wanted > len(spec.names):
+        if wanted is not None and not spec.categorical and not auto and wanted > len(spec.names):
             msg = (
                 f"`ncp` must satisfy 1 <= ncp <= {len(spec.names)} (one per feature), "
                 f"got ncp={wanted}"
             )
             raise ValueError(msg)
-        return cls(spec, wanted)
+        return cls(spec, wanted, auto=auto, defaulted=features is None)
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -66,20 +91,59 @@ class ProjectedCoordinates:
 
     def fit(self, originals: pl.LazyFrame) -> Projection:
         """The projection of this request, fitted on ``originals`` (two streaming passes)."""
-        return Projection.fit(originals, **self._options())
+        return Projection.fit(originals, **self._options(originals))
 
     def fit_files(self, files: Sequence[Path], tasks: Tasks | None = None) -> Projection:
         """The projection of this request, fitted on parquet ``files`` by one task per file
         (:meth:`Projection.fit_partitioned`)."""
-        return Projection.fit_partitioned(files, **self._options(), tasks=tasks)
+        scanned = pl.scan_parquet(list(files), glob=False)
+        return Projection.fit_partitioned(files, **self._options(scanned), tasks=tasks)
 
-    def _options(self) -> dict[str, Any]:
-        """The fit's options, the same for both fits."""
+    def _options(self, originals: pl.LazyFrame) -> dict[str, Any]:
+        """The fit's options, the same for both fits; ``categorical="auto"`` and the
+        identifier rule read the distinct counts of the integer and text features."""
+        categorical = set(self.spec.categorical)
+        if self.auto or self.defaulted:
+            categorical |= self._read_distinct(originals)
         return {
             "features": list(self.spec.names),
             "ncp": self.ncp,
-            "categorical": sorted(self.spec.categorical) or None,
+            "categorical": sorted(categorical) or None,
             "impute": self.spec.impute,
+        }
+
+    def _read_distinct(self, originals: pl.LazyFrame) -> set[str]:
+        """Refuse a default feature unique per row (an identifier); with ``auto``, the
+        integer features with at most :data:`AUTO_CATEGORIES` distinct values."""
+        schema = originals.collect_schema()
+        discrete = [
+            name
+            for name in self.spec.names
+            if schema[name].is_integer() or name in self.spec.categorical
+        ]
+        if not discrete:
+            return set()
+        row = (
+            originals.select(
+                pl.len().alias(_ROWS), *(pl.col(c).drop_nulls().n_unique() for c in discrete)
+            )
+            .collect()
+            .row(0, named=True)
+        )
+        rows = int(row.pop(_ROWS))
+        if self.defaulted and rows >= ID_MIN_RECORDS:
+            for name in discrete:
+                if row[name] == rows:
+                    msg = (
+                        f"feature {name!r} is unique per row in the originals ({rows} values): "
+                        "it looks like an identifier, which is never projected; link by it "
+                        f"with on={name!r} (--on), drop it, or name the features to project"
+                    )
+                    raise ComputeError(msg)
+        if not self.auto:
+            return set()
+        return {
+            name for name in discrete if schema[name].is_integer() and row[name] <= AUTO_CATEGORIES
         }
 
     def with_fit(self, projection: Projection) -> ProjectedCoordinates:
@@ -113,6 +177,7 @@ class ProjectedCoordinates:
         projection = self.fitted if self.fitted is not None else self.fit(originals)
         names = self.names(projection)
         left_schema, right_schema = originals.collect_schema(), avatars.collect_schema()
+        unseen = unseen_modalities(avatars, projection, right_schema)
         carried = [pl.col(expr.meta.output_name()) for expr in carry]
         carried_avatars = [pl.col(expr.meta.output_name()) for expr in carry_avatars]
         left = originals.select(*link.left, *projection.coordinates(left_schema, names), *carry)
@@ -120,10 +185,11 @@ class ProjectedCoordinates:
             *link.right, *projection.coordinates(right_schema, names), *carry_avatars
         )
         try:
-            return read_aligned(left, right, names, link, carried, carried_avatars)
+            aligned = read_aligned(left, right, names, link, carried, carried_avatars)
         except ComputeError:
             _raise_missing_features(avatars, projection, right_schema)
             raise
+        return replace(aligned, projection=projection, unseen=unseen)
 
 
 def _raise_missing_features(frame: pl.LazyFrame, projection: Projection, schema: pl.Schema) -> None:
@@ -135,3 +201,58 @@ def _raise_missing_features(frame: pl.LazyFrame, projection: Projection, schema:
     }
     others = [f.name for f in projection.scaling.categorical if f.fill is None]
     raise_missing(missing_values(frame, numbers, others), "features of avatars")
+
+
+_ROWS = f"{RESERVED_PREFIX}_rows"
+
+
+def _refuse_index_names(features: Sequence[str]) -> None:
+    """A default feature named like a written-out index (pandas' ``Unnamed: 0``, ``index``,
+    an empty name) is an identifier, not a feature."""
+    for name in features:
+        if name.strip().lower() in INDEX_NAMES or re.fullmatch(r"Unnamed: \d+", name):
+            msg = (
+                f"feature {name!r} is named like an index column, which is never projected: "
+                "drop it, or name the features to project"
+            )
+            raise ComputeError(msg)
+
+
+def unseen_modalities(
+    avatars: pl.LazyFrame, projection: Projection, schema: pl.Schema
+) -> dict[str, int]:
+    """For each categorical feature, the avatars whose value is none of the originals'
+    modalities (missing values aside). Refuses a feature where they are more than
+    :data:`UNSEEN_LIMIT` of the avatars, naming examples of both sides."""
+    features = projection.scaling.categorical
+    if not features:
+        return {}
+    flags = {
+        f.name: f.values(schema).is_not_null() & ~f.values(schema).is_in(list(f.modalities))
+        for f in features
+    }
+    row = (
+        avatars.select(pl.len().alias(_ROWS), *(flag.sum().alias(n) for n, flag in flags.items()))
+        .collect()
+        .row(0, named=True)
+    )
+    rows = int(row.pop(_ROWS))
+    for feature in features:
+        if rows and row[feature.name] > UNSEEN_LIMIT * rows:
+            examples = (
+                avatars.select(feature.values(schema).filter(flags[feature.name]).unique())
+                .head(3)
+                .collect()
+                .to_series()
+                .sort()
+                .to_list()
+            )
+            known = ", ".join(map(repr, sorted(map(str, feature.modalities))[:3]))
+            msg = (
+                f"avatars' {feature.name!r} holds {', '.join(map(repr, examples))}, ...; the "
+                f"originals hold {known}, ...: {row[feature.name]} of {rows} avatar values are "
+                "none of the originals' categories (recoded?); write both files with the "
+                "same codes"
+            )
+            raise ComputeError(msg)
+    return {name: int(count) for name, count in row.items()}
