@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
+from polars_hidden_rate.files import scan
 from polars_hidden_rate.gate import summarize
 from polars_hidden_rate.namespace import AvatarNamespace
 from tests.helpers import brute_force_counts, examples, hidden_share
@@ -459,3 +460,59 @@ def test_text_that_is_not_numbers_in_another_notation_stays_categories(values: l
     avatars = originals.with_columns(pl.col("y") + 0.1)
     assert phr.Projection.fit(originals).model == "FAMD"
     assert phr.hidden_rate(originals, avatars) >= 0
+
+
+# --- 10. Csv files read as people write them -------------------------------------------------
+
+_FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(_FLOATS, min_size=1, max_size=30),
+    separator=st.sampled_from([";", "\t"]),
+    padding=st.lists(st.sampled_from(["", " ", "  "]), min_size=2, max_size=2),
+    plainly=st.booleans(),
+)
+def test_csv_numbers_read_exactly_in_any_notation(
+    tmp_path: Path, values: list[float], separator: str, padding: list[str], plainly: bool
+) -> None:
+    # The reference is the floats themselves: "-0,801931", " 1.5" and "1e300" read back bit
+    # for bit, whatever the notation.
+    written = pl.DataFrame({"x": values, "tag": ["t"] * len(values)})
+    path = tmp_path / "x.csv"
+    header, *records = written.write_csv(separator=separator, decimal_comma=not plainly).split("\n")
+    before, after = padding
+    padded = [
+        separator.join(f"{before}{cell}{after}" for cell in record.split(separator))
+        for record in records
+        if record
+    ]
+    path.write_text("\n".join([header, *padded]) + "\n")
+    read = scan(path, "ORIGINALS").collect()
+    assert read.schema == pl.Schema({"x": pl.Float64, "tag": pl.String})
+    assert read["tag"].to_list() == ["t"] * len(values)
+    got = read["x"].to_numpy()
+    assert got.tobytes() == np.asarray(values, dtype=np.float64).tobytes()
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.integers(0, 5),
+    tail=st.text(alphabet=" \t\r\n", max_size=12),
+    separator=st.sampled_from([",", ";"]),
+)
+def test_csv_blank_lines_at_the_end_are_no_records(
+    tmp_path: Path, rows: int, tail: str, separator: str
+) -> None:
+    path = tmp_path / "x.csv"
+    records = [f"{k}{separator}{k * 0.5}" for k in range(rows)]
+    lines = [f"a{separator}b", *records]
+    path.write_text("\n".join(lines) + ("\n" if not records else "") + tail)
+    if rows == 0:
+        with pytest.raises(pl.exceptions.NoDataError, match="holds no records"):
+            scan(path, "ORIGINALS")
+        return
+    read = scan(path, "ORIGINALS").collect()
+    assert read["a"].to_list() == list(range(rows))
+    assert read["b"].to_list() == [k * 0.5 for k in range(rows)]
