@@ -274,7 +274,13 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
         "--separator",
         type=_separator,
         metavar="CHAR",
-        help="csv field separator (default: sniffed from the header: , ; or tab)",
+        help="csv field separator (default: sniffed from each file's header: , ; or tab)",
+    )
+    command.add_argument(
+        "--decimal-comma",
+        action="store_true",
+        help="csv numbers have a decimal comma (-0,80); default: sniffed from the data when "
+        "the separator is not a comma",
     )
     command.add_argument(
         "--null-values",
@@ -310,9 +316,16 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """The two files as lazy frames, csv read with ``--separator`` and ``--null-values``."""
+    """The two files as lazy frames, csv read with ``--separator``, ``--null-values`` and
+    ``--decimal-comma``."""
     return tuple(  # type: ignore[return-value]
-        scan(path, role, separator=args.separator, null_values=args.null_values)
+        scan(
+            path,
+            role,
+            separator=args.separator,
+            null_values=args.null_values,
+            decimal_comma=args.decimal_comma,
+        )
         for path, role in ((args.originals, "ORIGINALS"), (args.avatars, "AVATARS"))
     )
 
@@ -466,7 +479,7 @@ def _connected(args: argparse.Namespace) -> Iterator[Any]:
     except ImportError as error:
         raise ImportError(f"--cluster needs dask.distributed: {EXTRA_HINT}") from error
     if args.cluster_file is not None and not args.cluster_file.is_file():
-        msg = f"--cluster-file not found: {args.cluster_file}"
+        msg = f"--cluster-file not found: {str(args.cluster_file)!r}"
         raise FileNotFoundError(msg)
     try:
         if args.cluster is not None:
@@ -591,7 +604,7 @@ def replace_atomically(
 
 def _output_folder(path: Path, option: str) -> None:
     if not path.parent.is_dir():
-        msg = f"{option} folder not found: {path.parent}"
+        msg = f"{option} folder not found: {str(path.parent)!r}"
         raise FileNotFoundError(msg)
 
 

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
+from polars_hidden_rate.files import scan
 from polars_hidden_rate.gate import summarize
 from polars_hidden_rate.namespace import AvatarNamespace
 from tests.helpers import brute_force_counts, examples, hidden_share
@@ -370,3 +371,150 @@ def test_a_misspelt_option_is_named(entry: str) -> None:
     }
     with pytest.raises(TypeError, match="unexpected keyword argument 'coord'"):
         calls[entry]()
+
+
+# --- 9. Numbers written as text are never categories ----------------------------------------
+
+
+def _as_text(values: np.ndarray, notation: str) -> pl.Series:
+    """Numbers as a person's csv writes them, read as text: decimal comma, padded, grouped."""
+    written = [f"{value:.6f}" for value in values]
+    if notation == "decimal comma":
+        written = [text.replace(".", ",") for text in written]
+    elif notation == "spaces":
+        written = [f" {text}" for text in written]
+    else:  # digit groups: thousands
+        written = [f"{value * 1e4:,.2f}" for value in values]
+    return pl.Series(written)
+
+
+def _text_pair(notation: str, n: int = 60) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=n)
+    originals = pl.DataFrame({"x": _as_text(x, notation), "y": rng.normal(size=n)})
+    avatars = pl.DataFrame(
+        {"x": _as_text(x + rng.normal(0, 0.3, n), notation), "y": originals["y"]}
+    )
+    return originals, avatars
+
+
+@pytest.mark.parametrize(
+    ("notation", "described", "fix"),
+    [
+        ("decimal comma", "a decimal comma", "decimal_comma=True"),
+        ("spaces", "spaces around it", "str.strip_chars()"),
+        ("digit groups", "digit group separators", "remove the separators"),
+    ],
+)
+def test_numbers_written_as_text_are_refused(notation: str, described: str, fix: str) -> None:
+    # Projected as categories, every avatar value was unseen and every record a tie: 100 %.
+    originals, avatars = _text_pair(notation)
+    pattern = (
+        f"feature 'x' of originals is text but every value is a number written with {described}"
+    )
+    with pytest.raises(pl.exceptions.ComputeError, match=pattern) as raised:
+        phr.hidden_rate(originals, avatars)
+    assert fix in str(raised.value)
+    example = str(raised.value).split("e.g. ")[1].split(":")[0]
+    assert example.strip("'") in originals["x"].to_list()
+    with pytest.raises(pl.exceptions.ComputeError, match=pattern):
+        phr.Projection.fit(originals.with_columns(pl.col("x").cast(pl.Categorical)))
+
+
+def test_numbers_written_as_text_are_refused_when_collected() -> None:
+    # At collect time, from the counts the fit makes anyway: the plan itself reads nothing.
+    originals, avatars = _text_pair("decimal comma")
+    per_record = phr.local_cloaking(originals.lazy(), avatars.lazy())
+    assert isinstance(per_record, pl.LazyFrame)
+    with pytest.raises(pl.exceptions.ComputeError, match="written with a decimal comma"):
+        per_record.collect()
+
+
+def test_many_numbers_written_as_text_are_named_as_such() -> None:
+    # More distinct values than a fit takes modalities: still named as numbers held as text.
+    originals, avatars = _text_pair("decimal comma", n=5000)
+    with pytest.raises(pl.exceptions.ComputeError, match="'x' of originals is text"):
+        phr.hidden_rate(originals, avatars)
+
+
+def test_numbers_written_as_text_are_refused_by_the_file_by_file_fit(tmp_path: Path) -> None:
+    originals, _ = _text_pair("decimal comma")
+    files = []
+    for part in range(2):
+        files.append(tmp_path / f"part{part}.parquet")
+        originals.slice(30 * part, 30).write_parquet(files[-1])
+    with pytest.raises(pl.exceptions.ComputeError, match="'x' of originals is text"):
+        phr.Projection.fit_partitioned(files)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["01", "02", "10", "01"],
+        ["1.5", "2", "1.5", "3"],
+        ["1,5", "x", "2,5", "1,5"],
+        ["", "1,5", "2,5", ""],
+    ],
+)
+def test_text_that_is_not_numbers_in_another_notation_stays_categories(values: list[str]) -> None:
+    # Codes written plainly (postcodes, "01"), or text that is not all numbers.
+    originals = pl.DataFrame({"code": values, "y": [0.0, 1.0, 2.0, 3.0]})
+    avatars = originals.with_columns(pl.col("y") + 0.1)
+    assert phr.Projection.fit(originals).model == "FAMD"
+    assert phr.hidden_rate(originals, avatars) >= 0
+
+
+# --- 10. Csv files read as people write them -------------------------------------------------
+
+_FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(_FLOATS, min_size=1, max_size=30),
+    separator=st.sampled_from([";", "\t"]),
+    padding=st.lists(st.sampled_from(["", " ", "  "]), min_size=2, max_size=2),
+    plainly=st.booleans(),
+)
+def test_csv_numbers_read_exactly_in_any_notation(
+    tmp_path: Path, values: list[float], separator: str, padding: list[str], plainly: bool
+) -> None:
+    # The reference is the floats themselves: "-0,801931", " 1.5" and "1e300" read back bit
+    # for bit, whatever the notation.
+    written = pl.DataFrame({"x": values, "tag": ["t"] * len(values)})
+    path = tmp_path / "x.csv"
+    header, *records = written.write_csv(separator=separator, decimal_comma=not plainly).split("\n")
+    before, after = padding
+    padded = [
+        separator.join(f"{before}{cell}{after}" for cell in record.split(separator))
+        for record in records
+        if record
+    ]
+    path.write_text("\n".join([header, *padded]) + "\n")
+    read = scan(path, "ORIGINALS").collect()
+    assert read.schema == pl.Schema({"x": pl.Float64, "tag": pl.String})
+    assert read["tag"].to_list() == ["t"] * len(values)
+    got = read["x"].to_numpy()
+    assert got.tobytes() == np.asarray(values, dtype=np.float64).tobytes()
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.integers(0, 5),
+    tail=st.text(alphabet=" \t\r\n", max_size=12),
+    separator=st.sampled_from([",", ";"]),
+)
+def test_csv_blank_lines_at_the_end_are_no_records(
+    tmp_path: Path, rows: int, tail: str, separator: str
+) -> None:
+    path = tmp_path / "x.csv"
+    records = [f"{k}{separator}{k * 0.5}" for k in range(rows)]
+    lines = [f"a{separator}b", *records]
+    path.write_text("\n".join(lines) + ("\n" if not records else "") + tail)
+    if rows == 0:
+        with pytest.raises(pl.exceptions.NoDataError, match="holds no records"):
+            scan(path, "ORIGINALS")
+        return
+    read = scan(path, "ORIGINALS").collect()
+    assert read["a"].to_list() == list(range(rows))
+    assert read["b"].to_list() == [k * 0.5 for k in range(rows)]

@@ -30,6 +30,7 @@ from polars_hidden_rate.projection.types import (
     modality_values,
     numeric_values,
 )
+from polars_hidden_rate.text_numbers import refuse_text_numbers
 
 Fills = dict[str, float | Modality]
 """The value each feature's gaps get (features without one are not filled)."""
@@ -253,8 +254,10 @@ def feature_partial(
 def fitted_features(
     partial: FeaturePartial, spec: FeatureSpec, schema: pl.Schema, fills: Fills
 ) -> tuple[list[Feature], int]:
-    """The features pass 1 fits from the originals' whole ``partial``: gaps and no rows are
-    errors."""
+    """The features pass 1 fits from the originals' whole ``partial``: numbers held as text
+    (:func:`~polars_hidden_rate.text_numbers.refuse_text_numbers`, on the modalities counted),
+    gaps and no rows are errors."""
+    refuse_text_numbers(partial.counts, "originals")
     raise_missing(
         partial.missing,
         "features of originals",
@@ -301,6 +304,7 @@ def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
     """Stop as soon as the scaled columns exceed :data:`MAX_WIDTH` (an identifier among them?)."""
     width = numeric + sum(len(tally) for tally in counts.values())
     if width > MAX_WIDTH:
+        refuse_text_numbers(counts, "originals")  # a numeric column read as text, most likely
         widest = max(counts, key=lambda name: len(counts[name]))
         msg = (
             f"the features make more than {MAX_WIDTH} scaled columns (numbers and modalities); "
