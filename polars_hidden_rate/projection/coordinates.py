@@ -25,6 +25,7 @@ from polars_hidden_rate.projection.model import Projection
 from polars_hidden_rate.projection.partitioned import Tasks
 from polars_hidden_rate.projection.scaling import NumericFeature
 from polars_hidden_rate.projection.types import FeatureSpec, Impute
+from polars_hidden_rate.text_numbers import text_numbers_example
 
 _COORD = f"{RESERVED_PREFIX}_dim"
 AUTO_CATEGORIES = 10
@@ -133,7 +134,7 @@ class ProjectedCoordinates:
         rows = int(row.pop(_ROWS))
         if self.defaulted and rows >= ID_MIN_RECORDS:
             for name in discrete:
-                if row[name] == rows:
+                if row[name] == rows and not _numbers_as_text(originals, name, schema):
                     msg = (
                         f"feature {name!r} is unique per row in the originals ({rows} values): "
                         "it looks like an identifier, which is never projected; link by it "
@@ -204,6 +205,7 @@ def _raise_missing_features(frame: pl.LazyFrame, projection: Projection, schema:
 
 
 _ROWS = f"{RESERVED_PREFIX}_rows"
+SNIFFED_VALUES = 10_000
 
 
 def _refuse_index_names(features: Sequence[str]) -> None:
@@ -256,3 +258,12 @@ def unseen_modalities(
             )
             raise ComputeError(msg)
     return {name: int(count) for name, count in row.items()}
+
+
+def _numbers_as_text(originals: pl.LazyFrame, name: str, schema: pl.Schema) -> bool:
+    """Whether a text column holds numbers in another notation: the fit refuses it with
+    its own, more useful message (:mod:`polars_hidden_rate.text_numbers`)."""
+    if schema[name].is_integer():
+        return False
+    values = originals.select(pl.col(name).cast(pl.String).drop_nulls().head(SNIFFED_VALUES))
+    return text_numbers_example(values.collect().to_series().to_list()) is not None
