@@ -55,7 +55,7 @@ from polars_hidden_rate.provenance import (
     with_fit,
 )
 from polars_hidden_rate.report import METRICS, PrivacyReport, check_targets, report_of_plan
-from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES, Inspector, Verdict
+from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES, Evidence, Inspector, Verdict
 
 PROG = "hidden-rate"
 T = TypeVar("T")
@@ -673,14 +673,14 @@ def format_text(summary: CloakingSummary) -> str:
         f"quartiles {summary.local_cloaking_q1:g} to {summary.local_cloaking_q3:g}",
         f"not hidden (c_i = 0)  {summary.not_hidden:,} ({summary.not_hidden_share:.2f} %)",
     ]
-    lines.extend(_evidence_lines(summary))
+    lines.extend(_evidence_lines(summary.evidence))
     lines.append(f"gate                  {verdict}")
     lines.extend(_provenance_lines(summary.provenance))
     return "\n".join(lines)
 
 
-def _evidence_lines(summary: CloakingSummary) -> list[str]:
-    evidence = summary.evidence
+def _evidence_lines(evidence: Evidence | None) -> list[str]:
+    """Own copies, ties and the link test, a line each."""
     if evidence is None:
         return ["link test             not run (cluster run: see docs/guarantees.md)"]
     test = evidence.link
@@ -764,6 +764,8 @@ def format_report(report: PrivacyReport) -> str:
     )
     met = sum(checks.values())
     lines.append(f"{'report':<30}{'PASS' if report.passed else 'FAIL'}: {met} of {len(checks)}")
+    lines.extend(_evidence_lines(report.evidence))
+    lines.extend(_provenance_lines(report.provenance))
     return "\n".join(lines)
 
 

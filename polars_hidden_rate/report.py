@@ -10,6 +10,7 @@ them with the targets, and renders them (:meth:`PrivacyReport.to_dict`,
 from __future__ import annotations
 
 import html
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -242,6 +243,7 @@ Overall: <span class="{"pass" if self.passed else "fail"}">{verdict}</span>.</p>
 </tbody>
 </table>
 {figures}
+{_audit_html(self.evidence, self.provenance)}
 </body>
 </html>
 """
@@ -464,3 +466,50 @@ def _svg_histogram(
 def _number(value: float) -> str:
     """A value for people: at most 4 significant digits, no exponent below 10^6."""
     return html.escape(f"{value:.4g}")
+
+
+def _audit_html(evidence: Evidence | None, provenance: Mapping[str, Any]) -> str:
+    """The evidence beside the metrics and what was measured, every text escaped."""
+    parts = []
+    if evidence is not None:
+        test = evidence.link
+        link = (
+            f"own avatar closer than a random one for {test.closer_share:.1f} % "
+            f"(p = {test.p_value:.2g}, n = {test.n:,})"
+            if test.tested
+            else "not run (fewer than 50 records)"
+        )
+        unseen = ", ".join(f"{k}: {v:,}" for k, v in evidence.unseen_modalities.items())
+        rows = [
+            ("Own copies", f"{evidence.own_copies:,} ({evidence.own_copies_percent:.2f} %)"),
+            ("Hidden by ties only", f"{evidence.hidden_by_ties_only or 0:,}"),
+            ("Link test", link),
+            ("Unseen categories", unseen or "none"),
+        ]
+        parts.append(_table("Evidence", rows))
+    if provenance:
+        inputs = [
+            (
+                role,
+                f"{described['path']} — {described['rows']:,} rows, {described['size']:,} "
+                f"bytes, sha256 {described.get('sha256', 'per file')}",
+            )
+            for role, described in provenance["inputs"].items()
+        ]
+        versions = ", ".join(f"{k} {v}" for k, v in provenance["versions"].items() if v)
+        rows = [
+            *inputs,
+            ("Settings", json.dumps(provenance["settings"], sort_keys=True)),
+            ("Versions", versions),
+            ("Measured at (UTC)", provenance["measured_at"]),
+        ]
+        parts.append(_table("What was measured", rows))
+    return "\n".join(parts)
+
+
+def _table(heading: str, rows: list[tuple[str, str]]) -> str:
+    body = "\n".join(
+        f"<tr><th>{html.escape(name)}</th><td>{html.escape(value)}</td></tr>"
+        for name, value in rows
+    )
+    return f"<h2>{html.escape(heading)}</h2>\n<table>\n<tbody>\n{body}\n</tbody>\n</table>"

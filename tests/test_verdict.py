@@ -458,3 +458,25 @@ def test_recoded_categories_are_refused_and_fewer_unseen_counted() -> None:
     )
     with pytest.raises(pl.exceptions.ComputeError, match="151 of 300 avatar values"):
         cloaking_summary(originals, more, ncp=3)
+
+
+def test_the_report_states_its_evidence_and_inputs(tmp_path: Path) -> None:
+    originals, avatars = linked(300, seed=12)
+    o, a, page = tmp_path / "o.csv", tmp_path / "a.csv", tmp_path / "r.html"
+    originals.write_csv(o)
+    avatars.write_csv(a)
+    args = ["report", str(o), str(a), "--coords", ",".join(COORDS)]
+    done = run(*args, "--html", str(page), "--title", "Trial <7>")
+    assert done.returncode in (0, 1), done.stderr
+    text = page.read_text("utf-8")
+    assert "<title>Trial &lt;7&gt;</title>" in text
+    assert hashlib.sha256(o.read_bytes()).hexdigest() in text
+    assert "What was measured" in text
+    assert "Link test" in text
+    assert "sha256" in done.stdout
+    assert "link test" in done.stdout
+    shuffled = tmp_path / "s.csv"
+    avatars.sample(fraction=1.0, shuffle=True, seed=4).write_csv(shuffled)
+    refused = run("report", str(o), str(shuffled), "--coords", ",".join(COORDS))
+    assert refused.returncode == 2
+    assert "do not look linked" in refused.stderr
