@@ -26,6 +26,7 @@ import polars as pl
 
 from polars_hidden_rate.api import CountOptions, local_cloaking
 from polars_hidden_rate.dataset import plan_dataset, staged_directory
+from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.distributed import EXTRA_HINT
 from polars_hidden_rate.files import (
     CSV_NULL_VALUES,
@@ -305,7 +306,7 @@ def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> 
 
 def run_check(args: argparse.Namespace) -> int:
     """``hidden-rate check``: count once, summarise, optionally write, report."""
-    min_rate = check_min_rate(args.min_rate)
+    min_rate = check_min_rate(args.min_rate, "--min-rate")
     if _writes_parts(args):
         summary = _check_dataset(args, min_rate)
         if not args.quiet:
@@ -529,19 +530,21 @@ def _create_private(temporary: Path, *, replaces: Path) -> int:
 
 
 def format_text(summary: CloakingSummary) -> str:
-    """The human summary of ``hidden-rate check``."""
+    """The human summary of ``hidden-rate check``; the rate with the digits that decide the
+    gate (89.995 % is not printed 90.00 % beside a threshold of 90)."""
+    rate = decisive(summary.hidden_rate, summary.min_rate, 2, "f")
     if summary.min_rate is None:
         verdict = "no threshold (give --min-rate to gate)"
     else:
         comparison = ">=" if summary.passed else "<"
         verdict = (
             f"{'PASS' if summary.passed else 'FAIL'}: "
-            f"{summary.hidden_rate:.2f} % {comparison} {summary.min_rate:g} %"
+            f"{rate} % {comparison} {exact(summary.min_rate)} %"
         )
     return "\n".join(
         [
             f"records               {summary.n}",
-            f"hidden rate           {summary.hidden_rate:.2f} %",
+            f"hidden rate           {rate} %",
             f"local cloaking        median {summary.local_cloaking_median:g}, "
             f"quartiles {summary.local_cloaking_q1:g} to {summary.local_cloaking_q3:g}",
             f"not hidden (c_i = 0)  {summary.not_hidden} ({summary.not_hidden_share:.2f} %)",
@@ -561,11 +564,13 @@ def format_report(report: PrivacyReport) -> str:
     }
     checks = report.checks
     lines = [f"{'records':<30}{report.n}"]
+    if report.space:
+        lines.append(f"{'space':<30}{report.space}")
     for name, value in report.values.items():
         verdict = "PASS" if checks[name] else "FAIL"
-        lines.append(
-            f"{labels[name]:<30}{value:<12.4g}target > {report.targets[name]:<8g}{verdict}"
-        )
+        target = report.targets[name]
+        shown = decisive(value, target, 4)  # the digits that decide the verdict
+        lines.append(f"{labels[name]:<30}{shown:<12}target > {exact(target):<8}{verdict}")
     confidence = f"{100 * report.confidence:g} %"
     lines.append(
         f"{'hidden rate interval':<30}{report.hidden_rate_low:.2f} to "

@@ -15,7 +15,8 @@ import polars as pl
 
 from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.api import CountOptions, hidden_rate, plan
-from polars_hidden_rate.checks import check_real
+from polars_hidden_rate.checks import check_percentage
+from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.frames import check_output_free
 
 # cloaking_summary first counts each record up to this many rivals (docs/cli.md).
@@ -36,7 +37,8 @@ class HiddenRateTooLowError(AssertionError):
     def __init__(self, rate: float, min_rate: float) -> None:
         self.rate = rate
         self.min_rate = min_rate
-        super().__init__(f"hidden rate {rate:.2f} % is below the minimum of {min_rate:g} %")
+        shown = decisive(rate, min_rate, 2, "f")
+        super().__init__(f"hidden rate {shown} % is below the minimum of {exact(min_rate)} %")
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,13 @@ class CloakingSummary:
         return {**asdict(self), "not_hidden_share": self.not_hidden_share}
 
 
-def check_min_rate(min_rate: float | None) -> float | None:
-    """``min_rate`` as a float, or a ValueError unless it is None or a percentage in [0, 100]."""
+def check_min_rate(min_rate: float | None, option: str = "min_rate") -> float | None:
+    """``min_rate`` as a float, or a ValueError naming ``option`` unless it is None or a
+    percentage in [0, 100]. A value in (0, 1] is refused: a fraction given for a percentage
+    (0.9 for 90 %) would let almost any release pass."""
     if min_rate is None:
         return None
-    return check_real(min_rate, "min_rate", low=0.0, high=100.0)
+    return check_percentage(min_rate, option)
 
 
 def summarize(
