@@ -209,9 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     demo.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
-    demo.add_argument("--rows", type=int, default=3000, help="cohort size (default 3000)")
-    demo.add_argument("--ncp", type=int, default=5, help="projected components (default 5)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--rows", type=_at_least(1), default=3000, help="cohort size (default 3000)")
+    demo.add_argument(
+        "--ncp", type=_at_least(1), default=5, help="projected components (default 5)"
+    )
+    demo.add_argument("--seed", type=_at_least(0), default=0, help="random seed (default 0)")
     demo.set_defaults(command=run_demo)
     return parser
 
@@ -416,8 +418,19 @@ def run_demo(args: argparse.Namespace) -> int:
     """``hidden-rate demo``: the k table on a synthetic cohort, and the plots."""
     from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
 
+    # k neighbours need k + 1 records; ncp components need ncp + 1 (the cohort's n records
+    # span n - 1 dimensions).
+    smallest_k = min(DEFAULT_KS)
+    fewest = max(smallest_k, args.ncp) + 1
+    if args.rows < fewest:
+        msg = (
+            f"--rows must be at least {fewest}: k = {smallest_k} needs {smallest_k + 1} records "
+            f"and --ncp {args.ncp} needs {args.ncp + 1}; got {args.rows}"
+        )
+        raise ValueError(msg)
+    ks = [k for k in DEFAULT_KS if k < args.rows]
     originals = cohort(args.rows, seed=args.seed)
-    per_record = sweep_k(originals, DEFAULT_KS, ncp=args.ncp, seed=args.seed)
+    per_record = sweep_k(originals, ks, ncp=args.ncp, seed=args.seed)
     table = k_table(per_record)
     print(
         f"Synthetic cohort: {originals.height} records, {originals.width} columns "
@@ -428,6 +441,10 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"{'k':>4}  {'hidden rate':>12}  {'median local cloaking':>22}")
     for k, rate, median in table.iter_rows():
         print(f"{k:>4}  {rate:>10.2f} %  {median:>22g}")
+    left_out = [k for k in DEFAULT_KS if k not in ks]
+    if left_out:
+        shown = ", ".join(str(k) for k in left_out)
+        print(f"\nk = {shown} left out: k must be below --rows ({args.rows}).")
     print("\nAt very small k the hidden rate can dip before it rises with k (docs/avatarize.md).")
     if args.plot is not None:
         from polars_hidden_rate.plots import cloaking_histogram, k_curve
@@ -603,6 +620,22 @@ def _target(value: str) -> tuple[str, float]:
     except ValueError:
         msg = f"a target is NAME=VALUE, got {value!r}"
         raise argparse.ArgumentTypeError(msg) from None
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low`` (argparse names the option)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = low - 1
+        if number < low:
+            msg = f"must be an integer of at least {low}, got {value!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return number
+
+    return parse
 
 
 def _names(value: str) -> list[str]:

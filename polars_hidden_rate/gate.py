@@ -17,7 +17,7 @@ from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.api import CountOptions, hidden_rate, plan
 from polars_hidden_rate.checks import check_percentage
 from polars_hidden_rate.digits import decisive, exact
-from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.frames import as_lazy, check_output_free
 
 # cloaking_summary first counts each record up to this many rivals (docs/cli.md).
 QUARTILE_CAP = 64
@@ -120,7 +120,7 @@ def summarize(
     threshold = check_min_rate(min_rate)
     cloaking = pl.col("local_cloaking")
     row = (
-        per_record.lazy()
+        as_lazy(per_record, "per_record")
         .select(
             n=pl.len(),
             missing=cloaking.null_count(),

@@ -489,3 +489,21 @@ def test_a_fraction_for_min_rate_is_refused(pair: dict[str, Any], value: str) ->
         f"hidden-rate: error: --min-rate is a percentage: {float(value):g} means "
         f"{float(value):g} %; did you mean {meant}?"
     )
+
+
+def test_demo_options_are_named_and_a_small_cohort_works() -> None:
+    done = _run("demo", "--seed", "-1")
+    assert _one_error_line(done) == (
+        "hidden-rate: error: argument --seed: must be an integer of at least 0, got '-1'"
+    )
+    done = _run("demo", "--rows", "5")
+    assert _one_error_line(done) == (
+        "hidden-rate: error: --rows must be at least 6: k = 2 needs 3 records and --ncp 5 "
+        "needs 6; got 5"
+    )
+    done = _run("demo", "--rows", "10")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["2"], ["5"])]
+    assert [row[0] for row in rows] == ["2", "5"]
+    assert "k = 10, 20, 50 left out: k must be below --rows (10)." in done.stdout
+    assert done.stderr == ""

@@ -601,3 +601,12 @@ def test_a_fraction_is_refused_as_a_percentage_target(name: str) -> None:
         sample_report(**{name: 0.9})
     assert sample_report(**{name: 0.0}).targets[name] == 0.0
     assert sample_report(distance_to_closest_median=0.9).targets["distance_to_closest_median"]
+
+
+def test_wilson_bounds_at_the_ends_are_exactly_0_and_100() -> None:
+    for n in range(1, 400):
+        assert phr.hidden_rate_interval(n, n)[1] == 100.0
+        assert phr.hidden_rate_interval(0, n)[0] == 0.0
+        for k in (0, n // 2, n):
+            low, high = phr.hidden_rate_interval(k, n, 0.99)
+            assert 0.0 <= low <= high <= 100.0
