@@ -426,3 +426,35 @@ def test_a_real_pandas_frame_is_named_as_pandas() -> None:
         phr.hidden_rate(originals, avatars["d1"], coords="d1")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"avatars must be a polars DataFrame .*, got dict$"):
         phr.hidden_rate(originals, avatars.to_dict(), coords="d1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_a_uint64_key_is_not_linked_to_an_int64_key(big: bool) -> None:
+    """UInt64 and Int64 share no integer type: below 2^63 a cast to Int64 would link them
+    silently, above it fail in Polars' conversion; both are refused as a schema mismatch."""
+    start = 2**63 + 5 if big else 1
+    originals = pl.DataFrame(
+        {"id": pl.Series([start, start + 1], dtype=pl.UInt64), "d1": [0.0, 1.0]}
+    )
+    avatars = pl.DataFrame({"id": pl.Series([1, 2], dtype=pl.Int64), "d1": [0.5, 1.5]})
+    match = r"key 'id' of originals is UInt64 but key 'id' of avatars is Int64"
+    for left, right, pattern in (
+        (originals, avatars, match),
+        (avatars, originals, r"key 'id' of originals is Int64 but key 'id' of avatars is UInt64"),
+    ):
+        with pytest.raises(pl.exceptions.SchemaError, match=pattern):
+            phr.local_cloaking(left, right, coords="d1", on="id")
+        with pytest.raises(pl.exceptions.SchemaError, match=pattern):
+            phr.hidden_rate(left.lazy(), right, coords="d1", on="id")
+
+
+@pytest.mark.parametrize("edge", [2**53, -(2**53)])
+def test_an_integer_feature_at_2_53_is_compared_with_floats(edge: int) -> None:
+    """2^53 is exact in float64: the direct-match protection compares it; 2^53 + 1 it refuses."""
+    originals = pl.DataFrame({"n": [edge, 0, 5]})
+    avatars = pl.DataFrame({"n": [float(edge), 1.0, 5.0]})
+    assert phr.row_direct_match_protection(originals, avatars) == pytest.approx(100 / 3)
+    assert phr.row_direct_match_protection(avatars, originals) == pytest.approx(100 / 3)
+    past = originals.with_columns(pl.col("n") + (1 if edge > 0 else -1))
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'n' of originals has 1 integer"):
+        phr.row_direct_match_protection(past, avatars)

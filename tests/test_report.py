@@ -80,6 +80,31 @@ def test_each_avatar_row_keeps_its_own_value_under_a_reordering_plan(keyed: bool
     )
 
 
+@pytest.mark.parametrize("decoy", [False, True])
+def test_per_avatar_values_linked_by_keys_of_other_names(decoy: bool) -> None:
+    """``left_on="id", right_on="key"``: the avatars' own keys are their ``key`` column, even
+    when they also hold an ``id`` that means something else."""
+    originals, avatars = make_frames(250, seed=13)
+    avatars = avatars.rename({"id": "key"})
+    if decoy:
+        shuffled = np.random.default_rng(13).permutation(250)
+        avatars = avatars.with_columns(id=pl.Series(shuffled, dtype=pl.Int64))
+    dcr, nndr = own_values(avatars, originals)
+    options: phr.CountOptions = {"coords": DIMS, "left_on": "id", "right_on": "key"}
+    eager = phr.closest_distances_ratio(
+        originals, phr.distance_to_closest(originals, avatars, **options), **options
+    )
+    lazy = phr.closest_distances_ratio(
+        originals, phr.distance_to_closest(originals, avatars.lazy(), **options), **options
+    ).collect()
+    for result in (eager, lazy):
+        assert result.drop("distance_to_closest", "closest_distances_ratio").equals(avatars)
+        np.testing.assert_array_equal(result["distance_to_closest"].to_numpy(), dcr)
+        np.testing.assert_array_equal(result["closest_distances_ratio"].to_numpy(), nndr)
+    report = phr.privacy_report(originals, avatars, **options)
+    np.testing.assert_array_equal(np.sort(report.distance_to_closest), np.sort(dcr))
+
+
 def test_per_avatar_in_the_projected_space() -> None:
     raw = {name: f"raw{k}" for k, name in enumerate(DIMS)}
     originals, avatars = (frame.rename(raw) for frame in make_frames(150, seed=3))
