@@ -23,6 +23,7 @@ import polars as pl
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.checks import check_count
+from polars_hidden_rate.frames import as_lazy, missing_values, raise_missing
 from polars_hidden_rate.projection import Projection
 
 KNN_BLOCK_VALUES = 1 << 16
@@ -71,10 +72,8 @@ def avatarize(
     >>> avatars.schema == records.schema, avatars.height
     (True, 6)
     """
-    records = df.collect() if isinstance(df, pl.LazyFrame) else df
-    if not isinstance(records, pl.DataFrame):
-        msg = f"df must be a polars DataFrame or LazyFrame, got {type(df).__name__}"
-        raise TypeError(msg)
+    records = df if isinstance(df, pl.DataFrame) else as_lazy(df, "df").collect()
+    _refuse_missing(records)
     n = records.height
     k = check_count(k, "k")
     if not k < max(n, 1):
@@ -89,6 +88,19 @@ def avatarize(
     for rank in range(neighbours.shape[1]):  # n x p at a time, not n x k x p
         mixed += weights[:, rank, None] * scaled[neighbours[:, rank]]
     return projection.unscale(mixed).select(records.columns)
+
+
+def _refuse_missing(records: pl.DataFrame) -> None:
+    """Every value set: the projection's fit would suggest ``impute=``, which this does not
+    take."""
+    floats = {name: pl.col(name) for name, dtype in records.schema.items() if dtype.is_float()}
+    others = [name for name in records.columns if name not in floats]
+    raise_missing(
+        missing_values(records, floats, others),
+        "records",
+        rows=records.height,
+        hint="; avatarize() fills no gap: fill them (fill_null, fill_nan) or drop those records",
+    )
 
 
 def nearest_others(coords: Float64Array, k: int) -> tuple[IndexArray, Float64Array]:

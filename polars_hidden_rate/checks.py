@@ -21,7 +21,7 @@ def check_real(value: object, option: str, *, low: float, high: float = math.inf
     Python and numpy integers and floats are accepted; bools and strings are not.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        msg = f"`{option}` must be a number, got {value!r} of type {type(value).__name__}"
+        msg = f"{_named(option)} must be a number, got {value!r} of type {type(value).__name__}"
         raise OptionTypeError(msg)
     try:
         number = float(value)
@@ -29,9 +29,27 @@ def check_real(value: object, option: str, *, low: float, high: float = math.inf
         number = math.inf
     if not (math.isfinite(number) and low <= number <= high):
         bounds = f">= {low:g}" if math.isinf(high) else f"in [{low:g}, {high:g}]"
-        msg = f"`{option}` must be a finite number {bounds}, got {value!r}"
+        msg = f"{_named(option)} must be a finite number {bounds}, got {value!r}"
         raise ValueError(msg)
     return number
+
+
+def check_percentage(value: object, option: str) -> float:
+    """A percentage in ``[0, 100]``; a value in ``(0, 1]`` is refused as a fraction given for a
+    percentage (0.9 for 90 %), which would gate at almost nothing."""
+    number = check_real(value, option, low=0.0, high=100.0)
+    if 0.0 < number <= 1.0:
+        msg = (
+            f"{_named(option)} is a percentage: {number:g} means {number:g} %; "
+            f"did you mean {100 * number:g}?"
+        )
+        raise ValueError(msg)
+    return number
+
+
+def _named(option: str) -> str:
+    """An option as messages name it: a command-line flag as it is, a keyword in backticks."""
+    return option if option.startswith("-") else f"`{option}`"
 
 
 def check_count(value: object, option: str, *, low: int = 1, or_none: bool = False) -> int:

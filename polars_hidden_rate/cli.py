@@ -28,6 +28,7 @@ import polars as pl
 from polars_hidden_rate import __version__
 from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.dataset import plan_dataset, staged_directory
+from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.distributed import EXTRA_HINT
 from polars_hidden_rate.files import (
     CSV_NULL_VALUES,
@@ -41,7 +42,6 @@ from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.gate import (
     CloakingSummary,
     check_min_rate,
-    rate_text,
     summarize,
     summarize_inspected,
 )
@@ -230,9 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     demo.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
-    demo.add_argument("--rows", type=int, default=3000, help="cohort size (default 3000)")
-    demo.add_argument("--ncp", type=int, default=5, help="projected components (default 5)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--rows", type=_at_least(1), default=3000, help="cohort size (default 3000)")
+    demo.add_argument(
+        "--ncp", type=_at_least(1), default=5, help="projected components (default 5)"
+    )
+    demo.add_argument("--seed", type=_at_least(0), default=0, help="random seed (default 0)")
     demo.set_defaults(command=run_demo)
     return parser
 
@@ -388,7 +390,7 @@ def _planned(
 
 def run_check(args: argparse.Namespace) -> int:
     """``hidden-rate check``: count once, summarise, optionally write, report."""
-    min_rate = check_min_rate(args.min_rate)
+    min_rate = check_min_rate(args.min_rate, "--min-rate")
     if _writes_parts(args):
         summary = _check_dataset(args, min_rate)
         if not args.quiet:
@@ -521,8 +523,19 @@ def run_demo(args: argparse.Namespace) -> int:
     """``hidden-rate demo``: the k table on a synthetic cohort, and the plots."""
     from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
 
+    # k neighbours need k + 1 records; ncp components need ncp + 1 (the cohort's n records
+    # span n - 1 dimensions).
+    smallest_k = min(DEFAULT_KS)
+    fewest = max(smallest_k, args.ncp) + 1
+    if args.rows < fewest:
+        msg = (
+            f"--rows must be at least {fewest}: k = {smallest_k} needs {smallest_k + 1} records "
+            f"and --ncp {args.ncp} needs {args.ncp + 1}; got {args.rows}"
+        )
+        raise ValueError(msg)
+    ks = [k for k in DEFAULT_KS if k < args.rows]
     originals = cohort(args.rows, seed=args.seed)
-    per_record = sweep_k(originals, DEFAULT_KS, ncp=args.ncp, seed=args.seed)
+    per_record = sweep_k(originals, ks, ncp=args.ncp, seed=args.seed)
     table = k_table(per_record)
     print(
         f"Synthetic cohort: {originals.height} records, {originals.width} columns "
@@ -533,6 +546,10 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"{'k':>4}  {'hidden rate':>12}  {'median local cloaking':>22}")
     for k, rate, median in table.iter_rows():
         print(f"{k:>4}  {rate:>10.2f} %  {median:>22g}")
+    left_out = [k for k in DEFAULT_KS if k not in ks]
+    if left_out:
+        shown = ", ".join(str(k) for k in left_out)
+        print(f"\nk = {shown} left out: k must be below --rows ({args.rows}).")
     print("\nAt very small k the hidden rate can dip before it rises with k (docs/avatarize.md).")
     if args.plot is not None:
         from polars_hidden_rate.plots import cloaking_histogram, k_curve
@@ -650,15 +667,14 @@ def _create_private(temporary: Path, *, replaces: Path) -> int:
 
 def format_text(summary: CloakingSummary) -> str:
     """The human summary of ``hidden-rate check``: the figures, the verdict with its
-    reasons, then what was measured."""
+    reasons (the rate with the digits that decide the gate: 89.995 % is not printed 90.00 %
+    beside a threshold of 90), then what was measured."""
+    rate = decisive(summary.hidden_rate, summary.min_rate, 2, "f")
     gates = ["hidden rate: no threshold (give --min-rate to gate)"]
     if summary.min_rate is not None:
         gates.clear()
         comparison = ">=" if summary.hidden_rate >= summary.min_rate else "<"
-        gates.append(
-            f"hidden rate {rate_text(summary.hidden_rate, summary.min_rate)} % "
-            f"{comparison} {summary.min_rate:g} %"
-        )
+        gates.append(f"hidden rate {rate} % {comparison} {exact(summary.min_rate)} %")
     if summary.evidence is not None and summary.max_own_copies is not None:
         comparison = "<=" if not summary.copies_fail else ">"
         gates.append(
@@ -668,7 +684,7 @@ def format_text(summary: CloakingSummary) -> str:
     verdict = f"{'PASS' if summary.passed else 'FAIL'}: {'; '.join(gates)}"
     lines = [
         f"records               {summary.n:,}",
-        f"hidden rate           {summary.hidden_rate:.2f} %",
+        f"hidden rate           {rate} %",
         f"local cloaking        median {summary.local_cloaking_median:g}, "
         f"quartiles {summary.local_cloaking_q1:g} to {summary.local_cloaking_q3:g}",
         f"not hidden (c_i = 0)  {summary.not_hidden:,} ({summary.not_hidden_share:.2f} %)",
@@ -752,11 +768,13 @@ def format_report(report: PrivacyReport) -> str:
     }
     checks = report.checks
     lines = [f"{'records':<30}{report.n}"]
+    if report.space:
+        lines.append(f"{'space':<30}{report.space}")
     for name, value in report.values.items():
         verdict = "PASS" if checks[name] else "FAIL"
-        lines.append(
-            f"{labels[name]:<30}{value:<12.4g}target > {report.targets[name]:<8g}{verdict}"
-        )
+        target = report.targets[name]
+        shown = decisive(value, target, 4)  # the digits that decide the verdict
+        lines.append(f"{labels[name]:<30}{shown:<12}target > {exact(target):<8}{verdict}")
     confidence = f"{100 * report.confidence:g} %"
     lines.append(
         f"{'hidden rate interval':<30}{report.hidden_rate_low:.2f} to "
@@ -791,6 +809,22 @@ def _target(value: str) -> tuple[str, float]:
     except ValueError:
         msg = f"a target is NAME=VALUE, got {value!r}"
         raise argparse.ArgumentTypeError(msg) from None
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low`` (argparse names the option)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = low - 1
+        if number < low:
+            msg = f"must be an integer of at least {low}, got {value!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return number
+
+    return parse
 
 
 def _names(value: str) -> list[str]:

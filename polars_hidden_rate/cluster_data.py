@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -560,6 +560,26 @@ def write_partition(
     return _Written(expected, int(np.count_nonzero(counts == 0)), histogram(counts, bins))
 
 
+def order_statistic(k: int, merged: CountArray, at_most: Callable[[int], int]) -> int:
+    """The ``k``-th smallest count (from 0), from the histogram of every count (``merged``:
+    how many equal ``0, 1, ..., bins - 1``, then how many are ``bins`` or more) and, when it
+    lies at or above ``bins``, a bisection on ``at_most(value)``: how many counts are at most
+    ``value``."""
+    below = np.cumsum(merged[:-1])  # how many counts are at most 0, 1, ..., bins - 1
+    if k < below[-1]:
+        return int(np.searchsorted(below, k, side="right"))
+    low = high = len(below)  # fewer than k + 1 counts lie below: it is at least this
+    while at_most(high) <= k:  # a value at or above it, then bisect
+        high *= 2
+    while low < high:
+        middle = (low + high) // 2
+        if at_most(middle) > k:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 def count_at_most(counts: CountArray, value: int) -> int:
     """Task: how many counts are at most ``value`` (the summary's bisection)."""
     return int(np.count_nonzero(counts <= value))
@@ -757,25 +777,14 @@ class _Run:
         """From the histograms; an order statistic at or above their last bin is found by
         bisection over the workers' counts."""
         merged = np.sum([w.histogram for w in written], axis=0)
-        below = np.cumsum(merged[:-1])  # how many counts are at most 0, 1, ...
         n = sum(w.rows for w in written)
-
-        def order_statistic(k: int) -> int:
-            if k < below[-1]:
-                return int(np.searchsorted(below, k, side="right"))
-            low = high = len(below)  # fewer than k + 1 counts lie below: it is at least this
-            while self._at_most(counts, high) <= k:  # a value at or above it, then bisect
-                high *= 2
-            while low < high:
-                middle = (low + high) // 2
-                if self._at_most(counts, middle) > k:
-                    high = middle
-                else:
-                    low = middle + 1
-            return low
-
         not_hidden = sum(w.not_hidden for w in written)
-        return summary_from_order_statistics(n, not_hidden, order_statistic, min_rate=min_rate)
+        return summary_from_order_statistics(
+            n,
+            not_hidden,
+            lambda k: order_statistic(k, merged, lambda value: self._at_most(counts, value)),
+            min_rate=min_rate,
+        )
 
     def _at_most(self, counts: Sequence[Future[CountArray]], value: int) -> int:
         tasks = [

@@ -74,13 +74,28 @@ class Link:
         ]
 
 
+# The conversion into polars of what people pass instead of a frame, by its type.
+_CONVERSIONS = {
+    "pandas.DataFrame": "pl.from_pandas({role})",
+    "pyarrow.Table": "pl.from_arrow({role})",
+    "pyarrow.RecordBatch": "pl.from_arrow({role})",
+    "polars.Series": "{role}.to_frame()",
+}
+
+
 def as_lazy(frame: pl.DataFrame | pl.LazyFrame, role: str) -> pl.LazyFrame:
-    """The frame as a LazyFrame, or a TypeError naming its role."""
+    """The frame as a LazyFrame, or a TypeError naming its role, its type in full
+    (``pandas.DataFrame``) and, for pandas and pyarrow, the conversion."""
     if isinstance(frame, pl.LazyFrame):
         return frame
     if isinstance(frame, pl.DataFrame):
         return frame.lazy()
-    msg = f"{role} must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
+    kind = type(frame)
+    package = kind.__module__.partition(".")[0]
+    name = kind.__qualname__ if package == "builtins" else f"{package}.{kind.__qualname__}"
+    msg = f"{role} must be a polars DataFrame or LazyFrame, got {name}"
+    if name in _CONVERSIONS:
+        msg += f"; convert it first: {_CONVERSIONS[name].format(role=role)}"
     raise TypeError(msg)
 
 

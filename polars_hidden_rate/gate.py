@@ -17,7 +17,9 @@ import polars as pl
 
 from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.api import CountOptions, plan
-from polars_hidden_rate.checks import check_real
+from polars_hidden_rate.checks import check_percentage
+from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.verdict import (
     DEFAULT_MAX_OWN_COPIES,
     Evidence,
@@ -45,7 +47,8 @@ class HiddenRateTooLowError(AssertionError):
     def __init__(self, rate: float, min_rate: float) -> None:
         self.rate = rate
         self.min_rate = min_rate
-        super().__init__(f"hidden rate {rate:.2f} % is below the minimum of {min_rate:g} %")
+        shown = decisive(rate, min_rate, 2, "f")
+        super().__init__(f"hidden rate {shown} % is below the minimum of {exact(min_rate)} %")
 
 
 class OwnCopiesError(AssertionError):
@@ -120,7 +123,8 @@ class CloakingSummary:
         reasons = []
         if self.min_rate is not None and self.hidden_rate < self.min_rate:
             reasons.append(
-                f"hidden rate {rate_text(self.hidden_rate, self.min_rate)} % < {self.min_rate:g} %"
+                f"hidden rate {decisive(self.hidden_rate, self.min_rate, 2, 'f')} % "
+                f"< {exact(self.min_rate)} %"
             )
         if self.copies_fail:
             assert self.evidence is not None
@@ -173,21 +177,13 @@ class CloakingSummary:
         }
 
 
-def rate_text(rate: float, threshold: float) -> str:
-    """``rate`` with two decimals, or as many more as it takes to differ from ``threshold``
-    when it does: the printed verdict never contradicts the comparison."""
-    for digits in range(2, 18):
-        text = f"{rate:.{digits}f}"
-        if rate == threshold or float(text) != threshold:
-            return text
-    return repr(rate)
-
-
-def check_min_rate(min_rate: float | None) -> float | None:
-    """``min_rate`` as a float, or a ValueError unless it is None or a percentage in [0, 100]."""
+def check_min_rate(min_rate: float | None, option: str = "min_rate") -> float | None:
+    """``min_rate`` as a float, or a ValueError naming ``option`` unless it is None or a
+    percentage in [0, 100]. A value in (0, 1] is refused: a fraction given for a percentage
+    (0.9 for 90 %) would let almost any release pass."""
     if min_rate is None:
         return None
-    return check_real(min_rate, "min_rate", low=0.0, high=100.0)
+    return check_percentage(min_rate, option)
 
 
 def summarize(
@@ -228,7 +224,7 @@ def summarize(
     threshold = check_min_rate(min_rate)
     cloaking = pl.col("local_cloaking")
     row = (
-        per_record.lazy()
+        as_lazy(per_record, "per_record")
         .select(
             n=pl.len(),
             missing=cloaking.null_count(),

@@ -341,7 +341,8 @@ def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tup
     With ``p = n_hidden / n`` and ``z`` the normal quantile of ``(1 + confidence) / 2``,
     the bounds are
     ``(p + z²/2n ± z sqrt(p(1 - p)/n + z²/4n²)) / (1 + z²/n)``. Unlike the normal
-    approximation, it stays within [0, 100] and keeps its coverage at rates near 100.
+    approximation, it stays within [0, 100] and keeps its coverage at rates near 100; the
+    bound at an end is that end exactly (100 when every record is hidden, 0 when none is).
 
     Parameters
     ----------
@@ -375,7 +376,11 @@ def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tup
     spread = z * z / n
     centre = (p + spread / 2.0) / (1.0 + spread)
     half = z * math.sqrt(p * (1.0 - p) / n + spread / (4.0 * n)) / (1.0 + spread)
-    return 100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half)
+    # At p = 0 (p = 1) the lower (upper) bound is exactly 0 (100): the formula gives it up
+    # to rounding (2.8e-15, 99.99999999999999).
+    low = 0.0 if n_hidden == 0 else min(max(100.0 * (centre - half), 0.0), 100.0)
+    high = 100.0 if n_hidden == n else min(max(100.0 * (centre + half), 0.0), 100.0)
+    return low, high
 
 
 def check_confidence(confidence: object) -> float:

@@ -22,8 +22,9 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.api import CountOptions, plan
+from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.checks import check_real
+from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.metrics import (
     check_confidence,
     hidden_rate_interval,
@@ -64,18 +65,29 @@ _LABELS = {
     "row_direct_match_protection": "Row direct match protection (%)",
 }
 
-# Per histogram: the per-record values (their median has the target), the texts, the x range.
+# The metrics given in percent: a target in (0, 1] is a fraction given for a percentage.
+_PERCENTAGES = ("hidden_rate", "row_direct_match_protection")
+
+# Per histogram: the per-record values (their median has the target), the texts, the x range,
+# and whether 0 has a bar of its own (a record not hidden, an avatar on an original).
 _FIGURES = (
-    ("local_cloaking", ("Local cloaking of the originals", "local cloaking", "originals"), None),
+    (
+        "local_cloaking",
+        ("Local cloaking of the originals", "local cloaking", "originals"),
+        None,
+        True,
+    ),
     (
         "distance_to_closest",
         ("Distance to closest record (DCR)", "distance to the closest original", "avatars"),
         None,
+        True,
     ),
     (
         "closest_distances_ratio",
         ("Nearest neighbour distance ratio (NNDR)", "nearest / second distance", "avatars"),
         (0.0, 1.0),
+        False,
     ),
 )
 
@@ -114,6 +126,11 @@ class PrivacyReport:
         Percentage of avatars that copy no original on the raw features.
     targets
         The target of each metric of :data:`METRICS`; it passes when strictly above.
+    space
+        The space the local cloaking and the distances were measured in: the
+        projection, its components kept of those available (``"FAMD, 5 of 28
+        components"``), or the coordinate columns given (``"coords Dim1, Dim2
+        (2 columns)"``); empty when unknown.
     local_cloaking, distance_to_closest, closest_distances_ratio
         The per-record values (not compared, not in the dict): row ``i`` is the
         ``i``-th original as read, and the avatar linked to it.
@@ -130,6 +147,7 @@ class PrivacyReport:
     closest_distances_ratio_median: float
     row_direct_match_protection: float
     targets: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TARGETS)
+    space: str = ""
     local_cloaking: CountArray = field(default_factory=_no_counts, repr=False, compare=False)
     distance_to_closest: Float64Array = field(default_factory=_no_values, repr=False, compare=False)
     closest_distances_ratio: Float64Array = field(
@@ -165,7 +183,8 @@ class PrivacyReport:
     def to_dict(self) -> dict[str, Any]:
         """The report as plain Python values, ready for :func:`json.dumps`.
 
-        The keys, stable across releases: ``n``, ``n_hidden``, ``confidence``,
+        The keys, stable across releases: ``n``, ``n_hidden``, ``space`` (the
+        space of the local cloaking and the distances), ``confidence``,
         ``hidden_rate_interval`` (``[low, high]`` in percent), ``metrics`` (for
         each name of :data:`METRICS`, in that order, ``{"value", "target",
         "passed"}``) and ``passed``.
@@ -174,6 +193,7 @@ class PrivacyReport:
         return {
             "n": self.n,
             "n_hidden": self.n_hidden,
+            "space": self.space,
             "confidence": self.confidence,
             "hidden_rate_interval": [self.hidden_rate_low, self.hidden_rate_high],
             "metrics": {
@@ -189,6 +209,12 @@ class PrivacyReport:
         """One self-contained HTML page: the metrics against their targets, and histograms
         of the local cloaking, the DCR and the NNDR as inline SVG (nothing is fetched).
 
+        Each value shows the digits that decide its verdict (a hidden rate of 89.995
+        is not shown as 90 beside a target of 90), each target as given. The
+        histograms give 0 a bar of its own (the originals not hidden, the avatars on
+        an original) and the values past the 99th percentile one more, each labelled
+        with its count; their titles name the space of :attr:`space`.
+
         Parameters
         ----------
         title
@@ -196,8 +222,9 @@ class PrivacyReport:
         """
         checks = self.checks
         rows = "\n".join(
-            f"<tr><td>{_LABELS[name]}</td><td>{_number(value)}</td>"
-            f"<td>&gt; {_number(self.targets[name])}</td>"
+            f"<tr><td>{_LABELS[name]}</td>"
+            f"<td>{html.escape(decisive(value, self.targets[name], 4))}</td>"
+            f"<td>&gt; {html.escape(exact(self.targets[name]))}</td>"
             f'<td class="{"pass" if checks[name] else "fail"}">'
             f"{'pass' if checks[name] else 'FAIL'}</td></tr>"
             for name, value in self.values.items()
@@ -209,9 +236,12 @@ class PrivacyReport:
                 target=self.targets[f"{name}_median"],
                 limits=limits,
                 discrete=name == "local_cloaking",
+                zero_bar=zero_bar,
+                space=self.space,
             )
-            for name, texts, limits in _FIGURES
+            for name, texts, limits, zero_bar in _FIGURES
         )
+        space = f"\nMeasured in {html.escape(self.space)}." if self.space else ""
         verdict = "passed" if self.passed else "failed"
         interval = (
             f"{_number(self.hidden_rate_low)} – {_number(self.hidden_rate_high)} % "
@@ -234,7 +264,7 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; }}
 </head>
 <body>
 <h1>{heading}</h1>
-<p>{self.n} records; {self.n_hidden} hidden; hidden rate {interval}.
+<p>{self.n:,} records; {self.n_hidden:,} hidden; hidden rate {interval}.{space}
 Overall: <span class="{"pass" if self.passed else "fail"}">{verdict}</span>.</p>
 <table>
 <thead><tr><th>Metric</th><th>Value</th><th>Target</th><th>Result</th></tr></thead>
@@ -264,6 +294,14 @@ def check_targets(targets: Mapping[str, float] | None) -> Mapping[str, float]:
         name: check_real(value, f"targets[{name!r}]", low=-np.inf)
         for name, value in targets.items()
     }
+    for name in _PERCENTAGES:
+        if 0.0 < checked.get(name, 0.0) <= 1.0:
+            value = checked[name]
+            msg = (
+                f"`targets[{name!r}]` is a percentage: {value:g} means {value:g} %; "
+                f"did you mean {100 * value:g}?"
+            )
+            raise ValueError(msg)
     return MappingProxyType({**DEFAULT_TARGETS, **checked})
 
 
@@ -335,7 +373,8 @@ def report_of_plan(
     """:func:`privacy_report` of a planned request, its evidence taken by ``inspector``."""
     checked_targets = check_targets(targets)
     level = check_confidence(confidence)
-    request = inspector.request
+    request, space = _with_space(inspector.request)
+    inspector = replace(inspector, request=request)
     aligned = inspector.read()
     counts = request.counts(aligned)
     inspector.after(aligned, counts)
@@ -363,6 +402,7 @@ def report_of_plan(
         closest_distances_ratio_median=float(np.median(nndr)),
         row_direct_match_protection=protection,
         targets=checked_targets,
+        space=space,
         local_cloaking=counts,
         distance_to_closest=dcr,
         closest_distances_ratio=nndr,
@@ -370,10 +410,40 @@ def report_of_plan(
     )
 
 
+def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
+    """The request, its projection fitted (once: the read uses that fit), and the words for
+    its space: ``"FAMD, 5 of 28 components"``, or ``"coords Dim1, Dim2 (2 columns)"``."""
+    if request.projection is None:
+        columns = len(request.coords)
+        return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
+    fitted = request.projection.fitted or request.projection.fit(request.originals)
+    request = replace(request, projection=request.projection.with_fit(fitted))
+    return request, f"{fitted.model}, {fitted.ncp} of {_plural(fitted.n_components, 'component')}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 # The histograms' geometry, in SVG user units.
-_WIDTH, _HEIGHT = 480, 280
-_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 32, 52
+_WIDTH, _HEIGHT = 480, 290
+_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 28, 48, 52
 _BINS = 30
+_TICKS = 6  # x ticks at most, about
+_GAP = 0.6  # between a bar of its own and the ranged bars, in bar widths
+_SUBTITLE_CHARS = 76
+_TICK_ROOM = 30  # no tick closer than this to the label of a bar of its own
+
+
+@dataclass(frozen=True)
+class _Bar:
+    """One bar: the values in ``[low, high]`` (a bar of its own: 0, or past the range)."""
+
+    low: float
+    high: float
+    count: int
+    left: float  # where it starts, in bar widths from the plot's left edge
+    label: str | None = None  # below the axis, for a bar of its own
 
 
 def _svg_histogram(
@@ -385,15 +455,22 @@ def _svg_histogram(
     target: float | None = None,
     limits: tuple[float, float] | None = None,
     discrete: bool = False,
+    zero_bar: bool = False,
+    space: str = "",
 ) -> str:
     """A histogram as an inline ``<figure>`` holding one ``<svg>``, with title and axis labels.
 
-    The x axis runs over ``limits`` (default from 0, or the smallest value when
-    negative, to the 99th percentile or the target; values beyond count in the last bar), in
-    bars of whole units when ``discrete``; a dashed line marks ``target`` when
-    it falls in range. Every text is escaped.
+    The ranged bars run over ``limits`` (default from 0, or the smallest value when
+    negative, to the 99th percentile or the target), in bins of 1, 2 or 5 times a power of
+    ten (whole units when ``discrete``); the values past them have a bar of their own,
+    labelled ``> edge`` and with its count. With ``zero_bar``, so do the values equal to 0
+    (left of the range). The ticks are round numbers and every count has thousands
+    separators; a dashed line marks ``target``; ``space`` is the subtitle. Every text is
+    escaped, and each bar carries ``data-low``, ``data-high`` and ``data-count``.
     """
     data = np.asarray(values, dtype=np.float64)
+    zeros = int(np.count_nonzero(data == 0.0)) if zero_bar else 0
+    ranged = data[data != 0.0] if zero_bar else data
     if limits is None:
         low = min(0.0, float(data.min(initial=0.0)))
         high = float(np.quantile(data, 0.99)) if data.size else low
@@ -403,49 +480,108 @@ def _svg_histogram(
             high = max(high, target)  # the target line stays in view
     else:
         low, high = limits
+    if high <= low:  # every value at the lowest: one unit, to draw something
+        high = low + 1.0
     if discrete:
-        width = max(1, math.ceil((high - low + 1) / _BINS))
-        bins = math.ceil((high - low + 1) / width)
-        edges = low - 0.5 + width * np.arange(bins + 1, dtype=np.float64)
-        tick_values = np.unique(np.round(np.linspace(low, high, 5)))
+        first = 1.0 if zero_bar else float(math.floor(low))
+        values_wanted = math.ceil(high) - first + 1
+        width = max(1.0, _round_step(values_wanted / _BINS)[0])
+        bins = max(1, math.ceil(values_wanted / width))
+        edges = first - 0.5 + width * np.arange(bins + 1, dtype=np.float64)
+        shown = (first, float(edges[-1] - 0.5))  # the first and last values the bars hold
     else:
-        high = max(high, low + 1e-300)
-        edges = np.linspace(low, high, _BINS + 1)
-        tick_values = np.linspace(low, high, 5)
+        step, _ = _round_step((high - low) / _BINS)
+        k_low, k_high = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+        edges = step * np.arange(k_low, max(k_high, k_low + 1) + 1, dtype=np.float64)
+        shown = (float(edges[0]), float(edges[-1]))
     start, stop = float(edges[0]), float(edges[-1])
-    heights, _ = np.histogram(np.clip(data, start, stop), bins=edges)
-    tallest = int(heights.max(initial=0)) or 1
-    plot_w, plot_h = _WIDTH - _LEFT - _RIGHT, _HEIGHT - _TOP - _BOTTOM
+    beyond = int(np.count_nonzero(ranged > stop))
+    heights, _ = np.histogram(np.clip(ranged[ranged <= stop], start, None), bins=edges)
 
-    def x_at(value: float) -> float:
-        return _LEFT + plot_w * (value - start) / (stop - start)
-
-    def y_at(count: float) -> float:
-        return _TOP + plot_h * (1.0 - count / tallest)
-
-    bars = "".join(
-        f'<rect x="{x_at(edges[b]):.1f}" y="{y_at(h):.1f}" '
-        f'width="{max(x_at(edges[b + 1]) - x_at(edges[b]) - 1, 0.5):.1f}" '
-        f'height="{_TOP + plot_h - y_at(h):.1f}" fill="#4c72b0"/>'
+    spacing = (shown[1] - shown[0]) / _TICKS
+    tick_step, exponent = _round_step(max(spacing, 1.0) if discrete else spacing)
+    decimals = max(0, -exponent)
+    bars = []
+    left = 0.0
+    if zero_bar:
+        bars.append(_Bar(0.0, 0.0, zeros, left, "0"))
+        left += 1.0 + _GAP
+    region = left
+    bars.extend(
+        _Bar(float(edges[b]), float(edges[b + 1]), int(h), region + b)
         for b, h in enumerate(heights.tolist())
     )
+    if beyond:
+        last = _tick_text(shown[1], 0 if discrete else decimals)
+        bars.append(_Bar(stop, math.inf, beyond, region + len(heights) + _GAP, f"> {last}"))
+    units = bars[-1].left + 1.0
+    plot_w, plot_h = _WIDTH - _LEFT - _RIGHT, _HEIGHT - _TOP - _BOTTOM
+    unit = plot_w / units
+    tallest = max([bar.count for bar in bars] + [1])
+    y_step = max(1, int(_round_step(tallest / 4)[0]))
+    y_top = math.ceil(tallest / y_step) * y_step
+
+    def x_at(value: float) -> float:
+        """Where a value of the ranged bars lies."""
+        return _LEFT + unit * (region + len(heights) * (value - start) / (stop - start))
+
+    def y_at(count: float) -> float:
+        return _TOP + plot_h * (1.0 - count / y_top)
+
+    rects = "".join(
+        f'<rect class="bar" x="{_LEFT + unit * bar.left:.1f}" y="{y_at(bar.count):.1f}" '
+        f'width="{max(unit - 1, 0.5):.1f}" height="{_TOP + plot_h - y_at(bar.count):.1f}" '
+        f'fill="{"#4c72b0" if bar.label is None else "#8172b3"}" data-low="{bar.low!r}" '
+        f'data-high="{bar.high!r}" data-count="{bar.count}"/>'
+        for bar in bars
+    )
+    own = "".join(
+        f'<text x="{_LEFT + unit * (bar.left + 0.5):.1f}" y="{y_at(bar.count) - 4:.1f}" '
+        f'text-anchor="middle" font-size="10">{bar.count:,}</text>'
+        f'<text x="{_LEFT + unit * (bar.left + 0.5):.1f}" y="{_TOP + plot_h + 16}" '
+        f'text-anchor="middle" font-size="11">{html.escape(bar.label)}</text>'
+        for bar in bars
+        if bar.label is not None
+    )
+    first_tick = math.ceil(shown[0] / tick_step - 1e-9)
+    last_tick = math.floor(shown[1] / tick_step + 1e-9)
+    tick_values = [k * tick_step + 0.0 for k in range(first_tick, last_tick + 1)]
+    labelled = [_LEFT + unit * (bar.left + 0.5) for bar in bars if bar.label is not None]
     ticks = "".join(
         f'<text x="{x_at(v):.1f}" y="{_TOP + plot_h + 16}" text-anchor="middle" '
-        f'font-size="11">{_number(v)}</text>'
-        for v in tick_values.tolist()
+        f'font-size="11">{_tick_text(v, decimals)}</text>'
+        for v in tick_values
+        # 0 and the rest have their bars, labelled there
+        if all(abs(x_at(v) - x) > _TICK_ROOM for x in labelled)
     ) + "".join(
-        f'<text x="{_LEFT - 6}" y="{y_at(c) + 4:.1f}" text-anchor="end" font-size="11">{c}</text>'
-        for c in (0, tallest)
+        f'<text x="{_LEFT - 6}" y="{y_at(c) + 4:.1f}" text-anchor="end" font-size="11">{c:,}</text>'
+        for c in range(0, y_top + 1, y_step)
     )
     marker = ""
+    at = None
     if target is not None and start <= target <= stop:
-        x = x_at(target)
+        at = x_at(target)
+    elif target is not None and zero_bar and 0.0 <= target < start:
+        at = _LEFT + unit * (region - _GAP / 2)  # between the bar of 0 and the others
+    if target is not None and at is not None:
+        right = at > _LEFT + 0.75 * plot_w  # the label left of the line, to stay in view
         marker = (
-            f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}" stroke="#cf222e" '
-            f'stroke-dasharray="4 3"/><text x="{x + 4:.1f}" y="{_TOP + 12}" font-size="11" '
-            f'fill="#cf222e">target {_number(target)}</text>'
+            f'<line class="target" x1="{at:.1f}" y1="{_TOP}" x2="{at:.1f}" y2="{_TOP + plot_h}" '
+            f'stroke="#cf222e" stroke-dasharray="4 3"/><text x="{at - 4 if right else at + 4:.1f}" '
+            f'y="{_TOP + 12}" text-anchor="{"end" if right else "start"}" font-size="11" '
+            f'fill="#cf222e">target {html.escape(exact(target))}</text>'
         )
-    title_text, x_text, y_text = (html.escape(t) for t in (title, x_label, y_label))
+    name = f"{title} — {space}" if space else title
+    title_text, name_text, x_text, y_text = (
+        html.escape(t) for t in (title, name, x_label, y_label)
+    )
+    subtitle = ""
+    if space:
+        shortened = space if len(space) <= _SUBTITLE_CHARS else space[: _SUBTITLE_CHARS - 1] + "…"
+        subtitle = (
+            f'<text x="{_WIDTH / 2}" y="34" text-anchor="middle" font-size="11">'
+            f"{html.escape(shortened)}</text>"
+        )
     axes = (
         f'<line x1="{_LEFT}" y1="{_TOP + plot_h}" x2="{_LEFT + plot_w}" y2="{_TOP + plot_h}" '
         f'stroke="#222"/><line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_TOP + plot_h}" '
@@ -453,14 +589,29 @@ def _svg_histogram(
     )
     return (
         f'<figure><svg width="{_WIDTH}" height="{_HEIGHT}" '
-        f'viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img"><title>{title_text}</title>'
+        f'viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img"><title>{name_text}</title>'
         f'<text x="{_WIDTH / 2}" y="18" text-anchor="middle" font-size="14" '
-        f'font-weight="bold">{title_text}</text>{bars}{axes}{ticks}{marker}'
+        f'font-weight="bold">{title_text}</text>{subtitle}{rects}{axes}{ticks}{own}{marker}'
         f'<text x="{_LEFT + plot_w / 2}" y="{_HEIGHT - 10}" text-anchor="middle" '
         f'font-size="12">{x_text}</text>'
         f'<text x="14" y="{_TOP + plot_h / 2}" text-anchor="middle" font-size="12" '
         f'transform="rotate(-90 14 {_TOP + plot_h / 2})">{y_text}</text></svg></figure>'
     )
+
+
+def _round_step(at_least: float) -> tuple[float, int]:
+    """The smallest of 1, 2 or 5 times ``10^e`` at or above ``at_least`` (> 0), and ``e``."""
+    exponent = math.floor(math.log10(at_least))
+    for mantissa in (1, 2, 5):
+        step = mantissa * 10.0**exponent
+        if step >= at_least * (1 - 1e-12):
+            return step, exponent
+    return 10.0 ** (exponent + 1), exponent + 1
+
+
+def _tick_text(value: float, decimals: int) -> str:
+    """A round value with thousands separators: ``10,000``, ``0.25``."""
+    return f"{value:,.{decimals}f}"
 
 
 def _number(value: float) -> str:

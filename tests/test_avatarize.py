@@ -125,3 +125,17 @@ def test_bad_k(k: object, error: type[Exception]) -> None:
     records = pl.DataFrame({"x": [1.0, 2.0, 3.0, 4.0, 6.0, 9.0]})
     with pytest.raises(error, match="k"):
         phr.avatarize(records, k, seed=0)  # type: ignore[arg-type]
+
+
+def test_missing_values_are_refused_without_suggesting_an_option_it_lacks() -> None:
+    """The projection's error suggests ``impute=``, which avatarize does not take."""
+    records = pl.DataFrame(
+        {"x": [1.0, None, 3.0, float("nan"), 6.0], "s": ["a", "b", None, "a", "b"]}
+    )
+    with pytest.raises(pl.exceptions.ComputeError) as raised:
+        phr.avatarize(records, 2, seed=0)
+    message = str(raised.value)
+    assert message.startswith("records have missing values: 'x' (1 null), 's' (1 null), ")
+    assert "'x' (1 NaN) in 5 rows" in message
+    assert "impute" not in message
+    assert "fill them (fill_null, fill_nan) or drop those records" in message

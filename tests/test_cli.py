@@ -243,7 +243,7 @@ def _bad_input_cases(files: dict[str, Any], tmp_path: Path) -> dict[str, tuple[l
             ["check", original, avatar, *coords, "--output", str(tmp_path / "o.json")],
             "o.json",
         ),
-        "min rate": (["check", original, avatar, *coords, "--min-rate", "101"], "min_rate"),
+        "min rate": (["check", original, avatar, *coords, "--min-rate", "101"], "--min-rate "),
         "ncp": (["check", original, avatar, *coords, "--ncp", "7"], "ncp"),
         "usage": (["check", original, avatar, *coords, "--bogus"], "--bogus"),
         "coords and features": (

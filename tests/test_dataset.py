@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -22,6 +23,7 @@ from polars_hidden_rate.dataset import (
     summary_from_order_statistics,
 )
 from polars_hidden_rate.distributed import WorkerSpec
+from polars_hidden_rate.frames import KeyProblems, link_by_key
 from polars_hidden_rate.gate import cloaking_summary, summarize
 from tests.helpers import brute_force_counts, counts_of
 
@@ -354,3 +356,131 @@ def test_the_task_graph_grows_with_files_and_threads_not_records(
         + tasks.blocks * files  # block totals back to files
     )
     assert fan_out <= most_tasks
+
+
+@pytest.mark.parametrize("bins", [1, 2, 3, 8, 1024])
+@pytest.mark.parametrize("seed", range(6))
+def test_an_order_statistic_from_the_histogram_is_the_sorted_count(bins: int, seed: int) -> None:
+    """Below the histogram's last bin from the histogram, at or above it by bisection: the
+    ``k``-th smallest count either way, and at the first count at or above the bins too."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, [3, 12, 200][seed % 3], size=int(rng.integers(1, 40)))
+    merged = histogram(counts, bins)
+    ordered = np.sort(counts)
+    found = [
+        cluster_data.order_statistic(k, merged, lambda v: cluster_data.count_at_most(counts, v))
+        for k in range(len(counts))
+    ]
+    assert found == ordered.tolist()
+
+
+def test_a_quartile_at_the_first_count_past_the_bins_is_not_taken_from_them() -> None:
+    """Counts [0, 5, 7, 9] with one bin: Q1 interpolates between 0 and 5, so 3.75."""
+    counts = np.array([0, 5, 7, 9])
+    merged = histogram(counts, 1)
+    assert merged.tolist() == [1, 3]
+
+    def statistic(k: int) -> int:
+        return cluster_data.order_statistic(
+            k, merged, lambda v: cluster_data.count_at_most(counts, v)
+        )
+
+    assert statistic(1) == 5
+    summary = summary_from_order_statistics(4, 1, statistic, min_rate=None)
+    assert summary.local_cloaking_q1 == 3.75
+    assert summary == summarize(pl.DataFrame({"local_cloaking": counts}))
+
+
+@pytest.mark.parametrize(("counts", "rate"), [([0, 3, 5, 10], 75.0), ([0, 1], 50.0)])
+def test_a_cluster_rate_equal_to_min_rate_passes_as_locally(counts: list[int], rate: float) -> None:
+    ordered = sorted(counts)
+    found = summary_from_order_statistics(
+        len(counts), counts.count(0), ordered.__getitem__, min_rate=rate
+    )
+    assert found.hidden_rate == rate
+    assert found.passed
+    assert found == summarize(pl.DataFrame({"local_cloaking": counts}), min_rate=rate)
+
+
+def test_the_local_dataset_path_fits_the_projection_file_by_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the cluster does, so both give the same counts: the fit of the concatenated frame
+    differs by rounding, which splits exact ties otherwise (tie_tol=0 on a grid)."""
+    rng = np.random.default_rng(0)
+    n, features = 120, ["a", "b", "c"]
+    left = pl.DataFrame(rng.integers(0, 3, (n, 3)).astype(float), schema=features)
+    right = pl.DataFrame(rng.integers(0, 3, (n, 3)).astype(float), schema=features)
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    files = sorted((tmp_path / "o").iterdir())
+
+    def reference(projection: phr.Projection) -> np.ndarray:
+        names = projection.coordinate_columns()
+        x = projection.transform(left).select(names).to_numpy()
+        y = projection.transform(right).select(names).to_numpy()
+        return brute_force_counts(x, y, 0.0)
+
+    by_file = reference(phr.Projection.fit_partitioned(files, features=features, ncp=2))
+    by_frame = reference(phr.Projection.fit(left, features=features, ncp=2))
+    assert (by_file != by_frame).any()  # the case tells the two fits apart
+    fitted: list[list[Path]] = []
+    fit_files = phr.projection.ProjectedCoordinates.fit_files
+
+    def spy(self: Any, paths: Any, tasks: Any = None) -> phr.Projection:
+        fitted.append(list(paths))
+        return fit_files(self, paths, tasks)
+
+    monkeypatch.setattr(phr.projection.ProjectedCoordinates, "fit_files", spy)
+    phr.local_cloaking_to_parquet(
+        tmp_path / "o", tmp_path / "a", tmp_path / "out", features=features, ncp=2, tie_tol=0.0
+    )
+    assert fitted == [files]
+    written = pl.read_parquet(tmp_path / "out")["local_cloaking"].to_numpy()
+    assert written.tolist() == by_file.tolist()
+
+
+def test_the_example_of_extra_and_orphan_keys_is_the_smallest(tmp_path: Path) -> None:
+    """Locally, as on a cluster: the count of keys without a match, and the smallest of them
+    (not the first in the files), whatever the cut of the link into pieces."""
+    left, right = linked_case(90, seed=14)
+    strays = [-3, -50, -7, -11, -23, -31, -2, -90, -64]
+    extra = right.head(len(strays)).with_columns(id=pl.Series(strays))
+    right = pl.concat([right, extra])
+    write_files(left, tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 3)
+    message = r"^9 avatars have no original with the same key, e\.g\. \{'id': -90\}$"
+    with pytest.raises(ComputeError, match=message):
+        phr.local_cloaking(left, right, coords=COORDS, on="id")
+    with pytest.raises(ComputeError, match=message):
+        phr.local_cloaking_to_parquet(tmp_path / "o", tmp_path / "a", tmp_path / "x", on="id",
+                                      coords=COORDS)  # fmt: skip
+    lost = left["id"].head(9).to_list()
+    orphans = left.with_columns(
+        id=pl.when(pl.col("id").is_in(lost)).then(-pl.col("id") - 1000).otherwise("id")
+    )
+    smallest = -max(lost) - 1000
+    with pytest.raises(ComputeError, match=rf"^9 originals have no avatar .*'id': {smallest}\}}$"):
+        phr.local_cloaking(orphans, right.head(90), coords=COORDS, on="id")
+    # The pieces of a cluster's link, combined, report as the whole link does, though the
+    # first piece with a problem does not always hold the smallest key.
+    firsts = []
+    for problem_left, problem_right in ((left, right), (orphans, right.head(90))):
+        _, whole = link_by_key(problem_left, problem_right, ["id"], ["id"])
+        for buckets in range(2, 8):
+            pieces = [
+                link_by_key(
+                    problem_left.filter(pl.col("id").hash(seed=0) % buckets == h),
+                    problem_right.filter(pl.col("id").hash(seed=0) % buckets == h),
+                    ["id"],
+                    ["id"],
+                )[1]
+                for h in range(buckets)
+            ]
+            assert KeyProblems.combine(pieces) == whole
+            first = next(p for p in pieces if p)
+            firsts.append(
+                (first.extra_example or first.orphan_example)
+                != (whole.extra_example or whole.orphan_example)
+            )
+    assert sum(firsts) >= 4

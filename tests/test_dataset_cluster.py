@@ -232,6 +232,42 @@ def test_many_key_problems_give_the_local_message_word_for_word(
         assert str(cluster.value) == str(local.value)
 
 
+@pytest.mark.parametrize("side", ["originals", "avatars"])
+def test_a_composite_key_partly_null_in_several_files_is_reported_as_locally(
+    threads_client: Any, tmp_path: Path, side: str
+) -> None:
+    """The null key's example is the first in row order, so from the first file holding one:
+    each file's first differs here (a null ``part`` in files 0 and 1, a null ``id`` in 2, 3)."""
+    left, right, _, _ = frames("gaussian", 120, seed=11)
+    left, right = (frame.with_columns(part=pl.col("id") % 4) for frame in (left, right))
+    row = pl.int_range(pl.len())
+    holed = (left if side == "originals" else right).with_columns(
+        id=pl.when(row.is_in([70, 100])).then(None).otherwise("id"),
+        part=pl.when(row.is_in([10, 40])).then(None).otherwise("part"),
+    )
+    left, right = (holed, right) if side == "originals" else (left, holed)
+    write_files(left, tmp_path / "o", 4)
+    write_files(right, tmp_path / "a", 4)
+    keys = ["id", "part"]
+    with pytest.raises(ComputeError, match=rf"of {side} is null in 4 rows") as local:
+        phr.local_cloaking(left, right, coords=COORDS, on=keys)
+    assert str(local.value).endswith(f"e.g. {{'id': {holed['id'][10]}, 'part': None}}; every "
+                                     "record needs a key")  # fmt: skip
+    with pytest.raises(ComputeError) as on_files:
+        phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / "local", coords=COORDS, on=keys
+        )
+    assert str(on_files.value) == str(local.value)
+    for buckets in (1, 3):
+        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        with pytest.raises(ComputeError) as cluster:
+            run_with_tasks(
+                threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
+                coords=COORDS, on=keys,
+            )  # fmt: skip
+        assert str(cluster.value) == str(local.value)
+
+
 def test_float_keys_match_as_locally_signed_zeros_and_nan(
     threads_client: Any, tmp_path: Path
 ) -> None:

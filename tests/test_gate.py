@@ -61,7 +61,10 @@ def test_gate_forwards_options_and_their_errors() -> None:
         phr.assert_hidden_rate(originals, avatars, min_rate=0, coords="zz")
 
 
-@given(st.lists(st.integers(0, 50), min_size=1, max_size=60), st.floats(0, 100))
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=60),
+    st.just(0.0) | st.floats(1, 100, exclude_min=True),
+)
 def test_summary_matches_numpy(counts: list[int], min_rate: float) -> None:
     values = np.array(counts)
     summary = summarize(
@@ -137,3 +140,74 @@ def test_hidden_rate_counts_only_to_the_first_rival(monkeypatch: pytest.MonkeyPa
     originals, avatars, rate = _frames(3)
     assert phr.hidden_rate(originals, avatars, coords=["a", "b"]) == pytest.approx(rate)
     assert caps == [1]
+
+
+@pytest.mark.parametrize("min_rate", [0.9, 1, 0.5, np.float64(0.9), 1e-9])
+def test_a_fraction_is_refused_as_a_minimum_rate(min_rate: float) -> None:
+    """0.9 means 0.9 %, a gate almost any release passes: every gate refuses it, with the fix."""
+    originals, avatars, _ = _frames()
+    meant = f"{100 * float(min_rate):g}"
+    match = rf"`min_rate` is a percentage: {float(min_rate):g} means .* %; did you mean {meant}\?"
+    with pytest.raises(ValueError, match=match):
+        phr.assert_hidden_rate(originals, avatars, min_rate=min_rate, coords=["a", "b"])
+    with pytest.raises(ValueError, match=match):
+        gate.cloaking_summary(originals, avatars, min_rate=min_rate, coords=["a", "b"])
+    with pytest.raises(ValueError, match=match):
+        summarize(pl.DataFrame({"local_cloaking": [0, 1]}), min_rate=min_rate)
+
+
+@pytest.mark.parametrize("min_rate", [0, 0.0, 1.5, 100])
+def test_zero_and_percentages_above_one_are_minimum_rates(min_rate: float) -> None:
+    summary = summarize(pl.DataFrame({"local_cloaking": [0, 1]}), min_rate=min_rate)
+    assert summary.min_rate == min_rate
+    assert summary.passed == (min_rate <= 50.0)
+
+
+def _counts(hidden: int, n: int) -> pl.DataFrame:
+    return pl.DataFrame({"local_cloaking": [1] * hidden + [0] * (n - hidden)})
+
+
+def test_the_printed_verdict_shows_the_digits_that_decide_it() -> None:
+    """89.995 % fails a 90 % gate: it is never printed as 90.00 %."""
+    from polars_hidden_rate.cli import format_text
+
+    below = summarize(_counts(17_999, 20_000), min_rate=90)
+    assert below.hidden_rate == 89.995
+    assert not below.passed
+    text = format_text(below)
+    assert "gate                  FAIL: 89.995 % < 90 %" in text
+    assert "hidden rate           89.995 %" in text
+    error = gate.HiddenRateTooLowError(below.hidden_rate, 90.0)
+    assert str(error) == "hidden rate 89.995 % is below the minimum of 90 %"
+
+    at = format_text(summarize(_counts(18_000, 20_000), min_rate=90))
+    assert "gate                  PASS: 90.00 % >= 90 %" in at
+    above = format_text(summarize(_counts(18_001, 20_000), min_rate=90))
+    assert "gate                  PASS: 90.005 % >= 90 %" in above
+    # A threshold with more digits is printed as given, and the rate as far as it takes.
+    odd = format_text(summarize(_counts(18_000, 20_000), min_rate=90.0001))
+    assert "FAIL: 90.00 % < 90.0001 %" in odd
+    far = format_text(summarize(_counts(18_631, 20_000), min_rate=90))
+    assert "PASS: 93.16 % >= 90 %" in far  # two decimals where they decide
+
+
+@given(st.integers(1, 400), st.data())
+def test_the_printed_rate_is_on_the_side_of_the_threshold_it_lies_on(
+    n: int, data: st.DataObject
+) -> None:
+    """Whatever the rate and the threshold, the printed numbers compare as the verdict says."""
+    from polars_hidden_rate.cli import format_text
+
+    hidden = data.draw(st.integers(0, n))
+    min_rate = data.draw(
+        st.sampled_from([100.0 * hidden / n, 100.0 * max(hidden - 1, 0) / n])
+        | st.floats(1, 100, exclude_min=True)
+    )
+    summary = summarize(_counts(hidden, n), min_rate=min_rate)
+    verdict = format_text(summary).splitlines()[-1]
+    shown_rate, _, shown_threshold = verdict.split(": ", 1)[1].partition(" % ")
+    rate = float(shown_rate)
+    threshold = float(shown_threshold.split()[1])
+    assert threshold == min_rate  # the threshold as given, not rounded
+    assert (rate >= threshold) == summary.passed
+    assert (rate == threshold) == (summary.hidden_rate == min_rate)

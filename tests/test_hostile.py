@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.files import scan
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.gate import cloaking_summary, summarize
 from polars_hidden_rate.namespace import AvatarNamespace
 from tests.helpers import brute_force_counts, examples, hidden_share
 
@@ -518,3 +519,92 @@ def test_csv_blank_lines_at_the_end_are_no_records(
     read = scan(path, "ORIGINALS").collect()
     assert read["a"].to_list() == list(range(rows))
     assert read["b"].to_list() == [k * 0.5 for k in range(rows)]
+
+
+# --- 9. Issue 20: other frames, key types, the 2^53 edge, Wilson's ends ----------------------
+
+
+def _stand_in(module: str, name: str) -> object:
+    """An object of a type named as another library's frame (that library need not be here)."""
+    kind = type(name, (), {"__module__": module, "__qualname__": name})
+    return kind()
+
+
+_OTHER_FRAMES = [
+    ("pandas.core.frame", "DataFrame", "pandas.DataFrame", "pl.from_pandas"),
+    ("pyarrow.lib", "Table", "pyarrow.Table", "pl.from_arrow"),
+    ("pyarrow.lib", "RecordBatch", "pyarrow.RecordBatch", "pl.from_arrow"),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "full", "convert"), _OTHER_FRAMES)
+def test_another_librarys_frame_is_refused_with_its_name_and_the_conversion(
+    module: str, name: str, full: str, convert: str
+) -> None:
+    """Refused everywhere a frame goes in, naming its full type and the conversion."""
+    originals, avatars = _rate_pair()
+    other: Any = _stand_in(module, name)
+    calls: list[tuple[str, Callable[[], object]]] = [
+        ("originals", lambda: phr.hidden_rate(other, avatars, coords="d1")),
+        ("avatars", lambda: phr.local_cloaking(originals, other, coords="d1")),
+        ("avatars", lambda: phr.distance_to_closest(originals, other, coords="d1")),
+        ("originals", lambda: phr.privacy_report(other, avatars, coords="d1")),
+        ("avatars", lambda: phr.row_direct_match_protection(originals, other)),
+        ("originals", lambda: phr.assert_hidden_rate(other, avatars, 50, coords="d1")),
+        ("originals", lambda: cloaking_summary(other, avatars, coords="d1")),
+        ("per_record", lambda: summarize(other)),
+        ("df", lambda: phr.avatarize(other, 2)),
+        ("originals", lambda: phr.Projection.fit(other)),
+        ("frame", lambda: phr.Projection.fit(originals).transform(other)),
+    ]
+    for role, call in calls:
+        expected = (
+            f"{role} must be a polars DataFrame or LazyFrame, got {full}; "
+            f"convert it first: {convert}({role})"
+        )
+        with pytest.raises(TypeError) as raised:
+            call()
+        assert str(raised.value) == expected
+
+
+def test_a_real_pandas_frame_is_named_as_pandas() -> None:
+    pandas = pytest.importorskip("pandas")
+    originals, avatars = _rate_pair()
+    with pytest.raises(TypeError, match=r"got pandas\.DataFrame; .*pl\.from_pandas\(originals\)"):
+        phr.hidden_rate(pandas.DataFrame({"d1": [0.0]}), avatars, coords="d1")
+    with pytest.raises(TypeError, match=r"got polars\.Series; .*avatars\.to_frame\(\)"):
+        phr.hidden_rate(originals, avatars["d1"], coords="d1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"avatars must be a polars DataFrame .*, got dict$"):
+        phr.hidden_rate(originals, avatars.to_dict(), coords="d1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_a_uint64_key_is_not_linked_to_an_int64_key(big: bool) -> None:
+    """UInt64 and Int64 share no integer type: below 2^63 a cast to Int64 would link them
+    silently, above it fail in Polars' conversion; both are refused as a schema mismatch."""
+    start = 2**63 + 5 if big else 1
+    originals = pl.DataFrame(
+        {"id": pl.Series([start, start + 1], dtype=pl.UInt64), "d1": [0.0, 1.0]}
+    )
+    avatars = pl.DataFrame({"id": pl.Series([1, 2], dtype=pl.Int64), "d1": [0.5, 1.5]})
+    match = r"key 'id' of originals is UInt64 but key 'id' of avatars is Int64"
+    for left, right, pattern in (
+        (originals, avatars, match),
+        (avatars, originals, r"key 'id' of originals is Int64 but key 'id' of avatars is UInt64"),
+    ):
+        with pytest.raises(pl.exceptions.SchemaError, match=pattern):
+            phr.local_cloaking(left, right, coords="d1", on="id")
+        with pytest.raises(pl.exceptions.SchemaError, match=pattern):
+            phr.hidden_rate(left.lazy(), right, coords="d1", on="id")
+
+
+@pytest.mark.parametrize("edge", [2**53, -(2**53)])
+def test_an_integer_feature_at_2_53_is_compared_with_floats(edge: int) -> None:
+    """2^53 is exact in float64: the direct-match protection compares it; 2^53 + 1 it refuses."""
+    originals = pl.DataFrame({"n": [edge, 0, 5]})
+    avatars = pl.DataFrame({"n": [float(edge), 1.0, 5.0]})
+    assert phr.row_direct_match_protection(originals, avatars) == pytest.approx(100 / 3)
+    assert phr.row_direct_match_protection(avatars, originals) == pytest.approx(100 / 3)
+    past = originals.with_columns(pl.col("n") + (1 if edge > 0 else -1))
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'n' of originals has 1 integer"):
+        phr.row_direct_match_protection(past, avatars)

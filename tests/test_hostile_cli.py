@@ -676,3 +676,82 @@ def test_an_input_that_is_no_regular_file_says_what_it_is(
     done = _run(command, str(pair["originals"]), str(path), *SPACE)
     line = _one_error_line(done)
     assert line == f"hidden-rate: error: AVATARS {str(path)!r} is {what}, not a regular file"
+
+
+# Issue 19: the gate's numbers; issue 20: the demo's options.
+
+
+def _hidden_exactly(hidden: int, n: int, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``hidden`` of ``n`` records hidden, by exact ties: pairs (and one triple) of originals
+    around one point where their avatars all lie; the others' avatars are their originals."""
+    pairs = hidden // 2 if hidden % 2 == 0 else (hidden - 3) // 2
+    points: list[tuple[float, float, float, float]] = []
+    for k in range(pairs):
+        points += [(10.0 * k, 0.0, 10.0 * k + 1, 0.0), (10.0 * k + 2, 0.0, 10.0 * k + 1, 0.0)]
+    if hidden % 2:
+        centre = -100.0
+        points += [(centre - 1, 0.0, centre, 0.0), (centre + 1, 0.0, centre, 0.0)]
+        points += [(centre, 1.0, centre, 0.0)]
+    points += [(7.0 * j + 0.5, 50.0, 7.0 * j + 0.5, 50.0) for j in range(n - hidden)]
+    x = np.array([p[:2] for p in points])
+    y = np.array([p[2:] for p in points])
+    assert hidden_share(brute_force_counts(x, y, 1e-9)) == 100.0 * hidden / n
+    key = pl.int_range(n, dtype=pl.Int64).alias("id")
+    originals = pl.DataFrame(x, schema=COORDS).select(key, pl.all())
+    avatars = pl.DataFrame(y, schema=COORDS).select(key, pl.all())
+    return originals, avatars.sample(fraction=1.0, shuffle=True, seed=seed)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "code", "verdict", "rate", "html"),
+    [
+        (17_999, 1, "FAIL: 89.995 % < 90 %", "89.995", ["89.995", "> 90", "FAIL"]),
+        (18_000, 0, "PASS: 90.00 % >= 90 %", "90.00", ["90", "> 90", "FAIL"]),
+    ],
+)
+def test_the_printed_verdict_never_contradicts_the_exit_code(
+    tmp_path: Path, hidden: int, code: int, verdict: str, rate: str, html: list[str]
+) -> None:
+    """At 89.995 % the gate printed "FAIL: 90.00 % < 90 %", and the report 90 beside > 90."""
+    originals, avatars = _hidden_exactly(hidden, 20_000)
+    o = _write(originals, tmp_path / "originals.csv")
+    a = _write(avatars, tmp_path / "avatars.csv")
+    done = _run("check", str(o), str(a), *SPACE, "--min-rate", "90")
+    assert done.returncode == code, done.stderr
+    assert f"gate                  {verdict}\n" in done.stdout
+    assert f"hidden rate           {rate} %\n" in done.stdout
+    page = tmp_path / "report.html"
+    done = _run("report", str(o), str(a), *SPACE, "--html", str(page))
+    assert done.returncode == 1, done.stderr  # a rate equal to its target fails a report
+    line = next(row for row in done.stdout.splitlines() if row.startswith("hidden rate (%)"))
+    assert line.split()[3:] == [html[0], "target", *html[1].split(), "FAIL"]
+    cells = [cell for cell in page.read_text("utf-8").split("<tr>") if "Hidden rate (%)" in cell]
+    assert [f"<td>{cell}</td>" in cells[0] for cell in (html[0], "&gt; 90")] == [True, True]
+
+
+@pytest.mark.parametrize("value", ["0.9", "1", "0.05"])
+def test_a_fraction_for_min_rate_is_refused(pair: dict[str, Any], value: str) -> None:
+    done = _run("check", str(pair["originals"]), str(pair["avatars"]), *SPACE, "--min-rate", value)
+    meant = f"{100 * float(value):g}"
+    assert _one_error_line(done) == (
+        f"hidden-rate: error: --min-rate is a percentage: {float(value):g} means "
+        f"{float(value):g} %; did you mean {meant}?"
+    )
+
+
+def test_demo_options_are_named_and_a_small_cohort_works() -> None:
+    done = _run("demo", "--seed", "-1")
+    assert _one_error_line(done) == (
+        "hidden-rate: error: argument --seed: must be an integer of at least 0, got '-1'"
+    )
+    done = _run("demo", "--rows", "5")
+    assert _one_error_line(done) == (
+        "hidden-rate: error: --rows must be at least 6: k = 2 needs 3 records and --ncp 5 "
+        "needs 6; got 5"
+    )
+    done = _run("demo", "--rows", "10")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["2"], ["5"])]
+    assert [row[0] for row in rows] == ["2", "5"]
+    assert "k = 10, 20, 50 left out: k must be below --rows (10)." in done.stdout
+    assert done.stderr == ""

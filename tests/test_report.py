@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from decimal import Decimal
 from html.parser import HTMLParser
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -75,6 +78,31 @@ def test_each_avatar_row_keeps_its_own_value_under_a_reordering_plan(keyed: bool
     np.testing.assert_array_equal(
         out["distance_to_closest"].to_numpy(), own_values(out, originals)[0]
     )
+
+
+@pytest.mark.parametrize("decoy", [False, True])
+def test_per_avatar_values_linked_by_keys_of_other_names(decoy: bool) -> None:
+    """``left_on="id", right_on="key"``: the avatars' own keys are their ``key`` column, even
+    when they also hold an ``id`` that means something else."""
+    originals, avatars = make_frames(250, seed=13)
+    avatars = avatars.rename({"id": "key"})
+    if decoy:
+        shuffled = np.random.default_rng(13).permutation(250)
+        avatars = avatars.with_columns(id=pl.Series(shuffled, dtype=pl.Int64))
+    dcr, nndr = own_values(avatars, originals)
+    options: phr.CountOptions = {"coords": DIMS, "left_on": "id", "right_on": "key"}
+    eager = phr.closest_distances_ratio(
+        originals, phr.distance_to_closest(originals, avatars, **options), **options
+    )
+    lazy = phr.closest_distances_ratio(
+        originals, phr.distance_to_closest(originals, avatars.lazy(), **options), **options
+    ).collect()
+    for result in (eager, lazy):
+        assert result.drop("distance_to_closest", "closest_distances_ratio").equals(avatars)
+        np.testing.assert_array_equal(result["distance_to_closest"].to_numpy(), dcr)
+        np.testing.assert_array_equal(result["closest_distances_ratio"].to_numpy(), nndr)
+    report = phr.privacy_report(originals, avatars, **options)
+    np.testing.assert_array_equal(np.sort(report.distance_to_closest), np.sort(dcr))
 
 
 def test_per_avatar_in_the_projected_space() -> None:
@@ -217,6 +245,7 @@ def test_report_dict_keys_and_json() -> None:
     assert list(data) == [
         "n",
         "n_hidden",
+        "space",
         "confidence",
         "hidden_rate_interval",
         "metrics",
@@ -239,6 +268,7 @@ def test_report_dict_keys_and_json() -> None:
         assert entry["target"] == DEFAULT_TARGETS[name]
     assert data["hidden_rate_interval"] == [report.hidden_rate_low, report.hidden_rate_high]
     assert data["confidence"] == 0.95
+    assert data["space"] == "coords Dim1, Dim2, Dim3 (3 columns)"
 
 
 def sample_report(**targets: float) -> PrivacyReport:
@@ -365,3 +395,253 @@ def test_report_in_the_projected_space_and_its_checks() -> None:
         phr.privacy_report(originals, avatars, confidence=1.0, coords=DIMS)
     with pytest.raises(TypeError, match="privacy_report\\(\\) got an unexpected keyword"):
         phr.privacy_report(originals, avatars, min_rate=90)  # type: ignore[call-arg]
+
+
+class Figures(HTMLParser):
+    """The figures of a page: per ``<svg>``, its title, bars, texts and target line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.figures: list[dict[str, Any]] = []
+        self._text: dict[str, str] | None = None
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = {name: value or "" for name, value in attrs}
+        if tag == "svg":
+            self.figures.append({"title": "", "bars": [], "texts": [], "targets": []})
+        elif not self.figures:
+            return
+        elif tag == "title":
+            self._in_title = True
+        elif tag == "rect" and named.get("class") == "bar":
+            self.figures[-1]["bars"].append(named)
+        elif tag == "line" and named.get("class") == "target":
+            self.figures[-1]["targets"].append(named)
+        elif tag == "text":
+            self._text = named
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_title = self._in_title and tag != "title"
+        if tag == "text":
+            self._text = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.figures[-1]["title"] += data
+        elif self._text is not None:
+            self.figures[-1]["texts"].append({**self._text, "text": data})
+
+
+def figures_of(page: str) -> list[dict[str, Any]]:
+    parsed = Figures()
+    parsed.feed(page)
+    return parsed.figures
+
+
+def histogram_of(values: Any, **options: Any) -> dict[str, Any]:
+    from polars_hidden_rate.report import _svg_histogram
+
+    (figure,) = figures_of(_svg_histogram(values, "title", "x", "y", **options))
+    return figure
+
+
+def below_axis(figure: dict[str, Any]) -> list[dict[str, str]]:
+    """The texts under the x axis: ticks and the labels of the bars of their own."""
+    axis = max(float(bar["y"]) + float(bar["height"]) for bar in figure["bars"])
+    return [
+        t
+        for t in figure["texts"]
+        if axis < float(t["y"]) < axis + 30 and t.get("text-anchor") == "middle"
+    ]
+
+
+def number(text: str) -> Decimal:
+    return Decimal(text.replace(",", ""))
+
+
+def assert_round_ticks(figure: dict[str, Any]) -> list[Decimal]:
+    """The x ticks are multiples of one step, 1, 2 or 5 times a power of ten."""
+    own = [
+        float(bar["x"]) + float(bar["width"]) / 2
+        for bar in figure["bars"]
+        if bar["data-low"] == bar["data-high"] or bar["data-high"] == "inf"
+    ]
+    ticks = [
+        number(t["text"])
+        for t in below_axis(figure)
+        if all(abs(float(t["x"]) - x) > 1 for x in own)  # not a bar's own label
+    ]
+    steps = {b - a for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1, ticks
+    (step,) = steps
+    mantissa = step.scaleb(-step.adjusted()).normalize()
+    assert mantissa in (1, 2, 5), step
+    assert all(tick % step == 0 for tick in ticks)
+    return ticks
+
+
+def test_a_local_cloaking_of_0_has_a_bar_of_its_own_labelled_with_its_count() -> None:
+    """Bins of many counts used to hide the records not hidden in the first bar."""
+    rng = np.random.default_rng(11)
+    counts = np.concatenate([np.zeros(1234, dtype=np.int64), rng.integers(1, 400, 20_000)])
+    figure = histogram_of(counts, target=5.0, discrete=True, zero_bar=True)
+    bars = figure["bars"]
+    zero = [bar for bar in bars if float(bar["data-low"]) == float(bar["data-high"]) == 0.0]
+    assert len(zero) == 1
+    assert int(zero[0]["data-count"]) == 1234
+    others = [bar for bar in bars if bar is not zero[0]]
+    assert all(float(bar["data-low"]) >= 0.5 for bar in others)  # no other bar holds a 0
+    assert all(float(bar["x"]) > float(zero[0]["x"]) for bar in others)
+    assert sum(int(bar["data-count"]) for bar in bars) == counts.size
+    texts = [t["text"] for t in figure["texts"]]
+    assert "1,234" in texts  # its count, with a thousands separator
+    zero_x = float(zero[0]["x"]) + float(zero[0]["width"]) / 2
+    assert any(t["text"] == "0" and abs(float(t["x"]) - zero_x) < 1 for t in below_axis(figure))
+    # Each ranged bar holds what its range says, and the counts have separators.
+    for bar in others:
+        low, high = float(bar["data-low"]), float(bar["data-high"])
+        inside = (counts > low) & (counts <= high) if high < math.inf else counts > low
+        assert int(bar["data-count"]) == int(np.count_nonzero(inside))
+    assert "1,000" in texts
+    assert "1000" not in texts
+
+
+def test_values_past_the_99th_percentile_have_a_labelled_bar() -> None:
+    values = np.concatenate([np.arange(10_000) % 97, np.full(37, 5_000)])
+    figure = histogram_of(values, target=5.0, discrete=True, zero_bar=True)
+    rest = [bar for bar in figure["bars"] if bar["data-high"] == "inf"]
+    assert len(rest) == 1
+    edge = float(rest[0]["data-low"])
+    assert int(rest[0]["data-count"]) == int(np.count_nonzero(values > edge)) == 37
+    assert edge >= np.quantile(values, 0.99)
+    centre = float(rest[0]["x"]) + float(rest[0]["width"]) / 2
+    labels = [t["text"] for t in below_axis(figure) if abs(float(t["x"]) - centre) < 1]
+    assert labels == [f"> {int(edge - 0.5):,}"]  # the last count the other bars hold
+    assert "37" in [t["text"] for t in figure["texts"]]
+    # Without a tail, no such bar.
+    plain = histogram_of(np.arange(50), target=5.0, discrete=True, zero_bar=True)
+    assert all(bar["data-high"] != "inf" for bar in plain["bars"])
+
+
+@pytest.mark.parametrize(
+    ("values", "options"),
+    [
+        (np.linspace(0.0, 0.2682, 1001), {"target": 0.2, "zero_bar": True}),
+        (np.linspace(0.0, 1.0, 300), {"target": 0.3, "limits": (0.0, 1.0)}),
+        (np.arange(0, 3_717), {"target": 5.0, "discrete": True, "zero_bar": True}),
+        (np.array([0.0, 1e-7, 3.3e-7]), {"zero_bar": True}),
+        (np.array([12_345.0, 98_765.4]), {}),
+    ],
+)
+def test_ticks_are_round_numbers_with_thousands_separators(
+    values: np.ndarray, options: dict[str, Any]
+) -> None:
+    figure = histogram_of(values, **options)
+    ticks = assert_round_ticks(figure)
+    assert len(ticks) >= 2
+    for text in (t["text"] for t in below_axis(figure)):
+        digits = text.removeprefix("> ").split(".")[0].replace("-", "")
+        assert digits == f"{int(digits.replace(',', '')):,}"  # 12,345, never 12345
+    left = min(float(bar["x"]) for bar in figure["bars"])
+    counts = [t["text"] for t in figure["texts"] if 20 < float(t["x"]) < left]  # y ticks
+    assert all(c == f"{int(c.replace(',', '')):,}" for c in counts)  # the y axis too
+    # Each bar's range starts and ends on a multiple of the bins' width.
+    widths = {
+        Decimal(bar["data-high"]) - Decimal(bar["data-low"])
+        for bar in figure["bars"]
+        if bar["data-high"] != "inf" and bar["data-low"] != bar["data-high"]
+    }
+    assert len({round(w, 12) for w in widths}) == 1
+
+
+def test_the_target_line_is_drawn_when_every_value_is_below_it() -> None:
+    """The failing case: every record exposed or nearly; the line must not vanish."""
+    figure = histogram_of(np.array([0, 1, 1, 0, 1]), target=5.0, discrete=True, zero_bar=True)
+    (line,) = figure["targets"]
+    x = float(line["x1"])
+    ranged = [bar for bar in figure["bars"] if float(bar["data-low"]) > 0]
+    last = max(ranged, key=lambda bar: float(bar["x"]))
+    assert float(last["data-high"]) >= 5.0  # the bars reach the target
+    assert float(ranged[0]["x"]) + float(ranged[0]["width"]) < x  # right of the bar of 1
+    assert "target 5" in [t["text"] for t in figure["texts"]]
+    dcr = histogram_of(np.zeros(50), target=0.2, zero_bar=True)
+    assert len(dcr["targets"]) == 1
+
+
+def test_the_report_says_in_which_space_it_measured() -> None:
+    originals, avatars = make_frames(200, seed=12)
+    originals = originals.with_columns(group=pl.col("id") % 3)
+    avatars = avatars.with_columns(group=pl.col("id") % 3)
+    features = [*DIMS, "group"]
+    report = phr.privacy_report(
+        originals, avatars, features=features, categorical=["group"], ncp=2, on="id"
+    )
+    fitted = phr.Projection.fit(originals, features=features, categorical=["group"], ncp=2)
+    space = f"FAMD, 2 of {fitted.n_components} components"
+    assert fitted.n_components > 2
+    assert report.space == space
+    assert report.to_dict()["space"] == space
+    page = report.to_html()
+    titles = [figure["title"] for figure in figures_of(page)]
+    assert len(titles) == 3
+    assert all(title.endswith(f" — {space}") for title in titles)
+    assert f"Measured in {space}." in page
+    by_coords = phr.privacy_report(originals, avatars, coords=DIMS[:2], on="id")
+    assert by_coords.space == "coords Dim1, Dim2 (2 columns)"
+    pca = phr.privacy_report(originals, avatars, features=DIMS, on="id")
+    assert pca.space == "PCA, 3 of 3 components"
+    from polars_hidden_rate.cli import format_report
+
+    assert "space                         PCA, 3 of 3 components" in format_report(pca)
+
+
+def test_values_beside_their_targets_show_the_digits_that_decide() -> None:
+    """A hidden rate of 89.995 fails a target of 90: the page and the text never say 90."""
+    from polars_hidden_rate.cli import format_report
+
+    close = PrivacyReport(
+        n=20_000,
+        n_hidden=17_999,
+        hidden_rate=89.995,
+        hidden_rate_low=89.57,
+        hidden_rate_high=90.41,
+        confidence=0.95,
+        local_cloaking_median=5.0,
+        distance_to_closest_median=0.20001,
+        closest_distances_ratio_median=0.3,
+        row_direct_match_protection=90.00004,
+    )
+    page = Page()
+    page.feed(close.to_html())
+    assert [row[1:] for row in page.rows] == [
+        ["89.995", "> 90", "FAIL"],
+        ["5", "> 5", "FAIL"],
+        ["0.20001", "> 0.2", "pass"],
+        ["0.3", "> 0.3", "FAIL"],
+        ["90.00004", "> 90", "pass"],
+    ]
+    assert "20,000 records; 17,999 hidden" in close.to_html()
+    lines = [line.split() for line in format_report(close).splitlines()]
+    assert ["hidden", "rate", "(%)", "89.995", "target", ">", "90", "FAIL"] in lines
+    assert ["median", "DCR", "0.20001", "target", ">", "0.2", "PASS"] in lines
+    assert ["direct", "match", "protection", "(%)", "90.00004", "target", ">", "90", "PASS"] in (
+        lines
+    )
+
+
+@pytest.mark.parametrize("name", ["hidden_rate", "row_direct_match_protection"])
+def test_a_fraction_is_refused_as_a_percentage_target(name: str) -> None:
+    with pytest.raises(ValueError, match=rf"`targets\['{name}'\]` is a percentage: 0.9 means"):
+        sample_report(**{name: 0.9})
+    assert sample_report(**{name: 0.0}).targets[name] == 0.0
+    assert sample_report(distance_to_closest_median=0.9).targets["distance_to_closest_median"]
+
+
+def test_wilson_bounds_at_the_ends_are_exactly_0_and_100() -> None:
+    for n in range(1, 400):
+        assert phr.hidden_rate_interval(n, n)[1] == 100.0
+        assert phr.hidden_rate_interval(0, n)[0] == 0.0
+        for k in (0, n // 2, n):
+            low, high = phr.hidden_rate_interval(k, n, 0.99)
+            assert 0.0 <= low <= high <= 100.0

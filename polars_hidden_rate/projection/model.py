@@ -299,9 +299,7 @@ class Projection:
         │ 3.0 ┆ 6.0 ┆ 1.8974  │
         └─────┴─────┴─────────┘
         """
-        if not isinstance(frame, pl.DataFrame | pl.LazyFrame):
-            msg = f"frame must be a polars DataFrame or LazyFrame, got {type(frame).__name__}"
-            raise TypeError(msg)
+        as_lazy(frame, "frame")  # a TypeError naming what it is instead, and the conversion
         schema = frame.collect_schema()
         names = self.coordinate_columns()
         taken = [name for name in names if name in schema]
