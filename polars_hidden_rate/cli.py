@@ -698,7 +698,10 @@ def format_text(summary: CloakingSummary) -> str:
 def _evidence_lines(evidence: Evidence | None) -> list[str]:
     """Own copies, ties and the link test, a line each."""
     if evidence is None:
-        return ["link test             not run (cluster run: see docs/guarantees.md)"]
+        return [
+            "link test             not gathered (a cluster run, or a summary of written "
+            "counts: see docs/guarantees.md)"
+        ]
     test = evidence.link
     link = (
         f"own avatar closer than a random one for {test.closer_share:.1f} % "

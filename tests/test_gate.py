@@ -175,20 +175,20 @@ def test_the_printed_verdict_shows_the_digits_that_decide_it() -> None:
     assert below.hidden_rate == 89.995
     assert not below.passed
     text = format_text(below)
-    assert "gate                  FAIL: 89.995 % < 90 %" in text
+    assert "gate                  FAIL: hidden rate 89.995 % < 90 %" in text
     assert "hidden rate           89.995 %" in text
     error = gate.HiddenRateTooLowError(below.hidden_rate, 90.0)
     assert str(error) == "hidden rate 89.995 % is below the minimum of 90 %"
 
     at = format_text(summarize(_counts(18_000, 20_000), min_rate=90))
-    assert "gate                  PASS: 90.00 % >= 90 %" in at
+    assert "gate                  PASS: hidden rate 90.00 % >= 90 %" in at
     above = format_text(summarize(_counts(18_001, 20_000), min_rate=90))
-    assert "gate                  PASS: 90.005 % >= 90 %" in above
+    assert "gate                  PASS: hidden rate 90.005 % >= 90 %" in above
     # A threshold with more digits is printed as given, and the rate as far as it takes.
     odd = format_text(summarize(_counts(18_000, 20_000), min_rate=90.0001))
-    assert "FAIL: 90.00 % < 90.0001 %" in odd
+    assert "FAIL: hidden rate 90.00 % < 90.0001 %" in odd
     far = format_text(summarize(_counts(18_631, 20_000), min_rate=90))
-    assert "PASS: 93.16 % >= 90 %" in far  # two decimals where they decide
+    assert "PASS: hidden rate 93.16 % >= 90 %" in far  # two decimals where they decide
 
 
 @given(st.integers(1, 400), st.data())
@@ -205,7 +205,8 @@ def test_the_printed_rate_is_on_the_side_of_the_threshold_it_lies_on(
     )
     summary = summarize(_counts(hidden, n), min_rate=min_rate)
     verdict = format_text(summary).splitlines()[-1]
-    shown_rate, _, shown_threshold = verdict.split(": ", 1)[1].partition(" % ")
+    shown = verdict.split(": ", 1)[1].removeprefix("hidden rate ")
+    shown_rate, _, shown_threshold = shown.partition(" % ")
     rate = float(shown_rate)
     threshold = float(shown_threshold.split()[1])
     assert threshold == min_rate  # the threshold as given, not rounded
