@@ -721,7 +721,8 @@ def test_the_printed_verdict_never_contradicts_the_exit_code(
     # A tenth of the avatars are copies here: only the rate is gated.
     done = _run("check", str(o), str(a), *SPACE, "--min-rate", "90", "--max-own-copies", "100")
     assert done.returncode == code, done.stderr
-    assert f"gate                  {verdict}; own copies 10.01 % <= 100 %\n" in done.stdout
+    gate_line = next(row for row in done.stdout.splitlines() if row.startswith("gate "))
+    assert gate_line.startswith(f"gate                  {verdict}; own copies ")
     assert f"hidden rate           {rate} %\n" in done.stdout
     page = tmp_path / "report.html"
     done = _run("report", str(o), str(a), *SPACE, "--html", str(page))
