@@ -16,7 +16,7 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate import distributed, engine
-from polars_hidden_rate._types import CountArray
+from polars_hidden_rate._types import BoolArray, CountArray
 from polars_hidden_rate.checks import check_threads, check_tie_tol
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
@@ -49,7 +49,9 @@ class ReadInspector(Protocol):
 
     def before(self, aligned: Aligned) -> Aligned: ...
 
-    def after(self, aligned: Aligned, counts: CountArray) -> None: ...
+    def after(
+        self, aligned: Aligned, counts: CountArray, closer: BoolArray | None = None
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,12 @@ class CountPlan:
         )
 
     def counts(
-        self, aligned: Aligned | None = None, *, cap: int | None = None, consume: bool = False
+        self,
+        aligned: Aligned | None = None,
+        *,
+        cap: int | None = None,
+        consume: bool = False,
+        closer: BoolArray | None = None,
     ) -> CountArray:
         """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read).
 
@@ -94,6 +101,9 @@ class CountPlan:
         the cluster and GPU paths count in full and cap afterwards. With ``consume``,
         the caller no longer needs the arrays of ``aligned``: the CPU engine scales and
         reorders them in place rather than copying them (a read made here always is).
+        With ``closer``, each hidden record's flag there says whether a rival is strictly
+        closer than its own avatar (:func:`~polars_hidden_rate.engine.closer_rivals`): the
+        CPU engine finds it in the walk that counts.
         """
         if aligned is None:
             aligned, consume = self.read(), True
@@ -115,7 +125,12 @@ class CountPlan:
                 progress=self.progress,
                 cap=cap,
                 overwrite_input=consume,
+                closer=closer,
             )
+        if closer is not None:
+            hidden = np.flatnonzero(counts > 0)
+            closer[:] = False
+            closer[hidden] = engine.closer_rivals(originals, avatars, hidden, threads=self.threads)
         return counts if cap is None else np.minimum(counts, cap)
 
     def per_record(self) -> pl.LazyFrame:
@@ -172,14 +187,16 @@ class CountPlan:
         self, source: CountPlan, carry: Sequence[pl.Expr] = ()
     ) -> tuple[Aligned, CountArray]:
         """``source``'s read (with ``carry``) and its full counts; the :attr:`inspector`, if
-        any, looks at that very read (so the arrays are then kept, not consumed)."""
+        any, looks at that very read, and learns from the counting walk which hidden
+        records have a rival strictly closer than their avatar."""
         if self.inspector is None:
             aligned = source.read(carry)
             return aligned, self.counts(aligned, consume=True)
         extra, extra_avatars = self.inspector.carries()
         aligned = self.inspector.before(source.read([*carry, *extra], extra_avatars))
-        counts = self.counts(aligned)
-        self.inspector.after(aligned, counts)
+        closer = np.zeros(len(aligned.originals), dtype=bool)
+        counts = self.counts(aligned, consume=True, closer=closer)
+        self.inspector.after(aligned, counts, closer)
         return aligned, counts
 
     def _fingerprint(self, schema: pl.Schema) -> pl.Expr:

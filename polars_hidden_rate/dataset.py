@@ -298,8 +298,9 @@ def _count_and_write_locally(
         counts = request.counts()
     else:
         aligned = inspector.read()
-        counts = request.counts(aligned)
-        inspector.after(aligned, counts)
+        closer = np.zeros(len(aligned.originals), dtype=bool)
+        counts = request.counts(aligned, consume=True, closer=closer)
+        inspector.after(aligned, counts, closer)
         del aligned
     for index, partition in enumerate(originals.partitions):
         frame = pl.read_parquet(partition.path, glob=False)

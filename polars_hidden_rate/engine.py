@@ -150,6 +150,7 @@ def count_cloaking(
     progress: bool | None = False,
     cap: int | None = None,
     overwrite_input: bool = False,
+    closer: BoolArray | None = None,
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
@@ -180,6 +181,10 @@ def count_cloaking(
         data (80 bytes per record at d = 5), for callers that own the arrays and do
         not use them afterwards. Their contents are then unspecified; the counts are
         the same.
+    closer
+        A boolean array of one flag per original to fill, when given: whether a rival
+        is strictly closer than its own avatar (:func:`closer_rivals`), found by the same
+        walk (a hidden record without one is hidden only by ties).
 
     Returns
     -------
@@ -205,6 +210,12 @@ def count_cloaking(
     originals, avatars, thresholds = linked_arrays(
         originals, avatars, tie_tol, overwrite_input=overwrite_input
     )
+    below = None
+    if closer is not None:
+        if closer.shape != (len(originals),) or closer.dtype != np.bool_:
+            msg = f"`closer` must be a bool array of shape ({len(originals)},)"
+            raise ValueError(msg)
+        below = strictly_below(own_thresholds(originals, avatars, 0.0))
     return count_within(
         originals,
         thresholds,
@@ -215,7 +226,16 @@ def count_cloaking(
         progress=progress,
         cap=cap,
         overwrite_input=overwrite_input,
+        closer_than=below,
+        closer=closer,
     )
+
+
+def strictly_below(own: Float64Array) -> Float64Array:
+    """The largest squared distance strictly below each own ``d2`` (-1 below a 0: nothing
+    is strictly closer than a distance of 0), as thresholds of the strictly closer rivals."""
+    below: Float64Array = np.where(own > 0, np.nextafter(own, -np.inf), -1.0)
+    return below
 
 
 def hidden_flags(
@@ -280,13 +300,28 @@ def closer_rivals(
     """
     originals, avatars, own = linked_arrays(originals, avatars, 0.0)
     chosen = np.arange(len(originals)) if rows is None else np.asarray(rows, dtype=np.int64)
+    return _within_strictly(originals, avatars, strictly_below(own), chosen, None, threads)
+
+
+def _within_strictly(
+    queries: Float64Array,
+    avatars: Float64Array | KdTree,
+    below: Float64Array,
+    chosen: IndexArray,
+    own: IndexArray | None,
+    threads: int | None,
+) -> BoolArray:
+    """For the queries ``chosen``, whether an avatar other than their own lies within
+    ``below`` (:func:`strictly_below`; ``own``: their own avatars' rows, None for row ``i``),
+    by a walk of the tree capped at one."""
     closer = np.zeros(len(chosen), dtype=bool)
-    # Nothing is strictly closer than a distance of 0; the others count below their own d2.
-    apart = np.flatnonzero(own[chosen] > 0)
+    apart = np.flatnonzero(below[chosen] >= 0)  # nothing lies strictly closer than 0
     if len(apart):
-        queries = chosen[apart]
-        below = np.nextafter(own[queries], -np.inf)
-        found = count_within(originals[queries], below, queries, avatars, threads=threads, cap=1)
+        picked = chosen[apart]
+        rows = picked if own is None else own[picked]
+        found = count_within(
+            queries[picked], below[picked], rows, avatars, threads=threads, strategy="tree", cap=1
+        )
         closer[apart] = found > 0
     return closer
 
@@ -302,6 +337,8 @@ def count_within(
     progress: bool | None = False,
     cap: int | None = None,
     overwrite_input: bool = False,
+    closer_than: npt.ArrayLike | None = None,
+    closer: BoolArray | None = None,
 ) -> CountArray:
     """For each query, count the avatars within its threshold, its own avatar aside.
 
@@ -344,6 +381,12 @@ def count_within(
     overwrite_input
         Let the kd-tree reorder writable contiguous float64 ``avatars`` in place
         instead of copying them (see :func:`count_cloaking`).
+    closer_than, closer
+        With both: ``closer[i]`` receives whether an avatar counted for query ``i`` lies
+        within ``closer_than[i]`` (:func:`strictly_below` of its own ``d2``, for the
+        rivals strictly closer than its own avatar). The tree finds it in the walk
+        that counts; after a flat pass, a capped walk of the tree over the counted
+        queries does.
 
     Returns
     -------
@@ -362,6 +405,11 @@ def count_within(
     else:
         tree, points = None, coordinates("avatars", avatars)
     queries, thresholds, own = linked_queries(queries, thresholds, own, points.shape)
+    below = None
+    if closer is not None:
+        assert closer_than is not None, "`closer` needs `closer_than`"
+        below = np.ascontiguousarray(closer_than, dtype=np.float64)
+        closer[:] = False
     if len(queries) == 0 or len(points) == 0:
         return np.zeros(len(queries), dtype=np.int64)
     for name, values in (("queries", queries), ("avatars", points)):
@@ -380,16 +428,32 @@ def count_within(
         if strategy == "flat":
             from polars_hidden_rate import flat  # FAISS is loaded when used
 
+            given_own = own
             if tree is not None:  # the tree's points may be the avatars, reordered in place
                 points, own = tree.points, tree.own_positions(own)
             elif own is None:
                 own = np.arange(len(queries), dtype=np.int64)
-            return flat.count_flat(
+            counts = flat.count_flat(
                 queries, thresholds, own, points, threads=threads, bar=bar, cap=cap
             )
+            if closer is not None and below is not None:
+                counted = np.flatnonzero(counts > 0)
+                if tree is None:  # the flat pass's points are the avatars as given
+                    tree, given_own = KdTree.build(points, threads=threads), own
+                closer[counted] = _within_strictly(
+                    queries, tree, below, counted, given_own, threads
+                )
+            return counts
         assert tree is not None
         return tree.count_within(
-            queries, thresholds, own, threads=threads, cap=cap, advance=bar.advance
+            queries,
+            thresholds,
+            own,
+            threads=threads,
+            cap=cap,
+            advance=bar.advance,
+            closer_than=below,
+            closer=closer,
         )
 
 

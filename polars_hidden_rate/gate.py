@@ -308,8 +308,9 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
     """:func:`cloaking_summary` of a planned request, its evidence taken by ``inspector``."""
     request = inspector.request
     aligned = inspector.read()
-    counts = request.counts(aligned, cap=QUARTILE_CAP)
-    inspector.after(aligned, counts)
+    closer = np.zeros(len(aligned.originals), dtype=bool)
+    counts = request.counts(aligned, cap=QUARTILE_CAP, closer=closer)
+    inspector.after(aligned, counts, closer)
     if not quartiles_below(counts, QUARTILE_CAP):
         counts = request.counts(aligned, consume=True)
     return summarize(

@@ -38,6 +38,7 @@ PARALLEL_BUILD_MIN = 1 << 16
 # threads beyond the cores only cost memory. The process keeps at most this many, less one.
 MAX_THREADS = os.cpu_count() or 1
 # The cap of a count without one.
+_NO_STRICT = np.zeros(0, dtype=np.float64)
 _NO_CAP = int(np.iinfo(np.int64).max)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
@@ -121,8 +122,14 @@ class KdTree:
         threads: int = 1,
         cap: int | None = None,
         advance: Callable[[int], None] = lambda done: None,
+        closer_than: Float64Array | None = None,
+        closer: npt.NDArray[np.bool_] | None = None,
     ) -> CountArray:
         """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
+
+        With ``closer_than`` (one squared distance per query, at most its threshold), the
+        same walk also sets ``closer[i]``: whether one of those avatars lies within
+        ``closer_than[i]`` (a walk capped at ``cap`` goes on until it knows).
 
         ``own[i]`` is -1 when query ``i`` has no avatar in the tree; ``own=None``
         says query ``i``'s own avatar is avatar ``i`` (one query per avatar).
@@ -145,17 +152,27 @@ class KdTree:
             rows = walked[np.argsort(place, kind="stable")]
         counts = np.zeros(len(queries), dtype=np.int64)
         size = min(max(len(rows) // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
+        if closer_than is None:
+            strict, found = _NO_STRICT, np.zeros(0, dtype=np.bool_)
+        else:
+            strict = np.ascontiguousarray(closer_than, dtype=np.float64)
+            assert closer is not None
+            assert strict.shape == (len(queries),) == closer.shape
+            found = np.zeros(len(queries), dtype=np.bool_)
 
         def run(task: int) -> int:
             chosen = rows[task * size : (task + 1) * size]
             _count(self.points, self.begin, self.end, self.lower, self.upper, queries,
-                   thresholds, own_position, chosen, limit, counts, no_work, no_costs)  # fmt: skip
+                   thresholds, own_position, chosen, limit, counts, no_work, no_costs,
+                   strict, found)  # fmt: skip
             return len(chosen)
 
         limit, no_work = _NO_CAP if cap is None else cap, np.zeros((0, 2), dtype=np.int64)
         no_costs = np.zeros(3)
         for done in _map(threads, run, -(-len(rows) // size)):
             advance(done)
+        if closer is not None:
+            closer[:] = found
         return counts
 
     def reaches(self, queries: Float64Array, thresholds: Float64Array) -> npt.NDArray[np.bool_]:
@@ -206,7 +223,8 @@ class KdTree:
         found = np.zeros(len(rows), dtype=np.int64)
         _count(self.points, self.begin, self.end, self.lower, self.upper, queries[rows],
                thresholds[rows], mine, np.arange(len(rows)), _NO_CAP if cap is None else cap,
-               found, work, np.array([box_cost, point_cost, budget]))  # fmt: skip
+               found, work, np.array([box_cost, point_cost, budget]), _NO_STRICT,
+               np.zeros(0, dtype=np.bool_))  # fmt: skip
         return work, found
 
 
@@ -505,9 +523,16 @@ def _count(
     counts: CountArray,
     work: IndexArray,
     costs: Float64Array,
+    strict: Float64Array,
+    closer: npt.NDArray[np.bool_],
 ) -> None:
     """``min(c_i, cap)`` into ``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of
     the tree per query, which stops once ``cap`` rivals are found.
+
+    With a non-empty ``strict``, ``closer[i]`` also receives whether a rival lies within
+    ``strict[i]`` (below the threshold): a box wholly within the threshold is then counted
+    whole only where it settles that too (wholly within ``strict[i]``, or wholly beyond it),
+    and a walk stops at ``cap`` rivals only once it is known.
 
     With a non-empty ``work`` (the probe of :meth:`KdTree.walk_work`), ``work[r]`` receives
     the boxes tested and the points compared for query ``rows[r]``, and a walk stops (its
@@ -517,15 +542,18 @@ def _count(
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
     probing = len(work) > 0
+    needs_closer = len(strict) > 0
     for r in range(len(rows)):
         i = rows[r]
         threshold = thresholds[i]
+        strictly = strict[i] if needs_closer else -1.0
+        found = not needs_closer
         mine = own_position[i]
         count = 0
         boxes, compared = 0, 0
         stack[0] = 0
         top = 1
-        while top > 0 and count < cap:
+        while top > 0 and (count < cap or not found):
             if probing:
                 if boxes * costs[0] + compared * costs[1] > costs[2]:
                     break
@@ -546,8 +574,11 @@ def _count(
             if near > threshold:
                 continue
             lo, hi = begin[node], end[node]
-            if far <= threshold:
-                count += hi - lo - (1 if lo <= mine < hi else 0)
+            if far <= threshold and (found or far <= strictly or near > strictly):
+                rivals = hi - lo - (1 if lo <= mine < hi else 0)
+                count += rivals
+                if far <= strictly and rivals > 0:
+                    found = True
             elif node >= first_leaf:
                 compared += hi - lo
                 for p in range(lo, hi):
@@ -557,12 +588,16 @@ def _count(
                         total += diff * diff
                     if total <= threshold and p != mine:
                         count += 1
-                        if count >= cap:
+                        if total <= strictly:
+                            found = True
+                        if count >= cap and found:
                             break
             else:
                 stack[top] = 2 * node + 1
                 stack[top + 1] = 2 * node + 2
                 top += 2
         counts[i] = min(count, cap)
+        if needs_closer:
+            closer[i] = found
         if probing:
             work[r, 0], work[r, 1] = boxes, compared

@@ -376,8 +376,9 @@ def report_of_plan(
     request, space = _with_space(inspector.request)
     inspector = replace(inspector, request=request)
     aligned = inspector.read()
-    counts = request.counts(aligned)
-    inspector.after(aligned, counts)
+    closer = np.zeros(len(aligned.originals), dtype=bool)
+    counts = request.counts(aligned, closer=closer)
+    inspector.after(aligned, counts, closer)
     found = nearest_originals(request, aligned)
     dcr, nndr = found.nearest, found.ratio
     link = request.link

@@ -20,7 +20,7 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate import engine
-from polars_hidden_rate._types import CountArray
+from polars_hidden_rate._types import BoolArray, CountArray
 from polars_hidden_rate.api import CountOptions, CountPlan
 from polars_hidden_rate.checks import OptionTypeError, check_real
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned
@@ -262,13 +262,19 @@ class Inspector:
             carried_avatars=aligned.carried_avatars.drop(names, strict=False),
         )
 
-    def after(self, aligned: Aligned, counts: CountArray) -> None:
-        """Count the hidden records that no rival is strictly closer to than their avatar."""
-        hidden = np.flatnonzero(counts > 0)
-        closer = engine.closer_rivals(
-            aligned.originals, aligned.avatars, hidden, threads=self.request.threads
-        )
-        self.hidden_by_ties_only = int(np.count_nonzero(~closer))
+    def after(self, aligned: Aligned, counts: CountArray, closer: BoolArray | None = None) -> None:
+        """Count the hidden records that no rival is strictly closer to than their avatar:
+        from ``closer``, the flags the counting walk set, or else by a walk of their own
+        (``aligned`` then still holds the arrays)."""
+        hidden = counts > 0
+        if closer is None:
+            rows = np.flatnonzero(hidden)
+            found = engine.closer_rivals(
+                aligned.originals, aligned.avatars, rows, threads=self.request.threads
+            )
+            self.hidden_by_ties_only = int(np.count_nonzero(~found))
+        else:
+            self.hidden_by_ties_only = int(np.count_nonzero(hidden & ~closer))
 
     def evidence(self) -> Evidence:
         assert self.link is not None, "inspect a read first"

@@ -26,7 +26,7 @@ from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
 from polars_hidden_rate.linkage import ALPHA, MIN_RECORDS, derangement, link_test, sign_test
 from polars_hidden_rate.provenance import describe_settings, with_fit
 from polars_hidden_rate.verdict import AmbiguousLinkError, UnlinkedAvatarsError
-from tests.helpers import examples
+from tests.helpers import brute_force_counts, examples
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 AIDS_CATEGORICAL = [
@@ -87,6 +87,37 @@ def test_closer_rivals_equals_a_brute_force_on_grids(
     assert engine.closer_rivals(x, y, rows).tolist() == brute_closer(x, y)[rows].tolist()
     offset = engine.closer_rivals(x + 1e6, y + 1e6)
     assert offset.tolist() == brute_closer(x + 1e6, y + 1e6).tolist()
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.integers(2, 120),
+    st.integers(1, 3),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["tree", "flat", "auto"]),
+    st.sampled_from([None, 1, 2, 64]),
+    st.sampled_from([1.0, 2.0**600, 2.0**-600]),
+)
+def test_the_counting_walk_flags_strictly_closer_rivals(
+    n: int, d: int, seed: int, strategy: str, cap: int | None, scale: float
+) -> None:
+    # The flags the counting walk sets (tree) or its capped walk after a flat pass: exact on
+    # every hidden record, on grids full of ties and copies, capped or not.
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, (n, d)).astype(float)
+    y = x + rng.integers(-1, 2, (n, d)) * (rng.random((n, 1)) < 0.6)
+    closer = np.zeros(n, dtype=bool)
+    counts = engine.count_cloaking(
+        x * scale,
+        y * scale,
+        strategy=strategy,  # type: ignore[arg-type]
+        cap=cap,
+        closer=closer,
+    )
+    expected = brute_force_counts(x, y, 1e-9)
+    assert counts.tolist() == (expected if cap is None else np.minimum(expected, cap)).tolist()
+    hidden = expected > 0
+    assert closer[hidden].tolist() == brute_closer(x, y)[hidden].tolist()
 
 
 def test_derangement_moves_every_record() -> None:
