@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,8 +27,9 @@ from polars.exceptions import (
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_count
 
-ColumnSpec = str | Sequence[str] | cs.Selector
-"""Columns given by name, a list of names, or a Polars selector."""
+ColumnSpec = str | Sequence[str] | cs.Selector | pl.Expr
+"""Columns given by name, a list of names, a Polars selector, or an expression that only
+selects columns (``pl.col("a", "b")``, ``pl.col("^Dim.*$")``)."""
 
 OUTPUT_COLUMNS = ("local_cloaking", "hidden")
 RESERVED_PREFIX = "__polars_hidden_rate"
@@ -79,11 +81,19 @@ def as_lazy(frame: pl.DataFrame | pl.LazyFrame, role: str) -> pl.LazyFrame:
 
 
 def resolve_columns(spec: ColumnSpec, schema: pl.Schema, role: str, option: str) -> list[str]:
-    """Expand names or a selector against ``schema``; every name must exist."""
-    if isinstance(spec, cs.Selector):
-        names = pl.LazyFrame(schema=schema).select(spec).collect_schema().names()
+    """Expand names, a selector or a column-selecting expression against ``schema``; every
+    name must exist. Unordered collections (sets, dict views) are refused: the order of the
+    columns matters (``ncp`` takes the first ones) and theirs changes from run to run."""
+    if isinstance(spec, pl.Expr):
+        names = _selected(spec, schema, role, option)
     elif isinstance(spec, str):
         names = [spec]
+    elif isinstance(spec, AbstractSet | Mapping):
+        msg = (
+            f"`{option}` must be ordered: got a {type(spec).__name__}, whose order changes from "
+            f"run to run; give the columns as a list or tuple, e.g. {sorted(map(str, spec))}"
+        )
+        raise TypeError(msg)
     else:
         names = list(spec)
         if not all(isinstance(name, str) for name in names):
@@ -100,6 +110,36 @@ def resolve_columns(spec: ColumnSpec, schema: pl.Schema, role: str, option: str)
         msg = f"`{option}` names a column twice: {names}"
         raise DuplicateError(msg)
     return names
+
+
+def _selected(spec: pl.Expr, schema: pl.Schema, role: str, option: str) -> list[str]:
+    """The columns of ``schema`` a selector, or an expression that only selects, picks."""
+    if not isinstance(spec, cs.Selector):
+        if not spec.meta.is_column_selection():
+            msg = (
+                f"`{option}` must only select columns (names, a selector, pl.col(...)); got "
+                f"{spec}, which computes new values"
+            )
+            raise TypeError(msg)
+        spec = spec.meta.as_selector()
+    try:
+        return pl.LazyFrame(schema=schema).select(spec).collect_schema().names()
+    except ColumnNotFoundError as error:
+        reason = str(error).splitlines()[0]
+        msg = f"{option} {spec} selects a column not in {role} ({reason})"
+        msg += f"; available: {schema.names()}"
+        raise ColumnNotFoundError(msg) from None
+
+
+def is_selection(spec: ColumnSpec | None) -> bool:
+    """Whether ``spec`` picks columns by a rule (a selector or expression), not by name."""
+    return isinstance(spec, pl.Expr)
+
+
+def shared_schema(originals: pl.Schema, avatars: pl.Schema) -> pl.Schema:
+    """The columns both frames hold, in the originals' order and types: where a selector
+    is resolved, so that it picks no column that one side lacks."""
+    return pl.Schema({name: dtype for name, dtype in originals.items() if name in avatars})
 
 
 def resolve_coords(

@@ -29,8 +29,10 @@ from polars_hidden_rate.frames import (
     Aligned,
     ColumnSpec,
     as_lazy,
+    is_selection,
     resolve_columns,
     resolve_link,
+    shared_schema,
 )
 from polars_hidden_rate.neighbours import NearestTwo, nearest_two
 
@@ -242,8 +244,9 @@ def row_direct_match_protection(
     originals, avatars
         DataFrames or LazyFrames (collected here).
     features
-        The raw feature columns, by name or selector; default every column the
-        two frames share, less the keys.
+        The raw feature columns, by name or selector (a selector picks among the
+        columns the two frames share); default every column the two frames
+        share, less the keys.
     on, left_on, right_on
         Key columns, as for :func:`~polars_hidden_rate.local_cloaking`: left out
         of the default features (an avatar's key is not its content).
@@ -274,6 +277,9 @@ def row_direct_match_protection(
         if not names:
             msg = "originals and avatars share no column besides the keys: give `features`"
             raise SchemaError(msg)
+    elif is_selection(features):
+        shared = shared_schema(left_schema, right_schema)
+        names = resolve_columns(features, shared, "originals and avatars", "features")
     else:
         names = resolve_columns(features, left_schema, "originals", "features")
         resolve_columns(names, right_schema, "avatars", "features")

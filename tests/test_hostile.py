@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -368,3 +369,70 @@ def test_a_misspelt_option_is_named(entry: str) -> None:
     }
     with pytest.raises(TypeError, match="unexpected keyword argument 'coord'"):
         calls[entry]()
+
+
+# --- 9. Values measured as the user meant them ------------------------------------------------
+
+
+def projected_counts(
+    originals: pl.DataFrame, avatars: pl.DataFrame, **options: object
+) -> np.ndarray:
+    """The float64 brute force on the coordinates of the projection fitted on the originals."""
+    projection = phr.Projection.fit(originals, **options)  # type: ignore[arg-type]
+    dims = projection.coordinate_columns()
+    return brute_force_counts(
+        projection.transform(originals).select(dims).to_numpy(),
+        projection.transform(avatars).select(dims).to_numpy(),
+        1e-9,
+    )
+
+
+@pytest.mark.parametrize("unordered", [set, frozenset, lambda names: dict.fromkeys(names).keys()])
+@pytest.mark.parametrize("option", ["coords", "features", "on", "categorical"])
+def test_unordered_column_collections_are_refused(
+    unordered: Callable[[list[str]], object], option: str
+) -> None:
+    originals, avatars = noisy_pair(20, seed=9)
+    names = {"coords": COORDS, "features": COORDS, "on": ["id"], "categorical": ["site"]}
+    options: dict[str, object] = {option: unordered(names[option])}
+    if option == "on":
+        options["coords"] = COORDS
+    with pytest.raises(TypeError, match=f"`{'key' if option == 'on' else option}` must be ordered"):
+        phr.hidden_rate(originals, avatars.with_columns(site=pl.col("id") % 5), **options)  # type: ignore[arg-type]
+
+
+def test_expressions_that_select_columns_are_column_lists() -> None:
+    originals, avatars = noisy_pair(40, seed=10, d=3)
+    expected = counts_by_id(originals, avatars, ["d2", "d1"])
+    for coords in (pl.col("d2", "d1"), cs.by_name("d2", "d1")):
+        got = phr.local_cloaking(originals, avatars, coords=coords, on="id")
+        assert_counts_by_id(got, expected)
+    first = phr.local_cloaking(originals, avatars, coords=pl.col("d3", "d1"), ncp=1, on="id")
+    assert_counts_by_id(first, counts_by_id(originals, avatars, ["d3"]))
+    regex = phr.local_cloaking(originals, avatars, coords=pl.col("^d[12]$"), on="id")
+    assert_counts_by_id(regex, counts_by_id(originals, avatars, COORDS))
+    with pytest.raises(TypeError, match="`coords` must only select columns"):
+        phr.hidden_rate(originals, avatars, coords=pl.col("d1") * 2)
+    with pytest.raises(pl.exceptions.ColumnNotFoundError, match=r"coords .* not in originals"):
+        phr.hidden_rate(originals, avatars, coords=pl.col("d1", "nope"))
+
+
+def test_a_selector_of_features_picks_among_the_shared_columns() -> None:
+    originals, avatars = noisy_pair(40, seed=11)
+    avatars = avatars.with_columns(originals["site"])
+    # `pidnum`, an identifier only the originals hold, is no feature of a selector.
+    originals = originals.with_columns(pidnum=pl.int_range(pl.len()) * 7)
+    options: dict[str, Any] = {"on": "id", "ncp": 2}
+    by_names = phr.local_cloaking(originals, avatars, features=["d1", "d2", "site"], **options)
+    selector = cs.numeric() - cs.by_name("id")
+    by_selector = phr.local_cloaking(originals, avatars, features=selector, **options)
+    assert by_selector["local_cloaking"].to_list() == by_names["local_cloaking"].to_list()
+    expected = projected_counts(
+        originals.sort("id"), avatars.sort("id"), features=["d1", "d2", "site"], ncp=2
+    )
+    assert by_selector.sort("id")["local_cloaking"].to_list() == expected.tolist()
+    assert phr.row_direct_match_protection(
+        originals, avatars, features=cs.numeric()
+    ) == phr.row_direct_match_protection(originals, avatars, features=["d1", "d2", "id", "site"])
+    with pytest.raises(pl.exceptions.ColumnNotFoundError, match="'pidnum' not found in avatars"):
+        phr.hidden_rate(originals, avatars, features=["d1", "pidnum"], **options)

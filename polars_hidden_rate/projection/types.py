@@ -12,7 +12,7 @@ import polars as pl
 from polars.exceptions import ColumnNotFoundError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.frames import ColumnSpec, resolve_columns
+from polars_hidden_rate.frames import ColumnSpec, is_selection, resolve_columns, shared_schema
 
 Modality = str | bool
 Impute = Literal["none", "median", "mean", "mode"]
@@ -84,7 +84,9 @@ def resolve_features(
     exclude: Sequence[str] = (),
 ) -> list[str]:
     """The feature columns; by default every column of the originals (that the avatars share),
-    less ``exclude``. Raises at once, on the schemas only, for a missing or unsupported feature."""
+    less ``exclude``. A selector picks among the columns both frames share (``cs.numeric()``
+    leaves out a numeric identifier that only the originals hold); names must be in both.
+    Raises at once, on the schemas only, for a missing or unsupported feature."""
     if features is None:
         names = [
             name
@@ -94,6 +96,9 @@ def resolve_features(
         if not names:
             msg = "no column to project: the originals and avatars share no column besides the keys"
             raise ColumnNotFoundError(msg)
+    elif is_selection(features) and avatars is not None:
+        shared = shared_schema(originals, avatars)
+        names = resolve_columns(features, shared, "originals and avatars", "features")
     else:
         names = resolve_columns(features, originals, "originals", "features")
     check_feature_types(names, originals, "originals")
@@ -121,11 +126,16 @@ class FeatureSpec:
         exclude: Sequence[str] = (),
     ) -> FeatureSpec:
         """Check the request on the schemas. Columns of categorical types are categorical, and
-        so is every column named in ``categorical``, whatever its type."""
+        so is every column named in ``categorical``, whatever its type (a selector picks
+        among the features)."""
         names = resolve_features(features, originals, avatars, exclude)
         forced = set()
         if categorical is not None:
-            forced = set(resolve_columns(categorical, originals, "originals", "categorical"))
+            among = pl.Schema({name: originals[name] for name in names})
+            schema, role = (
+                (among, "the features") if is_selection(categorical) else (originals, "originals")
+            )
+            forced = set(resolve_columns(categorical, schema, role, "categorical"))
             outside = sorted(forced - set(names))
             if outside:
                 msg = f"categorical column {outside[0]!r} is not among the features {names}"
