@@ -37,6 +37,8 @@ RESERVED_PREFIX = "__polars_hidden_rate"
 _AVATAR_ROW = f"{RESERVED_PREFIX}_avatar_row"
 # Float64 holds every integer up to this magnitude exactly; beyond, distinct values may merge.
 EXACT_INTEGER_LIMIT = 2**53
+# Decimals of at most this many digits come back from their nearest float64 (DBL_DIG).
+_FLOAT64_DIGITS = 15
 
 
 @dataclass(frozen=True)
@@ -304,18 +306,80 @@ def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
         raise NoDataError(msg)
     as_float = {c: pl.col(c).cast(pl.Float64) for c in columns}
     raise_missing(missing_values(frame, as_float), f"coords of {role}", rows=frame.height)
-    beyond = EXACT_INTEGER_LIMIT
-    for column in columns:
-        if not frame.schema[column].is_integer():
+    dtypes = {c: frame.schema[c] for c in columns}
+    raise_inexact(inexact_counts(frame, dtypes), dtypes, "coords column", role)
+
+
+def inexact_values(column: pl.Expr, dtype: pl.DataType) -> pl.Expr | None:
+    """Where float64 does not hold a value of ``dtype`` faithfully (a boolean expression of
+    ``column``), or None when it holds every value of that type.
+
+    The one exact-number rule, for every numeric type: an integer (of any width, signed or
+    not, or a Decimal of scale 0) must lie within 2^53 in magnitude, where float64 holds every
+    integer exactly; a decimal fraction is read as its nearest float64, as a decimal text is,
+    and must come back from it, so that no two values of its type become one float64. Floats
+    are float64 already (Float32 widens exactly).
+    """
+    if isinstance(dtype, pl.Decimal):
+        digits = 38 if dtype.precision is None else dtype.precision
+        if digits <= _FLOAT64_DIGITS:
+            return None
+        if dtype.scale == 0:
+            return (column > EXACT_INTEGER_LIMIT) | (column < -EXACT_INTEGER_LIMIT)
+        back = column.cast(pl.Float64).cast(dtype, strict=False)
+        return back.ne_missing(column)
+    if dtype.is_integer() and dtype not in _SMALL_INTEGERS:
+        return (column > EXACT_INTEGER_LIMIT) | (column < -EXACT_INTEGER_LIMIT)
+    return None
+
+
+_SMALL_INTEGERS = (pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32)
+
+
+def inexact_counts(
+    frame: pl.DataFrame | pl.LazyFrame, dtypes: Mapping[str, pl.DataType]
+) -> dict[str, int]:
+    """How many values of each column of ``dtypes`` break :func:`inexact_values`; columns
+    without any left out (nothing is read when no type can break it)."""
+    rules = {
+        name: rule
+        for name, dtype in dtypes.items()
+        if (rule := inexact_values(pl.col(name), dtype)) is not None
+    }
+    if not rules:
+        return {}
+    counts = frame.lazy().select(
+        rule.sum().alias(f"{RESERVED_PREFIX}_{i}") for i, rule in enumerate(rules.values())
+    )
+    row = counts.collect().row(0)
+    return {name: int(count) for name, count in zip(rules, row, strict=True) if count}
+
+
+def raise_inexact(
+    counts: Mapping[str, int],
+    dtypes: Mapping[str, pl.DataType],
+    what: str,
+    role: str,
+    hint: str = "rescale or recode it",
+) -> None:
+    """A ComputeError for the first column of ``counts`` with values that break
+    :func:`inexact_values`, if any."""
+    for name, count in counts.items():
+        if not count:
             continue
-        inexact = frame.select(((pl.col(column) > beyond) | (pl.col(column) < -beyond)).sum())
-        if inexact.item():
-            msg = (
-                f"coords column {column!r} of {role} has {inexact.item()} integer value(s) "
-                "beyond 2^53 in absolute value, which float64 cannot hold exactly; rescale or "
-                "recode it"
+        dtype = dtypes[name]
+        if isinstance(dtype, pl.Decimal) and dtype.scale != 0:
+            kind = (
+                f"{count} value(s) whose nearest float64 is not theirs alone: float64 cannot "
+                f"tell every {dtype} value apart at this magnitude"
             )
-            raise ComputeError(msg)
+        else:
+            kind = (
+                f"{count} integer value(s) beyond 2^53 in absolute value, which float64 "
+                "cannot hold exactly"
+            )
+        msg = f"{what} {name!r} of {role} has {kind}; {hint}"
+        raise ComputeError(msg)
 
 
 MissingValues = Counter[tuple[str, str]]

@@ -387,6 +387,34 @@ def projected_counts(
     )
 
 
+WIDE_INTEGERS = [pl.Decimal(38, 0), pl.Int128(), pl.UInt64(), pl.UInt128(), pl.Int64()]
+
+
+@pytest.mark.parametrize("dtype", WIDE_INTEGERS, ids=str)
+def test_wide_integer_coordinates_beyond_2_53_are_refused(dtype: pl.DataType) -> None:
+    # The example: as float64, 2^53 + 1 and 2^53 merge and record 0 (exposed) ties.
+    big = 2**53
+    originals = pl.DataFrame({"d1": pl.Series([big + 1, 0, 10], dtype=dtype)})
+    avatars = pl.DataFrame({"d1": pl.Series([big + 1, big, 10], dtype=dtype)})
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'d1' of originals .* beyond 2\^53"):
+        phr.local_cloaking(originals, avatars, coords="d1")
+    # 2^53 itself is exact: the counts are those of the float64 brute force.
+    exact = originals.with_columns(pl.Series("d1", [big, 0, 10], dtype=dtype))
+    counts = phr.local_cloaking(exact, avatars.with_columns(exact["d1"]), coords="d1")
+    values = exact["d1"].cast(pl.Float64).to_numpy()[:, None]
+    expected = brute_force_counts(values, values, 1e-9)
+    assert counts["local_cloaking"].to_list() == expected.tolist()
+
+
+def test_direct_matches_compare_decimals_with_floats_by_the_exact_rule() -> None:
+    originals = pl.DataFrame({"x": pl.Series([1, 2, 3], dtype=pl.Decimal(38, 0))})
+    avatars = pl.DataFrame({"x": [1.0, 2.5, 3.0]})
+    assert phr.row_direct_match_protection(originals, avatars) == pytest.approx(100 / 3)
+    beyond = pl.DataFrame({"x": pl.Series([2**53 + 1, 2, 3], dtype=pl.Decimal(38, 0))})
+    with pytest.raises(pl.exceptions.ComputeError, match=r"feature 'x' of originals .* 2\^53"):
+        phr.row_direct_match_protection(beyond, avatars)
+
+
 @pytest.mark.parametrize("unordered", [set, frozenset, lambda names: dict.fromkeys(names).keys()])
 @pytest.mark.parametrize("option", ["coords", "features", "on", "categorical"])
 def test_unordered_column_collections_are_refused(
