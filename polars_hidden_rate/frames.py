@@ -382,6 +382,11 @@ def raise_inexact(
         raise ComputeError(msg)
 
 
+class MissingValuesError(ComputeError):
+    """A ComputeError for null, NaN or infinite values (:func:`raise_missing`): callers that
+    can explain them (the projection names the features behind a coordinate) catch only it."""
+
+
 MissingValues = Counter[tuple[str, str]]
 """Counts of missing values by ``(column, kind)``, kind ``null``, ``NaN`` or ``infinite``."""
 
@@ -391,19 +396,25 @@ def missing_values(
 ) -> MissingValues:
     """Null, NaN and infinite values of ``frame``, by column; zero counts left out.
 
-    ``numbers`` maps each numeric column to its values as float64; ``others`` are
-    counted for nulls only.
+    ``numbers`` maps each numeric column to its values as float64 (gaps as the expression
+    leaves them: a filled value is not missing); ``others`` are counted for nulls only.
     """
+    checks: list[tuple[str, str, pl.Expr]] = [
+        *((c, "null", x.null_count()) for c, x in numbers.items()),
+        *((c, "null", pl.col(c).null_count()) for c in others),
+        *((c, "NaN", x.is_nan().sum()) for c, x in numbers.items()),
+        *((c, "infinite", x.is_infinite().sum()) for c, x in numbers.items()),
+    ]
+    if not checks:
+        return Counter()
+    # Labelled by position: a column name may hold any character.
     counts = frame.lazy().select(
-        *(pl.col(c).null_count().alias(f"{c}\0null") for c in [*numbers, *others]),
-        *(x.is_nan().sum().alias(f"{c}\0NaN") for c, x in numbers.items()),
-        *(x.is_infinite().sum().alias(f"{c}\0infinite") for c, x in numbers.items()),
+        count.alias(f"{RESERVED_PREFIX}_{i}") for i, (_, _, count) in enumerate(checks)
     )
-    row = counts.collect().row(0, named=True)
+    row = counts.collect().row(0)
     found: MissingValues = Counter()
-    for label, count in row.items():
+    for (column, kind, _), count in zip(checks, row, strict=True):
         if count:
-            column, kind = label.split("\0")
             found[column, kind] = int(count)
     return found
 
@@ -411,14 +422,15 @@ def missing_values(
 def raise_missing(
     missing: MissingValues, what: str, *, rows: int | None = None, hint: str = ""
 ) -> None:
-    """A ComputeError naming every column of ``what`` with missing values, if any."""
+    """A :class:`MissingValuesError` naming every column of ``what`` with missing values,
+    if any."""
     if not missing:
         return
     culprits = ", ".join(
         f"{column!r} ({count} {kind})" for (column, kind), count in missing.items()
     )
     where = f" in {rows} rows" if rows is not None else ""
-    raise ComputeError(f"{what} have missing values: {culprits}{where}{hint}")
+    raise MissingValuesError(f"{what} have missing values: {culprits}{where}{hint}")
 
 
 def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:

@@ -5,6 +5,7 @@ Each case here once went wrong silently; each test fails on the code before its 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -464,3 +465,30 @@ def test_a_selector_of_features_picks_among_the_shared_columns() -> None:
     ) == phr.row_direct_match_protection(originals, avatars, features=["d1", "d2", "id", "site"])
     with pytest.raises(pl.exceptions.ColumnNotFoundError, match="'pidnum' not found in avatars"):
         phr.hidden_rate(originals, avatars, features=["d1", "pidnum"], **options)
+
+
+def _with_null(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
+    value = pl.when(pl.int_range(pl.len()) == row).then(None).otherwise(pl.col(column))
+    return frame.with_columns(value.alias(column))
+
+
+@pytest.mark.parametrize("name", ["a\0b", "a\0null", "x\0NaN\0y"])
+def test_any_character_in_a_column_name_is_named_in_errors(name: str) -> None:
+    originals = pl.DataFrame({name: [1.0, float("nan"), 3.0], "c": [1.0, 2.0, 0.0]})
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"{re.escape(repr(name))} \(1 NaN\)"):
+        phr.hidden_rate(originals, originals)
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"{re.escape(repr(name))} \(1 NaN\)"):
+        phr.hidden_rate(originals, originals, coords=[name, "c"])
+
+
+@pytest.mark.parametrize("impute", ["none", "mean", "mode"])
+def test_key_errors_come_first_with_imputation(impute: str) -> None:
+    originals, avatars = noisy_pair(20, seed=13)
+    # A gap that imputation fills is no error: the key's problem is the one reported.
+    holed = _with_null(avatars, "d1", 4) if impute != "none" else avatars
+    nulled = _with_null(holed, "id", 2)
+    with pytest.raises(pl.exceptions.ComputeError, match=r"key \['id'\] of avatars is null"):
+        phr.hidden_rate(originals, nulled, on="id", features=COORDS, impute=impute)  # type: ignore[arg-type]
+    orphan = holed.with_columns(pl.when(pl.col("id") == 0).then(-1).otherwise("id").alias("id"))
+    with pytest.raises(pl.exceptions.ComputeError, match="1 originals have no avatar"):
+        phr.hidden_rate(originals, orphan, on="id", features=COORDS, impute=impute)  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from polars.exceptions import ComputeError
 
 from polars_hidden_rate.checks import check_count
 from polars_hidden_rate.frames import (
@@ -16,6 +15,7 @@ from polars_hidden_rate.frames import (
     Aligned,
     ColumnSpec,
     Link,
+    MissingValuesError,
     missing_values,
     raise_missing,
     read_aligned,
@@ -116,7 +116,7 @@ class ProjectedCoordinates:
         right = avatars.select(*link.right, *projection.coordinates(right_schema, names))
         try:
             return read_aligned(left, right, names, link, carried)
-        except ComputeError:
+        except MissingValuesError:  # only a missing coordinate: key errors are the user's own
             _raise_missing_features(avatars, projection, right_schema)
             raise
 
