@@ -869,10 +869,12 @@ def _raise_read_errors(
         missing: MissingValues = Counter()
         for s in stats:
             missing += s.missing
-        if missing and side.projection is not None and side.role == "avatars":
-            # As locally: the avatar features whose gaps made a coordinate missing.
-            files = [part.path.absolute() for part in avatars.partitions]
-            client.gather(client.submit(_missing_features, files, side.projection, pure=False))
+        if missing and side.projection is not None:
+            # As locally: the features whose gaps (or values) made a coordinate missing.
+            files = [part.path.absolute() for part in dataset.partitions]
+            client.gather(
+                client.submit(_missing_features, files, side.projection, side.role, pure=False)
+            )
         raise_missing(missing, f"coords of {side.role}", rows=rows)
         beyond = {name: sum(s.beyond.get(name, 0) for s in stats) for name in side.names}
         raise_inexact(beyond, dataset.schema, "coords column", side.role)
@@ -885,10 +887,10 @@ def _raise_read_errors(
     _key_problems(left, right, left_stats, [], []).raise_first()
 
 
-def _missing_features(files: list[Path], projection: Projection) -> None:
-    """Task: raise the local error naming the avatars' features with gaps."""
+def _missing_features(files: list[Path], projection: Projection, role: str) -> None:
+    """Task: raise the local error naming the features of one side with gaps."""
     frame = pl.scan_parquet(files, glob=False)
-    ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema())
+    ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema(), role)
 
 
 def _key_problems(

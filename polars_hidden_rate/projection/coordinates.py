@@ -16,14 +16,16 @@ from polars_hidden_rate.frames import (
     ColumnSpec,
     Link,
     MissingValuesError,
+    inexact_counts,
     missing_values,
+    raise_inexact,
     raise_missing,
     read_aligned,
 )
 from polars_hidden_rate.projection.model import Projection
 from polars_hidden_rate.projection.partitioned import Tasks
-from polars_hidden_rate.projection.scaling import NumericFeature
-from polars_hidden_rate.projection.types import FeatureSpec, Impute
+from polars_hidden_rate.projection.scaling import CategoricalFeature, NumericFeature
+from polars_hidden_rate.projection.types import FeatureSpec, Impute, gaps
 
 _COORD = f"{RESERVED_PREFIX}_dim"
 
@@ -93,10 +95,11 @@ class ProjectedCoordinates:
 
     @staticmethod
     def raise_missing_features(
-        avatars: pl.LazyFrame, projection: Projection, schema: pl.Schema
+        frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str = "avatars"
     ) -> None:
-        """Name the avatar features whose gaps made a coordinate missing, if any."""
-        _raise_missing_features(avatars, projection, schema)
+        """Name the features of ``frame`` (the ``role`` side) that made a coordinate missing,
+        if any: gaps the model does not fill, or values float64 does not hold exactly."""
+        _raise_missing_features(frame, projection, schema, role)
 
     def read(
         self,
@@ -117,16 +120,20 @@ class ProjectedCoordinates:
         try:
             return read_aligned(left, right, names, link, carried)
         except MissingValuesError:  # only a missing coordinate: key errors are the user's own
-            _raise_missing_features(avatars, projection, right_schema)
+            _raise_missing_features(originals, projection, left_schema, "originals")
+            _raise_missing_features(avatars, projection, right_schema, "avatars")
             raise
 
 
-def _raise_missing_features(frame: pl.LazyFrame, projection: Projection, schema: pl.Schema) -> None:
-    """Name the avatar features whose gaps (not filled by the model) made a coordinate missing."""
+def _raise_missing_features(
+    frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str
+) -> None:
+    """The errors of :meth:`ProjectedCoordinates.raise_missing_features`, in that order."""
+    features = projection.scaling.features
     numbers = {
-        f.name: f.values(schema)
-        for f in projection.scaling.features
-        if isinstance(f, NumericFeature)
+        f.name: gaps(f.name, schema[f.name], isinstance(f, CategoricalFeature), f.fill is not None)
+        for f in features
     }
-    others = [f.name for f in projection.scaling.categorical if f.fill is None]
-    raise_missing(missing_values(frame, numbers, others), "features of avatars")
+    raise_missing(missing_values(frame, numbers), f"features of {role}")
+    dtypes = {f.name: schema[f.name] for f in features if isinstance(f, NumericFeature)}
+    raise_inexact(inexact_counts(frame, dtypes), dtypes, "feature", role)

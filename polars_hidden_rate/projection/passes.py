@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Literal
 
 import numpy as np
@@ -17,7 +18,14 @@ import polars as pl
 from polars.exceptions import ComputeError, NoDataError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.frames import MissingValues, missing_values, raise_missing
+from polars_hidden_rate.frames import (
+    RESERVED_PREFIX,
+    MissingValues,
+    inexact_values,
+    missing_values,
+    raise_inexact,
+    raise_missing,
+)
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
     Feature,
@@ -27,6 +35,7 @@ from polars_hidden_rate.projection.scaling import (
 from polars_hidden_rate.projection.types import (
     FeatureSpec,
     Modality,
+    gaps,
     modality_values,
     numeric_values,
 )
@@ -196,41 +205,62 @@ def checked_fills(fills: dict[str, float | Modality | None]) -> Fills:
 @dataclass
 class FeaturePartial:
     """Pass 1 over some of the originals' rows: moments of the numeric features, modality
-    counts of the categorical ones, and the missing values found (blocks with any are left out).
+    counts of the categorical ones, the missing values found and the values float64 does not
+    hold exactly (blocks with any are left out).
     """
 
     moments: _Moments
     counts: dict[str, dict[Modality, int]]
     missing: MissingValues
+    inexact: Counter[str]
 
     @classmethod
     def empty(cls, spec: FeatureSpec) -> FeaturePartial:
         categorical = [name for name in spec.names if name in spec.categorical]
-        return cls(_Moments.empty(len(spec.numeric)), {name: {} for name in categorical}, Counter())
+        return cls(
+            _Moments.empty(len(spec.numeric)),
+            {name: {} for name in categorical},
+            Counter(),
+            Counter(),
+        )
 
-    def add(self, block: pl.DataFrame, numeric: list[str]) -> None:
-        """Count one block (numeric features as float64, then the modalities)."""
-        found = missing_values(block, {name: pl.col(name) for name in numeric}, list(self.counts))
+    def add(self, block: pl.DataFrame, numeric: list[str], checked: list[str]) -> None:
+        """Count one block of :func:`feature_partial`'s columns: the numeric features as
+        float64, then the modalities, their gaps, and flags of inexact values (``checked``)."""
+        categorical = list(self.counts)
+        numbers = {name: pl.col(_column("value", k)) for k, name in enumerate(numeric)}
+        numbers |= {name: pl.col(_column("gap", k)) for k, name in enumerate(categorical)}
+        found = missing_values(block, numbers)
         self.missing += found
-        if found:
+        flags = (block.get_column(_column("inexact", k)).sum() for k in range(len(checked)))
+        inexact = Counter({name: int(n) for name, n in zip(checked, flags, strict=True) if n})
+        self.inexact += inexact
+        if found or inexact:
             return
         if numeric:
-            self.moments.add(block.select(numeric).to_numpy().astype(np.float64, copy=False))
+            values = block.select(_column("value", k) for k in range(len(numeric)))
+            self.moments.add(values.to_numpy().astype(np.float64, copy=False))
         else:
             self.moments.count += block.height
-        for name, tally in self.counts.items():
-            for value, count in block.get_column(name).value_counts().iter_rows():
+        for k, tally in enumerate(self.counts.values()):
+            for value, count in block.get_column(_column("key", k)).value_counts().iter_rows():
                 tally[value] = tally.get(value, 0) + count
         _check_width(len(numeric), self.counts)
 
     def merge(self, other: FeaturePartial) -> None:
         """Add the rows ``other`` covers, after these; the width is checked again."""
         self.missing += other.missing
+        self.inexact += other.inexact
         self.moments.merge(other.moments)
         for name, tally in self.counts.items():
             for value, count in other.counts[name].items():
                 tally[value] = tally.get(value, 0) + count
         _check_width(len(self.moments.scaled_mean), self.counts)
+
+
+def _column(kind: str, k: int) -> str:
+    """The name of pass 1's ``k``-th column of ``kind``: by position, never by user text."""
+    return f"{RESERVED_PREFIX}_{kind}{k}"
 
 
 def feature_partial(
@@ -240,13 +270,26 @@ def feature_partial(
     numeric_fills, modality_fills = _split_fills(fills)
     numeric = spec.numeric
     categorical = [name for name in spec.names if name in spec.categorical]
+    rules = {name: inexact_values(pl.col(name), schema[name]) for name in numeric}
+    checked = {name: rule for name, rule in rules.items() if rule is not None}
     source = originals.select(
-        *(numeric_values(name, schema[name], numeric_fills.get(name)) for name in numeric),
-        *(modality_values(name, schema[name], modality_fills.get(name)) for name in categorical),
+        *(
+            numeric_values(name, schema[name], numeric_fills.get(name)).alias(_column("value", k))
+            for k, name in enumerate(numeric)
+        ),
+        *(
+            modality_values(name, schema[name], modality_fills.get(name)).alias(_column("key", k))
+            for k, name in enumerate(categorical)
+        ),
+        *(
+            gaps(name, schema[name], True, name in modality_fills).alias(_column("gap", k))
+            for k, name in enumerate(categorical)
+        ),
+        *(rule.alias(_column("inexact", k)) for k, rule in enumerate(checked.values())),
     )
     partial = FeaturePartial.empty(spec)
     for block in _blocks(source, BLOCK_ROWS):
-        partial.add(block, numeric)
+        partial.add(block, numeric, list(checked))
     return partial
 
 
@@ -259,6 +302,13 @@ def fitted_features(
         partial.missing,
         "features of originals",
         hint="; give impute='median', 'mean' or 'mode' to fill them, or drop those records",
+    )
+    raise_inexact(
+        partial.inexact,
+        schema,
+        "feature",
+        "originals",
+        hint="rescale it, or declare it `categorical` if it is a code",
     )
     moments = partial.moments
     if moments.count == 0:
@@ -314,7 +364,7 @@ def _modality_order(counts: dict[Modality, int], dtype: pl.DataType) -> tuple[Mo
     if isinstance(dtype, pl.Enum):
         return tuple(m for m in dtype.categories.to_list() if m in counts)
     if dtype.is_numeric():
-        return tuple(sorted(counts, key=float))
+        return tuple(sorted(counts, key=lambda key: Decimal(str(key))))  # exact, as keyed
     return tuple(sorted(counts))
 
 

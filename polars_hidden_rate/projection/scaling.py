@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.frames import RESERVED_PREFIX, inexact_values
 from polars_hidden_rate.projection.types import (
     Modality,
     from_seconds,
@@ -42,8 +43,12 @@ class NumericFeature:
     fill: float | None = None
 
     def values(self, schema: pl.Schema) -> pl.Expr:
-        """The column's values as float64, gaps filled."""
-        return numeric_values(self.name, schema[self.name], self.fill)
+        """The column's values as float64, gaps filled; NaN where float64 does not hold the
+        value exactly (:func:`~polars_hidden_rate.frames.inexact_values`)."""
+        dtype = schema[self.name]
+        values = numeric_values(self.name, dtype, self.fill)
+        inexact = inexact_values(pl.col(self.name), dtype)
+        return values if inexact is None else pl.when(inexact).then(float("nan")).otherwise(values)
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,10 +143,11 @@ class Scaling:
                 indicators.extend(
                     (key == pl.lit(m)).cast(pl.Float64) * profile for m in feature.modalities
                 )
+        # Named by position, never by user text: a dummy "smoker=yes" may be a column's name.
         return [
-            ((indicator - centre) / divisor).alias(name)
-            for indicator, centre, divisor, name in zip(
-                indicators, self.centres, self.divisors, self.column_names, strict=True
+            ((indicator - centre) / divisor).alias(f"{RESERVED_PREFIX}_scaled{j}")
+            for j, (indicator, centre, divisor) in enumerate(
+                zip(indicators, self.centres, self.divisors, strict=True)
             )
         ]
 
@@ -206,8 +212,8 @@ class Scaling:
 
 
 def _modalities_as(picked: list[Modality], name: str, dtype: pl.DataType) -> pl.Series:
-    """Modalities back in the column's type (numbers were keyed as float64 text)."""
+    """Modalities back in the column's type (numbers were keyed by their exact text)."""
     if dtype == pl.Boolean:
         return pl.Series(name, picked, dtype=pl.Boolean)
     text = pl.Series(name, picked, dtype=pl.String)
-    return text.cast(pl.Float64).cast(dtype) if dtype.is_numeric() else text.cast(dtype)
+    return text.cast(pl.Float64).cast(dtype) if dtype.is_float() else text.cast(dtype)
