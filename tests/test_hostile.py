@@ -465,6 +465,11 @@ def _with_nan(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
     return frame.with_columns(value.alias(column))
 
 
+def _with_null(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
+    value = pl.when(pl.int_range(pl.len()) == row).then(None).otherwise(pl.col(column))
+    return frame.with_columns(value.alias(column))
+
+
 def _coded(n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Originals and avatars with a numeric feature and a float-coded category ``k``."""
     rng = np.random.default_rng(seed)
@@ -595,9 +600,16 @@ def test_a_selector_of_features_picks_among_the_shared_columns() -> None:
         phr.hidden_rate(originals, avatars, features=["d1", "pidnum"], **options)
 
 
-def _with_null(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
-    value = pl.when(pl.int_range(pl.len()) == row).then(None).otherwise(pl.col(column))
-    return frame.with_columns(value.alias(column))
+def test_a_dummy_name_that_is_a_column_name_is_fine() -> None:
+    rng = np.random.default_rng(12)
+    n = 40
+    originals = pl.DataFrame({
+        "smoker": rng.choice(["yes", "no"], n), "smoker=yes": rng.normal(size=n)
+    })  # fmt: skip
+    avatars = originals.with_columns(pl.col("smoker=yes") + rng.normal(size=n) * 0.5)
+    renamed = [frame.rename({"smoker=yes": "level"}) for frame in (originals, avatars)]
+    counts = phr.local_cloaking(originals, avatars)["local_cloaking"]
+    assert counts.to_list() == projected_counts(*renamed).tolist()
 
 
 @pytest.mark.parametrize("name", ["a\0b", "a\0null", "x\0NaN\0y"])
@@ -607,6 +619,16 @@ def test_any_character_in_a_column_name_is_named_in_errors(name: str) -> None:
         phr.hidden_rate(originals, originals)
     with pytest.raises(pl.exceptions.ComputeError, match=rf"{re.escape(repr(name))} \(1 NaN\)"):
         phr.hidden_rate(originals, originals, coords=[name, "c"])
+
+
+def test_an_avatar_too_far_to_project_is_named_with_its_row() -> None:
+    originals = pl.DataFrame({"x": [0.0, 1e-10, 2e-10, 3e-10], "y": [1.0, 0.0, 3.0, 2.0]})
+    avatars = originals.with_columns(x=pl.Series([0.0, 1e-10, 1e300, 3e-10]))
+    match = r"feature 'x' of avatars holds 1e\+300 at row 2"
+    with pytest.raises(pl.exceptions.ComputeError, match=match):
+        phr.hidden_rate(originals, avatars)
+    with pytest.raises(pl.exceptions.ComputeError, match=match):
+        phr.local_cloaking(originals.lazy(), avatars.lazy()).collect()
 
 
 @pytest.mark.parametrize("impute", ["none", "mean", "mode"])
@@ -620,15 +642,3 @@ def test_key_errors_come_first_with_imputation(impute: str) -> None:
     orphan = holed.with_columns(pl.when(pl.col("id") == 0).then(-1).otherwise("id").alias("id"))
     with pytest.raises(pl.exceptions.ComputeError, match="1 originals have no avatar"):
         phr.hidden_rate(originals, orphan, on="id", features=COORDS, impute=impute)  # type: ignore[arg-type]
-
-
-def test_a_dummy_name_that_is_a_column_name_is_fine() -> None:
-    rng = np.random.default_rng(12)
-    n = 40
-    originals = pl.DataFrame({
-        "smoker": rng.choice(["yes", "no"], n), "smoker=yes": rng.normal(size=n)
-    })  # fmt: skip
-    avatars = originals.with_columns(pl.col("smoker=yes") + rng.normal(size=n) * 0.5)
-    renamed = [frame.rename({"smoker=yes": "level"}) for frame in (originals, avatars)]
-    counts = phr.local_cloaking(originals, avatars)["local_cloaking"]
-    assert counts.to_list() == projected_counts(*renamed).tolist()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+from polars.exceptions import ComputeError
 
 from polars_hidden_rate.checks import check_count
 from polars_hidden_rate.frames import (
@@ -28,6 +30,7 @@ from polars_hidden_rate.projection.scaling import CategoricalFeature, NumericFea
 from polars_hidden_rate.projection.types import FeatureSpec, Impute, gaps
 
 _COORD = f"{RESERVED_PREFIX}_dim"
+_ROW = f"{RESERVED_PREFIX}_row"
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ class ProjectedCoordinates:
         frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str = "avatars"
     ) -> None:
         """Name the features of ``frame`` (the ``role`` side) that made a coordinate missing,
-        if any: gaps the model does not fill, or values float64 does not hold exactly."""
+        if any: gaps the model does not fill, values float64 does not hold exactly, or a
+        value so far from the originals that its coordinates overflow."""
         _raise_missing_features(frame, projection, schema, role)
 
     def read(
@@ -137,3 +141,48 @@ def _raise_missing_features(
     raise_missing(missing_values(frame, numbers), f"features of {role}")
     dtypes = {f.name: schema[f.name] for f in features if isinstance(f, NumericFeature)}
     raise_inexact(inexact_counts(frame, dtypes), dtypes, "feature", role)
+    _raise_overflow(frame, projection, schema, role)
+
+
+def _raise_overflow(
+    frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str
+) -> None:
+    """Name the row whose coordinates are not finite though its features are, and the
+    feature farthest from the originals there: its value overflows the projection."""
+    numeric = [f for f in projection.scaling.features if isinstance(f, NumericFeature)]
+    if not numeric:
+        return  # modalities add bounded amounts: only numbers can overflow
+    coordinates = [f"{_COORD}{k + 1}" for k in range(projection.ncp)]
+    deviations = [
+        ((f.values(schema) - f.mean) / f.scale).alias(f"{RESERVED_PREFIX}_z{i}")
+        for i, f in enumerate(numeric)
+    ]
+    found = (
+        frame.with_row_index(_ROW)
+        .select(
+            _ROW,
+            *projection.coordinates(schema, coordinates),
+            *deviations,
+            *(pl.col(f.name).alias(f"{RESERVED_PREFIX}_x{i}") for i, f in enumerate(numeric)),
+        )
+        .filter(~pl.all_horizontal(pl.col(c).is_finite() for c in coordinates))
+        .head(1)
+        .collect()
+    )
+    if found.height == 0:
+        return
+    row = found.row(0, named=True)
+    far = {f.name: abs(row[f"{RESERVED_PREFIX}_z{i}"]) for i, f in enumerate(numeric)}
+    i, name = max(enumerate(far), key=lambda item: far[item[1]])
+    value, deviation = row[f"{RESERVED_PREFIX}_x{i}"], far[name]
+    distance = (
+        f"{deviation:.3g} standard deviations"
+        if math.isfinite(deviation)
+        else "more standard deviations than float64 can count"
+    )
+    msg = (
+        f"feature {name!r} of {role} holds {value!r} at row {row[_ROW]} (counting from 0), "
+        f"{distance} from the originals' mean: too far to project, its coordinates overflow "
+        "float64; check that value, or drop that record"
+    )
+    raise ComputeError(msg)

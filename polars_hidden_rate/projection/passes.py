@@ -50,6 +50,10 @@ BLOCK_ROWS = 65536
 """Rows per block in the streaming passes."""
 GRAM_BLOCK_VALUES = 1 << 22
 """Scaled values held per block in the Gram pass (32 MiB of float64)."""
+EXTREME_EXPONENTS = (-960, 1000)
+"""A numeric column is brought near 1 by a power of two (:class:`~.scaling.NumericFeature`)
+when its largest magnitude, or its spread, is below ``2^-960``, or its largest beyond
+``2^1000``: there its mean and spread would lose bits, or its deviations overflow."""
 
 
 def _blocks(frame: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
@@ -318,12 +322,22 @@ def fitted_features(
     numeric_fills, modality_fills = _split_fills(fills)
     fitted: dict[str, Feature] = {}
     std, means = moments.std, moments.mean
+    low, high = EXTREME_EXPONENTS
     for k, name in enumerate(spec.numeric):
+        fill = numeric_fills.get(name)
         constant = bool(moments.low[k] == moments.high[k])
+        peak = int(moments.exponent[k])  # the largest magnitude is below 2^peak
+        if not constant and (peak > high or peak < low or not std[k] >= 2.0**low):
+            # Measured as x 2^-peak, in [-1, 1]: mean and spread held where they keep every
+            # bit (a subnormal spread), and no deviation overflows.
+            spread = float(np.sqrt(moments.scaled_m2[k] / n))
+            mean, scale = float(moments.scaled_mean[k]), spread if spread > 0 else 1.0
+            fitted[name] = NumericFeature(name, schema[name], mean, scale, fill, -peak)
+            continue
         # A constant column: its exact value as mean, divided by 1 (saiph's convention).
         mean = float(moments.low[k]) if constant else float(means[k])
         scale = 1.0 if constant or not std[k] > 0 else float(std[k])
-        fitted[name] = NumericFeature(name, schema[name], mean, scale, numeric_fills.get(name))
+        fitted[name] = NumericFeature(name, schema[name], mean, scale, fill)
     for name, counts in partial.counts.items():
         modalities = _modality_order(counts, schema[name])
         shares = np.array([counts[m] / n for m in modalities], dtype=np.float64)
