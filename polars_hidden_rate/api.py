@@ -236,8 +236,10 @@ class CountOptions(TypedDict, total=False):
     Attributes
     ----------
     coords
-        The projected coordinate columns, by name or selector, present and
-        numeric in both frames. When None, the raw ``features`` are projected
+        The projected coordinate columns, by name or selector (or an
+        expression that selects, ``pl.col("^Dim.*$")``), present and numeric
+        in both frames; an unordered collection (a set) is refused, since
+        ``ncp`` takes the first ones. When None, the raw ``features`` are projected
         as the avatar method does (:class:`~polars_hidden_rate.Projection`,
         fitted on the originals when the counting runs).
     ncp
@@ -257,6 +259,9 @@ class CountOptions(TypedDict, total=False):
     features
         Raw feature columns to project when ``coords`` is None, by name or
         selector; default every column the two frames share, less the keys.
+        A selector (or an expression that selects, ``pl.col("^x.*$")``) picks
+        among the columns the two frames share: ``cs.numeric()`` leaves out a
+        numeric identifier only the originals hold. Names must be in both.
     categorical
         Features to project as categorical whatever their type (categories
         coded as integers, for example), by name or selector.

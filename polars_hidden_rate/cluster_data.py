@@ -65,13 +65,14 @@ from polars_hidden_rate.dataset import (
     write_part,
 )
 from polars_hidden_rate.frames import (
-    EXACT_INTEGER_LIMIT,
     RESERVED_PREFIX,
     Example,
     KeyProblems,
     MissingValues,
+    inexact_counts,
     link_by_key,
     missing_values,
+    raise_inexact,
     raise_missing,
 )
 from polars_hidden_rate.gate import CloakingSummary
@@ -178,7 +179,6 @@ class _Side:
     key_names: tuple[str, ...]
     coordinates: tuple[pl.Expr, ...]
     names: tuple[str, ...]
-    integer: tuple[bool, ...]
     rows: int  # of the originals: row-order buckets are ranges of them
     projection: Projection | None = None  # fitted when the coordinates are projected
 
@@ -190,7 +190,7 @@ class _ReadStats:
     rows: int
     largest: float
     missing: MissingValues
-    beyond: dict[str, int]
+    beyond: dict[str, int]  # values float64 does not hold exactly (frames.inexact_values)
     null_keys: int
     null_key_example: Example | None
     sample_x: Float64Array
@@ -222,12 +222,7 @@ def read_partition(path: Path, side: _Side, offset: int, buckets: int, sample: i
     if not side.keys:  # by row order, the global row is the key
         frame = frame.with_columns(pl.col(_ID).alias(keys[0]))
     missing = missing_values(frame, {name: pl.col(name).cast(pl.Float64) for name in side.names})
-    beyond = {
-        name: int(frame.select((pl.col(name).abs() > EXACT_INTEGER_LIMIT).sum()).item())
-        for name, integer in zip(side.names, side.integer, strict=True)
-        if integer
-    }
-    beyond = {name: count for name, count in beyond.items() if count}
+    beyond = inexact_counts(frame, {name: frame.schema[name] for name in side.names})
     unset = frame.filter(pl.any_horizontal(pl.col(keys).is_null())) if side.keys else frame[:0]
     example = unset.select(keys).row(0) if unset.height else None
     if missing or beyond:  # the driver raises before any piece is asked for
@@ -851,7 +846,6 @@ def _sides(
                 key_names=tuple(key_names) or ("row",),
                 coordinates=tuple(coordinates),
                 names=tuple(names),
-                integer=tuple(projection is None and dataset.schema[c].is_integer() for c in names),
                 rows=originals.rows,
                 projection=projection,
             )
@@ -876,7 +870,7 @@ def _raise_read_errors(
 ) -> None:
     """The errors of :func:`~polars_hidden_rate.frames.read_aligned`, in its order, from the
     read tasks' scalars: empty sides, missing or inexact coordinates, heights, null keys."""
-    for side, stats in ((left, left_stats), (right, right_stats)):
+    for side, stats, dataset in ((left, left_stats, originals), (right, right_stats, avatars)):
         rows = sum(s.rows for s in stats)
         if rows == 0:
             msg = f"{side.role} is empty: there is nothing to measure"
@@ -884,20 +878,15 @@ def _raise_read_errors(
         missing: MissingValues = Counter()
         for s in stats:
             missing += s.missing
-        if missing and side.projection is not None and side.role == "avatars":
-            # As locally: the avatar features whose gaps made a coordinate missing.
-            files = [part.path.absolute() for part in avatars.partitions]
-            client.gather(client.submit(_missing_features, files, side.projection, pure=False))
+        if missing and side.projection is not None:
+            # As locally: the features whose gaps (or values) made a coordinate missing.
+            files = [part.path.absolute() for part in dataset.partitions]
+            client.gather(
+                client.submit(_missing_features, files, side.projection, side.role, pure=False)
+            )
         raise_missing(missing, f"coords of {side.role}", rows=rows)
-        for name in side.names:
-            count = sum(s.beyond.get(name, 0) for s in stats)
-            if count:
-                msg = (
-                    f"coords column {name!r} of {side.role} has {count} integer value(s) "
-                    "beyond 2^53 in absolute value, which float64 cannot hold exactly; rescale "
-                    "or recode it"
-                )
-                raise ComputeError(msg)
+        beyond = {name: sum(s.beyond.get(name, 0) for s in stats) for name in side.names}
+        raise_inexact(beyond, dataset.schema, "coords column", side.role)
     if request.link.by_row_order and originals.rows != avatars.rows:
         msg = (
             f"originals have {originals.rows} rows but avatars have {avatars.rows}; "
@@ -907,10 +896,10 @@ def _raise_read_errors(
     _key_problems(left, right, left_stats, [], []).raise_first()
 
 
-def _missing_features(files: list[Path], projection: Projection) -> None:
-    """Task: raise the local error naming the avatars' features with gaps."""
+def _missing_features(files: list[Path], projection: Projection, role: str) -> None:
+    """Task: raise the local error naming the features of one side with gaps."""
     frame = pl.scan_parquet(files, glob=False)
-    ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema())
+    ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema(), role)
 
 
 def _key_problems(

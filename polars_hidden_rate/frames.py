@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,8 +27,9 @@ from polars.exceptions import (
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_count
 
-ColumnSpec = str | Sequence[str] | cs.Selector
-"""Columns given by name, a list of names, or a Polars selector."""
+ColumnSpec = str | Sequence[str] | cs.Selector | pl.Expr
+"""Columns given by name, a list of names, a Polars selector, or an expression that only
+selects columns (``pl.col("a", "b")``, ``pl.col("^Dim.*$")``)."""
 
 OUTPUT_COLUMNS = ("local_cloaking", "hidden")
 RESERVED_PREFIX = "__polars_hidden_rate"
@@ -35,6 +37,8 @@ RESERVED_PREFIX = "__polars_hidden_rate"
 _AVATAR_ROW = f"{RESERVED_PREFIX}_avatar_row"
 # Float64 holds every integer up to this magnitude exactly; beyond, distinct values may merge.
 EXACT_INTEGER_LIMIT = 2**53
+# Decimals of at most this many digits come back from their nearest float64 (DBL_DIG).
+_FLOAT64_DIGITS = 15
 
 
 @dataclass(frozen=True)
@@ -100,11 +104,19 @@ def as_lazy(frame: pl.DataFrame | pl.LazyFrame, role: str) -> pl.LazyFrame:
 
 
 def resolve_columns(spec: ColumnSpec, schema: pl.Schema, role: str, option: str) -> list[str]:
-    """Expand names or a selector against ``schema``; every name must exist."""
-    if isinstance(spec, cs.Selector):
-        names = pl.LazyFrame(schema=schema).select(spec).collect_schema().names()
+    """Expand names, a selector or a column-selecting expression against ``schema``; every
+    name must exist. Unordered collections (sets, dict views) are refused: the order of the
+    columns matters (``ncp`` takes the first ones) and theirs changes from run to run."""
+    if isinstance(spec, pl.Expr):
+        names = _selected(spec, schema, role, option)
     elif isinstance(spec, str):
         names = [spec]
+    elif isinstance(spec, AbstractSet | Mapping):
+        msg = (
+            f"`{option}` must be ordered: got a {type(spec).__name__}, whose order changes from "
+            f"run to run; give the columns as a list or tuple, e.g. {sorted(map(str, spec))}"
+        )
+        raise TypeError(msg)
     else:
         names = list(spec)
         if not all(isinstance(name, str) for name in names):
@@ -121,6 +133,36 @@ def resolve_columns(spec: ColumnSpec, schema: pl.Schema, role: str, option: str)
         msg = f"`{option}` names a column twice: {names}"
         raise DuplicateError(msg)
     return names
+
+
+def _selected(spec: pl.Expr, schema: pl.Schema, role: str, option: str) -> list[str]:
+    """The columns of ``schema`` a selector, or an expression that only selects, picks."""
+    if not isinstance(spec, cs.Selector):
+        if not spec.meta.is_column_selection():
+            msg = (
+                f"`{option}` must only select columns (names, a selector, pl.col(...)); got "
+                f"{spec}, which computes new values"
+            )
+            raise TypeError(msg)
+        spec = spec.meta.as_selector()
+    try:
+        return pl.LazyFrame(schema=schema).select(spec).collect_schema().names()
+    except ColumnNotFoundError as error:
+        reason = str(error).splitlines()[0]
+        msg = f"{option} {spec} selects a column not in {role} ({reason})"
+        msg += f"; available: {schema.names()}"
+        raise ColumnNotFoundError(msg) from None
+
+
+def is_selection(spec: ColumnSpec | None) -> bool:
+    """Whether ``spec`` picks columns by a rule (a selector or expression), not by name."""
+    return isinstance(spec, pl.Expr)
+
+
+def shared_schema(originals: pl.Schema, avatars: pl.Schema) -> pl.Schema:
+    """The columns both frames hold, in the originals' order and types: where a selector
+    is resolved, so that it picks no column that one side lacks."""
+    return pl.Schema({name: dtype for name, dtype in originals.items() if name in avatars})
 
 
 def resolve_coords(
@@ -290,18 +332,85 @@ def _check_finite(frame: pl.DataFrame, columns: list[str], role: str) -> None:
         raise NoDataError(msg)
     as_float = {c: pl.col(c).cast(pl.Float64) for c in columns}
     raise_missing(missing_values(frame, as_float), f"coords of {role}", rows=frame.height)
-    beyond = EXACT_INTEGER_LIMIT
-    for column in columns:
-        if not frame.schema[column].is_integer():
+    dtypes = {c: frame.schema[c] for c in columns}
+    raise_inexact(inexact_counts(frame, dtypes), dtypes, "coords column", role)
+
+
+def inexact_values(column: pl.Expr, dtype: pl.DataType) -> pl.Expr | None:
+    """Where float64 does not hold a value of ``dtype`` faithfully (a boolean expression of
+    ``column``), or None when it holds every value of that type.
+
+    The one exact-number rule, for every numeric type: an integer (of any width, signed or
+    not, or a Decimal of scale 0) must lie within 2^53 in magnitude, where float64 holds every
+    integer exactly; a decimal fraction is read as its nearest float64, as a decimal text is,
+    and must come back from it, so that no two values of its type become one float64. Floats
+    are float64 already (Float32 widens exactly).
+    """
+    if isinstance(dtype, pl.Decimal):
+        digits = 38 if dtype.precision is None else dtype.precision
+        if digits <= _FLOAT64_DIGITS:
+            return None
+        if dtype.scale == 0:
+            return (column > EXACT_INTEGER_LIMIT) | (column < -EXACT_INTEGER_LIMIT)
+        back = column.cast(pl.Float64).cast(dtype, strict=False)
+        return back.ne_missing(column)
+    if dtype.is_integer() and dtype not in _SMALL_INTEGERS:
+        return (column > EXACT_INTEGER_LIMIT) | (column < -EXACT_INTEGER_LIMIT)
+    return None
+
+
+_SMALL_INTEGERS = (pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32)
+
+
+def inexact_counts(
+    frame: pl.DataFrame | pl.LazyFrame, dtypes: Mapping[str, pl.DataType]
+) -> dict[str, int]:
+    """How many values of each column of ``dtypes`` break :func:`inexact_values`; columns
+    without any left out (nothing is read when no type can break it)."""
+    rules = {
+        name: rule
+        for name, dtype in dtypes.items()
+        if (rule := inexact_values(pl.col(name), dtype)) is not None
+    }
+    if not rules:
+        return {}
+    counts = frame.lazy().select(
+        rule.sum().alias(f"{RESERVED_PREFIX}_{i}") for i, rule in enumerate(rules.values())
+    )
+    row = counts.collect().row(0)
+    return {name: int(count) for name, count in zip(rules, row, strict=True) if count}
+
+
+def raise_inexact(
+    counts: Mapping[str, int],
+    dtypes: Mapping[str, pl.DataType],
+    what: str,
+    role: str,
+    hint: str = "rescale or recode it",
+) -> None:
+    """A ComputeError for the first column of ``counts`` with values that break
+    :func:`inexact_values`, if any."""
+    for name, count in counts.items():
+        if not count:
             continue
-        inexact = frame.select(((pl.col(column) > beyond) | (pl.col(column) < -beyond)).sum())
-        if inexact.item():
-            msg = (
-                f"coords column {column!r} of {role} has {inexact.item()} integer value(s) "
-                "beyond 2^53 in absolute value, which float64 cannot hold exactly; rescale or "
-                "recode it"
+        dtype = dtypes[name]
+        if isinstance(dtype, pl.Decimal) and dtype.scale != 0:
+            kind = (
+                f"{count} value(s) whose nearest float64 is not theirs alone: float64 cannot "
+                f"tell every {dtype} value apart at this magnitude"
             )
-            raise ComputeError(msg)
+        else:
+            kind = (
+                f"{count} integer value(s) beyond 2^53 in absolute value, which float64 "
+                "cannot hold exactly"
+            )
+        msg = f"{what} {name!r} of {role} has {kind}; {hint}"
+        raise ComputeError(msg)
+
+
+class MissingValuesError(ComputeError):
+    """A ComputeError for null, NaN or infinite values (:func:`raise_missing`): callers that
+    can explain them (the projection names the features behind a coordinate) catch only it."""
 
 
 MissingValues = Counter[tuple[str, str]]
@@ -313,19 +422,25 @@ def missing_values(
 ) -> MissingValues:
     """Null, NaN and infinite values of ``frame``, by column; zero counts left out.
 
-    ``numbers`` maps each numeric column to its values as float64; ``others`` are
-    counted for nulls only.
+    ``numbers`` maps each numeric column to its values as float64 (gaps as the expression
+    leaves them: a filled value is not missing); ``others`` are counted for nulls only.
     """
+    checks: list[tuple[str, str, pl.Expr]] = [
+        *((c, "null", x.null_count()) for c, x in numbers.items()),
+        *((c, "null", pl.col(c).null_count()) for c in others),
+        *((c, "NaN", x.is_nan().sum()) for c, x in numbers.items()),
+        *((c, "infinite", x.is_infinite().sum()) for c, x in numbers.items()),
+    ]
+    if not checks:
+        return Counter()
+    # Labelled by position: a column name may hold any character.
     counts = frame.lazy().select(
-        *(pl.col(c).null_count().alias(f"{c}\0null") for c in [*numbers, *others]),
-        *(x.is_nan().sum().alias(f"{c}\0NaN") for c, x in numbers.items()),
-        *(x.is_infinite().sum().alias(f"{c}\0infinite") for c, x in numbers.items()),
+        count.alias(f"{RESERVED_PREFIX}_{i}") for i, (_, _, count) in enumerate(checks)
     )
-    row = counts.collect().row(0, named=True)
+    row = counts.collect().row(0)
     found: MissingValues = Counter()
-    for label, count in row.items():
+    for (column, kind, _), count in zip(checks, row, strict=True):
         if count:
-            column, kind = label.split("\0")
             found[column, kind] = int(count)
     return found
 
@@ -333,14 +448,15 @@ def missing_values(
 def raise_missing(
     missing: MissingValues, what: str, *, rows: int | None = None, hint: str = ""
 ) -> None:
-    """A ComputeError naming every column of ``what`` with missing values, if any."""
+    """A :class:`MissingValuesError` naming every column of ``what`` with missing values,
+    if any."""
     if not missing:
         return
     culprits = ", ".join(
         f"{column!r} ({count} {kind})" for (column, kind), count in missing.items()
     )
     where = f" in {rows} rows" if rows is not None else ""
-    raise ComputeError(f"{what} have missing values: {culprits}{where}{hint}")
+    raise MissingValuesError(f"{what} have missing values: {culprits}{where}{hint}")
 
 
 def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:

@@ -17,26 +17,31 @@ from statistics import NormalDist
 from typing import TypeVar, Unpack
 
 import polars as pl
-from polars.exceptions import ComputeError, DuplicateError, NoDataError, SchemaError
+from polars.exceptions import DuplicateError, NoDataError, SchemaError
 
 from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.api import CountOptions, CountPlan, Keys, plan
 from polars_hidden_rate.checks import check_count, check_real
 from polars_hidden_rate.frames import (
-    EXACT_INTEGER_LIMIT,
     RESERVED_PREFIX,
     Aligned,
     ColumnSpec,
     as_lazy,
+    inexact_counts,
+    is_selection,
+    raise_inexact,
     resolve_columns,
     resolve_link,
+    shared_schema,
 )
 from polars_hidden_rate.neighbours import NearestTwo, nearest_two
 
 AvatarsT = TypeVar("AvatarsT", pl.DataFrame, pl.LazyFrame)
 
 _KEY = f"{RESERVED_PREFIX}_avatar_key"
+# Integer types with values that Int64 does not hold.
+_WIDER_THAN_INT64: frozenset[pl.DataType] = frozenset({pl.UInt64(), pl.Int128(), pl.UInt128()})
 _VALUE = f"{RESERVED_PREFIX}_value"
 
 
@@ -233,17 +238,20 @@ def row_direct_match_protection(
     An avatar is a direct match when some original has exactly its values on
     every raw feature: nulls match nulls, NaN matches NaN and ``-0.0`` matches
     ``0.0`` (Polars' join equality). Columns of different types are compared in
-    a common type: integers of different widths as Int64, integers and floats
-    as Float64 (an integer beyond 2^53 in magnitude is then refused), floats as
-    Float64, text and categories as their text; any other mismatch is refused.
+    a common type: integers of different widths as Int64, other mixes of numbers
+    (integers, floats, decimals) as Float64 (where a value cannot be compared
+    exactly so, an integer beyond 2^53 in magnitude for example, it is refused:
+    docs/guarantees.md), text and categories as their text; any other mismatch
+    is refused.
 
     Parameters
     ----------
     originals, avatars
         DataFrames or LazyFrames (collected here).
     features
-        The raw feature columns, by name or selector; default every column the
-        two frames share, less the keys.
+        The raw feature columns, by name or selector (a selector picks among the
+        columns the two frames share); default every column the two frames
+        share, less the keys.
     on, left_on, right_on
         Key columns, as for :func:`~polars_hidden_rate.local_cloaking`: left out
         of the default features (an avatar's key is not its content).
@@ -274,14 +282,19 @@ def row_direct_match_protection(
         if not names:
             msg = "originals and avatars share no column besides the keys: give `features`"
             raise SchemaError(msg)
+    elif is_selection(features):
+        shared = shared_schema(left_schema, right_schema)
+        names = resolve_columns(features, shared, "originals and avatars", "features")
     else:
         names = resolve_columns(features, left_schema, "originals", "features")
         resolve_columns(names, right_schema, "avatars", "features")
     common = {n: common_feature_type(n, left_schema[n], right_schema[n]) for n in names}
     columns = [pl.col(n) if t is None else pl.col(n).cast(t) for n, t in common.items()]
     as_float = [n for n, t in common.items() if t == pl.Float64]
-    _check_exact_integers(left, left_schema, as_float, "originals")
-    _check_exact_integers(right, right_schema, as_float, "avatars")
+    hint = "it is compared with the other side's numbers as float64: cast both sides to one type"
+    for frame, schema, role in ((left, left_schema, "originals"), (right, right_schema, "avatars")):
+        dtypes = {n: schema[n] for n in as_float}
+        raise_inexact(inexact_counts(frame, dtypes), dtypes, "feature", role, hint)
     copies = right.select(columns).join(
         left.select(columns).unique(), on=names, how="semi", nulls_equal=True
     )
@@ -302,37 +315,15 @@ def common_feature_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.
         return None if left == right == pl.String else pl.String()
     if left == right:
         return None
-    if left.is_integer() and right.is_integer() and pl.UInt64 not in (left, right):
+    if left.is_integer() and right.is_integer() and not {left, right} & _WIDER_THAN_INT64:
         return pl.Int64()
-    numbers = (left.is_integer() or left.is_float(), right.is_integer() or right.is_float())
-    if all(numbers):
+    if left.is_numeric() and right.is_numeric():
         return pl.Float64()
     msg = (
         f"feature {name!r} is {left} in originals but {right} in avatars; "
         "cast one side to the other's type first"
     )
     raise SchemaError(msg)
-
-
-def _check_exact_integers(
-    frame: pl.LazyFrame, schema: pl.Schema, names: list[str], role: str
-) -> None:
-    """Integers compared as Float64 must lie within 2^53, where float64 holds them all."""
-    integers = [name for name in names if schema[name].is_integer()]
-    if not integers:
-        return
-    beyond = EXACT_INTEGER_LIMIT
-    outside = frame.select(
-        ((pl.col(name) > beyond) | (pl.col(name) < -beyond)).sum() for name in integers
-    ).collect()
-    for name in integers:
-        if outside[name].item():
-            msg = (
-                f"feature {name!r} of {role} has {outside[name].item()} integer value(s) beyond "
-                "2^53 in absolute value, compared with floats: float64 cannot compare them "
-                "exactly; cast both sides to one type first"
-            )
-            raise ComputeError(msg)
 
 
 def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

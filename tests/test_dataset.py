@@ -200,6 +200,10 @@ def changed(right: pl.DataFrame, change: str) -> pl.DataFrame:
         return right.with_columns(
             pl.when(row == 5).then(float("nan")).otherwise("Dim2").alias("Dim2")
         )
+    if change == "wide integer coordinate":  # one Decimal(38, 0) value float64 cannot hold
+        rounded = pl.col("Dim1").round().cast(pl.Int64)
+        wide = pl.when(row == 5).then(pl.lit(2**53 + 1, pl.Int64)).otherwise(rounded)
+        return right.with_columns(wide.cast(pl.Decimal(38, 0)).alias("Dim1"))
     if change == "empty":
         return right.head(0)
     raise AssertionError(change)
@@ -223,6 +227,11 @@ def changed(right: pl.DataFrame, change: str) -> pl.DataFrame:
             "nan coordinate",
             ComputeError,
             r"coords of avatars have missing values: 'Dim2' \(1 NaN\)",
+        ),
+        (
+            "wide integer coordinate",
+            ComputeError,
+            r"coords column 'Dim1' of avatars has 1 integer value\(s\) beyond 2\^53",
         ),
     ],
 )

@@ -176,6 +176,11 @@ def test_quartiles_above_the_histogram_come_from_bisection(
         ("extra avatar", ComputeError, r"1 avatars have no original with the same key"),
         ("null avatar key", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
         ("nan coordinate", ComputeError, r"coords of avatars have missing values: 'Dim2' \(1 NaN"),
+        (
+            "wide integer coordinate",
+            ComputeError,
+            r"coords column 'Dim1' of avatars has 1 integer value\(s\) beyond 2\^53",
+        ),
         ("empty", NoDataError, "avatars is empty"),
     ],
 )

@@ -5,6 +5,8 @@ Each case here once went wrong silently; each test fails on the code before its 
 
 from __future__ import annotations
 
+import decimal
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -608,3 +610,274 @@ def test_an_integer_feature_at_2_53_is_compared_with_floats(edge: int) -> None:
     past = originals.with_columns(pl.col("n") + (1 if edge > 0 else -1))
     with pytest.raises(pl.exceptions.ComputeError, match=r"'n' of originals has 1 integer"):
         phr.row_direct_match_protection(past, avatars)
+
+
+# --- 10. Values measured as the user meant them ------------------------------------------------
+
+
+def projected_counts(
+    originals: pl.DataFrame, avatars: pl.DataFrame, **options: object
+) -> np.ndarray:
+    """The float64 brute force on the coordinates of the projection fitted on the originals."""
+    projection = phr.Projection.fit(originals, **options)  # type: ignore[arg-type]
+    dims = projection.coordinate_columns()
+    return brute_force_counts(
+        projection.transform(originals).select(dims).to_numpy(),
+        projection.transform(avatars).select(dims).to_numpy(),
+        1e-9,
+    )
+
+
+WIDE_INTEGERS = [pl.Decimal(38, 0), pl.Int128(), pl.UInt64(), pl.UInt128(), pl.Int64()]
+
+
+@pytest.mark.parametrize("dtype", WIDE_INTEGERS, ids=str)
+def test_wide_integer_coordinates_beyond_2_53_are_refused(dtype: pl.DataType) -> None:
+    # The issue's example: as float64, 2^53 + 1 and 2^53 merge and record 0 (exposed) ties.
+    big = 2**53
+    originals = pl.DataFrame({"d1": pl.Series([big + 1, 0, 10], dtype=dtype)})
+    avatars = pl.DataFrame({"d1": pl.Series([big + 1, big, 10], dtype=dtype)})
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'d1' of originals .* beyond 2\^53"):
+        phr.local_cloaking(originals, avatars, coords="d1")
+    # 2^53 itself is exact: the counts are those of the float64 brute force.
+    exact = originals.with_columns(pl.Series("d1", [big, 0, 10], dtype=dtype))
+    counts = phr.local_cloaking(exact, avatars.with_columns(exact["d1"]), coords="d1")
+    values = exact["d1"].cast(pl.Float64).to_numpy()[:, None]
+    expected = brute_force_counts(values, values, 1e-9)
+    assert counts["local_cloaking"].to_list() == expected.tolist()
+
+
+@pytest.mark.parametrize("dtype", WIDE_INTEGERS, ids=str)
+@pytest.mark.parametrize("side", ["originals", "avatars"])
+def test_wide_integer_features_beyond_2_53_are_refused(dtype: pl.DataType, side: str) -> None:
+    big = 2**53
+    frames = {
+        role: pl.DataFrame({
+            "x": pl.Series([big - 6, big - 4, big - 1, big], dtype=dtype),
+            "y": [0.0, 2.0, 1.0, 3.0],
+        })
+        for role in ("originals", "avatars")
+    }  # fmt: skip
+    # Within 2^53 the projection counts as the brute force on its own coordinates.
+    rate = phr.hidden_rate(frames["originals"], frames["avatars"])
+    assert rate == hidden_share(projected_counts(frames["originals"], frames["avatars"]))
+    frames[side] = frames[side].with_columns(
+        pl.Series("x", [big - 6, big - 4, big + 1, big], dtype=dtype)
+    )
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"feature 'x' of {side} .* beyond 2\^53"):
+        phr.hidden_rate(frames["originals"], frames["avatars"])
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"feature 'x' of {side} .* beyond 2\^53"):
+        phr.local_cloaking(frames["originals"].lazy(), frames["avatars"].lazy()).collect()
+
+
+def test_decimal_fractions_that_float64_merges_are_refused() -> None:
+    # 2^52 + 0.01 and 2^52 + 0.02 are two Decimal(38, 2) values but one float64.
+    base = decimal.Decimal(2**52)
+    merged = [base + decimal.Decimal("0.01"), base + decimal.Decimal("0.02"), base]
+    originals = pl.DataFrame({"d1": pl.Series(merged, dtype=pl.Decimal(38, 2))})
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'d1' of originals .* float64"):
+        phr.hidden_rate(originals, originals, coords="d1")
+    with pytest.raises(pl.exceptions.ComputeError, match=r"feature 'd1' of originals"):
+        phr.Projection.fit(originals.with_columns(y=pl.Series([0.0, 1.0, 3.0])))
+    # Fractions float64 tells apart are read as their nearest float64, as decimal text is.
+    text = ["0.10", "0.35", "1.20", "2.05"]
+    shifted = ["0.20", "0.30", "1.25", "2.00"]
+    as_decimal = [pl.DataFrame({"d1": pl.Series([decimal.Decimal(v) for v in values],
+                                                 dtype=pl.Decimal(38, 2))})
+                  for values in (text, shifted)]  # fmt: skip
+    counts = phr.local_cloaking(*as_decimal, coords="d1", tie_tol=0.0)["local_cloaking"]
+    x, y = (np.array([float(v) for v in values])[:, None] for values in (text, shifted))
+    assert counts.to_list() == brute_force_counts(x, y, 0.0).tolist()
+
+
+def test_direct_matches_compare_decimals_with_floats_by_the_exact_rule() -> None:
+    originals = pl.DataFrame({"x": pl.Series([1, 2, 3], dtype=pl.Decimal(38, 0))})
+    avatars = pl.DataFrame({"x": [1.0, 2.5, 3.0]})
+    assert phr.row_direct_match_protection(originals, avatars) == pytest.approx(100 / 3)
+    beyond = pl.DataFrame({"x": pl.Series([2**53 + 1, 2, 3], dtype=pl.Decimal(38, 0))})
+    with pytest.raises(pl.exceptions.ComputeError, match=r"feature 'x' of originals .* 2\^53"):
+        phr.row_direct_match_protection(beyond, avatars)
+
+
+def _with_nan(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
+    value = pl.when(pl.int_range(pl.len()) == row).then(float("nan")).otherwise(pl.col(column))
+    return frame.with_columns(value.alias(column))
+
+
+def _with_null(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
+    value = pl.when(pl.int_range(pl.len()) == row).then(None).otherwise(pl.col(column))
+    return frame.with_columns(value.alias(column))
+
+
+def _coded(n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals and avatars with a numeric feature and a float-coded category ``k``."""
+    rng = np.random.default_rng(seed)
+    originals = pl.DataFrame({"x": rng.normal(size=n), "k": rng.integers(0, 3, n).astype(float)})
+    avatars = originals.with_columns(
+        pl.col("x") + rng.normal(size=n) * 0.5, k=pl.Series(rng.integers(0, 3, n).astype(float))
+    )
+    return originals, avatars
+
+
+@pytest.mark.parametrize("side", ["originals", "avatars"])
+def test_nan_in_a_categorical_number_is_missing(side: str) -> None:
+    frames = dict(zip(("originals", "avatars"), _coded(40, seed=3), strict=True))
+    holed = {**frames, side: _with_nan(frames[side], "k", 5)}
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"features of {side} .*'k' \(1 NaN\)"):
+        phr.hidden_rate(holed["originals"], holed["avatars"], categorical="k")
+    # Filled as a null is: the same fit and counts as with a null there.
+    nulled = {**frames, side: _with_null(frames[side], "k", 5)}
+    options: dict[str, Any] = {"categorical": "k", "impute": "mode"}
+    with_nan = phr.local_cloaking(holed["originals"], holed["avatars"], **options)
+    with_null = phr.local_cloaking(nulled["originals"], nulled["avatars"], **options)
+    assert with_nan["local_cloaking"].to_list() == with_null["local_cloaking"].to_list()
+    fitted = phr.Projection.fit(holed["originals"], categorical="k", impute="mode")
+    assert fitted.scaling.features[1].modalities == ("0", "1", "2")  # type: ignore[union-attr]
+    filled = {
+        role: frame.with_columns(pl.col("k").fill_nan(None).fill_null(fitted_mode(frames)))
+        for role, frame in nulled.items()
+    }
+    expected = projected_counts(filled["originals"], filled["avatars"], categorical="k")
+    assert with_nan["local_cloaking"].to_list() == expected.tolist()
+
+
+def fitted_mode(frames: dict[str, pl.DataFrame]) -> float:
+    """The originals' most frequent code, the smallest on a tie (as the mode fill takes it)."""
+    return float(frames["originals"]["k"].mode().sort()[0])
+
+
+def test_numeric_categories_are_keyed_exactly() -> None:
+    big = 2**53
+    codes = pl.Series("k", [big, big + 1, 7, big, big + 1, 7, big, 7], dtype=pl.Int64)
+    originals = pl.DataFrame({"x": [0.0, 1.0, 2.0, 3.0, 0.5, 1.5, 2.5, 3.5], "k": codes})
+    avatars = originals.with_columns(
+        pl.col("x") + 0.25, k=pl.Series([big + 1, big, 7, big, big, 7, big + 1, 7])
+    )
+    fitted = phr.Projection.fit(originals, categorical="k")
+    assert fitted.scaling.features[1].modalities == ("7", str(big), str(big + 1))  # type: ignore[union-attr]
+    # The same codes as text are keyed exactly: the counts must agree, and with the brute force.
+    as_text = [frame.with_columns(pl.col("k").cast(pl.String)) for frame in (originals, avatars)]
+    coded = phr.local_cloaking(originals, avatars, categorical="k")["local_cloaking"]
+    assert coded.to_list() == phr.local_cloaking(*as_text)["local_cloaking"].to_list()
+    assert coded.to_list() == projected_counts(*as_text).tolist()
+
+
+def test_zero_and_negative_zero_are_one_category_and_integers_match_floats() -> None:
+    originals = pl.DataFrame({"x": [0.0, 1.0, 2.0, 3.0, 4.0], "k": [0.0, -0.0, 1.0, 0.0, 1.0]})
+    fitted = phr.Projection.fit(originals, categorical="k")
+    assert fitted.scaling.features[1].modalities == ("0", "1")  # type: ignore[union-attr]
+    avatars = pl.DataFrame({"x": [0.5, 1.0, 2.5, 3.0, 4.5], "k": [1, 0, 1, 0, 0]})
+    # 1 (Int64) and 1.0 (Float64) are one modality: the avatars count as if they were floats.
+    as_ints = phr.local_cloaking(originals, avatars, categorical="k")["local_cloaking"]
+    floats = avatars.with_columns(pl.col("k").cast(pl.Float64))
+    as_floats = phr.local_cloaking(originals, floats, categorical="k")["local_cloaking"]
+    assert as_ints.to_list() == as_floats.to_list()
+    assert as_ints.to_list() == projected_counts(originals, floats, categorical="k").tolist()
+    # A decimal is the float64 it gives back: Decimal 0.5 is the float 0.5, 1e-6 is 0.000001.
+    halves = originals.with_columns(k=pl.Series([0.5, 1e-6, 0.5, 2.0, 1e-6]))
+    codes = [decimal.Decimal(v) for v in ("1.00", "0.50", "0.000001", "2.00", "0.50")]
+    as_decimals = avatars.with_columns(k=pl.Series(codes, dtype=pl.Decimal(38, 6)))
+    decimals = phr.local_cloaking(halves, as_decimals, categorical="k")["local_cloaking"]
+    floats = as_decimals.with_columns(pl.col("k").cast(pl.Float64))
+    expected = projected_counts(halves, floats, categorical="k")
+    assert decimals.to_list() == expected.tolist()
+    assert (
+        phr.Projection.fit(halves, categorical="k")
+        .transform(as_decimals)["Dim1"]
+        .equals(phr.Projection.fit(halves, categorical="k").transform(floats)["Dim1"])
+    )
+
+
+@pytest.mark.parametrize("unordered", [set, frozenset, lambda names: dict.fromkeys(names).keys()])
+@pytest.mark.parametrize("option", ["coords", "features", "on", "categorical"])
+def test_unordered_column_collections_are_refused(
+    unordered: Callable[[list[str]], object], option: str
+) -> None:
+    originals, avatars = noisy_pair(20, seed=9)
+    names = {"coords": COORDS, "features": COORDS, "on": ["id"], "categorical": ["site"]}
+    options: dict[str, object] = {option: unordered(names[option])}
+    if option == "on":
+        options["coords"] = COORDS
+    with pytest.raises(TypeError, match=f"`{'key' if option == 'on' else option}` must be ordered"):
+        phr.hidden_rate(originals, avatars.with_columns(site=pl.col("id") % 5), **options)  # type: ignore[arg-type]
+
+
+def test_expressions_that_select_columns_are_column_lists() -> None:
+    originals, avatars = noisy_pair(40, seed=10, d=3)
+    expected = counts_by_id(originals, avatars, ["d2", "d1"])
+    for coords in (pl.col("d2", "d1"), cs.by_name("d2", "d1")):
+        got = phr.local_cloaking(originals, avatars, coords=coords, on="id")
+        assert_counts_by_id(got, expected)
+    first = phr.local_cloaking(originals, avatars, coords=pl.col("d3", "d1"), ncp=1, on="id")
+    assert_counts_by_id(first, counts_by_id(originals, avatars, ["d3"]))
+    regex = phr.local_cloaking(originals, avatars, coords=pl.col("^d[12]$"), on="id")
+    assert_counts_by_id(regex, counts_by_id(originals, avatars, COORDS))
+    with pytest.raises(TypeError, match="`coords` must only select columns"):
+        phr.hidden_rate(originals, avatars, coords=pl.col("d1") * 2)
+    with pytest.raises(pl.exceptions.ColumnNotFoundError, match=r"coords .* not in originals"):
+        phr.hidden_rate(originals, avatars, coords=pl.col("d1", "nope"))
+
+
+def test_a_selector_of_features_picks_among_the_shared_columns() -> None:
+    originals, avatars = noisy_pair(40, seed=11)
+    avatars = avatars.with_columns(originals["site"])
+    # `pidnum`, an identifier only the originals hold, is no feature of a selector.
+    originals = originals.with_columns(pidnum=pl.int_range(pl.len()) * 7)
+    options: dict[str, Any] = {"on": "id", "ncp": 2}
+    by_names = phr.local_cloaking(originals, avatars, features=["d1", "d2", "site"], **options)
+    selector = cs.numeric() - cs.by_name("id")
+    by_selector = phr.local_cloaking(originals, avatars, features=selector, **options)
+    assert by_selector["local_cloaking"].to_list() == by_names["local_cloaking"].to_list()
+    expected = projected_counts(
+        originals.sort("id"), avatars.sort("id"), features=["d1", "d2", "site"], ncp=2
+    )
+    assert by_selector.sort("id")["local_cloaking"].to_list() == expected.tolist()
+    assert phr.row_direct_match_protection(
+        originals, avatars, features=cs.numeric()
+    ) == phr.row_direct_match_protection(originals, avatars, features=["d1", "d2", "id", "site"])
+    with pytest.raises(pl.exceptions.ColumnNotFoundError, match="'pidnum' not found in avatars"):
+        phr.hidden_rate(originals, avatars, features=["d1", "pidnum"], **options)
+
+
+def test_a_dummy_name_that_is_a_column_name_is_fine() -> None:
+    rng = np.random.default_rng(12)
+    n = 40
+    originals = pl.DataFrame({
+        "smoker": rng.choice(["yes", "no"], n), "smoker=yes": rng.normal(size=n)
+    })  # fmt: skip
+    avatars = originals.with_columns(pl.col("smoker=yes") + rng.normal(size=n) * 0.5)
+    renamed = [frame.rename({"smoker=yes": "level"}) for frame in (originals, avatars)]
+    counts = phr.local_cloaking(originals, avatars)["local_cloaking"]
+    assert counts.to_list() == projected_counts(*renamed).tolist()
+
+
+@pytest.mark.parametrize("name", ["a\0b", "a\0null", "x\0NaN\0y"])
+def test_any_character_in_a_column_name_is_named_in_errors(name: str) -> None:
+    originals = pl.DataFrame({name: [1.0, float("nan"), 3.0], "c": [1.0, 2.0, 0.0]})
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"{re.escape(repr(name))} \(1 NaN\)"):
+        phr.hidden_rate(originals, originals)
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"{re.escape(repr(name))} \(1 NaN\)"):
+        phr.hidden_rate(originals, originals, coords=[name, "c"])
+
+
+def test_an_avatar_too_far_to_project_is_named_with_its_row() -> None:
+    originals = pl.DataFrame({"x": [0.0, 1e-10, 2e-10, 3e-10], "y": [1.0, 0.0, 3.0, 2.0]})
+    avatars = originals.with_columns(x=pl.Series([0.0, 1e-10, 1e300, 3e-10]))
+    match = r"feature 'x' of avatars holds 1e\+300 at row 2"
+    with pytest.raises(pl.exceptions.ComputeError, match=match):
+        phr.hidden_rate(originals, avatars)
+    with pytest.raises(pl.exceptions.ComputeError, match=match):
+        phr.local_cloaking(originals.lazy(), avatars.lazy()).collect()
+
+
+@pytest.mark.parametrize("impute", ["none", "mean", "mode"])
+def test_key_errors_come_first_with_imputation(impute: str) -> None:
+    originals, avatars = noisy_pair(20, seed=13)
+    # A gap that imputation fills is no error: the key's problem is the one reported.
+    holed = _with_null(avatars, "d1", 4) if impute != "none" else avatars
+    nulled = _with_null(holed, "id", 2)
+    with pytest.raises(pl.exceptions.ComputeError, match=r"key \['id'\] of avatars is null"):
+        phr.hidden_rate(originals, nulled, on="id", features=COORDS, impute=impute)  # type: ignore[arg-type]
+    orphan = holed.with_columns(pl.when(pl.col("id") == 0).then(-1).otherwise("id").alias("id"))
+    with pytest.raises(pl.exceptions.ComputeError, match="1 originals have no avatar"):
+        phr.hidden_rate(originals, orphan, on="id", features=COORDS, impute=impute)  # type: ignore[arg-type]

@@ -602,3 +602,35 @@ def test_projection_errors() -> None:
     assert repr(proj) == (
         "Projection(model='FAMD', features=['age', 'sex'], ncp=2, n_components=2, n_rows=20)"
     )
+
+
+# --- extreme magnitudes ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exponent", [-1074, -1060, -1000, 1000, 1020])
+def test_a_feature_of_extreme_magnitude_projects_as_at_scale_one(exponent: int) -> None:
+    # Times 2^-1074 the integers are subnormal (their spread too); times 2^1020 they are
+    # finite but their deviations from the mean (about 8) overflow. Either way the fit and
+    # the counts are those at scale 1.
+    rng = np.random.default_rng(21)
+    n = 60
+    steps = rng.choice([-15.0, 13.0, 14.0, 15.0], n, p=[0.2, 0.2, 0.3, 0.3])
+    originals = pl.DataFrame({"a": steps, "b": rng.normal(size=n)})
+    avatars = originals.with_columns(
+        (pl.col("a") + rng.integers(-2, 3, n)).clip(-15, 15), pl.col("b") + rng.normal(size=n) * 0.3
+    )
+    scaled = [
+        frame.with_columns(a=pl.Series(np.ldexp(frame["a"].to_numpy(), exponent)))
+        for frame in (originals, avatars)
+    ]
+    assert np.array_equal(np.ldexp(scaled[0]["a"].to_numpy(), -exponent), steps)  # exact
+    base = Projection.fit(originals)
+    fitted = Projection.fit(scaled[0])
+    np.testing.assert_array_equal(fitted.eigenvalues, base.eigenvalues)
+    np.testing.assert_array_equal(fitted.components, base.components)
+    np.testing.assert_array_equal(coordinates(scaled[1], fitted), coordinates(avatars, base))
+    counts = phr.local_cloaking(*scaled)["local_cloaking"].to_numpy()
+    expected = brute_force_counts(coordinates(originals, base), coordinates(avatars, base), 1e-9)
+    np.testing.assert_array_equal(counts, expected)
+    back = fitted.unscale(fitted.scaled(scaled[0]))
+    np.testing.assert_allclose(back["a"].to_numpy(), scaled[0]["a"].to_numpy(), rtol=1e-12)

@@ -308,6 +308,17 @@ def test_errors_are_the_local_ones(tmp_path: Path) -> None:
             ComputeError,
         ),
         (frame, {"features": ["age", "weight"], "ncp": 3}, ValueError),
+        # An integer float64 cannot hold; NaN in a number taken as a category.
+        (frame.with_columns(visit=pl.col("visit").cast(pl.Int64) + 2**53 - 1), {}, ComputeError),
+        (
+            frame.with_columns(
+                code=pl.when(pl.int_range(pl.len()) == 7)
+                .then(float("nan"))
+                .otherwise(pl.int_range(pl.len()) % 3 * 1.0)
+            ),
+            {"categorical": ["code"]},
+            ComputeError,
+        ),
     ]
     for k, (data, options, kind) in enumerate(cases):
         files = write_cuts(data, tmp_path / str(k), [0, 1] if data.height else [])
@@ -316,6 +327,19 @@ def test_errors_are_the_local_ones(tmp_path: Path) -> None:
         with pytest.raises(kind) as ours:
             Projection.fit_partitioned(files, **options)
         assert str(ours.value) == str(local.value)
+
+
+@pytest.mark.parametrize("name", ["count", "bucket", "__polars_hidden_rate_value"])
+def test_a_mode_fill_of_any_column_name(name: str, tmp_path: Path) -> None:
+    # The modes' value counts are named by the package, never after the column.
+    frame = mixed(400, seed=17).rename({"stage": name})
+    gaps = frame.with_columns(
+        pl.when(pl.int_range(pl.len()) % 9 == 0).then(None).otherwise(pl.col(name)).alias(name)
+    )
+    files = write_cuts(gaps, tmp_path, [150, 151])
+    assert_same_fit(
+        Projection.fit_partitioned(files, impute="mode"), Projection.fit(gaps, impute="mode")
+    )
 
 
 def test_too_many_modalities_over_all_files(tmp_path: Path) -> None:

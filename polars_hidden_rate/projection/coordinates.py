@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -17,14 +18,17 @@ from polars_hidden_rate.frames import (
     Aligned,
     ColumnSpec,
     Link,
+    MissingValuesError,
+    inexact_counts,
     missing_values,
+    raise_inexact,
     raise_missing,
     read_aligned,
 )
 from polars_hidden_rate.projection.model import Projection
 from polars_hidden_rate.projection.partitioned import Tasks
-from polars_hidden_rate.projection.scaling import NumericFeature
-from polars_hidden_rate.projection.types import FeatureSpec, Impute
+from polars_hidden_rate.projection.scaling import CategoricalFeature, NumericFeature
+from polars_hidden_rate.projection.types import FeatureSpec, Impute, gaps
 from polars_hidden_rate.text_numbers import text_numbers_example
 
 _COORD = f"{RESERVED_PREFIX}_dim"
@@ -39,6 +43,7 @@ INDEX_NAMES = ("", "index", "__index_level_0__", "level_0")
 UNSEEN_LIMIT = 0.5
 """A categorical feature whose avatar values fall outside the originals' modalities for more
 than this share of the avatars is refused: the two files do not code it alike."""
+_ROW = f"{RESERVED_PREFIX}_row"
 
 
 @dataclass(frozen=True)
@@ -158,10 +163,12 @@ class ProjectedCoordinates:
 
     @staticmethod
     def raise_missing_features(
-        avatars: pl.LazyFrame, projection: Projection, schema: pl.Schema
+        frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str = "avatars"
     ) -> None:
-        """Name the avatar features whose gaps made a coordinate missing, if any."""
-        _raise_missing_features(avatars, projection, schema)
+        """Name the features of ``frame`` (the ``role`` side) that made a coordinate missing,
+        if any: gaps the model does not fill, values float64 does not hold exactly, or a
+        value so far from the originals that its coordinates overflow."""
+        _raise_missing_features(frame, projection, schema, role)
 
     def read(
         self,
@@ -187,21 +194,70 @@ class ProjectedCoordinates:
         )
         try:
             aligned = read_aligned(left, right, names, link, carried, carried_avatars)
-        except ComputeError:
-            _raise_missing_features(avatars, projection, right_schema)
+        except MissingValuesError:  # only a missing coordinate: key errors are the user's own
+            _raise_missing_features(originals, projection, left_schema, "originals")
+            _raise_missing_features(avatars, projection, right_schema, "avatars")
             raise
         return replace(aligned, projection=projection, unseen=unseen)
 
 
-def _raise_missing_features(frame: pl.LazyFrame, projection: Projection, schema: pl.Schema) -> None:
-    """Name the avatar features whose gaps (not filled by the model) made a coordinate missing."""
+def _raise_missing_features(
+    frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str
+) -> None:
+    """The errors of :meth:`ProjectedCoordinates.raise_missing_features`, in that order."""
+    features = projection.scaling.features
     numbers = {
-        f.name: f.values(schema)
-        for f in projection.scaling.features
-        if isinstance(f, NumericFeature)
+        f.name: gaps(f.name, schema[f.name], isinstance(f, CategoricalFeature), f.fill is not None)
+        for f in features
     }
-    others = [f.name for f in projection.scaling.categorical if f.fill is None]
-    raise_missing(missing_values(frame, numbers, others), "features of avatars")
+    raise_missing(missing_values(frame, numbers), f"features of {role}")
+    dtypes = {f.name: schema[f.name] for f in features if isinstance(f, NumericFeature)}
+    raise_inexact(inexact_counts(frame, dtypes), dtypes, "feature", role)
+    _raise_overflow(frame, projection, schema, role)
+
+
+def _raise_overflow(
+    frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str
+) -> None:
+    """Name the row whose coordinates are not finite though its features are, and the
+    feature farthest from the originals there: its value overflows the projection."""
+    numeric = [f for f in projection.scaling.features if isinstance(f, NumericFeature)]
+    if not numeric:
+        return  # modalities add bounded amounts: only numbers can overflow
+    coordinates = [f"{_COORD}{k + 1}" for k in range(projection.ncp)]
+    deviations = [
+        ((f.values(schema) - f.mean) / f.scale).alias(f"{RESERVED_PREFIX}_z{i}")
+        for i, f in enumerate(numeric)
+    ]
+    found = (
+        frame.with_row_index(_ROW)
+        .select(
+            _ROW,
+            *projection.coordinates(schema, coordinates),
+            *deviations,
+            *(pl.col(f.name).alias(f"{RESERVED_PREFIX}_x{i}") for i, f in enumerate(numeric)),
+        )
+        .filter(~pl.all_horizontal(pl.col(c).is_finite() for c in coordinates))
+        .head(1)
+        .collect()
+    )
+    if found.height == 0:
+        return
+    row = found.row(0, named=True)
+    far = {f.name: abs(row[f"{RESERVED_PREFIX}_z{i}"]) for i, f in enumerate(numeric)}
+    i, name = max(enumerate(far), key=lambda item: far[item[1]])
+    value, deviation = row[f"{RESERVED_PREFIX}_x{i}"], far[name]
+    distance = (
+        f"{deviation:.3g} standard deviations"
+        if math.isfinite(deviation)
+        else "more standard deviations than float64 can count"
+    )
+    msg = (
+        f"feature {name!r} of {role} holds {value!r} at row {row[_ROW]} (counting from 0), "
+        f"{distance} from the originals' mean: too far to project, its coordinates overflow "
+        "float64; check that value, or drop that record"
+    )
+    raise ComputeError(msg)
 
 
 _ROWS = f"{RESERVED_PREFIX}_rows"

@@ -14,7 +14,7 @@ from polars.exceptions import ComputeError, DuplicateError
 
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_count
-from polars_hidden_rate.frames import ColumnSpec, as_lazy
+from polars_hidden_rate.frames import ColumnSpec, as_lazy, inexact_counts, raise_inexact
 from polars_hidden_rate.projection import partitioned
 from polars_hidden_rate.projection.partitioned import LocalTasks, Tasks
 from polars_hidden_rate.projection.passes import fit_features, gram
@@ -266,8 +266,10 @@ class Projection:
         """Add the coordinates ``Dim1`` ... ``DimN`` (N = ``ncp``) to ``frame``.
 
         The frame is scaled with the originals' statistics: a modality the
-        originals never had contributes nothing (its dummies are all zero), and
-        a null feature gives null coordinates. A LazyFrame stays lazy.
+        originals never had contributes nothing (its dummies are all zero), a
+        null feature gives null coordinates, and a value float64 does not hold
+        exactly (an integer beyond 2^53: docs/guarantees.md) NaN coordinates.
+        A LazyFrame stays lazy.
 
         Parameters
         ----------
@@ -332,6 +334,9 @@ class Projection:
         if culprits:
             msg = f"features {culprits} of frame have null values"
             raise ComputeError(msg)
+        numeric = [f.name for f in self.scaling.features if isinstance(f, NumericFeature)]
+        dtypes = {name: data.schema[name] for name in numeric}
+        raise_inexact(inexact_counts(data, dtypes), dtypes, "feature", "frame")
         return self.scaling.matrix(data)
 
     @property

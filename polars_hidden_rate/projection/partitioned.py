@@ -26,6 +26,7 @@ import polars as pl
 
 from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate.frames import RESERVED_PREFIX
 from polars_hidden_rate.projection.passes import (
     FeaturePartial,
     Fills,
@@ -222,6 +223,12 @@ def _modes(
     return {name: None if found is None else found[1] for name, found in best.items()}
 
 
+# A mode's value counts: each value under this name, never the column's own (it may be "count").
+_VALUE = f"{RESERVED_PREFIX}_value"
+_COUNT = f"{RESERVED_PREFIX}_count"
+_BUCKET = f"{RESERVED_PREFIX}_bucket"
+
+
 def _mode_task(
     path: Path, names: list[str], spec: FeatureSpec, schema: pl.Schema, buckets: int
 ) -> list[dict[str, pl.DataFrame]]:
@@ -229,10 +236,11 @@ def _mode_task(
     frame = _source(path, names, spec, schema)
     pieces: list[dict[str, pl.DataFrame]] = [{} for _ in range(buckets)]
     for name in names:
-        counts = frame.select(name).drop_nulls().group_by(name).len(name="count")
+        values = frame.select(pl.col(name).alias(_VALUE)).drop_nulls()
+        counts = values.group_by(_VALUE).len(name=_COUNT)
         split = counts.with_columns(
-            (pl.col(name).hash(seed=0) % buckets).alias("bucket")
-        ).partition_by("bucket", as_dict=True, include_key=False)
+            (pl.col(_VALUE).hash(seed=0) % buckets).alias(_BUCKET)
+        ).partition_by(_BUCKET, as_dict=True, include_key=False)
         for h in range(buckets):
             pieces[h][name] = split.get((h,), counts.clear())
     return pieces
@@ -244,12 +252,12 @@ def _mode_bucket(names: list[str], *pieces: dict[str, pl.DataFrame]) -> dict[str
     tops: dict[str, Any] = {}
     for name in names:
         counts = (
-            pl.concat([piece[name] for piece in pieces]).group_by(name).agg(pl.col("count").sum())
+            pl.concat([piece[name] for piece in pieces]).group_by(_VALUE).agg(pl.col(_COUNT).sum())
         )
         if counts.height == 0:
             tops[name] = None
             continue
-        top = counts.filter(pl.col("count") == pl.col("count").max()).sort(name).row(0)
+        top = counts.filter(pl.col(_COUNT) == pl.col(_COUNT).max()).sort(_VALUE).row(0)
         tops[name] = (int(top[1]), top[0])
     return tops
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Literal
 
 import numpy as np
@@ -17,7 +18,14 @@ import polars as pl
 from polars.exceptions import ComputeError, NoDataError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.frames import MissingValues, missing_values, raise_missing
+from polars_hidden_rate.frames import (
+    RESERVED_PREFIX,
+    MissingValues,
+    inexact_values,
+    missing_values,
+    raise_inexact,
+    raise_missing,
+)
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
     Feature,
@@ -27,6 +35,7 @@ from polars_hidden_rate.projection.scaling import (
 from polars_hidden_rate.projection.types import (
     FeatureSpec,
     Modality,
+    gaps,
     modality_values,
     numeric_values,
 )
@@ -42,6 +51,10 @@ BLOCK_ROWS = 65536
 """Rows per block in the streaming passes."""
 GRAM_BLOCK_VALUES = 1 << 22
 """Scaled values held per block in the Gram pass (32 MiB of float64)."""
+EXTREME_EXPONENTS = (-960, 1000)
+"""A numeric column is brought near 1 by a power of two (:class:`~.scaling.NumericFeature`)
+when its largest magnitude, or its spread, is below ``2^-960``, or its largest beyond
+``2^1000``: there its mean and spread would lose bits, or its deviations overflow."""
 
 
 def _blocks(frame: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
@@ -197,41 +210,62 @@ def checked_fills(fills: dict[str, float | Modality | None]) -> Fills:
 @dataclass
 class FeaturePartial:
     """Pass 1 over some of the originals' rows: moments of the numeric features, modality
-    counts of the categorical ones, and the missing values found (blocks with any are left out).
+    counts of the categorical ones, the missing values found and the values float64 does not
+    hold exactly (blocks with any are left out).
     """
 
     moments: _Moments
     counts: dict[str, dict[Modality, int]]
     missing: MissingValues
+    inexact: Counter[str]
 
     @classmethod
     def empty(cls, spec: FeatureSpec) -> FeaturePartial:
         categorical = [name for name in spec.names if name in spec.categorical]
-        return cls(_Moments.empty(len(spec.numeric)), {name: {} for name in categorical}, Counter())
+        return cls(
+            _Moments.empty(len(spec.numeric)),
+            {name: {} for name in categorical},
+            Counter(),
+            Counter(),
+        )
 
-    def add(self, block: pl.DataFrame, numeric: list[str]) -> None:
-        """Count one block (numeric features as float64, then the modalities)."""
-        found = missing_values(block, {name: pl.col(name) for name in numeric}, list(self.counts))
+    def add(self, block: pl.DataFrame, numeric: list[str], checked: list[str]) -> None:
+        """Count one block of :func:`feature_partial`'s columns: the numeric features as
+        float64, then the modalities, their gaps, and flags of inexact values (``checked``)."""
+        categorical = list(self.counts)
+        numbers = {name: pl.col(_column("value", k)) for k, name in enumerate(numeric)}
+        numbers |= {name: pl.col(_column("gap", k)) for k, name in enumerate(categorical)}
+        found = missing_values(block, numbers)
         self.missing += found
-        if found:
+        flags = (block.get_column(_column("inexact", k)).sum() for k in range(len(checked)))
+        inexact = Counter({name: int(n) for name, n in zip(checked, flags, strict=True) if n})
+        self.inexact += inexact
+        if found or inexact:
             return
         if numeric:
-            self.moments.add(block.select(numeric).to_numpy().astype(np.float64, copy=False))
+            values = block.select(_column("value", k) for k in range(len(numeric)))
+            self.moments.add(values.to_numpy().astype(np.float64, copy=False))
         else:
             self.moments.count += block.height
-        for name, tally in self.counts.items():
-            for value, count in block.get_column(name).value_counts().iter_rows():
+        for k, tally in enumerate(self.counts.values()):
+            for value, count in block.get_column(_column("key", k)).value_counts().iter_rows():
                 tally[value] = tally.get(value, 0) + count
         _check_width(len(numeric), self.counts)
 
     def merge(self, other: FeaturePartial) -> None:
         """Add the rows ``other`` covers, after these; the width is checked again."""
         self.missing += other.missing
+        self.inexact += other.inexact
         self.moments.merge(other.moments)
         for name, tally in self.counts.items():
             for value, count in other.counts[name].items():
                 tally[value] = tally.get(value, 0) + count
         _check_width(len(self.moments.scaled_mean), self.counts)
+
+
+def _column(kind: str, k: int) -> str:
+    """The name of pass 1's ``k``-th column of ``kind``: by position, never by user text."""
+    return f"{RESERVED_PREFIX}_{kind}{k}"
 
 
 def feature_partial(
@@ -241,13 +275,26 @@ def feature_partial(
     numeric_fills, modality_fills = _split_fills(fills)
     numeric = spec.numeric
     categorical = [name for name in spec.names if name in spec.categorical]
+    rules = {name: inexact_values(pl.col(name), schema[name]) for name in numeric}
+    checked = {name: rule for name, rule in rules.items() if rule is not None}
     source = originals.select(
-        *(numeric_values(name, schema[name], numeric_fills.get(name)) for name in numeric),
-        *(modality_values(name, schema[name], modality_fills.get(name)) for name in categorical),
+        *(
+            numeric_values(name, schema[name], numeric_fills.get(name)).alias(_column("value", k))
+            for k, name in enumerate(numeric)
+        ),
+        *(
+            modality_values(name, schema[name], modality_fills.get(name)).alias(_column("key", k))
+            for k, name in enumerate(categorical)
+        ),
+        *(
+            gaps(name, schema[name], True, name in modality_fills).alias(_column("gap", k))
+            for k, name in enumerate(categorical)
+        ),
+        *(rule.alias(_column("inexact", k)) for k, rule in enumerate(checked.values())),
     )
     partial = FeaturePartial.empty(spec)
     for block in _blocks(source, BLOCK_ROWS):
-        partial.add(block, numeric)
+        partial.add(block, numeric, list(checked))
     return partial
 
 
@@ -263,6 +310,13 @@ def fitted_features(
         "features of originals",
         hint="; give impute='median', 'mean' or 'mode' to fill them, or drop those records",
     )
+    raise_inexact(
+        partial.inexact,
+        schema,
+        "feature",
+        "originals",
+        hint="rescale it, or declare it `categorical` if it is a code",
+    )
     moments = partial.moments
     if moments.count == 0:
         msg = "originals is empty: there is nothing to project"
@@ -271,12 +325,22 @@ def fitted_features(
     numeric_fills, modality_fills = _split_fills(fills)
     fitted: dict[str, Feature] = {}
     std, means = moments.std, moments.mean
+    low, high = EXTREME_EXPONENTS
     for k, name in enumerate(spec.numeric):
+        fill = numeric_fills.get(name)
         constant = bool(moments.low[k] == moments.high[k])
+        peak = int(moments.exponent[k])  # the largest magnitude is below 2^peak
+        if not constant and (peak > high or peak < low or not std[k] >= 2.0**low):
+            # Measured as x 2^-peak, in [-1, 1]: mean and spread held where they keep every
+            # bit (a subnormal spread), and no deviation overflows.
+            spread = float(np.sqrt(moments.scaled_m2[k] / n))
+            mean, scale = float(moments.scaled_mean[k]), spread if spread > 0 else 1.0
+            fitted[name] = NumericFeature(name, schema[name], mean, scale, fill, -peak)
+            continue
         # A constant column: its exact value as mean, divided by 1 (saiph's convention).
         mean = float(moments.low[k]) if constant else float(means[k])
         scale = 1.0 if constant or not std[k] > 0 else float(std[k])
-        fitted[name] = NumericFeature(name, schema[name], mean, scale, numeric_fills.get(name))
+        fitted[name] = NumericFeature(name, schema[name], mean, scale, fill)
     for name, counts in partial.counts.items():
         modalities = _modality_order(counts, schema[name])
         shares = np.array([counts[m] / n for m in modalities], dtype=np.float64)
@@ -318,7 +382,7 @@ def _modality_order(counts: dict[Modality, int], dtype: pl.DataType) -> tuple[Mo
     if isinstance(dtype, pl.Enum):
         return tuple(m for m in dtype.categories.to_list() if m in counts)
     if dtype.is_numeric():
-        return tuple(sorted(counts, key=float))
+        return tuple(sorted(counts, key=lambda key: Decimal(str(key))))  # exact, as keyed
     return tuple(sorted(counts))
 
 

@@ -9,6 +9,11 @@ rows are profiles: ``profile = q / r`` over the ``r`` modalities the originals k
 1 otherwise). :meth:`Scaling.expressions` writes that rule as Polars expressions, and
 every other form (the numpy matrix, the coordinates, the inverse) is derived from it
 or from :attr:`Scaling.centres` and :attr:`Scaling.divisors`.
+
+A numeric column of extreme magnitude is first multiplied by a power of two (exactly)
+that brings it near 1 (:attr:`NumericFeature.exponent`), so that a column whose spread
+is subnormal, or whose values are near the float64 maximum, is standardized as safely
+as any other.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.frames import RESERVED_PREFIX, inexact_values
 from polars_hidden_rate.projection.types import (
     Modality,
     from_seconds,
@@ -32,18 +38,41 @@ Model = Literal["PCA", "MCA", "FAMD"]
 
 @dataclass(frozen=True)
 class NumericFeature:
-    """A numeric column: ``(x - mean) / scale``, ``scale`` the population std or 1 if constant;
-    a missing ``x`` is ``fill`` (None: not filled)."""
+    """A numeric column: ``(x 2^exponent - mean) / scale``, ``scale`` the population std or 1
+    if constant; a missing ``x`` is ``fill`` (None: not filled).
+
+    ``exponent`` is 0 unless the column's magnitude is extreme (its largest value beyond
+    2^1000 or below 2^-960, or its spread below 2^-960): then ``x 2^exponent`` lies in
+    ``[-1, 1]``, and ``mean`` and ``scale`` are in those units, where they keep every bit.
+    """
 
     name: str
     dtype: pl.DataType
     mean: float
     scale: float
     fill: float | None = None
+    exponent: int = 0
 
     def values(self, schema: pl.Schema) -> pl.Expr:
-        """The column's values as float64, gaps filled."""
-        return numeric_values(self.name, schema[self.name], self.fill)
+        """The column's values as float64 times ``2^exponent``, gaps filled; NaN where float64
+        does not hold the value exactly (:func:`~polars_hidden_rate.frames.inexact_values`)."""
+        dtype = schema[self.name]
+        values = times_power_of_two(numeric_values(self.name, dtype, self.fill), self.exponent)
+        inexact = inexact_values(pl.col(self.name), dtype)
+        return values if inexact is None else pl.when(inexact).then(float("nan")).otherwise(values)
+
+
+def times_power_of_two(values: pl.Expr, exponent: int) -> pl.Expr:
+    """``values * 2^exponent``, exactly (in two factors, each a float64, when one overflows)."""
+    if exponent == 0:
+        return values
+    if abs(exponent) <= _LARGEST_EXPONENT:
+        return values * 2.0**exponent
+    half = exponent // 2
+    return values * 2.0**half * 2.0 ** (exponent - half)
+
+
+_LARGEST_EXPONENT = 1000
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,10 +167,11 @@ class Scaling:
                 indicators.extend(
                     (key == pl.lit(m)).cast(pl.Float64) * profile for m in feature.modalities
                 )
+        # Named by position, never by user text: a dummy "smoker=yes" may be a column's name.
         return [
-            ((indicator - centre) / divisor).alias(name)
-            for indicator, centre, divisor, name in zip(
-                indicators, self.centres, self.divisors, self.column_names, strict=True
+            ((indicator - centre) / divisor).alias(f"{RESERVED_PREFIX}_scaled{j}")
+            for j, (indicator, centre, divisor) in enumerate(
+                zip(indicators, self.centres, self.divisors, strict=True)
             )
         ]
 
@@ -196,7 +226,8 @@ class Scaling:
         offset = 0
         for feature in self.features:
             if isinstance(feature, NumericFeature):
-                columns.append(from_seconds(indicators[:, offset], feature.name, feature.dtype))
+                values = np.ldexp(indicators[:, offset], -feature.exponent)
+                columns.append(from_seconds(values, feature.name, feature.dtype))
             else:
                 block = indicators[:, offset : offset + len(feature.modalities)]
                 picked = [feature.modalities[i] for i in np.argmax(block, axis=1)]
@@ -206,8 +237,8 @@ class Scaling:
 
 
 def _modalities_as(picked: list[Modality], name: str, dtype: pl.DataType) -> pl.Series:
-    """Modalities back in the column's type (numbers were keyed as float64 text)."""
+    """Modalities back in the column's type (numbers were keyed by their exact text)."""
     if dtype == pl.Boolean:
         return pl.Series(name, picked, dtype=pl.Boolean)
     text = pl.Series(name, picked, dtype=pl.String)
-    return text.cast(pl.Float64).cast(dtype) if dtype.is_numeric() else text.cast(dtype)
+    return text.cast(pl.Float64).cast(dtype) if dtype.is_float() else text.cast(dtype)

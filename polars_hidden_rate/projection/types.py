@@ -12,7 +12,7 @@ import polars as pl
 from polars.exceptions import ColumnNotFoundError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.frames import ColumnSpec, resolve_columns
+from polars_hidden_rate.frames import ColumnSpec, is_selection, resolve_columns, shared_schema
 
 Modality = str | bool
 Impute = Literal["none", "median", "mean", "mode"]
@@ -84,7 +84,9 @@ def resolve_features(
     exclude: Sequence[str] = (),
 ) -> list[str]:
     """The feature columns; by default every column of the originals (that the avatars share),
-    less ``exclude``. Raises at once, on the schemas only, for a missing or unsupported feature."""
+    less ``exclude``. A selector picks among the columns both frames share (``cs.numeric()``
+    leaves out a numeric identifier that only the originals hold); names must be in both.
+    Raises at once, on the schemas only, for a missing or unsupported feature."""
     if features is None:
         names = [
             name
@@ -94,6 +96,9 @@ def resolve_features(
         if not names:
             msg = "no column to project: the originals and avatars share no column besides the keys"
             raise ColumnNotFoundError(msg)
+    elif is_selection(features) and avatars is not None:
+        shared = shared_schema(originals, avatars)
+        names = resolve_columns(features, shared, "originals and avatars", "features")
     else:
         names = resolve_columns(features, originals, "originals", "features")
     check_feature_types(names, originals, "originals")
@@ -122,11 +127,16 @@ class FeatureSpec:
         exclude: Sequence[str] = (),
     ) -> FeatureSpec:
         """Check the request on the schemas. Columns of categorical types are categorical, and
-        so is every column named in ``categorical``, whatever its type."""
+        so is every column named in ``categorical``, whatever its type (a selector picks
+        among the features)."""
         names = resolve_features(features, originals, avatars, exclude)
         forced = set()
         if categorical is not None:
-            forced = set(resolve_columns(categorical, originals, "originals", "categorical"))
+            among = pl.Schema({name: originals[name] for name in names})
+            schema, role = (
+                (among, "the features") if is_selection(categorical) else (originals, "originals")
+            )
+            forced = set(resolve_columns(categorical, schema, role, "categorical"))
             outside = sorted(forced - set(names))
             if outside:
                 msg = f"categorical column {outside[0]!r} is not among the features {names}"
@@ -174,14 +184,43 @@ def from_seconds(values: Float64Array, name: str, dtype: pl.DataType) -> pl.Seri
 
 
 def modality_key(name: str, dtype: pl.DataType) -> pl.Expr:
-    """A categorical column as the values its modalities are stored as: Booleans as they are,
-    numbers as the text of their float64 value (so 1 and 1.0 are one modality), others as text."""
+    """A categorical column as the values its modalities are stored as, each value exactly:
+    Booleans as they are, others as text. A number is keyed by its exact value: an integer
+    by its digits, whatever the type that holds it (so 1, 1.0 and Decimal 1.00 are one
+    modality, and 2^53 + 1 is not 2^53), ``-0.0`` as ``0``; any other float by its shortest
+    round-trip text, and so is a decimal that its float64 gives back (Decimal 0.5 and 0.5
+    are one modality), other decimals by their digits. NaN is missing (null), as a null is."""
     column = pl.col(name)
     if dtype == pl.Boolean:
         return column
-    if dtype.is_numeric():
-        return column.cast(pl.Float64).cast(pl.String)
+    if dtype.is_integer() or (isinstance(dtype, pl.Decimal) and dtype.scale == 0):
+        return column.cast(pl.String)
+    if isinstance(dtype, pl.Decimal):
+        value = column.cast(pl.Float64)
+        # The digits without the zeros a scale pads with: "1.50" -> "1.5", "-0.00" -> "0".
+        digits = column.cast(pl.String).str.replace(r"0+$", "").str.replace(r"\.$", "")
+        digits = pl.when(digits == "-0").then(pl.lit("0")).otherwise(digits)
+        given_back = value.cast(dtype, strict=False) == column
+        return pl.when(given_back).then(_float_key(value)).otherwise(digits)
+    if dtype.is_float():
+        return _float_key(column.cast(pl.Float64))
     return column.cast(pl.String)
+
+
+def _float_key(value: pl.Expr) -> pl.Expr:
+    """A float64's modality: integral values an integer type holds by their digits, others
+    by their shortest round-trip text; NaN as null."""
+    integral = value.is_finite() & (value == value.round()) & (value.abs() < _INT128_LIMIT)
+    return (
+        pl.when(value.is_nan())
+        .then(None)
+        .when(integral)
+        .then(value.cast(pl.Int128).cast(pl.String))
+        .otherwise(value.cast(pl.String))
+    )
+
+
+_INT128_LIMIT = 2.0**127
 
 
 def numeric_values(name: str, dtype: pl.DataType, fill: float | None = None) -> pl.Expr:
@@ -191,6 +230,22 @@ def numeric_values(name: str, dtype: pl.DataType, fill: float | None = None) -> 
 
 
 def modality_values(name: str, dtype: pl.DataType, fill: Modality | None = None) -> pl.Expr:
-    """A categorical feature's modalities (:func:`modality_key`), nulls replaced by ``fill``."""
+    """A categorical feature's modalities (:func:`modality_key`), gaps replaced by ``fill``."""
     key = modality_key(name, dtype)
     return key if fill is None else key.fill_null(pl.lit(fill))
+
+
+def gaps(name: str, dtype: pl.DataType, categorical: bool, filled: bool) -> pl.Expr:
+    """A float64 expression whose nulls, NaN and infinities are the feature's missing values
+    (``filled``: once its fill replaces nulls and NaN), for
+    :func:`~polars_hidden_rate.frames.missing_values`.
+
+    A numeric feature counts as its values do; so does a numeric column taken as
+    categorical (null and NaN are missing, infinities refused); any other categorical
+    column counts its nulls.
+    """
+    if dtype.is_numeric() or not categorical:
+        values = as_seconds(name, dtype)
+        return values.fill_nan(None).fill_null(0.0) if filled else values
+    present = pl.lit(0.0, dtype=pl.Float64)
+    return present if filled else pl.when(pl.col(name).is_null()).then(None).otherwise(present)
