@@ -31,11 +31,18 @@ from polars_hidden_rate.files import (
     CSV_NULL_VALUES,
     file_format,
     one_line,
-    same_file,
     scan,
     scan_literal,
 )
 from polars_hidden_rate.gate import CloakingSummary, check_min_rate, cloaking_summary, summarize
+from polars_hidden_rate.outputs import (
+    Access,
+    check_output,
+    existing,
+    grant,
+    ordinary_file_access,
+    publish,
+)
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.report import METRICS, PrivacyReport, check_targets, privacy_report
 
@@ -294,13 +301,12 @@ def _count_options(args: argparse.Namespace) -> CountOptions:
 
 
 def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> None:
-    """An output path may not name an input file (the input would be lost)."""
+    """An output file may not be an input (the input would be lost), nor anything but a
+    regular file (:func:`polars_hidden_rate.outputs.check_output`, the rule of every output)."""
     if path is None:
         return
-    for role, given in (("ORIGINALS", args.originals), ("AVATARS", args.avatars)):
-        if same_file(path, Path(given)):
-            msg = f"{option} {str(path)!r} is the {role} file; write it elsewhere"
-            raise ValueError(msg)
+    inputs = {"ORIGINALS": [Path(args.originals)], "AVATARS": [Path(args.avatars)]}
+    check_output(path, inputs, kind="file", name=option)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -360,7 +366,7 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             caller="check",
             **options,
         )
-        with staged_directory(job.output) as staging:
+        with staged_directory(job.output, job.replaces) as staging:
             return _in_background(lambda: job.write(staging))
 
 
@@ -468,16 +474,21 @@ def replace_atomically(
 
     A failure or a stop leaves no partial file (and any previous one untouched). The
     temporary file is readable by its owner only while written (``write`` must write
-    into it, not replace it); the result then gets the mode of the file it replaces,
-    or, when new, the mode an ordinary open gives (umask applied).
+    into it, not replace it); the result then gets the mode and group of the file it
+    replaces, or, when new, the mode an ordinary open gives (umask applied).
+
+    Only the file found at ``path`` now is replaced: a file created or replaced there
+    meanwhile (by another run) is left as it is, and FileExistsError raised
+    (:func:`polars_hidden_rate.outputs.publish`). ``path`` must be absent or a regular file.
     """
     _output_folder(path, option)
+    found = existing(path, kind="file", name=option)
     temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
-        mode = _create_private(temporary, replaces=path)
+        access = _create_private(temporary, replaces=path if path.is_file() else None)
         write(temporary)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        grant(temporary, access)
+        publish(temporary, path, found, name=option)
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -509,23 +520,19 @@ def _in_background(work: Callable[[], T]) -> T:
     return outcome[0]
 
 
-def _create_private(temporary: Path, *, replaces: Path) -> int:
-    """Create the empty file ``temporary``, mode 0o600; return the mode for the final file.
+def _create_private(temporary: Path, *, replaces: Path | None) -> Access:
+    """Create the empty file ``temporary``, mode 0o600; return the access of the final file.
 
-    That is the mode of the file it ``replaces``; for a new file, the mode an ordinary
-    open gives, read off ``temporary`` itself, created with it (0o666 less the umask,
-    never wider than the final file) and narrowed before anything is written into it.
+    That is the mode and group of the file it ``replaces``; for a new file, the mode an
+    ordinary open gives in that folder (umask applied), read off an empty probe file, so
+    that ``temporary`` is never readable by others, not even for an instant.
     """
-    existing = replaces.stat() if replaces.is_file() else None
-    descriptor = os.open(
-        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if existing else 0o666
-    )
-    try:
-        mode = stat.S_IMODE((existing or os.fstat(descriptor)).st_mode)
-    finally:
-        os.close(descriptor)
-    os.chmod(temporary, 0o600)
-    return mode
+    previous = replaces.stat() if replaces is not None else None
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    os.chmod(temporary, 0o600)  # a umask such as 0o200 would leave the owner unable to write
+    if previous is None:
+        return ordinary_file_access(temporary.parent)
+    return Access(stat.S_IMODE(previous.st_mode), previous.st_gid)
 
 
 def format_text(summary: CloakingSummary) -> str:

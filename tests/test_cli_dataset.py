@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,12 +20,15 @@ import polars_hidden_rate as phr
 from polars_hidden_rate import cli
 from polars_hidden_rate.gate import summarize
 from tests.helpers import local_cluster
+from tests.paused_run import PausedRun
 from tests.test_dataset import COORDS, linked_case, siblings, write_files
 
 SCRIPT = Path(sys.executable).with_name("hidden-rate")
 
 
-def hidden_rate_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def hidden_rate_cli(
+    *args: str | Path, cwd: Path | None = None, umask: int = 0o022
+) -> subprocess.CompletedProcess[str]:
     if not SCRIPT.exists():
         pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
     return subprocess.run(
@@ -32,6 +37,7 @@ def hidden_rate_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.Co
         text=True,
         check=False,
         cwd=cwd,
+        umask=umask,
     )
 
 
@@ -39,10 +45,17 @@ def hidden_rate_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.Co
 def folders(tmp_path: Path) -> dict[str, Any]:
     left, right = linked_case(200, seed=11, kind="gaussian")
     write_files(left, tmp_path / "o", 3)
+    write_files(left, tmp_path / "o2", 2)  # the same records in 2 files: another run's output
     write_files(right, tmp_path / "a", 2)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     assert 0 < summarize(expected).hidden_rate < 100  # the gate can pass and fail
-    return {"root": tmp_path, "o": tmp_path / "o", "a": tmp_path / "a", "expected": expected}
+    return {
+        "root": tmp_path,
+        "o": tmp_path / "o",
+        "o2": tmp_path / "o2",
+        "a": tmp_path / "a",
+        "expected": expected,
+    }
 
 
 def options(*extra: str) -> list[str]:
@@ -87,7 +100,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert message in done.stderr
-    assert siblings(root) == ["a", "exists", "o"]
+    assert siblings(root) == ["a", "exists", "o", "o2"]
 
 
 def test_duplicated_keys_exit_2_with_an_example_key(tmp_path: Path) -> None:
@@ -162,3 +175,167 @@ def test_check_on_a_cluster_by_address_and_by_file(
     )
     assert done.returncode == 0, done.stderr
     assert_frame_equal(pl.read_parquet(root / "relative"), folders["expected"])
+
+
+# Permissions: a replaced directory keeps its own and its parts'; a new one gets the umask's.
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _parts(out: Path) -> dict[str, bytes]:
+    return {entry.name: entry.read_bytes() for entry in sorted(out.iterdir())}
+
+
+@pytest.mark.parametrize(
+    ("folder_mode", "part_modes"),
+    [(0o700, (0o600, 0o600)), (0o750, (0o640, 0o640)), (0o755, (0o600, 0o640))],
+    ids=["private", "group", "parts-private"],
+)
+def test_overwrite_keeps_the_modes_of_the_replaced_directory(
+    folders: dict[str, Any], folder_mode: int, part_modes: tuple[int, int]
+) -> None:
+    out = folders["root"] / "out"
+    first = hidden_rate_cli(folders["o2"], folders["a"], *options("--output", str(out)))
+    assert first.returncode == 0, first.stderr
+    for part, mode in zip(sorted(out.iterdir()), part_modes, strict=True):
+        part.chmod(mode)
+    out.chmod(folder_mode)
+
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(out), "--overwrite"), umask=0o022
+    )
+    assert done.returncode == 0, done.stderr
+    assert_frame_equal(pl.read_parquet(out), folders["expected"])
+    assert _mode(out) == folder_mode
+    # Each part keeps the mode of the part it replaces; the third, new, the narrowest of them.
+    narrowest = part_modes[0] & part_modes[1]
+    assert [_mode(part) for part in sorted(out.iterdir())] == [*part_modes, narrowest]
+    assert siblings(folders["root"]) == ["a", "o", "o2", "out"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chgrp needs root")
+def test_overwrite_keeps_the_group_of_the_replaced_directory(folders: dict[str, Any]) -> None:
+    out = folders["root"] / "out"
+    assert (
+        hidden_rate_cli(folders["o"], folders["a"], *options("--output", str(out))).returncode == 0
+    )
+    group = os.stat(out).st_gid + 4321  # a group the parts would not get by themselves
+    for path in [out, *out.iterdir()]:
+        os.chown(path, -1, group)
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(out), "--overwrite")
+    )
+    assert done.returncode == 0, done.stderr
+    assert {os.stat(path).st_gid for path in [out, *out.iterdir()]} == {group}
+
+
+@pytest.mark.parametrize(
+    ("umask", "folder_mode", "part_mode"),
+    [(0o000, 0o777, 0o666), (0o022, 0o755, 0o644), (0o077, 0o700, 0o600)],
+    ids=oct,
+)
+def test_a_new_directory_is_private_while_staged_then_gets_the_umask(
+    folders: dict[str, Any], umask: int, folder_mode: int, part_mode: int
+) -> None:
+    root, out = folders["root"], folders["root"] / "out"
+    run = PausedRun(
+        root / "signals",
+        "check", folders["o"], folders["a"], *options("--output", str(out)),
+        umask=umask,
+    )  # fmt: skip
+    (staged,) = root.glob(".out.tmp-*")
+    assert _mode(staged) == 0o700  # no partial record readable by others
+    assert not out.exists()
+    done = run.finish()
+    assert done.returncode == 0, done.stderr
+    assert _mode(out) == folder_mode
+    assert {_mode(part) for part in out.iterdir()} == {part_mode}
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+# Concurrent runs: the first to finish writes --output; the other fails and leaves it as it is.
+
+
+def test_a_directory_created_by_another_run_meanwhile_is_left_intact(
+    folders: dict[str, Any],
+) -> None:
+    root, out = folders["root"], folders["root"] / "out"
+    first = PausedRun(
+        root / "signals", "check", folders["o"], folders["a"], *options("--output", str(out))
+    )
+    second = hidden_rate_cli(folders["o2"], folders["a"], *options("--output", str(out)))
+    assert second.returncode == 0, second.stderr
+    written = _parts(out)
+    assert len(written) == 2
+
+    done = first.finish()
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert f"{str(out)!r} was created while this run was counting" in done.stderr
+    assert _parts(out) == written
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+def test_an_empty_directory_created_meanwhile_is_not_replaced(folders: dict[str, Any]) -> None:
+    # A plain rename would replace an empty directory silently.
+    root, out = folders["root"], folders["root"] / "out"
+    run = PausedRun(
+        root / "signals", "check", folders["o"], folders["a"], *options("--output", str(out))
+    )
+    out.mkdir()
+    done = run.finish()
+    assert done.returncode == 2, done.stderr
+    assert "was created while this run was counting" in done.stderr
+    assert list(out.iterdir()) == []
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+def test_of_two_overwriting_runs_the_second_to_finish_fails(folders: dict[str, Any]) -> None:
+    root, out = folders["root"], folders["root"] / "out"
+    previous = hidden_rate_cli(folders["o"], folders["a"], *options("--output", str(out)))
+    assert previous.returncode == 0, previous.stderr
+    overwrite = options("--output", str(out), "--overwrite")
+    first = PausedRun(root / "signals", "check", folders["o"], folders["a"], *overwrite)
+    second = hidden_rate_cli(folders["o2"], folders["a"], *overwrite)
+    assert second.returncode == 0, second.stderr
+    written = _parts(out)
+    assert len(written) == 2
+
+    done = first.finish()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert f"{str(out)!r} was replaced or changed while this run was counting" in done.stderr
+    assert _parts(out) == written  # the second run's output, not lost
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+# Outputs that are no directory, or are an input by another name.
+
+
+def test_a_fifo_as_output_directory_is_refused(folders: dict[str, Any]) -> None:
+    root = folders["root"]
+    os.mkfifo(root / "pipe")
+    for extra in ([], ["--overwrite"]):
+        done = hidden_rate_cli(
+            folders["o"], folders["a"], *options("--output", str(root / "pipe"), *extra)
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1
+        assert "is a FIFO (named pipe), not a directory" in done.stderr
+        assert stat.S_ISFIFO(os.lstat(root / "pipe").st_mode)
+    assert siblings(root) == ["a", "o", "o2", "pipe"]
+
+
+def test_a_hard_link_to_an_input_is_refused_as_an_input(folders: dict[str, Any]) -> None:
+    # The rule of every output: the same file by another name is the input, not just any file.
+    root = folders["root"]
+    os.link(folders["o"] / "part001.parquet", root / "copy.parquet")
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(root / "copy.parquet"), "--overwrite")
+    )
+    assert done.returncode == 2, done.stderr
+    assert "is or holds the input" in done.stderr
+    assert "part001.parquet" in done.stderr
