@@ -17,6 +17,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
@@ -38,6 +39,7 @@ from polars_hidden_rate.gate import CloakingSummary, check_min_rate, cloaking_su
 from polars_hidden_rate.outputs import (
     Access,
     check_output,
+    describe,
     existing,
     grant,
     ordinary_file_access,
@@ -52,6 +54,9 @@ T = TypeVar("T")
 BadInput = (pl.exceptions.PolarsError, ValueError, TypeError, OSError, ImportError)
 # How long `--cluster` waits for the scheduler to answer.
 CONNECT_TIMEOUT = "10s"
+# How long `--cluster-file` waits, in seconds, for a scheduler file still being written (empty,
+# or not yet a JSON object with an address), as while `dask scheduler` starts.
+CLUSTER_FILE_WAIT = 5.0
 # Signals that stop a command cleanly: one line on stderr, exit 128 + the signal number.
 _STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
@@ -381,22 +386,50 @@ def _connected(args: argparse.Namespace) -> Iterator[Any]:
         from distributed import Client
     except ImportError as error:
         raise ImportError(f"--cluster needs dask.distributed: {EXTRA_HINT}") from error
-    if args.cluster_file is not None and not args.cluster_file.is_file():
-        msg = f"--cluster-file not found: {args.cluster_file}"
-        raise FileNotFoundError(msg)
+    where = args.cluster if args.cluster is not None else _scheduler_address(args.cluster_file)
     try:
-        if args.cluster is not None:
-            client = Client(args.cluster, timeout=CONNECT_TIMEOUT)
-        else:
-            client = Client(scheduler_file=str(args.cluster_file), timeout=CONNECT_TIMEOUT)
+        client = Client(where, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as error:
-        where = args.cluster or args.cluster_file
-        msg = f"cannot reach the Dask scheduler {str(where)!r}: {one_line(error)}"
+        msg = f"cannot reach the Dask scheduler {where!r}: {one_line(error)}"
         raise OSError(msg) from error
     try:
         yield client
     finally:
         client.close()
+
+
+def _scheduler_address(path: Path) -> str:
+    """The address in the scheduler file ``path`` (``dask scheduler --scheduler-file``).
+
+    A file being written (empty, or not yet a JSON object with an address) is read again
+    for up to :data:`CLUSTER_FILE_WAIT` seconds; then it is bad input, as a missing file is.
+    """
+    deadline = time.monotonic() + CLUSTER_FILE_WAIT
+    while True:
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            msg = f"--cluster-file not found: {str(path)!r}"
+            raise FileNotFoundError(msg) from None
+        if not stat.S_ISREG(found.st_mode):  # a FIFO would block the read
+            msg = f"--cluster-file {str(path)!r} is {describe(found.st_mode)}, not a regular file"
+            raise ValueError(msg)
+        text = path.read_text("utf-8", errors="replace")
+        try:
+            content = json.loads(text)
+        except ValueError:
+            content = None
+        address = content.get("address") if isinstance(content, dict) else None
+        if isinstance(address, str) and address:
+            return address
+        if time.monotonic() >= deadline:
+            what = "is empty" if not text.strip() else "holds no scheduler address"
+            msg = (
+                f"--cluster-file {str(path)!r} {what} after {CLUSTER_FILE_WAIT:g} s of waiting "
+                "(a file of `dask scheduler --scheduler-file`: is the scheduler still starting?)"
+            )
+            raise ValueError(msg)
+        time.sleep(0.1)
 
 
 def run_report(args: argparse.Namespace) -> int:

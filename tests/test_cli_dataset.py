@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -339,3 +340,95 @@ def test_a_hard_link_to_an_input_is_refused_as_an_input(folders: dict[str, Any])
     assert done.returncode == 2, done.stderr
     assert "is or holds the input" in done.stderr
     assert "part001.parquet" in done.stderr
+
+
+# --cluster-file: a scheduler file still being written is waited for, a bounded time.
+
+# The script's entry point, with a short wait and connection timeout, that says when it waits.
+CLUSTER_FILE_CHECK = """
+import pathlib, sys, time, types
+import polars_hidden_rate.cli as cli
+
+cli.CLUSTER_FILE_WAIT = float(sys.argv[1])
+cli.CONNECT_TIMEOUT = "0.5s"
+waiting = pathlib.Path(sys.argv[2])
+
+def sleep(seconds):
+    waiting.touch()
+    time.sleep(seconds)
+
+cli.time = types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
+sys.argv = ["hidden-rate", *sys.argv[3:]]
+cli.entry()
+"""
+
+
+def _waiting_check(
+    folders: dict[str, Any], scheduler_file: Path, wait: float
+) -> subprocess.Popen[str]:
+    pytest.importorskip("distributed")
+    arguments = [folders["o"], folders["a"], *options("--output", str(folders["root"] / "out"))]
+    return subprocess.Popen(
+        [
+            sys.executable, "-c", CLUSTER_FILE_CHECK, str(wait), str(folders["root"] / "waiting"),
+            "check", *map(str, arguments), "--cluster-file", str(scheduler_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def test_an_empty_cluster_file_exits_2_after_waiting(folders: dict[str, Any]) -> None:
+    pytest.importorskip("distributed")
+    scheduler_file = folders["root"] / "scheduler.json"
+    scheduler_file.touch()
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(folders["root"] / "out")),
+        "--cluster-file", str(scheduler_file),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"hidden-rate: error: --cluster-file {str(scheduler_file)!r} is empty after "
+        f"{cli.CLUSTER_FILE_WAIT:g} s of waiting (a file of `dask scheduler --scheduler-file`: "
+        "is the scheduler still starting?)\n"
+    )
+    assert not (folders["root"] / "out").exists()
+
+
+@pytest.mark.parametrize("content", ["{}", '{"type": "Scheduler"}', "[]", '{"address": ""}', "{"])
+def test_a_cluster_file_without_an_address_exits_2(folders: dict[str, Any], content: str) -> None:
+    scheduler_file = folders["root"] / "scheduler.json"
+    scheduler_file.write_text(content)
+    process = _waiting_check(folders, scheduler_file, wait=0.3)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err
+    assert out == ""
+    assert err == (
+        f"hidden-rate: error: --cluster-file {str(scheduler_file)!r} holds no scheduler address "
+        "after 0.3 s of waiting (a file of `dask scheduler --scheduler-file`: is the scheduler "
+        "still starting?)\n"
+    )
+    assert (folders["root"] / "waiting").exists()  # it read the file more than once
+
+
+def test_a_cluster_file_written_while_waiting_is_read(folders: dict[str, Any]) -> None:
+    scheduler_file = folders["root"] / "scheduler.json"
+    scheduler_file.touch()  # as while `dask scheduler` starts
+    process = _waiting_check(folders, scheduler_file, wait=60)
+    try:
+        deadline = time.monotonic() + 60
+        while not (folders["root"] / "waiting").exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the check never waited for the file"
+            time.sleep(0.01)
+        # Written as the scheduler writes it; nothing listens at that address.
+        with scheduler_file.open("w") as handle:
+            json.dump({"type": "Scheduler", "address": "tcp://127.0.0.1:9"}, handle)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert (process.returncode, out) == (2, ""), err
+    assert err.startswith("hidden-rate: error: cannot reach the Dask scheduler 'tcp://127.0.0.1:9'")
+    assert err.count("\n") == 1
+    assert not (folders["root"] / "out").exists()
