@@ -17,6 +17,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +35,6 @@ from polars_hidden_rate.files import (
     CSV_NULL_VALUES,
     file_format,
     one_line,
-    same_file,
     scan,
     scan_literal,
 )
@@ -44,6 +44,15 @@ from polars_hidden_rate.gate import (
     check_min_rate,
     summarize,
     summarize_inspected,
+)
+from polars_hidden_rate.outputs import (
+    Access,
+    check_output,
+    describe,
+    existing,
+    grant,
+    ordinary_file_access,
+    publish,
 )
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.provenance import (
@@ -63,6 +72,9 @@ T = TypeVar("T")
 BadInput = (pl.exceptions.PolarsError, ValueError, TypeError, OSError, ImportError)
 # How long `--cluster` waits for the scheduler to answer.
 CONNECT_TIMEOUT = "10s"
+# How long `--cluster-file` waits, in seconds, for a scheduler file still being written (empty,
+# or not yet a JSON object with an address), as while `dask scheduler` starts.
+CLUSTER_FILE_WAIT = 5.0
 # Signals that stop a command cleanly: one line on stderr, exit 128 + the signal number.
 _STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
@@ -350,13 +362,12 @@ def _count_options(args: argparse.Namespace) -> CountOptions:
 
 
 def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> None:
-    """An output path may not name an input file (the input would be lost)."""
+    """An output file may not be an input (the input would be lost), nor anything but a
+    regular file (:func:`polars_hidden_rate.outputs.check_output`, the rule of every output)."""
     if path is None:
         return
-    for role, given in (("ORIGINALS", args.originals), ("AVATARS", args.avatars)):
-        if same_file(path, Path(given)):
-            msg = f"{option} {str(path)!r} is the {role} file; write it elsewhere"
-            raise ValueError(msg)
+    inputs = {"ORIGINALS": [Path(args.originals)], "AVATARS": [Path(args.avatars)]}
+    check_output(path, inputs, kind="file", name=option)
 
 
 def _verdict(args: argparse.Namespace) -> Verdict:
@@ -457,7 +468,7 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             verdict=_verdict(args),
             **options,
         )
-        with staged_directory(job.output) as staging:
+        with staged_directory(job.output, job.replaces) as staging:
             summary = _in_background(lambda: job.write(staging))
         inputs = {
             "originals": describe_input(args.originals, job.originals.rows),
@@ -480,22 +491,50 @@ def _connected(args: argparse.Namespace) -> Iterator[Any]:
         from distributed import Client
     except ImportError as error:
         raise ImportError(f"--cluster needs dask.distributed: {EXTRA_HINT}") from error
-    if args.cluster_file is not None and not args.cluster_file.is_file():
-        msg = f"--cluster-file not found: {str(args.cluster_file)!r}"
-        raise FileNotFoundError(msg)
+    where = args.cluster if args.cluster is not None else _scheduler_address(args.cluster_file)
     try:
-        if args.cluster is not None:
-            client = Client(args.cluster, timeout=CONNECT_TIMEOUT)
-        else:
-            client = Client(scheduler_file=str(args.cluster_file), timeout=CONNECT_TIMEOUT)
+        client = Client(where, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as error:
-        where = args.cluster or args.cluster_file
-        msg = f"cannot reach the Dask scheduler {str(where)!r}: {one_line(error)}"
+        msg = f"cannot reach the Dask scheduler {where!r}: {one_line(error)}"
         raise OSError(msg) from error
     try:
         yield client
     finally:
         client.close()
+
+
+def _scheduler_address(path: Path) -> str:
+    """The address in the scheduler file ``path`` (``dask scheduler --scheduler-file``).
+
+    A file being written (empty, or not yet a JSON object with an address) is read again
+    for up to :data:`CLUSTER_FILE_WAIT` seconds; then it is bad input, as a missing file is.
+    """
+    deadline = time.monotonic() + CLUSTER_FILE_WAIT
+    while True:
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            msg = f"--cluster-file not found: {str(path)!r}"
+            raise FileNotFoundError(msg) from None
+        if not stat.S_ISREG(found.st_mode):  # a FIFO would block the read
+            msg = f"--cluster-file {str(path)!r} is {describe(found.st_mode)}, not a regular file"
+            raise ValueError(msg)
+        text = path.read_text("utf-8", errors="replace")
+        try:
+            content = json.loads(text)
+        except ValueError:
+            content = None
+        address = content.get("address") if isinstance(content, dict) else None
+        if isinstance(address, str) and address:
+            return address
+        if time.monotonic() >= deadline:
+            what = "is empty" if not text.strip() else "holds no scheduler address"
+            msg = (
+                f"--cluster-file {str(path)!r} {what} after {CLUSTER_FILE_WAIT:g} s of waiting "
+                "(a file of `dask scheduler --scheduler-file`: is the scheduler still starting?)"
+            )
+            raise ValueError(msg)
+        time.sleep(0.1)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -605,16 +644,21 @@ def replace_atomically(
 
     A failure or a stop leaves no partial file (and any previous one untouched). The
     temporary file is readable by its owner only while written (``write`` must write
-    into it, not replace it); the result then gets the mode of the file it replaces,
-    or, when new, the mode an ordinary open gives (umask applied).
+    into it, not replace it); the result then gets the mode and group of the file it
+    replaces, or, when new, the mode an ordinary open gives (umask applied).
+
+    Only the file found at ``path`` now is replaced: a file created or replaced there
+    meanwhile (by another run) is left as it is, and FileExistsError raised
+    (:func:`polars_hidden_rate.outputs.publish`). ``path`` must be absent or a regular file.
     """
     _output_folder(path, option)
+    found = existing(path, kind="file", name=option)
     temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
-        mode = _create_private(temporary, replaces=path)
+        access = _create_private(temporary, replaces=path if path.is_file() else None)
         write(temporary)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        grant(temporary, access)
+        publish(temporary, path, found, name=option)
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -646,23 +690,19 @@ def _in_background(work: Callable[[], T]) -> T:
     return outcome[0]
 
 
-def _create_private(temporary: Path, *, replaces: Path) -> int:
-    """Create the empty file ``temporary``, mode 0o600; return the mode for the final file.
+def _create_private(temporary: Path, *, replaces: Path | None) -> Access:
+    """Create the empty file ``temporary``, mode 0o600; return the access of the final file.
 
-    That is the mode of the file it ``replaces``; for a new file, the mode an ordinary
-    open gives, read off ``temporary`` itself, created with it (0o666 less the umask,
-    never wider than the final file) and narrowed before anything is written into it.
+    That is the mode and group of the file it ``replaces``; for a new file, the mode an
+    ordinary open gives in that folder (umask applied), read off an empty probe file, so
+    that ``temporary`` is never readable by others, not even for an instant.
     """
-    existing = replaces.stat() if replaces.is_file() else None
-    descriptor = os.open(
-        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if existing else 0o666
-    )
-    try:
-        mode = stat.S_IMODE((existing or os.fstat(descriptor)).st_mode)
-    finally:
-        os.close(descriptor)
-    os.chmod(temporary, 0o600)
-    return mode
+    previous = replaces.stat() if replaces is not None else None
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    os.chmod(temporary, 0o600)  # a umask such as 0o200 would leave the owner unable to write
+    if previous is None:
+        return ordinary_file_access(temporary.parent)
+    return Access(stat.S_IMODE(previous.st_mode), previous.st_gid)
 
 
 def format_text(summary: CloakingSummary) -> str:

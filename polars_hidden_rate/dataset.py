@@ -14,7 +14,9 @@ that (:mod:`polars_hidden_rate.cluster_data`) and the driver only plans.
 The parts are written into a private temporary directory beside ``output``, renamed to
 ``output`` when every part is complete: nothing half-written is ever visible, a failure
 leaves nothing behind, and an existing ``output`` is replaced only with ``overwrite=True``,
-only after success.
+only after success, keeping its permissions. The rename is exclusive
+(:func:`polars_hidden_rate.outputs.publish`): a run never replaces an output that another
+created or replaced while it counted.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Unpack
@@ -39,6 +41,18 @@ from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.files import FORMATS, one_line
 from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.gate import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.outputs import (
+    Access,
+    Identity,
+    access_of,
+    grant,
+    identity,
+    narrowest,
+    ordinary_directory_access,
+    ordinary_file_access,
+    publish,
+)
+from polars_hidden_rate.outputs import check_output as check_output_path
 from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -220,7 +234,7 @@ def local_cloaking_to_parquet(
         caller="local_cloaking_to_parquet",
         **options,
     )
-    with staged_directory(job.output) as staging:
+    with staged_directory(job.output, job.replaces) as staging:
         return job.write(staging)
 
 
@@ -234,6 +248,8 @@ class DatasetJob:
     output: Path
     min_rate: float | None
     verdict: Verdict | None = None
+    replaces: Identity | None = None
+    """The directory found at ``output`` when planned: the only one the job may replace."""
 
     def write(self, staging: Path) -> CloakingSummary:
         """Count, and write every part into ``staging`` (see :func:`staged_directory`).
@@ -270,12 +286,14 @@ def plan_dataset(
         raise TypeError(msg)
     left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
     target = Path(output)
-    check_output(target, [*left.paths, *right.paths], overwrite=overwrite)
+    replaces = check_output(
+        target, {left.role: left.paths, right.role: right.paths}, overwrite=overwrite
+    )
     request = plan(left.scan(), right.scan(), options, caller=caller)
     check_output_free(left.schema)
     if verdict is not None:
         check_row_order_link(request, verdict)
-    return DatasetJob(request, left, right, target, threshold, verdict)
+    return DatasetJob(request, left, right, target, threshold, verdict, replaces)
 
 
 def _count_and_write_locally(
@@ -341,65 +359,76 @@ def write_part(frame: pl.DataFrame, directory: Path, index: int) -> Path:
     return path
 
 
-def check_output(output: Path, inputs: Sequence[Path], *, overwrite: bool) -> None:
-    """``output`` may be created (or replaced, with ``overwrite``) without losing an input.
+def check_output(
+    output: Path, inputs: Mapping[str, Sequence[Path]], *, overwrite: bool
+) -> Identity | None:
+    """``output`` may be created (or replaced, with ``overwrite``) without losing an input
+    (:func:`polars_hidden_rate.outputs.check_output`, the rule of every output); return the
+    identity of the directory to replace (None when there is none).
 
     Raises
     ------
     FileNotFoundError
         When the folder that would hold ``output`` does not exist.
     FileExistsError
-        When ``output`` exists and is not a directory, or exists and ``overwrite`` is False.
+        When ``output`` exists and is not a directory (saying what it is), or exists and
+        ``overwrite`` is False.
     ValueError
         When ``output`` is an input file or a directory holding one.
     """
-    if not output.parent.is_dir():
-        msg = f"output folder not found: {output.parent}"
-        raise FileNotFoundError(msg)
-    resolved = output.resolve()
-    for path in inputs:
-        source = path.resolve()
-        if source == resolved or resolved in source.parents:
-            msg = f"output {str(output)!r} is or holds the input {str(path)!r}; write elsewhere"
-            raise ValueError(msg)
-    if output.exists() or output.is_symlink():
-        if not output.is_dir() or output.is_symlink():
-            msg = f"output {str(output)!r} exists and is not a directory"
-            raise FileExistsError(msg)
-        if not overwrite:
-            msg = f"output {str(output)!r} exists; pass overwrite=True to replace it"
-            raise FileExistsError(msg)
+    found = check_output_path(output, inputs, kind="directory", name="output")
+    if found is not None and not overwrite:
+        msg = f"output {str(output)!r} exists; pass overwrite=True to replace it"
+        raise FileExistsError(msg)
+    return found
 
 
 @contextlib.contextmanager
-def staged_directory(output: Path) -> Iterator[Path]:
+def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator[Path]:
     """A private temporary directory beside ``output``, renamed to ``output`` on success.
 
-    It is created readable by its owner only; on success it gets the mode an ordinary
-    ``mkdir`` gives (umask applied), any file not a part (a writer's leftover) is removed,
-    and it replaces ``output`` (the old directory is removed only once the new one is in
-    place). On any error, or a stop, it is removed and ``output`` is left as it was.
+    It is created readable by its owner only (0o700: no partial record is readable by
+    others), and stays so until every part is complete. Then any file not a part (a
+    writer's leftover) is removed, and the directory and its parts get their permissions:
+
+    - replacing the directory ``replaces``, its mode and group, and each part those of the
+      replaced part of the same name (a part with none, the narrowest of the replaced files:
+      :func:`~polars_hidden_rate.outputs.narrowest`);
+    - new, the mode an ordinary ``mkdir`` and ``open`` give here (umask, default ACLs).
+
+    It then takes the name ``output`` (:func:`~polars_hidden_rate.outputs.publish`): it
+    creates ``output``, or replaces ``replaces``, and fails with FileExistsError when someone
+    created or replaced ``output`` meanwhile. On any error, or a stop, it is removed and
+    ``output`` is left as it was.
     """
-    token = uuid.uuid4().hex
-    staging = output.parent / f".{output.name}.tmp-{token}"
-    staging.mkdir()
-    mode = stat.S_IMODE(staging.stat().st_mode)
+    staging = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex}"
+    os.mkdir(staging, 0o700)
+    own = identity(staging)
     try:
-        os.chmod(staging, 0o700)
+        # Whatever the umask, the owner may write the parts; a set-group-ID bit inherited from
+        # the folder stays, so the parts get the group an ordinary mkdir would give them.
+        os.chmod(staging, 0o700 | stat.S_IMODE(os.stat(staging).st_mode) & stat.S_ISGID)
+        folder, other = ordinary_directory_access(staging), ordinary_file_access(staging)
         yield staging
         for entry in staging.iterdir():
             if not (entry.name.startswith(PART_PREFIX) and entry.suffix == ".parquet"):
                 entry.unlink()
-        os.chmod(staging, mode)
-        if output.is_dir() and not output.is_symlink():
-            retired = output.parent / f".{output.name}.old-{token}"
-            os.rename(output, retired)
-            os.rename(staging, output)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.rename(staging, output)
+        parts: dict[str, Access] = {}
+        if replaces is not None and identity(output) == replaces:
+            folder = access_of(output)
+            parts = {
+                entry.name: access_of(entry)
+                for entry in output.iterdir()
+                if entry.is_file() and not entry.is_symlink()
+            }
+            other = narrowest(list(parts.values()), other)
+        for entry in staging.iterdir():
+            grant(entry, parts.get(entry.name, other))
+        grant(staging, folder)  # the parts first: the directory opens only once they are set
+        publish(staging, output, replaces, name="output")
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if own is not None and own.same_entry(identity(staging)):
+            shutil.rmtree(staging, ignore_errors=True)
         raise
 
 

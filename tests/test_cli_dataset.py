@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +21,15 @@ import polars_hidden_rate as phr
 from polars_hidden_rate import cli
 from polars_hidden_rate.gate import summarize
 from tests.helpers import counts_of, local_cluster
+from tests.paused_run import PausedRun
 from tests.test_dataset import COORDS, linked_case, siblings, write_files
 
 SCRIPT = Path(sys.executable).with_name("hidden-rate")
 
 
-def hidden_rate_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def hidden_rate_cli(
+    *args: str | Path, cwd: Path | None = None, umask: int = 0o022
+) -> subprocess.CompletedProcess[str]:
     if not SCRIPT.exists():
         pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
     return subprocess.run(
@@ -32,6 +38,7 @@ def hidden_rate_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.Co
         text=True,
         check=False,
         cwd=cwd,
+        umask=umask,
     )
 
 
@@ -39,10 +46,17 @@ def hidden_rate_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.Co
 def folders(tmp_path: Path) -> dict[str, Any]:
     left, right = linked_case(200, seed=11, kind="gaussian")
     write_files(left, tmp_path / "o", 3)
+    write_files(left, tmp_path / "o2", 2)  # the same records in 2 files: another run's output
     write_files(right, tmp_path / "a", 2)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     assert 0 < summarize(expected).hidden_rate < 100  # the gate can pass and fail
-    return {"root": tmp_path, "o": tmp_path / "o", "a": tmp_path / "a", "expected": expected}
+    return {
+        "root": tmp_path,
+        "o": tmp_path / "o",
+        "o2": tmp_path / "o2",
+        "a": tmp_path / "a",
+        "expected": expected,
+    }
 
 
 def options(*extra: str) -> list[str]:
@@ -87,7 +101,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert message in done.stderr
-    assert siblings(root) == ["a", "exists", "o"]
+    assert siblings(root) == ["a", "exists", "o", "o2"]
 
 
 def test_duplicated_keys_exit_2_with_an_example_key(tmp_path: Path) -> None:
@@ -162,3 +176,259 @@ def test_check_on_a_cluster_by_address_and_by_file(
     )
     assert done.returncode == 0, done.stderr
     assert_frame_equal(pl.read_parquet(root / "relative"), folders["expected"])
+
+
+# Permissions: a replaced directory keeps its own and its parts'; a new one gets the umask's.
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _parts(out: Path) -> dict[str, bytes]:
+    return {entry.name: entry.read_bytes() for entry in sorted(out.iterdir())}
+
+
+@pytest.mark.parametrize(
+    ("folder_mode", "part_modes"),
+    [(0o700, (0o600, 0o600)), (0o750, (0o640, 0o640)), (0o755, (0o600, 0o640))],
+    ids=["private", "group", "parts-private"],
+)
+def test_overwrite_keeps_the_modes_of_the_replaced_directory(
+    folders: dict[str, Any], folder_mode: int, part_modes: tuple[int, int]
+) -> None:
+    out = folders["root"] / "out"
+    first = hidden_rate_cli(folders["o2"], folders["a"], *options("--output", str(out)))
+    assert first.returncode == 0, first.stderr
+    for part, mode in zip(sorted(out.iterdir()), part_modes, strict=True):
+        part.chmod(mode)
+    out.chmod(folder_mode)
+
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(out), "--overwrite"), umask=0o022
+    )
+    assert done.returncode == 0, done.stderr
+    assert_frame_equal(pl.read_parquet(out), folders["expected"])
+    assert _mode(out) == folder_mode
+    # Each part keeps the mode of the part it replaces; the third, new, the narrowest of them.
+    narrowest = part_modes[0] & part_modes[1]
+    assert [_mode(part) for part in sorted(out.iterdir())] == [*part_modes, narrowest]
+    assert siblings(folders["root"]) == ["a", "o", "o2", "out"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chgrp needs root")
+def test_overwrite_keeps_the_group_of_the_replaced_directory(folders: dict[str, Any]) -> None:
+    out = folders["root"] / "out"
+    assert (
+        hidden_rate_cli(folders["o"], folders["a"], *options("--output", str(out))).returncode == 0
+    )
+    group = os.stat(out).st_gid + 4321  # a group the parts would not get by themselves
+    for path in [out, *out.iterdir()]:
+        os.chown(path, -1, group)
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(out), "--overwrite")
+    )
+    assert done.returncode == 0, done.stderr
+    assert {os.stat(path).st_gid for path in [out, *out.iterdir()]} == {group}
+
+
+@pytest.mark.parametrize(
+    ("umask", "folder_mode", "part_mode"),
+    [(0o000, 0o777, 0o666), (0o022, 0o755, 0o644), (0o077, 0o700, 0o600)],
+    ids=oct,
+)
+def test_a_new_directory_is_private_while_staged_then_gets_the_umask(
+    folders: dict[str, Any], umask: int, folder_mode: int, part_mode: int
+) -> None:
+    root, out = folders["root"], folders["root"] / "out"
+    run = PausedRun(
+        root / "signals",
+        "check", folders["o"], folders["a"], *options("--output", str(out)),
+        umask=umask,
+    )  # fmt: skip
+    (staged,) = root.glob(".out.tmp-*")
+    assert _mode(staged) == 0o700  # no partial record readable by others
+    assert not out.exists()
+    done = run.finish()
+    assert done.returncode == 0, done.stderr
+    assert _mode(out) == folder_mode
+    assert {_mode(part) for part in out.iterdir()} == {part_mode}
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+# Concurrent runs: the first to finish writes --output; the other fails and leaves it as it is.
+
+
+def test_a_directory_created_by_another_run_meanwhile_is_left_intact(
+    folders: dict[str, Any],
+) -> None:
+    root, out = folders["root"], folders["root"] / "out"
+    first = PausedRun(
+        root / "signals", "check", folders["o"], folders["a"], *options("--output", str(out))
+    )
+    second = hidden_rate_cli(folders["o2"], folders["a"], *options("--output", str(out)))
+    assert second.returncode == 0, second.stderr
+    written = _parts(out)
+    assert len(written) == 2
+
+    done = first.finish()
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert f"{str(out)!r} was created while this run was counting" in done.stderr
+    assert _parts(out) == written
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+def test_an_empty_directory_created_meanwhile_is_not_replaced(folders: dict[str, Any]) -> None:
+    # A plain rename would replace an empty directory silently.
+    root, out = folders["root"], folders["root"] / "out"
+    run = PausedRun(
+        root / "signals", "check", folders["o"], folders["a"], *options("--output", str(out))
+    )
+    out.mkdir()
+    done = run.finish()
+    assert done.returncode == 2, done.stderr
+    assert "was created while this run was counting" in done.stderr
+    assert list(out.iterdir()) == []
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+def test_of_two_overwriting_runs_the_second_to_finish_fails(folders: dict[str, Any]) -> None:
+    root, out = folders["root"], folders["root"] / "out"
+    previous = hidden_rate_cli(folders["o"], folders["a"], *options("--output", str(out)))
+    assert previous.returncode == 0, previous.stderr
+    overwrite = options("--output", str(out), "--overwrite")
+    first = PausedRun(root / "signals", "check", folders["o"], folders["a"], *overwrite)
+    second = hidden_rate_cli(folders["o2"], folders["a"], *overwrite)
+    assert second.returncode == 0, second.stderr
+    written = _parts(out)
+    assert len(written) == 2
+
+    done = first.finish()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert f"{str(out)!r} was replaced or changed while this run was counting" in done.stderr
+    assert _parts(out) == written  # the second run's output, not lost
+    assert siblings(root) == ["a", "o", "o2", "out", "signals"]
+
+
+# Outputs that are no directory, or are an input by another name.
+
+
+def test_a_fifo_as_output_directory_is_refused(folders: dict[str, Any]) -> None:
+    root = folders["root"]
+    os.mkfifo(root / "pipe")
+    for extra in ([], ["--overwrite"]):
+        done = hidden_rate_cli(
+            folders["o"], folders["a"], *options("--output", str(root / "pipe"), *extra)
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1
+        assert "is a FIFO (named pipe), not a directory" in done.stderr
+        assert stat.S_ISFIFO(os.lstat(root / "pipe").st_mode)
+    assert siblings(root) == ["a", "o", "o2", "pipe"]
+
+
+def test_a_hard_link_to_an_input_is_refused_as_an_input(folders: dict[str, Any]) -> None:
+    # The rule of every output: the same file by another name is the input, not just any file.
+    root = folders["root"]
+    os.link(folders["o"] / "part001.parquet", root / "copy.parquet")
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(root / "copy.parquet"), "--overwrite")
+    )
+    assert done.returncode == 2, done.stderr
+    assert "is or holds the input" in done.stderr
+    assert "part001.parquet" in done.stderr
+
+
+# --cluster-file: a scheduler file still being written is waited for, a bounded time.
+
+# The script's entry point, with a short wait and connection timeout, that says when it waits.
+CLUSTER_FILE_CHECK = """
+import pathlib, sys, time, types
+import polars_hidden_rate.cli as cli
+
+cli.CLUSTER_FILE_WAIT = float(sys.argv[1])
+cli.CONNECT_TIMEOUT = "0.5s"
+waiting = pathlib.Path(sys.argv[2])
+
+def sleep(seconds):
+    waiting.touch()
+    time.sleep(seconds)
+
+cli.time = types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
+sys.argv = ["hidden-rate", *sys.argv[3:]]
+cli.entry()
+"""
+
+
+def _waiting_check(
+    folders: dict[str, Any], scheduler_file: Path, wait: float
+) -> subprocess.Popen[str]:
+    pytest.importorskip("distributed")
+    arguments = [folders["o"], folders["a"], *options("--output", str(folders["root"] / "out"))]
+    return subprocess.Popen(
+        [
+            sys.executable, "-c", CLUSTER_FILE_CHECK, str(wait), str(folders["root"] / "waiting"),
+            "check", *map(str, arguments), "--cluster-file", str(scheduler_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def test_an_empty_cluster_file_exits_2_after_waiting(folders: dict[str, Any]) -> None:
+    pytest.importorskip("distributed")
+    scheduler_file = folders["root"] / "scheduler.json"
+    scheduler_file.touch()
+    done = hidden_rate_cli(
+        folders["o"], folders["a"], *options("--output", str(folders["root"] / "out")),
+        "--cluster-file", str(scheduler_file),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"hidden-rate: error: --cluster-file {str(scheduler_file)!r} is empty after "
+        f"{cli.CLUSTER_FILE_WAIT:g} s of waiting (a file of `dask scheduler --scheduler-file`: "
+        "is the scheduler still starting?)\n"
+    )
+    assert not (folders["root"] / "out").exists()
+
+
+@pytest.mark.parametrize("content", ["{}", '{"type": "Scheduler"}', "[]", '{"address": ""}', "{"])
+def test_a_cluster_file_without_an_address_exits_2(folders: dict[str, Any], content: str) -> None:
+    scheduler_file = folders["root"] / "scheduler.json"
+    scheduler_file.write_text(content)
+    process = _waiting_check(folders, scheduler_file, wait=0.3)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err
+    assert out == ""
+    assert err == (
+        f"hidden-rate: error: --cluster-file {str(scheduler_file)!r} holds no scheduler address "
+        "after 0.3 s of waiting (a file of `dask scheduler --scheduler-file`: is the scheduler "
+        "still starting?)\n"
+    )
+    assert (folders["root"] / "waiting").exists()  # it read the file more than once
+
+
+def test_a_cluster_file_written_while_waiting_is_read(folders: dict[str, Any]) -> None:
+    scheduler_file = folders["root"] / "scheduler.json"
+    scheduler_file.touch()  # as while `dask scheduler` starts
+    process = _waiting_check(folders, scheduler_file, wait=60)
+    try:
+        deadline = time.monotonic() + 60
+        while not (folders["root"] / "waiting").exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the check never waited for the file"
+            time.sleep(0.01)
+        # Written as the scheduler writes it; nothing listens at that address.
+        with scheduler_file.open("w") as handle:
+            json.dump({"type": "Scheduler", "address": "tcp://127.0.0.1:9"}, handle)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert (process.returncode, out) == (2, ""), err
+    assert err.startswith("hidden-rate: error: cannot reach the Dask scheduler 'tcp://127.0.0.1:9'")
+    assert err.count("\n") == 1
+    assert not (folders["root"] / "out").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 
 import polars_hidden_rate as phr
 from tests.helpers import brute_force_counts, hidden_share, without_provenance
+from tests.paused_run import PausedRun
 
 SCRIPT = Path(sys.executable).parent / "hidden-rate"
 COORDS = ["Dim1", "Dim2"]
@@ -391,12 +393,13 @@ def never_ending(*args, **options):  # a count that never ends, as a huge one wo
         threading.Event().wait()
     return pl.defer(wait, schema={"local_cloaking": pl.get_index_type()})
 
-def never_ending_summary(*args, **options):  # the same, for check without --output
+def never_ending_summary(*args, **options):  # the same, for check without --output, report
     pathlib.Path("counting").touch()
     threading.Event().wait()
 
 CountPlan.per_record = never_ending
 cli.summarize_inspected = never_ending_summary
+cli.report_of_plan = never_ending_summary
 sys.argv = ["hidden-rate", *sys.argv[1:]]
 cli.entry()
 """
@@ -759,3 +762,133 @@ def test_demo_options_are_named_and_a_small_cohort_works() -> None:
     assert [row[0] for row in rows] == ["2", "5"]
     assert "k = 10, 20, 50 left out: k must be below --rows (10)." in done.stdout
     assert done.stderr == ""
+
+
+# 7. An output is a regular file: a FIFO, a socket or a directory there is refused, saying what it
+# is, before any counting (the run below would never end if it counted).
+
+
+def _output_fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _output_socket(path: Path) -> None:
+    server = socket.socket(socket.AF_UNIX)
+    here = Path.cwd()
+    os.chdir(path.parent)  # a socket's path is limited to about 100 bytes: bind a short one
+    try:
+        server.bind(path.name)
+    finally:
+        os.chdir(here)
+    server.close()  # the socket file stays
+
+
+def _output_directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _link_to_fifo(path: Path) -> None:
+    os.mkfifo(path.with_name("pipe"))
+    path.symlink_to("pipe")
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (_output_fifo, "a FIFO (named pipe)"),
+        (_output_socket, "a socket"),
+        (_output_directory, "a directory"),
+        (_link_to_fifo, "a FIFO (named pipe)"),
+    ],
+    ids=["fifo", "socket", "directory", "link-to-fifo"],
+)
+@pytest.mark.parametrize("option", ["--output", "--html"])
+def test_a_non_regular_output_is_refused_before_counting(
+    slow_pair: tuple[Path, Path],
+    tmp_path: Path,
+    make: Callable[[Path], None],
+    what: str,
+    option: str,
+) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / ("out.csv" if option == "--output" else "out.html")
+    make(output)
+    listing = {name: os.lstat(folder / name).st_mode for name in os.listdir(folder)}
+    command = "check" if option == "--output" else "report"
+    arguments = [command, *map(str, slow_pair), *SPACE, option, str(output)]
+    done = subprocess.run(
+        [sys.executable, "-c", NEVER_ENDING_CHECK, *arguments],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    line = _one_error_line(done)
+    assert line == (
+        f"hidden-rate: error: {option} {str(output)!r} exists and is {what}, not a regular file"
+    )
+    assert not (tmp_path / "counting").exists()
+    assert {name: os.lstat(folder / name).st_mode for name in os.listdir(folder)} == listing
+
+
+# 7. Concurrent runs: a file created or replaced while a run counts is left as it is.
+
+
+def test_a_file_created_meanwhile_is_left_intact(pair: dict[str, Any], tmp_path: Path) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / "out.csv"
+    args = ("check", pair["originals"], pair["avatars"], *SPACE, "--output", output)
+    run = PausedRun(tmp_path / "signals", *args)
+    output.write_text("someone else's\n")
+    done = run.finish()
+    line = _one_error_line(done)
+    assert f"--output {str(output)!r} was created while this run was counting" in line
+    assert output.read_text() == "someone else's\n"
+    assert os.listdir(folder) == ["out.csv"]
+
+
+def test_a_file_replaced_by_another_run_meanwhile_is_left_intact(
+    pair: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / "out.csv"
+    output.write_text("previous\n")
+    args = ("check", pair["originals"], pair["avatars"], *SPACE, "--output", output)
+    first = PausedRun(tmp_path / "signals", *map(str, args))
+    second = _run(*map(str, args), "--coords", "Dim1")  # another run, other counts
+    assert second.returncode == 0, second.stderr
+    written = output.read_bytes()
+    assert written != b"previous\n"
+
+    line = _one_error_line(first.finish())
+    assert f"--output {str(output)!r} was replaced or changed while this run was counting" in line
+    assert output.read_bytes() == written
+    assert os.listdir(folder) == ["out.csv"]
+
+
+def test_a_file_found_at_the_start_is_replaced(pair: dict[str, Any], tmp_path: Path) -> None:
+    # The pause itself changes nothing: the file the run found is the one it replaces.
+    output = tmp_path / "out.csv"
+    output.write_text("previous\n")
+    args = ("check", pair["originals"], pair["avatars"], *SPACE, "--output", output)
+    done = PausedRun(tmp_path / "signals", *map(str, args)).finish()
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(output).height == 200
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chgrp needs root")
+def test_replaced_output_keeps_its_group(pair: dict[str, Any], tmp_path: Path) -> None:
+    output = tmp_path / "out.csv"
+    output.write_text("previous\n")
+    output.chmod(0o640)
+    group = os.stat(output).st_gid + 4321  # not the group a new file gets
+    os.chown(output, -1, group)
+    done = _run(
+        "check", str(pair["originals"]), str(pair["avatars"]), *SPACE, "--output", str(output)
+    )
+    assert done.returncode == 0, done.stderr
+    assert (os.stat(output).st_gid, _mode(output)) == (group, 0o640)

@@ -1,0 +1,344 @@
+"""Where results are written: one rule for every output path, and the one step that makes a
+finished output visible.
+
+The rule (:func:`check_output`): an output's folder exists; the output is no input, nor holds
+one (by path once links are resolved, or by inode: hard links, bind mounts); and what is
+already there is of the kind that will be written (a regular file for a file, a real directory
+for a directory), never a FIFO, a socket or a device. It returns the identity of what is there,
+the one thing the run may replace.
+
+The step (:func:`publish`): a complete output, staged beside its target, takes the target's
+name atomically and exclusively. A run creates a target that was absent when it started, or
+replaces the very file or directory it found then; if someone else created or replaced the
+target meanwhile (another run, most often), it fails with :class:`FileExistsError` and leaves
+the target as the other left it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import functools
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+OutputKind = Literal["file", "directory"]
+
+
+class Identity(NamedTuple):
+    """What a path names, as the file system tells one entry from another."""
+
+    device: int
+    inode: int
+    changed: int
+    """The status change time (ns): an entry changed in place, or a new one that got a freed
+    inode number, is not the one found."""
+
+    def same_entry(self, other: Identity | None) -> bool:
+        """Whether ``other`` is this entry, however it changed since (a rename changes it)."""
+        return other is not None and (self.device, self.inode) == (other.device, other.inode)
+
+
+class Access(NamedTuple):
+    """Who may read an output: its permission bits and its group (None: the creator's)."""
+
+    mode: int
+    group: int | None
+
+
+def identity(path: Path) -> Identity | None:
+    """The entry ``path`` names itself (a link, not its target); None when there is none."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return Identity(found.st_dev, found.st_ino, found.st_ctime_ns)
+
+
+def describe(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words."""
+    kinds = (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((words for test, words in kinds if test(mode)), "a special file")
+
+
+def check_output(
+    path: Path, inputs: Mapping[str, Sequence[Path]], *, kind: OutputKind, name: str
+) -> Identity | None:
+    """Refuse an output ``path`` that would lose an input or is not of ``kind``; return the
+    identity of what is there (None when nothing is).
+
+    ``inputs`` maps each role (``ORIGINALS``, ``originals``, ...) to its files; ``name`` is
+    the option or argument the messages name (``--output``, ``output``).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the folder that would hold ``path`` does not exist.
+    ValueError
+        When ``path`` is an input file, or a directory holding one.
+    FileExistsError
+        When something other than a ``kind`` is at ``path`` (see :func:`existing`).
+    """
+    if not path.parent.is_dir():
+        msg = f"{name} folder not found: {str(path.parent)!r}"
+        raise FileNotFoundError(msg)
+    for role, files in inputs.items():
+        for source in files:
+            if _is_or_holds(path, source):
+                msg = (
+                    f"{name} {str(path)!r} is or holds the input {str(source)!r} ({role}); "
+                    "write it elsewhere"
+                )
+                raise ValueError(msg)
+    return existing(path, kind=kind, name=name)
+
+
+def existing(path: Path, *, kind: OutputKind, name: str) -> Identity | None:
+    """The identity of what is at ``path``: nothing, or a ``kind`` (for a file, a regular file
+    or a link to one, which is replaced as a link is; for a directory, a real one).
+
+    Raises
+    ------
+    FileExistsError
+        When something else is there (a FIFO, a socket, a device, a directory where a file is
+        meant, ...), saying what it is: writing would replace it, or block on it.
+    """
+    try:
+        found = os.stat(path) if kind == "file" else os.lstat(path)
+    except FileNotFoundError:
+        return identity(path)  # nothing, or a dangling link (replaced, as a link is)
+    wanted = stat.S_ISREG if kind == "file" else stat.S_ISDIR
+    if not wanted(found.st_mode):
+        what = "a regular file" if kind == "file" else "a directory"
+        msg = f"{name} {str(path)!r} exists and is {describe(found.st_mode)}, not {what}"
+        raise FileExistsError(msg)
+    return identity(path)
+
+
+def _is_or_holds(output: Path, source: Path) -> bool:
+    """Whether writing ``output`` would lose ``source``: one path once links are resolved, a
+    folder above it, or the same inode as it or a folder above it (a hard link, a bind mount).
+    """
+    place, resolved = output.resolve(), source.resolve()
+    if place == resolved or place in resolved.parents:
+        return True
+    try:
+        found = os.stat(output)
+    except OSError:  # nothing there: no inode to share
+        return False
+    for above in (source, *resolved.parents):
+        try:
+            other = os.stat(above)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (found.st_dev, found.st_ino):
+            return True
+    return False
+
+
+def ordinary_file_access(folder: Path) -> Access:
+    """The mode an ordinary ``open`` gives a new file in ``folder`` (umask, default ACLs):
+    read off an empty file created there and removed at once (the umask cannot be read
+    without setting it, for every thread of the process)."""
+    probe = folder / f".{os.urandom(6).hex()}.probe"
+    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    try:
+        return Access(stat.S_IMODE(os.stat(probe).st_mode), None)
+    finally:
+        probe.unlink()
+
+
+def ordinary_directory_access(folder: Path) -> Access:
+    """The mode an ordinary ``mkdir`` gives a new directory in ``folder``, as
+    :func:`ordinary_file_access` reads a file's."""
+    probe = folder / f".{os.urandom(6).hex()}.probe"
+    os.mkdir(probe, 0o777)
+    try:
+        return Access(stat.S_IMODE(os.stat(probe).st_mode), None)
+    finally:
+        os.rmdir(probe)
+
+
+def access_of(path: Path) -> Access:
+    """The permission bits and group of ``path`` (a link's target)."""
+    found = os.stat(path)
+    return Access(stat.S_IMODE(found.st_mode), found.st_gid)
+
+
+def narrowest(accesses: Sequence[Access], default: Access) -> Access:
+    """An access no wider than any of ``accesses``: the bits they all share, their group when
+    they share one (else no group bits at all); ``default`` when there are none."""
+    if not accesses:
+        return default
+    mode = functools.reduce(lambda bits, access: bits & access.mode, accesses, 0o7777)
+    groups = {access.group for access in accesses}
+    if len(groups) == 1:
+        return Access(mode, groups.pop())
+    return Access(mode & ~0o070, None)
+
+
+def grant(path: Path, access: Access) -> None:
+    """Give ``path`` the mode and group of ``access``. A group this process may not give
+    (it is not a member) gets no access at all: the group bits are cleared rather than
+    granted to the creator's group, who were never meant to read it."""
+    mode = access.mode
+    if access.group is not None and os.stat(path).st_gid != access.group:
+        try:
+            os.chown(path, -1, access.group)
+        except OSError:
+            mode &= ~0o070
+    os.chmod(path, mode)
+
+
+def remove(path: Path) -> None:
+    """Remove a file, or a directory and everything in it, as far as this process may."""
+    if path.is_dir() and not path.is_symlink():
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)  # a replaced read-only directory (0o500) can still be emptied
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+# The final step is a rename, made exclusive by the kernel where it can be: Linux's renameat2
+# with RENAME_NOREPLACE fails when the target exists, whatever it is (an empty directory too,
+# onto which a plain rename succeeds), and RENAME_EXCHANGE swaps a replaced output with the new
+# one, so that the target is never missing. A lock file would only exclude runs that take it,
+# and could be left behind by a killed run; the kernel excludes everyone. Where renameat2 is
+# missing (not Linux) or the file system refuses its flags (NFS, some FUSE), the fallbacks
+# below keep the exclusion among runs but not the atomicity: see publish.
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a libc older than glibc 2.28, or another libc
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    function.argtypes += [ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def _rename_flagged(source: Path, target: Path, flag: int) -> bool:
+    """renameat2(source, target, flag): True once done, False where it cannot be done here."""
+    function = _renameat2()
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flag) == 0:
+        return True
+    number = ctypes.get_errno()
+    if number in _UNSUPPORTED:
+        return False
+    raise OSError(number, os.strerror(number), str(source), None, str(target))
+
+
+def rename_exclusive(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, which must not exist: FileExistsError if it does.
+
+    Without renameat2, ``target`` is first claimed by creating it empty (``mkdir`` or an
+    exclusive ``open``: atomic, and failing on anything already there), then ``source`` is
+    renamed onto that empty claim; for that instant ``target`` is an empty file or directory.
+    """
+    if _rename_flagged(source, target, _RENAME_NOREPLACE):
+        return
+    if source.is_dir() and not source.is_symlink():
+        os.mkdir(target, 0o700)
+    else:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    claim = identity(target)
+    try:
+        os.replace(source, target)  # onto the empty claim; onto a full directory it fails
+    except OSError as error:
+        if claim is not None and claim.same_entry(identity(target)):
+            remove(target)
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST):  # the claim was replaced meanwhile
+            raise FileExistsError(error.errno, error.strerror, str(target)) from error
+        raise
+
+
+def _replaced_meanwhile(name: str, target: Path) -> FileExistsError:
+    return FileExistsError(
+        f"{name} {str(target)!r} was replaced or changed while this run was counting (by "
+        "another run?); it is left as it is and this run's output is discarded"
+    )
+
+
+def publish(staged: Path, target: Path, replaces: Identity | None, *, name: str) -> None:
+    """Give the complete output ``staged`` (a file or a directory beside ``target``) the name
+    ``target``: create it when ``replaces`` is None, else replace the entry ``replaces`` names.
+
+    A ``target`` created meanwhile (None), or replaced meanwhile (another identity), is left as
+    it is: FileExistsError, and ``staged`` stays where it was for the caller to remove. When
+    the run was to replace ``target`` and it has gone meanwhile, ``staged`` takes its place.
+
+    Of two concurrent runs replacing the same ``target``, the first to finish replaces it and
+    the second fails: it finds the first one's output, not the one it was asked to replace.
+    On Linux the replaced output is swapped out in one step (never missing) and removed after.
+    Without that swap, a file is still replaced in one step (``os.replace``; the check that it
+    is the one found comes just before), and a directory is renamed aside, then the new one
+    renamed in: for that instant ``target`` is missing.
+    """
+    found = identity(target)
+    if replaces is None or found is None:
+        try:
+            rename_exclusive(staged, target)
+        except FileExistsError:
+            msg = (
+                f"{name} {str(target)!r} was created while this run was counting (by another "
+                "run?); it is left as it is and this run's output is discarded"
+            )
+            raise FileExistsError(msg) from None
+        return
+    if found != replaces:
+        raise _replaced_meanwhile(name, target)
+    try:
+        exchanged = _rename_flagged(staged, target, _RENAME_EXCHANGE)
+    except FileNotFoundError:  # removed since the check above: nothing to replace any more
+        return publish(staged, target, None, name=name)
+    if exchanged:
+        if not replaces.same_entry(identity(staged)):  # another run came in between: undo
+            _rename_flagged(staged, target, _RENAME_EXCHANGE)
+            raise _replaced_meanwhile(name, target)
+        remove(staged)  # the replaced output, swapped out to the staged name
+        return
+    if not staged.is_dir() or staged.is_symlink():
+        os.replace(staged, target)
+        return
+    retired = target.parent / f".{target.name}.old-{os.urandom(6).hex()}"
+    try:
+        os.rename(target, retired)
+    except FileNotFoundError:  # another run moved it away first
+        raise _replaced_meanwhile(name, target) from None
+    if not replaces.same_entry(identity(retired)):  # not the one found: not ours to remove
+        with contextlib.suppress(OSError):
+            rename_exclusive(retired, target)
+        raise _replaced_meanwhile(name, target)
+    try:
+        rename_exclusive(staged, target)
+    except FileExistsError:
+        raise _replaced_meanwhile(name, target) from None
+    finally:
+        remove(retired)  # what this run was asked to replace; replaced, by it or another run

@@ -1,0 +1,179 @@
+"""`outputs.publish`, the final step of every output: exclusive, and replacing only what a run
+found, with renameat2 (Linux) and with the fallback other systems and file systems get."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from polars_hidden_rate import outputs
+from polars_hidden_rate.outputs import identity, publish
+
+
+@pytest.fixture(params=["renameat2", "fallback"])
+def system(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "fallback":
+        monkeypatch.setattr(outputs, "_renameat2", lambda: None)
+    elif outputs._renameat2() is None:
+        pytest.skip("no renameat2 here")
+    return str(request.param)
+
+
+def _staged(folder: Path, kind: str, text: str) -> Path:
+    """A complete output of ``kind`` holding ``text``."""
+    path = folder / f".staged-{text}"
+    if kind == "file":
+        path.write_text(text)
+    else:
+        path.mkdir()
+        (path / "part-00000.parquet").write_text(text)
+    return path
+
+
+def _content(path: Path) -> str:
+    if path.is_dir():
+        return ",".join(entry.read_text() for entry in sorted(path.iterdir()))
+    return path.read_text()
+
+
+KINDS = ["file", "directory"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_new_output_is_created(tmp_path: Path, system: str, kind: str) -> None:
+    staged = _staged(tmp_path, kind, "new")
+    publish(staged, tmp_path / "out", None, name="output")
+    assert _content(tmp_path / "out") == "new"
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("there", ["file", "empty directory", "directory", "dangling link"])
+def test_an_output_created_meanwhile_is_left_as_it_is(
+    tmp_path: Path, system: str, kind: str, there: str
+) -> None:
+    target = tmp_path / "out"
+    if there == "file":
+        target.write_text("theirs")
+    elif there == "dangling link":
+        target.symlink_to("nowhere")
+    else:
+        target.mkdir()
+        if there == "directory":
+            (target / "part-00000.parquet").write_text("theirs")
+    before = identity(target)
+    staged = _staged(tmp_path, kind, "new")
+    with pytest.raises(FileExistsError, match="was created while this run was counting"):
+        publish(staged, target, None, name="output")
+    assert identity(target) == before
+    assert _content(staged) == "new"  # still the caller's to remove
+    if there in ("file", "directory"):
+        assert _content(target) == "theirs"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_output_found_is_replaced(tmp_path: Path, system: str, kind: str) -> None:
+    target = _staged(tmp_path, kind, "old").rename(tmp_path / "out")
+    staged = _staged(tmp_path, kind, "new")
+    publish(staged, target, identity(target), name="output")
+    assert _content(target) == "new"
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_output_replaced_meanwhile_is_left_as_it_is(
+    tmp_path: Path, system: str, kind: str
+) -> None:
+    target = _staged(tmp_path, kind, "old").rename(tmp_path / "out")
+    found = identity(target)
+    theirs = _staged(tmp_path, kind, "theirs")  # made while the old one exists: another inode
+    outputs.remove(target)
+    theirs.rename(target)
+    staged = _staged(tmp_path, kind, "new")
+    with pytest.raises(
+        FileExistsError, match="was replaced or changed while this run was counting"
+    ):
+        publish(staged, target, found, name="output")
+    assert _content(target) == "theirs"
+    assert _content(staged) == "new"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_output_changed_in_place_meanwhile_is_left_as_it_is(
+    tmp_path: Path, system: str, kind: str
+) -> None:
+    target = _staged(tmp_path, kind, "old").rename(tmp_path / "out")
+    found = identity(target)
+    while identity(target) == found:  # a file system's clock may be coarse: change it until seen
+        os.chmod(target, 0o700)
+    staged = _staged(tmp_path, kind, "new")
+    with pytest.raises(FileExistsError, match="was replaced or changed while"):
+        publish(staged, target, found, name="output")
+    assert _content(target) == "old"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_output_removed_meanwhile_is_created(tmp_path: Path, system: str, kind: str) -> None:
+    target = _staged(tmp_path, kind, "old").rename(tmp_path / "out")
+    found = identity(target)
+    outputs.remove(target)
+    publish(_staged(tmp_path, kind, "new"), target, found, name="output")
+    assert _content(target) == "new"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_replacing_it_between_the_check_and_the_swap_gets_its_output_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The other run comes in at the worst moment: after the identity check, before the swap.
+    if outputs._renameat2() is None:
+        pytest.skip("no renameat2 here")
+    target = _staged(tmp_path, kind, "old").rename(tmp_path / "out")
+    found = identity(target)
+    rename: Callable[[Path, Path, int], bool] = outputs._rename_flagged
+    calls: list[int] = []
+
+    def another_run_first(source: Path, destination: Path, flag: int) -> bool:
+        if not calls:
+            theirs = _staged(tmp_path, kind, "theirs")
+            outputs.remove(destination)
+            theirs.rename(destination)
+        calls.append(flag)
+        return rename(source, destination, flag)
+
+    monkeypatch.setattr(outputs, "_rename_flagged", another_run_first)
+    staged = _staged(tmp_path, kind, "new")
+    with pytest.raises(
+        FileExistsError, match="was replaced or changed while this run was counting"
+    ):
+        publish(staged, target, found, name="output")
+    assert calls == [outputs._RENAME_EXCHANGE, outputs._RENAME_EXCHANGE]  # swapped, swapped back
+    assert _content(target) == "theirs"
+    assert _content(staged) == "new"
+
+
+def test_the_replaced_directory_never_leaves_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With renameat2 the old directory is swapped out in one step: no moment without `out`.
+    if outputs._renameat2() is None:
+        pytest.skip("no renameat2 here")
+    target = _staged(tmp_path, "directory", "old").rename(tmp_path / "out")
+    moves: list[tuple[str, str]] = []
+    real_rename, real_replace = os.rename, os.replace
+
+    def recorded(move: Callable[..., None]) -> Callable[..., None]:
+        def wrapper(source: object, destination: object, *args: object) -> None:
+            moves.append((str(source), str(destination)))
+            move(source, destination, *args)
+
+        return wrapper
+
+    monkeypatch.setattr(os, "rename", recorded(real_rename))
+    monkeypatch.setattr(os, "replace", recorded(real_replace))
+    publish(_staged(tmp_path, "directory", "new"), target, identity(target), name="output")
+    assert all(source != str(target) for source, _ in moves)
+    assert _content(target) == "new"
