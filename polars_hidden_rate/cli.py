@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -382,20 +383,20 @@ def _verdict(args: argparse.Namespace) -> Verdict:
 
 def _planned(
     args: argparse.Namespace, caller: str
-) -> tuple[CountPlan, Inspector, dict[str, dict[str, Any]]]:
+) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]]]:
     """The inputs read, the request planned and fitted, its inspector, and the inputs as
-    the provenance states them."""
+    the provenance states them: hashed in a thread of their own, beside the counting."""
     originals, avatars = _read_inputs(args)
     verdict = _verdict(args)
     request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
     inspector = Inspector.start(request, verdict)
-    inputs = {
-        role: describe_input(path, frame_rows(frame))
-        for role, path, frame in (
-            ("originals", args.originals, originals),
-            ("avatars", args.avatars, avatars),
-        )
-    }
+    rows = {"originals": frame_rows(originals), "avatars": frame_rows(avatars)}
+    paths = {"originals": args.originals, "avatars": args.avatars}
+    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
+    inputs = hashing.submit(
+        lambda: {role: describe_input(paths[role], rows[role]) for role in rows}
+    )
+    hashing.shutdown(wait=False)
     return request, inspector, inputs
 
 
@@ -418,10 +419,11 @@ def run_check(args: argparse.Namespace) -> int:
     settings = describe_settings(
         request, min_rate=min_rate, max_own_copies=inspector.verdict.max_own_copies
     )
-    block = provenance(inputs, settings)
     if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
         summary = _in_background(lambda: summarize_inspected(inspector, min_rate=min_rate))
+        block = provenance(inputs.result(), settings)
     else:
+        block = provenance(inputs.result(), settings)
         check_output_free(request.originals.collect_schema())
         per_record = replace(request, inspector=inspector).per_record()
         summary = write_atomically(
@@ -544,10 +546,11 @@ def run_report(args: argparse.Namespace) -> int:
     if args.html is not None:
         _output_folder(args.html, "--html")
     request, inspector, inputs = _in_background(lambda: _planned(args, "report"))
-    block = provenance(
-        inputs, describe_settings(request, max_own_copies=inspector.verdict.max_own_copies)
-    )
     report = _in_background(lambda: report_of_plan(inspector, targets=targets))
+    block = provenance(
+        inputs.result(),
+        describe_settings(request, max_own_copies=inspector.verdict.max_own_copies),
+    )
     report = report.with_provenance(block)
     if args.html is not None:
         page = report.to_html(args.title)

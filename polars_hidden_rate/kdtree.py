@@ -38,7 +38,6 @@ PARALLEL_BUILD_MIN = 1 << 16
 # threads beyond the cores only cost memory. The process keeps at most this many, less one.
 MAX_THREADS = os.cpu_count() or 1
 # The cap of a count without one.
-_NO_STRICT = np.zeros(0, dtype=np.float64)
 _NO_CAP = int(np.iinfo(np.int64).max)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
@@ -152,9 +151,9 @@ class KdTree:
             rows = walked[np.argsort(place, kind="stable")]
         counts = np.zeros(len(queries), dtype=np.int64)
         size = min(max(len(rows) // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
-        if closer_than is None:
-            strict, found = _NO_STRICT, np.zeros(0, dtype=np.bool_)
-        else:
+        strict: Float64Array | None = None
+        found: npt.NDArray[np.bool_] | None = None
+        if closer_than is not None:
             strict = np.ascontiguousarray(closer_than, dtype=np.float64)
             assert closer is not None
             assert strict.shape == (len(queries),) == closer.shape
@@ -223,8 +222,7 @@ class KdTree:
         found = np.zeros(len(rows), dtype=np.int64)
         _count(self.points, self.begin, self.end, self.lower, self.upper, queries[rows],
                thresholds[rows], mine, np.arange(len(rows)), _NO_CAP if cap is None else cap,
-               found, work, np.array([box_cost, point_cost, budget]), _NO_STRICT,
-               np.zeros(0, dtype=np.bool_))  # fmt: skip
+               found, work, np.array([box_cost, point_cost, budget]), None, None)  # fmt: skip
         return work, found
 
 
@@ -523,13 +521,14 @@ def _count(
     counts: CountArray,
     work: IndexArray,
     costs: Float64Array,
-    strict: Float64Array,
-    closer: npt.NDArray[np.bool_],
+    strict: Float64Array | None,
+    closer: npt.NDArray[np.bool_] | None,
 ) -> None:
     """``min(c_i, cap)`` into ``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of
     the tree per query, which stops once ``cap`` rivals are found.
 
-    With a non-empty ``strict``, ``closer[i]`` also receives whether a rival lies within
+    With ``strict`` (None: not asked, and numba compiles the walk without it), ``closer[i]``
+    also receives whether a rival lies within
     ``strict[i]`` (below the threshold): a box wholly within the threshold is then counted
     whole only where it settles that too (wholly within ``strict[i]``, or wholly beyond it),
     and a walk stops at ``cap`` rivals only once it is known.
@@ -542,12 +541,12 @@ def _count(
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
     probing = len(work) > 0
-    needs_closer = len(strict) > 0
     for r in range(len(rows)):
         i = rows[r]
         threshold = thresholds[i]
-        strictly = strict[i] if needs_closer else -1.0
-        found = not needs_closer
+        strictly, found = -1.0, True
+        if strict is not None:
+            strictly, found = strict[i], False
         mine = own_position[i]
         count = 0
         boxes, compared = 0, 0
@@ -588,7 +587,7 @@ def _count(
                         total += diff * diff
                     if total <= threshold and p != mine:
                         count += 1
-                        if total <= strictly:
+                        if not found and total <= strictly:
                             found = True
                         if count >= cap and found:
                             break
@@ -597,7 +596,7 @@ def _count(
                 stack[top + 1] = 2 * node + 2
                 top += 2
         counts[i] = min(count, cap)
-        if needs_closer:
+        if closer is not None:
             closer[i] = found
         if probing:
             work[r, 0], work[r, 1] = boxes, compared

@@ -158,6 +158,7 @@ def test_check_json_keys_and_values_are_pinned(
         "tested",
         "linked",
         "n",
+        "population",
         "partners",
         "own_closer",
         "own_farther",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from polars_hidden_rate.api import plan
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
-from polars_hidden_rate.linkage import ALPHA, MIN_RECORDS, derangement, link_test, sign_test
+from polars_hidden_rate.linkage import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
 from polars_hidden_rate.provenance import describe_settings, with_fit
 from polars_hidden_rate.verdict import AmbiguousLinkError, UnlinkedAvatarsError
 from tests.helpers import brute_force_counts, examples
@@ -127,12 +126,25 @@ def test_derangement_moves_every_record() -> None:
         assert (partner != np.arange(n)).all()
 
 
-def test_sign_test_tail() -> None:
-    assert sign_test(10, 10) == pytest.approx(2.0**-10)
-    assert sign_test(5, 10) == pytest.approx(sum(math.comb(10, k) for k in range(5, 11)) / 1024)
-    # The normal tail beyond the exact range agrees with the exact one at its edge.
-    exact = sign_test(50_300, 100_000)
-    assert sign_test(50_300 * 2, 200_000) < exact
+def test_the_rank_statistic_under_a_random_link() -> None:
+    # Shuffled links many times over: the refusals' share is about ALPHA's scale, and a
+    # p-value below 1e-2 comes about as often as it should (the normal tail holds at n = 50).
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 2))
+    p_values = [
+        link_test(x, rng.permutation(x + rng.normal(scale=0.1, size=x.shape))).p_value
+        for _ in range(400)
+    ]
+    assert 0 <= sum(p < 1e-2 for p in p_values) <= 12
+    assert sum(p < 0.5 for p in p_values) == pytest.approx(200, abs=40)
+
+
+def test_large_data_is_tested_on_a_seeded_sample() -> None:
+    x, y = (frame.to_numpy() for frame in linked(SAMPLE + 5000, seed=13))
+    test = link_test(x, y)
+    assert (test.n, test.population) == (SAMPLE, SAMPLE + 5000)
+    assert test == link_test(x, y)
+    assert not link_test(x, np.random.default_rng(1).permutation(y)).linked
 
 
 def test_a_shuffled_link_is_refused_and_a_real_one_is_not() -> None:
