@@ -748,7 +748,7 @@ def _evidence_lines(evidence: Evidence | None) -> list[str]:
     test = evidence.link
     link = (
         f"own avatar closer than a random one for {test.closer_share:.1f} % "
-        f"(sign test p = {test.p_value:.2g})"
+        f"(p = {test.p_value:.2g}, {test.n:,} records)"
         if test.tested
         else "not run (fewer than 50 records)"
     )

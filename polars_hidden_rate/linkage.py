@@ -1,4 +1,4 @@
-"""Whether a link carries anything: a sign test of own avatars against a random derangement.
+"""Whether a link carries anything: own avatars ranked against other records' avatars.
 
 Under an avatar link, a record's own avatar is built from its neighbourhood, so it lies
 closer to the record than the avatar of another record does, for most records. Under a
@@ -34,7 +34,7 @@ from polars_hidden_rate.scale import exponent_for
 MIN_RECORDS = 50
 """Below this many records the test is not run: too few to tell a random link apart."""
 ALPHA = 1e-3
-"""The sign test's level: a random link passes for linked with about this chance. Real avatar
+"""The test's level: a random link passes for linked with about this chance. Real avatar
 links sit far beyond it: their own avatar is the closer one for 89 to 100 % of records on the
 paper's releases and the benchmark profiles, where 50 records need 74 % (docs/guarantees.md)."""
 SEED = 0

@@ -315,7 +315,7 @@ def unlinked_message(test: LinkTest, request: CountPlan) -> str:
     )
     return (
         f"the avatars do not look linked to the originals {how}: the own avatar is closer "
-        f"than a random one for {test.closer_share:.1f} % of records (sign test p = "
+        f"than a random one for {test.closer_share:.1f} % of records (p = "
         f"{test.p_value:.2g}, n = {test.n}); {fix}, or --allow-unlinked "
         "(allow_unlinked=True) to measure it anyway"
     )

@@ -523,3 +523,21 @@ def test_the_report_states_its_evidence_and_inputs(tmp_path: Path) -> None:
     refused = run("report", str(o), str(shuffled), "--coords", ",".join(COORDS))
     assert refused.returncode == 2
     assert "do not look linked" in refused.stderr
+
+
+def test_a_previous_output_can_be_checked_again(tmp_path: Path) -> None:
+    # Issue 20 item 13: the per-record file of one check is the originals of the next one.
+    originals, avatars = linked(200, seed=14)
+    o, a, out = tmp_path / "o.parquet", tmp_path / "a.parquet", tmp_path / "out.parquet"
+    originals.write_parquet(o)
+    avatars.write_parquet(a)
+    coords = ",".join(COORDS)
+    first = run(
+        "check", str(o), str(a), "--coords", coords, "--format", "json", "--output", str(out)
+    )
+    assert first.returncode == 0, first.stderr
+    again = run("check", str(out), str(a), "--coords", coords, "--format", "json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["hidden_rate"] == json.loads(first.stdout)["hidden_rate"]
+    summary = cloaking_summary(pl.read_parquet(out), avatars, coords=COORDS)
+    assert summary.hidden_rate == json.loads(first.stdout)["hidden_rate"]
