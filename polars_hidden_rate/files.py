@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 from polars.exceptions import DuplicateError, NoDataError
 
+from polars_hidden_rate.outputs import describe
 from polars_hidden_rate.text_numbers import DECIMAL_COMMA_NUMBER, INTEGER, PLAIN_NUMBER
 
 FORMATS = {
@@ -42,13 +43,6 @@ _HEADER_LIMIT = 1 << 20
 _TAIL_CHUNK = 1 << 16
 _QUOTED = re.compile(r'"(?:[^"]|"")*"?')
 _READ_ERRORS = (pl.exceptions.PolarsError, ValueError, TypeError, OSError)
-_NOT_REGULAR = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
 
 
 def file_format(path: Path, role: str) -> str:
@@ -78,8 +72,7 @@ def check_regular_file(path: Path, role: str) -> None:
         raise FileNotFoundError(msg) from None
     if stat.S_ISREG(mode):
         return
-    what = next((name for test, name in _NOT_REGULAR if test(mode)), "not a file")
-    msg = f"{role} {str(path)!r} is {what}, not a regular file"
+    msg = f"{role} {str(path)!r} is {describe(mode)}, not a regular file"
     raise ValueError(msg)
 
 

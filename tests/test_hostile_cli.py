@@ -639,7 +639,7 @@ def test_a_path_with_a_newline_is_quoted(pair: dict[str, Any], tmp_path: Path) -
 
 def _fifo(path: Path) -> str:
     os.mkfifo(path)
-    return "a FIFO"
+    return "a FIFO (named pipe)"
 
 
 def _directory(path: Path) -> str:
