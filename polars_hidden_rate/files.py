@@ -254,16 +254,6 @@ def trailing_blank_lines(path: Path, separator: str) -> int:
     return newlines - 1 + (not tail.endswith(b"\n"))
 
 
-def same_file(first: Path, second: Path) -> bool:
-    """Whether two paths name one file: one path once symlinks are resolved, or one inode."""
-    if first.resolve() == second.resolve():
-        return True
-    try:
-        return os.path.samefile(first, second)  # hard links
-    except OSError:  # one of them does not exist, so they are not one file
-        return False
-
-
 def one_line(error: BaseException) -> str:
     """The first non-empty line of an error's message (or its type's name)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
