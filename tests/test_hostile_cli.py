@@ -892,3 +892,23 @@ def test_replaced_output_keeps_its_group(pair: dict[str, Any], tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr
     assert (os.stat(output).st_gid, _mode(output)) == (group, 0o640)
+
+
+def test_a_nan_code_is_missing_with_or_without_categorical(tmp_path: Path) -> None:
+    # Issue 20 item 2: NaN in a numeric column declared categorical was a modality 'NaN'.
+    rng = np.random.default_rng(21)
+    n = 120
+    k = rng.integers(0, 3, n).astype(float)
+    k[7] = np.nan
+    originals = pl.DataFrame({"x": rng.normal(size=n), "k": k})
+    avatars = originals.with_columns(pl.col("x") + rng.normal(scale=0.2, size=n))
+    o, a = tmp_path / "o.csv", tmp_path / "a.csv"
+    originals.write_csv(o)
+    avatars.write_csv(a)
+    for extra in ([], ["--categorical", "k"]):
+        done = _run("check", str(o), str(a), "--ncp", "2", *extra)
+        assert done.returncode == 2, (extra, done.stdout)
+        assert "'k'" in done.stderr
+        assert "NaN" in done.stderr
+    filled = _run("check", str(o), str(a), "--ncp", "2", "--categorical", "k", "--impute", "mode")
+    assert filled.returncode in (0, 1), filled.stderr
