@@ -718,12 +718,10 @@ def format_text(summary: CloakingSummary) -> str:
         gates.clear()
         comparison = ">=" if summary.hidden_rate >= summary.min_rate else "<"
         gates.append(f"hidden rate {rate} % {comparison} {exact(summary.min_rate)} %")
-    if summary.evidence is not None and summary.max_own_copies is not None:
+    percent = None if summary.evidence is None else summary.evidence.own_copies_percent
+    if percent is not None and summary.max_own_copies is not None:
         comparison = "<=" if not summary.copies_fail else ">"
-        gates.append(
-            f"own copies {summary.evidence.own_copies_percent:.2f} % {comparison} "
-            f"{summary.max_own_copies:g} %"
-        )
+        gates.append(f"own copies {percent:.2f} % {comparison} {summary.max_own_copies:g} %")
     verdict = f"{'PASS' if summary.passed else 'FAIL'}: {'; '.join(gates)}"
     lines = [
         f"records               {summary.n:,}",
@@ -742,8 +740,8 @@ def _evidence_lines(evidence: Evidence | None) -> list[str]:
     """Own copies, ties and the link test, a line each."""
     if evidence is None:
         return [
-            "link test             not gathered (a cluster run, or a summary of written "
-            "counts: see docs/guarantees.md)"
+            "link test             not gathered (a summary of counts already written: "
+            "see docs/guarantees.md)"
         ]
     test = evidence.link
     link = (
@@ -752,10 +750,13 @@ def _evidence_lines(evidence: Evidence | None) -> list[str]:
         if test.tested
         else "not run (fewer than 50 records)"
     )
-    lines = [
-        f"{'own copies':<22}{evidence.own_copies:,} ({evidence.own_copies_percent:.2f} %) "
-        "identical to their own original"
-    ]
+    copies = (
+        "not compared (a cluster run on projected features: see docs/guarantees.md)"
+        if evidence.own_copies is None or evidence.own_copies_percent is None
+        else f"{evidence.own_copies:,} ({evidence.own_copies_percent:.2f} %) identical to "
+        "their own original"
+    )
+    lines = [f"{'own copies':<22}{copies}"]
     if evidence.hidden_by_ties_only is not None:
         lines.append(f"{'hidden by ties only':<22}{evidence.hidden_by_ties_only:,}")
     lines.append(f"{'link test':<22}{link}")

@@ -77,9 +77,11 @@ from polars_hidden_rate.frames import (
 )
 from polars_hidden_rate.gate import CloakingSummary
 from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.projection.partitioned import DaskTasks
 from polars_hidden_rate.scale import exponent_for
+from polars_hidden_rate.verdict import Evidence, UnlinkedAvatarsError, Verdict, unlinked_message
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -340,6 +342,8 @@ class _LinkSpec:
     query_splits: Splits
     avatar_splits: Splits
     originals: int  # files: the first pieces are the originals'
+    sampled: IndexArray | None = None  # the link test's records (linkage.sampled_rows)
+    copies: bool = False  # count own copies on the coordinates (they are the given ones)
 
 
 @dataclass(frozen=True)
@@ -375,9 +379,21 @@ class _Queries:
 
 
 @dataclass(frozen=True)
+class _Evidence:
+    """A bucket's share of the verdict's evidence: its records among the link test's, with
+    their coordinates and their own avatar's (as read), and its own copies."""
+
+    ids: IndexArray
+    originals: Float64Array
+    avatars: Float64Array
+    own_copies: int
+
+
+@dataclass(frozen=True)
 class _Linked:
     problems: KeyProblems
     blocks: tuple[_Queries, ...] = field(default=())
+    evidence: _Evidence | None = None
 
 
 def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
@@ -404,11 +420,19 @@ def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
         spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id),
     )
     block = spec.query_splits.assign(raw[:, 0], original_id)
-    return _Linked(problems, tuple(linked.take(rows) for rows in _cut(block, blocks)))
+    sampled = (
+        np.ones(len(original_id), dtype=bool)
+        if spec.sampled is None
+        else np.isin(original_id, spec.sampled)
+    )
+    copies = int(np.count_nonzero((raw == raw_avatars).all(axis=1))) if spec.copies else 0
+    evidence = _Evidence(original_id[sampled], raw[sampled], raw_avatars[sampled], copies)
+    cut = tuple(linked.take(rows) for rows in _cut(block, blocks))
+    return _Linked(problems, cut, evidence)
 
 
-def _problems(linked: _Linked) -> KeyProblems:
-    return linked.problems
+def _problems(linked: _Linked) -> tuple[KeyProblems, _Evidence | None]:
+    return linked.problems, linked.evidence
 
 
 def _block_piece(linked: _Linked, b: int) -> _Queries:
@@ -591,11 +615,14 @@ def count_and_write(
     min_rate: float | None,
     *,
     tasks: TaskPlan | None = None,
+    verdict: Verdict | None = None,
 ) -> CloakingSummary:
     """Count on the cluster of ``request`` and write one part per originals file into
-    ``staging``; the summary of the counts."""
+    ``staging``; the summary of the counts. With ``verdict``, the link test runs on the
+    records the local path tests (gathered from the link buckets, before any count), and
+    own copies are counted where the coordinates are the given ones."""
     run = _Run(distributed.require_client(request.cluster), uuid.uuid4().hex[:12])
-    return run.count_and_write(request, originals, avatars, staging, min_rate, tasks)
+    return run.count_and_write(request, originals, avatars, staging, min_rate, tasks, verdict)
 
 
 class _Run:
@@ -638,6 +665,7 @@ class _Run:
         staging: Path,
         min_rate: float | None,
         tasks: TaskPlan | None,
+        verdict: Verdict | None = None,
     ) -> CloakingSummary:
         left, right = _sides(request, originals, avatars, self.client)
         dim = len(left.names)
@@ -668,6 +696,8 @@ class _Run:
             query_splits=Splits.from_sample(left_stats, tasks.blocks),
             avatar_splits=Splits.from_sample(right_stats, tasks.shards),
             originals=len(left_reads),
+            sampled=sampled_rows(originals.rows),
+            copies=verdict is not None and _compares_coordinates(request),
         )
         links = [
             self.submit(
@@ -688,10 +718,15 @@ class _Run:
             for q, f in enumerate(right_reads)
         ]
         del left_reads, right_reads
-        problems = self.gather(
+        found = self.gather(
             [self.submit(f"problems-{h}", _problems, f) for h, f in enumerate(links)]
         )
+        problems = [bucket for bucket, _ in found]
         _key_problems(left, right, [], right_stats, problems).raise_first()
+        evidence: Evidence | None = None
+        if verdict is not None:
+            pieces = [e for _, e in found if e is not None]
+            evidence = _judge_link(request, verdict, pieces, dim, originals.rows)
         shards = [
             self.submit(
                 f"shard-{s}",
@@ -761,7 +796,11 @@ class _Run:
                 for p, part in enumerate(originals.partitions)
             ]
         )
-        return self._summary(written, counts, min_rate)
+        summary = self._summary(written, counts, min_rate)
+        if evidence is None or verdict is None:
+            return summary
+        gated = replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies)
+        return replace(gated, passed=summary.passed and not gated.copies_fail)
 
     def _summary(
         self,
@@ -922,3 +961,26 @@ def _key_problems(
     )
     found = (replace(b, nulls=(0, 0), null_examples=(None, None)) for b in buckets)
     return KeyProblems.combine([nulls, *found])
+
+
+def _compares_coordinates(request: CountPlan) -> bool:
+    """Own copies can be counted on the coordinates: they are every one given (no projection)."""
+    return request.projection is None and list(request.given_coords) == request.coords
+
+
+def _judge_link(
+    request: CountPlan, verdict: Verdict, pieces: Sequence[_Evidence], dim: int, population: int
+) -> Evidence:
+    """The link test on the records gathered from the buckets (in record order, the rows the
+    local path takes); refuses a random link as the local path does."""
+    ids = np.concatenate([p.ids for p in pieces])
+    order = np.argsort(ids, kind="stable")
+    x = np.concatenate([p.originals for p in pieces]).reshape(-1, dim)[order]
+    y = np.concatenate([p.avatars for p in pieces]).reshape(-1, dim)[order]
+    test = link_test_of_sample(x, y, population)
+    if not test.linked and not verdict.allow_unlinked:
+        raise UnlinkedAvatarsError(unlinked_message(test, request), test)
+    if not _compares_coordinates(request):  # the raw features never reach the workers together
+        return Evidence(population, test, None, ())
+    copies = sum(p.own_copies for p in pieces)
+    return Evidence(population, test, copies, tuple(request.given_coords))

@@ -260,7 +260,12 @@ class DatasetJob:
             from polars_hidden_rate import cluster_data
 
             return cluster_data.count_and_write(
-                self.request, self.originals, self.avatars, staging, self.min_rate
+                self.request,
+                self.originals,
+                self.avatars,
+                staging,
+                self.min_rate,
+                verdict=self.verdict,
             )
         return _count_and_write_locally(
             self.request, self.originals, staging, self.min_rate, self.verdict

@@ -137,10 +137,11 @@ class CloakingSummary:
 
     @property
     def copies_fail(self) -> bool:
+        percent = None if self.evidence is None else self.evidence.own_copies_percent
         return (
-            self.evidence is not None
+            percent is not None
             and self.max_own_copies is not None
-            and self.evidence.own_copies_percent > self.max_own_copies
+            and percent > self.max_own_copies
         )
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> CloakingSummary:
@@ -402,7 +403,8 @@ def assert_hidden_rate(
     rate = 100.0 * int(np.count_nonzero(counts)) / len(counts)
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)
-    evidence = inspector.evidence()
-    if evidence.own_copies_percent > verdict.max_own_copies:
-        raise OwnCopiesError(evidence.own_copies, evidence.n, verdict.max_own_copies)
+    copies = inspector.evidence().own_copies
+    assert copies is not None  # a local read compares them
+    if 100.0 * copies / len(counts) > verdict.max_own_copies:
+        raise OwnCopiesError(copies, len(counts), verdict.max_own_copies)
     return rate

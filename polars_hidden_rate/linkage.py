@@ -137,10 +137,31 @@ def link_test(originals: npt.ArrayLike, avatars: npt.ArrayLike) -> LinkTest:
     if x.ndim != 2 or x.shape != y.shape:
         msg = f"originals and avatars must be 2-D of one shape, got {x.shape} and {y.shape}"
         raise ValueError(msg)
-    population, dim = x.shape
-    if population > SAMPLE:
-        rows = np.sort(np.random.default_rng(SEED).choice(population, SAMPLE, replace=False))
+    population = len(x)
+    rows = sampled_rows(population)
+    if rows is not None:
         x, y = x[rows], y[rows]
+    return _test(x, y, population)
+
+
+def sampled_rows(population: int) -> IndexArray | None:
+    """The records :func:`link_test` compares, in order: None for all of them (up to
+    :data:`SAMPLE`), else a fixed random sample of :data:`SAMPLE` (the same for every path
+    that sees those records in that order: local, file by file, or on a cluster)."""
+    if population <= SAMPLE:
+        return None
+    return np.sort(np.random.default_rng(SEED).choice(population, SAMPLE, replace=False))
+
+
+def link_test_of_sample(x: Float64Array, y: Float64Array, population: int) -> LinkTest:
+    """:func:`link_test` of ``population`` records, given only the rows of :func:`sampled_rows`
+    (all of them when it is None), in order: what a cluster gathers."""
+    return _test(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64), population)
+
+
+def _test(x: Float64Array, y: Float64Array, population: int) -> LinkTest:
+    """The test on the records compared, ``population`` records in all."""
+    dim = x.shape[1]
     n = len(x)
     if n < 2:
         return LinkTest(n, 0, 0, n, 1.0, 1, population)

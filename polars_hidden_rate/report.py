@@ -633,7 +633,12 @@ def _audit_html(evidence: Evidence | None, provenance: Mapping[str, Any]) -> str
         )
         unseen = ", ".join(f"{k}: {v:,}" for k, v in evidence.unseen_modalities.items())
         rows = [
-            ("Own copies", f"{evidence.own_copies:,} ({evidence.own_copies_percent:.2f} %)"),
+            (
+                "Own copies",
+                "not compared"
+                if evidence.own_copies is None
+                else f"{evidence.own_copies:,} ({evidence.own_copies_percent or 0.0:.2f} %)",
+            ),
             ("Hidden by ties only", f"{evidence.hidden_by_ties_only or 0:,}"),
             ("Link test", link),
             ("Unseen categories", unseen or "none"),

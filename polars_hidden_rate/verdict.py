@@ -118,7 +118,8 @@ class Evidence:
         The link test (``link.tested`` is False below 50 records).
     own_copies
         Avatars identical to their own original on every feature of ``copy_features``
-        (nulls match nulls, NaN matches NaN, ``-0.0`` matches ``0.0``).
+        (nulls match nulls, NaN matches NaN, ``-0.0`` matches ``0.0``); None where they
+        could not be compared (a cluster run on projected features).
     copy_features
         The raw features compared.
     hidden_by_ties_only
@@ -131,13 +132,15 @@ class Evidence:
 
     n: int
     link: LinkTest
-    own_copies: int
+    own_copies: int | None
     copy_features: tuple[str, ...]
     hidden_by_ties_only: int | None = None
     unseen_modalities: Mapping[str, int] = field(default_factory=dict)
 
     @property
-    def own_copies_percent(self) -> float:
+    def own_copies_percent(self) -> float | None:
+        if self.own_copies is None:
+            return None
         return 100.0 * self.own_copies / self.n if self.n else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -291,8 +294,9 @@ class Inspector:
 
     def evidence(self) -> Evidence:
         assert self.link is not None, "inspect a read first"
+        records = self.link.n if self.link.population is None else self.link.population
         return Evidence(
-            self.link.n,
+            records,
             self.link,
             self.own_copies,
             tuple(self.features),

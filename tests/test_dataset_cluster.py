@@ -24,7 +24,7 @@ from polars_hidden_rate.api import plan
 from polars_hidden_rate.dataset import open_dataset, staged_directory
 from polars_hidden_rate.gate import summarize
 from tests.helpers import brute_force_counts, local_cluster
-from tests.test_dataset import COORDS, changed, siblings, write_files
+from tests.test_dataset import COORDS, changed, linked_case, siblings, write_files
 from tests.test_distributed import _slow_down, _tasks_done, adversarial
 
 pytestmark = pytest.mark.slow
@@ -413,3 +413,60 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     assert_frame_equal(pl.read_parquet(tmp_path / "out"), expected)
     assert outcome["summary"] == summarize(expected)
     assert siblings(tmp_path / "out") == [f"part-0000{k}.parquet" for k in range(3)]
+
+
+@pytest.mark.parametrize("sample", [None, 100])
+def test_the_cluster_judges_the_link_as_locally(
+    threads_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sample: int | None
+) -> None:
+    # Issue 19 on a cluster: the link test on the very records the local path tests (all of
+    # them, or its seeded sample), own copies on the coordinates, a random link refused.
+    from polars_hidden_rate import linkage
+    from polars_hidden_rate.dataset import plan_dataset
+    from polars_hidden_rate.verdict import UnlinkedAvatarsError, Verdict
+
+    if sample is not None:
+        monkeypatch.setattr(linkage, "SAMPLE", sample)
+    left, right = linked_case(300, seed=31, kind="gaussian")
+    copied = left.select("id", *COORDS).head(40)  # forty avatars copy their original
+    right = pl.concat([right.filter(~pl.col("id").is_in(copied["id"])), copied])
+    originals = write_files(left, tmp_path / "o", 3)
+    avatars = write_files(right.sample(fraction=1.0, shuffle=True, seed=2), tmp_path / "a", 2)
+
+    def judged(name: str, **options: Any) -> phr.gate.CloakingSummary:
+        job = plan_dataset(
+            originals,
+            avatars,
+            tmp_path / name,
+            coords=COORDS,
+            on="id",
+            verdict=Verdict(max_own_copies=10.0),
+            **options,
+        )
+        with staged_directory(job.output) as staging:
+            return job.write(staging)
+
+    local = judged("local")
+    remote = judged("remote", cluster=threads_client)
+    assert local.evidence is not None
+    assert remote.evidence is not None
+    assert remote.evidence.link == local.evidence.link
+    assert remote.evidence.link.n == (300 if sample is None else sample)
+    assert remote.evidence.own_copies == local.evidence.own_copies == 40
+    assert not remote.passed  # 13.3 % own copies > 10 %
+    assert remote.failures == local.failures
+    grid_left, grid_right = linked_case(300, seed=32)  # independent avatars: no link at all
+    unlinked_o = write_files(grid_left, tmp_path / "go", 2)
+    unlinked_a = write_files(grid_right, tmp_path / "ga", 2)
+    job = plan_dataset(
+        unlinked_o,
+        unlinked_a,
+        tmp_path / "g",
+        coords=COORDS,
+        on="id",
+        cluster=threads_client,
+        verdict=Verdict(),
+    )
+    with pytest.raises(UnlinkedAvatarsError), staged_directory(job.output) as staging:
+        job.write(staging)
+    assert not (tmp_path / "g").exists()

@@ -541,3 +541,17 @@ def test_a_previous_output_can_be_checked_again(tmp_path: Path) -> None:
     assert json.loads(again.stdout)["hidden_rate"] == json.loads(first.stdout)["hidden_rate"]
     summary = cloaking_summary(pl.read_parquet(out), avatars, coords=COORDS)
     assert summary.hidden_rate == json.loads(first.stdout)["hidden_rate"]
+
+
+def test_own_copies_are_a_share_of_every_record_when_the_link_test_samples(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from polars_hidden_rate import linkage
+
+    monkeypatch.setattr(linkage, "SAMPLE", 100)
+    originals, avatars = linked(400, seed=15)
+    avatars = pl.concat([originals[:40], avatars[40:]])
+    summary = cloaking_summary(originals, avatars, coords=COORDS, max_own_copies=100)
+    assert summary.evidence is not None
+    assert (summary.evidence.link.n, summary.evidence.n) == (100, 400)
+    assert summary.evidence.own_copies_percent == 10.0
