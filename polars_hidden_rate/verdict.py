@@ -187,6 +187,7 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
 
     flags = pl.collect_all([unique(request.originals), unique(request.avatars)])
     keys = [c for c in candidates if flags[0][c].item() and flags[1][c].item()]
+    total = request.originals.select(pl.len()).collect().item() if keys else 0
     for name in keys:
         common = common_feature_type(name, left[name], right[name])
         values = [pl.col(name) if common is None else pl.col(name).cast(common)]
@@ -197,7 +198,6 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
             .collect()
             .item()
         )
-        total = request.originals.select(pl.len()).collect().item()
         if shared == total:
             msg = (
                 f"both frames hold {name!r}, unique per row: link by it with --on {name} "
