@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from polars_hidden_rate.provenance import versions
+
 Float64Array = npt.NDArray[np.float64]
 CountArray = npt.NDArray[np.int64]
 
@@ -116,18 +118,6 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
-
-
-def versions(names: Sequence[str]) -> dict[str, str | None]:
-    from importlib import metadata
-
-    found: dict[str, str | None] = {}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 def header(command: Sequence[str] | None = None) -> dict[str, Any]:

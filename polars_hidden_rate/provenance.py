@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Sequence
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -21,10 +22,10 @@ VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
 _CHUNK = 1 << 20
 
 
-def versions() -> dict[str, str | None]:
-    """The installed version of each of :data:`VERSIONED` (None when not installed)."""
+def versions(names: Sequence[str] = VERSIONED) -> dict[str, str | None]:
+    """The installed version of each distribution of ``names`` (None when not installed)."""
     found: dict[str, str | None] = {}
-    for name in VERSIONED:
+    for name in names:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
