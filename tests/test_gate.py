@@ -200,8 +200,10 @@ def test_the_printed_rate_is_on_the_side_of_the_threshold_it_lies_on(
 
     hidden = data.draw(st.integers(0, n))
     min_rate = data.draw(
-        st.sampled_from([100.0 * hidden / n, 100.0 * max(hidden - 1, 0) / n])
-        | st.floats(1, 100, exclude_min=True)
+        (
+            st.sampled_from([100.0 * hidden / n, 100.0 * max(hidden - 1, 0) / n])
+            | st.floats(1, 100, exclude_min=True)
+        ).filter(lambda rate: not 0 < rate <= 1)  # a fraction for a percentage is refused
     )
     summary = summarize(_counts(hidden, n), min_rate=min_rate)
     verdict = format_text(summary).splitlines()[-1]
