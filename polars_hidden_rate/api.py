@@ -24,6 +24,7 @@ from polars_hidden_rate.frames import (
     ColumnSpec,
     Link,
     as_lazy,
+    check_ncp,
     check_output_free,
     check_unreserved,
     read_aligned,
@@ -49,9 +50,7 @@ class ReadInspector(Protocol):
 
     def before(self, aligned: Aligned) -> Aligned: ...
 
-    def after(
-        self, aligned: Aligned, counts: CountArray, closer: BoolArray | None = None
-    ) -> None: ...
+    def after(self, counts: CountArray, closer: BoolArray) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -196,7 +195,7 @@ class CountPlan:
         aligned = self.inspector.before(source.read([*carry, *extra], extra_avatars))
         closer = np.zeros(len(aligned.originals), dtype=bool)
         counts = self.counts(aligned, consume=True, closer=closer)
-        self.inspector.after(aligned, counts, closer)
+        self.inspector.after(counts, closer)
         return aligned, counts
 
     def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
@@ -369,7 +368,7 @@ def plan(
     return CountPlan(
         originals=originals_lf,
         avatars=avatars_lf,
-        coords=[] if coords is None else resolve_coords(coords, ncp, left_schema, right_schema),
+        coords=given[: check_ncp(ncp, len(given))] if given else [],
         given_coords=tuple(given),
         link=link,
         tie_tol=tie_tol,

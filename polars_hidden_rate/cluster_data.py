@@ -81,7 +81,13 @@ from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.projection.partitioned import DaskTasks
 from polars_hidden_rate.scale import exponent_for
-from polars_hidden_rate.verdict import Evidence, UnlinkedAvatarsError, Verdict, unlinked_message
+from polars_hidden_rate.verdict import (
+    Evidence,
+    UnlinkedAvatarsError,
+    Verdict,
+    compares_coordinates,
+    unlinked_message,
+)
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -697,7 +703,7 @@ class _Run:
             avatar_splits=Splits.from_sample(right_stats, tasks.shards),
             originals=len(left_reads),
             sampled=sampled_rows(originals.rows),
-            copies=verdict is not None and _compares_coordinates(request),
+            copies=verdict is not None and compares_coordinates(request),
         )
         links = [
             self.submit(
@@ -963,11 +969,6 @@ def _key_problems(
     return KeyProblems.combine([nulls, *found])
 
 
-def _compares_coordinates(request: CountPlan) -> bool:
-    """Own copies can be counted on the coordinates: they are every one given (no projection)."""
-    return request.projection is None and list(request.given_coords) == request.coords
-
-
 def _judge_link(
     request: CountPlan, verdict: Verdict, pieces: Sequence[_Evidence], dim: int, population: int
 ) -> Evidence:
@@ -980,7 +981,7 @@ def _judge_link(
     test = link_test_of_sample(x, y, population)
     if not test.linked and not verdict.allow_unlinked:
         raise UnlinkedAvatarsError(unlinked_message(test, request), test)
-    if not _compares_coordinates(request):  # the raw features never reach the workers together
+    if not compares_coordinates(request):  # the raw features never reach the workers together
         return Evidence(population, test, None, ())
     copies = sum(p.own_copies for p in pieces)
     return Evidence(population, test, copies, tuple(request.given_coords))

@@ -323,7 +323,7 @@ def _count_and_write_locally(
         aligned = inspector.read()
         closer = np.zeros(len(aligned.originals), dtype=bool)
         counts = request.counts(aligned, consume=True, closer=closer)
-        inspector.after(aligned, counts, closer)
+        inspector.after(counts, closer)
         del aligned
     for index, partition in enumerate(originals.partitions):
         frame = pl.read_parquet(partition.path, glob=False)

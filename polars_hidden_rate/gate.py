@@ -311,7 +311,7 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
     aligned = inspector.read()
     closer = np.zeros(len(aligned.originals), dtype=bool)
     counts = request.counts(aligned, cap=QUARTILE_CAP, closer=closer)
-    inspector.after(aligned, counts, closer)
+    inspector.after(counts, closer)
     if not quartiles_below(counts, QUARTILE_CAP):
         counts = request.counts(aligned, consume=True)
     return summarize(

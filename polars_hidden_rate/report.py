@@ -378,7 +378,7 @@ def report_of_plan(
     aligned = inspector.read()
     closer = np.zeros(len(aligned.originals), dtype=bool)
     counts = request.counts(aligned, closer=closer)
-    inspector.after(aligned, counts, closer)
+    inspector.after(counts, closer)
     found = nearest_originals(request, aligned)
     dcr, nndr = found.nearest, found.ratio
     link = request.link

@@ -19,7 +19,6 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError
 
-from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray
 from polars_hidden_rate.api import CountOptions, CountPlan
 from polars_hidden_rate.checks import OptionTypeError, check_real
@@ -154,6 +153,12 @@ class Evidence:
         }
 
 
+def compares_coordinates(request: CountPlan) -> bool:
+    """Whether own copies are compared on the coordinate arrays themselves: no projection,
+    and every given coordinate is counted on (float64 holds each exactly, as the read checks)."""
+    return request.projection is None and list(request.given_coords) == request.coords
+
+
 def copy_features(request: CountPlan) -> list[str]:
     """The columns own copies are compared on: the projected features (raw values), or
     every ``coords`` column given (also those past ``ncp``)."""
@@ -231,10 +236,8 @@ class Inspector:
 
     @property
     def compares_arrays(self) -> bool:
-        """Whether the copies are compared on the coordinate arrays themselves: every given
-        coordinate is counted on (float64 holds each exactly, as the read checks)."""
-        request = self.request
-        return request.projection is None and list(request.given_coords) == request.coords
+        """Whether the copies are compared on the coordinate arrays themselves."""
+        return compares_coordinates(self.request)
 
     def carries(self) -> tuple[list[pl.Expr], list[pl.Expr]]:
         """The raw features of each side, in the type both are compared in (none when the
@@ -263,11 +266,12 @@ class Inspector:
         self.unseen = aligned.unseen
         if not self.link.linked and not self.verdict.allow_unlinked:
             raise UnlinkedAvatarsError(unlinked_message(self.link, self.request), self.link)
-        names = [] if self.compares_arrays else [f"{_COPY}{k}" for k in range(len(self.features))]
         if self.compares_arrays:
             same_rows = (aligned.originals == aligned.avatars).all(axis=1)
             self.own_copies = int(np.count_nonzero(same_rows))
-        elif names:
+            return aligned
+        names = [f"{_COPY}{k}" for k in range(len(self.features))]
+        if names:
             same = pl.all_horizontal(
                 aligned.carried[name].eq_missing(aligned.carried_avatars[name]) for name in names
             )
@@ -278,19 +282,10 @@ class Inspector:
             carried_avatars=aligned.carried_avatars.drop(names, strict=False),
         )
 
-    def after(self, aligned: Aligned, counts: CountArray, closer: BoolArray | None = None) -> None:
-        """Count the hidden records that no rival is strictly closer to than their avatar:
-        from ``closer``, the flags the counting walk set, or else by a walk of their own
-        (``aligned`` then still holds the arrays)."""
-        hidden = counts > 0
-        if closer is None:
-            rows = np.flatnonzero(hidden)
-            found = engine.closer_rivals(
-                aligned.originals, aligned.avatars, rows, threads=self.request.threads
-            )
-            self.hidden_by_ties_only = int(np.count_nonzero(~found))
-        else:
-            self.hidden_by_ties_only = int(np.count_nonzero(hidden & ~closer))
+    def after(self, counts: CountArray, closer: BoolArray) -> None:
+        """Count the hidden records that no rival is strictly closer to than their avatar,
+        from the flags the counting set (:meth:`CountPlan.counts` with ``closer``)."""
+        self.hidden_by_ties_only = int(np.count_nonzero((counts > 0) & ~closer))
 
     def evidence(self) -> Evidence:
         assert self.link is not None, "inspect a read first"
