@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib import metadata
@@ -115,16 +116,6 @@ def describe_settings(request: CountPlan, **more: Any) -> dict[str, Any]:
     return settings
 
 
-def space_label(settings: dict[str, Any]) -> str:
-    """The space of the distances, for titles: "FAMD, 5 of 28 components" or "coords"."""
-    space = settings["space"]
-    if "projection" in space:
-        return (
-            f"{space['projection']}, {space['ncp']} of {space['components_available']} components"
-        )
-    return f"coordinates {', '.join(space['coords'])}"
-
-
 def provenance(inputs: dict[str, dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
     """The provenance block of an output."""
     return {
@@ -137,8 +128,6 @@ def provenance(inputs: dict[str, dict[str, Any]], settings: dict[str, Any]) -> d
 
 def parquet_metadata(block: dict[str, Any]) -> dict[str, str]:
     """The provenance as key-value metadata of a parquet file (one JSON value)."""
-    import json
-
     return {"polars_hidden_rate": json.dumps(block, sort_keys=True)}
 
 
