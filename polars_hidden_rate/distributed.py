@@ -29,6 +29,7 @@ kinds of run share the scattering, the tasks and the recovery (``_Run``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import operator
@@ -493,9 +494,19 @@ class _Run(Generic[ResultT]):
         return {i: futures[f"{name}-{self.token}-{i}-{generation}"] for i in data}
 
 
+WORKERS_WAIT_SECONDS = 30
+"""How long :func:`worker_specs` waits for a worker when the cluster has none (workers that a
+restart or a nanny brings back register a moment later)."""
+
+
 def worker_specs(client: Client) -> list[WorkerSpec]:
-    """Each worker's threads and memory limit, as the scheduler reports them."""
+    """Each worker's threads and memory limit, as the scheduler reports them; when there is
+    none yet, after waiting up to :data:`WORKERS_WAIT_SECONDS` for one."""
     info = client.scheduler_info(n_workers=-1)["workers"]
+    if not info:
+        with contextlib.suppress(TimeoutError, OSError):
+            client.wait_for_workers(1, timeout=WORKERS_WAIT_SECONDS)
+        info = client.scheduler_info(n_workers=-1)["workers"]
     return [
         WorkerSpec(nthreads=int(worker["nthreads"]), memory_limit=int(worker["memory_limit"] or 0))
         for worker in info.values()
