@@ -1,0 +1,162 @@
+"""The membership attack's figures, from two arrays of scores.
+
+A membership attacker holds a real record and the synthetic set and guesses whether the
+record was among the generator's training records (a member: an original) or not (a
+holdout record, of the same population, that the generator never saw). The attack scored
+here is the one the attack papers start from: the closer a record lies to its nearest
+synthetic record, the likelier a member. Each record's score is that distance; the figures
+compare the members' scores with the holdout's.
+
+- :func:`auc`: the chance that a random member scores closer than a random holdout record,
+  ties counting half: the Mann-Whitney statistic over ``m * h``, counted exactly in integers.
+- :func:`auc_interval`: DeLong's interval of that AUC (midranks, so ties count half there
+  too).
+- :func:`tpr_at_fpr`: the share of members found when the threshold lets through a share
+  ``fpr`` of the holdout: the ROC curve of the threshold attack at ``fpr``, ties broken at
+  random (the straight segment between two thresholds), so that its area is :func:`auc`.
+
+Random guessing gives an AUC of 0.5 and a true positive rate equal to ``fpr``. Arrays in,
+values out: no frames here. Scores are compared as given, so pass squared distances (exact
+in float64) rather than their square roots, which can merge two of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import numpy.typing as npt
+
+from polars_hidden_rate._types import CountArray, Float64Array
+
+DEFAULT_FPR = 0.1
+"""The false positive rate the attack papers report the true positive rate at."""
+
+
+@dataclass(frozen=True)
+class Placements:
+    """For each score of one side, how many scores of the other side it beats and ties.
+
+    ``beats[i]`` counts the other side's scores that score ``i`` is strictly better than
+    (closer, for a member; farther, for a holdout record), ``ties[i]`` those equal to it.
+    """
+
+    beats: CountArray
+    ties: CountArray
+
+    def halves(self) -> CountArray:
+        """Twice each placement: ``2 * beats + ties``, exact in integers."""
+        return 2 * self.beats + self.ties
+
+
+def placements(members: npt.ArrayLike, holdout: npt.ArrayLike) -> tuple[Placements, Placements]:
+    """The placements of each member among the holdout and of each holdout record among the
+    members, from one sort of each side: O((m + h) log(m + h))."""
+    m = _scores("members", members)
+    h = _scores("holdout", holdout)
+    m_sorted, h_sorted = np.sort(m), np.sort(h)
+    below = np.searchsorted(h_sorted, m, side="left")
+    through = np.searchsorted(h_sorted, m, side="right")
+    of_members = Placements(len(h) - through, through - below)
+    below = np.searchsorted(m_sorted, h, side="left")
+    through = np.searchsorted(m_sorted, h, side="right")
+    of_holdout = Placements(below, through - below)
+    return of_members, of_holdout
+
+
+def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
+    """The chance that a member scores strictly lower than a holdout record, plus half the
+    chance of a tie: ``U / (m h)`` with ``U`` the Mann-Whitney statistic.
+
+    ``2 U`` is counted exactly in integers, and the one division is correctly rounded.
+
+    Examples
+    --------
+    >>> auc([0.0, 1.0], [1.0, 2.0])
+    0.875
+    >>> auc([1.0, 1.0], [1.0])
+    0.5
+    """
+    of_members, _ = placements(members, holdout)
+    return _ratio(int(of_members.halves().sum()), 2 * len(of_members.beats) * _size(holdout))
+
+
+def auc_interval(
+    members: npt.ArrayLike, holdout: npt.ArrayLike, confidence: float = 0.95
+) -> tuple[float, float]:
+    """DeLong's normal interval of :func:`auc`, cut to [0, 1].
+
+    The variance is ``var(V_members) / m + var(V_holdout) / h``, with ``V`` each record's
+    placement among the other side (ties counting half) over that side's size, and ``var``
+    the sample variance. With one record on a side the variance is not defined; the
+    interval is then [0, 1].
+    """
+    if not 0.0 < confidence < 1.0:
+        msg = f"`confidence` must lie in (0, 1), got {confidence!r}"
+        raise ValueError(msg)
+    of_members, of_holdout = placements(members, holdout)
+    m, h = len(of_members.beats), len(of_holdout.beats)
+    centre = _ratio(int(of_members.halves().sum()), 2 * m * h)
+    if m < 2 or h < 2:
+        return 0.0, 1.0
+    v_members = of_members.halves() / (2.0 * h)
+    v_holdout = of_holdout.halves() / (2.0 * m)
+    variance = float(np.var(v_members, ddof=1)) / m + float(np.var(v_holdout, ddof=1)) / h
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    spread = z * math.sqrt(variance)
+    return max(0.0, centre - spread), min(1.0, centre + spread)
+
+
+def tpr_at_fpr(members: npt.ArrayLike, holdout: npt.ArrayLike, fpr: float = DEFAULT_FPR) -> float:
+    """The true positive rate of the threshold attack at false positive rate ``fpr``.
+
+    The attack calls a record a member when its score is at most a threshold. Each
+    threshold at a score gives a point ``(FPR, TPR)``; between two of them the curve is the
+    straight segment of a threshold at the upper score taken with a probability, which is how
+    a tie is broken at random. At an ``fpr`` reached by several points, the highest TPR.
+
+    Examples
+    --------
+    >>> tpr_at_fpr([0.0, 0.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0], fpr=0.25)
+    0.5
+    >>> tpr_at_fpr([1.0, 2.0], [1.0, 2.0], fpr=0.25)
+    0.25
+    """
+    if not 0.0 <= fpr <= 1.0:
+        msg = f"`fpr` must lie in [0, 1], got {fpr!r}"
+        raise ValueError(msg)
+    m, h = np.sort(_scores("members", members)), np.sort(_scores("holdout", holdout))
+    thresholds = np.unique(np.concatenate([m, h]))
+    false_pos = np.concatenate([[0], np.searchsorted(h, thresholds, side="right")]) / len(h)
+    true_pos = np.concatenate([[0], np.searchsorted(m, thresholds, side="right")]) / len(m)
+    # The last point at or below `fpr` holds the highest TPR there (both rise together).
+    last = int(np.searchsorted(false_pos, fpr, side="right")) - 1
+    if last == len(false_pos) - 1:
+        return float(true_pos[last])
+    step = (fpr - false_pos[last]) / (false_pos[last + 1] - false_pos[last])
+    return float(true_pos[last] + step * (true_pos[last + 1] - true_pos[last]))
+
+
+def _scores(name: str, values: npt.ArrayLike) -> Float64Array:
+    scores = np.asarray(values, dtype=np.float64)
+    if scores.ndim != 1:
+        msg = f"`{name}` must be one score per record, got shape {scores.shape}"
+        raise ValueError(msg)
+    if len(scores) == 0:
+        msg = f"`{name}` holds no record"
+        raise ValueError(msg)
+    if np.isnan(scores).any():
+        msg = f"`{name}` holds NaN scores"
+        raise ValueError(msg)
+    return scores
+
+
+def _size(values: npt.ArrayLike) -> int:
+    return len(np.asarray(values))
+
+
+def _ratio(numerator: int, denominator: int) -> float:
+    # Python's int division rounds correctly, whatever the sizes.
+    return numerator / denominator

@@ -1,0 +1,121 @@
+"""The membership attack's figures against a brute force over every (member, holdout) pair
+(issue 23): ties counting half, the ROC curve of the threshold attack, DeLong's interval."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polars_hidden_rate.membership import auc, auc_interval, tpr_at_fpr
+from tests.helpers import examples
+
+# Few distinct values, so that ties within and across the two sides are frequent.
+scores = st.lists(
+    st.sampled_from([0.0, 0.5, 1.0, 1.0 + 2.0**-52, 2.0, 3.0, 1e300, math.inf]),
+    min_size=1,
+    max_size=30,
+)
+
+
+def brute_auc(members: list[float], holdout: list[float]) -> float:
+    wins = sum(1.0 if a < b else 0.5 if a == b else 0.0 for a in members for b in holdout)
+    return wins / (len(members) * len(holdout))
+
+
+def brute_tpr(members: list[float], holdout: list[float], fpr: float) -> float:
+    """The highest TPR of the randomised threshold attacks with FPR at most ``fpr``: a
+    threshold ``t`` taken whole below, and with probability ``q`` at ``t`` itself."""
+    best = 0.0
+    for t in sorted({*members, *holdout, -math.inf}):
+        below_h = sum(b < t for b in holdout) / len(holdout)
+        at_h = sum(b == t for b in holdout) / len(holdout)
+        below_m = sum(a < t for a in members) / len(members)
+        at_m = sum(a == t for a in members) / len(members)
+        if below_h > fpr:
+            continue
+        q = 1.0 if at_h == 0 or below_h + at_h <= fpr else (fpr - below_h) / at_h
+        best = max(best, below_m + q * at_m)
+    return best
+
+
+@given(members=scores, holdout=scores)
+@settings(max_examples=examples(300))
+def test_auc_equals_the_pairwise_count_with_ties_half(
+    members: list[float], holdout: list[float]
+) -> None:
+    assert auc(members, holdout) == brute_auc(members, holdout)
+
+
+@given(members=scores, holdout=scores, fpr=st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.5, 1.0]))
+@settings(max_examples=examples(300))
+def test_tpr_at_fpr_is_the_best_randomised_threshold(
+    members: list[float], holdout: list[float], fpr: float
+) -> None:
+    assert tpr_at_fpr(members, holdout, fpr) == pytest.approx(
+        brute_tpr(members, holdout, fpr), abs=1e-12
+    )
+
+
+@given(members=scores, holdout=scores)
+@settings(max_examples=examples(100))
+def test_the_roc_curve_s_area_is_the_auc(members: list[float], holdout: list[float]) -> None:
+    # The curve is straight between the FPRs k / h the holdout reaches (it may jump at
+    # them), so the midpoint rule on those intervals is its area.
+    h = len(holdout)
+    midpoints = [tpr_at_fpr(members, holdout, (k + 0.5) / h) for k in range(h)]
+    assert sum(midpoints) / h == pytest.approx(auc(members, holdout), abs=1e-12)
+
+
+def test_random_guessing_gives_a_half_and_fpr() -> None:
+    rng = np.random.default_rng(0)
+    members, holdout = rng.normal(size=20_000), rng.normal(size=20_000)
+    assert auc(members, holdout) == pytest.approx(0.5, abs=0.01)
+    assert tpr_at_fpr(members, holdout, 0.1) == pytest.approx(0.1, abs=0.01)
+    low, high = auc_interval(members, holdout)
+    assert low < 0.5 < high
+
+
+def test_delong_interval_covers_the_true_auc_at_its_level() -> None:
+    # Members N(-0.5, 1) against holdout N(0, 1): true AUC = Phi(0.5 / sqrt(2)).
+    truth = 0.5 * (1.0 + math.erf(0.5 / 2.0))
+    rng = np.random.default_rng(1)
+    covered = 0
+    for _ in range(400):
+        low, high = auc_interval(rng.normal(-0.5, 1.0, 60), rng.normal(0.0, 1.0, 80))
+        covered += low <= truth <= high
+    # 95 % nominal; 400 draws put 2.2 standard deviations at about +-2.4 %.
+    assert 0.92 <= covered / 400 <= 0.98
+
+
+def test_interval_matches_delong_by_hand() -> None:
+    members, holdout = [0.0, 1.0, 1.0, 3.0], [1.0, 2.0, 4.0]
+    v_m = np.array([3, 2.5, 2.5, 1]) / 3
+    v_h = np.array([0.5 * 2 + 1, 3, 4]) / 4
+    centre = 9.0 / 12.0
+    spread = 1.959963984540054 * math.sqrt(np.var(v_m, ddof=1) / 4 + np.var(v_h, ddof=1) / 3)
+    low, high = auc_interval(members, holdout)
+    assert (low, high) == pytest.approx((centre - spread, min(1.0, centre + spread)))
+    assert auc(members, holdout) == centre
+
+
+def test_one_record_a_side_gives_the_whole_interval() -> None:
+    assert auc_interval([1.0], [2.0, 3.0]) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: auc([], [1.0]), "`members` holds no record"),
+        (lambda: auc([1.0], [[1.0]]), "`holdout` must be one score per record"),
+        (lambda: auc([math.nan], [1.0]), "`members` holds NaN"),
+        (lambda: tpr_at_fpr([1.0], [1.0], 1.5), r"`fpr` must lie in \[0, 1\]"),
+        (lambda: auc_interval([1.0], [1.0], 1.0), r"`confidence` must lie in \(0, 1\)"),
+    ],
+)
+def test_bad_scores_are_refused(call: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
