@@ -30,9 +30,90 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.neighbours import squared_nearest_two
+from polars_hidden_rate.scale import canonical_scale
 
 DEFAULT_FPR = 0.1
 """The false positive rate the attack papers report the true positive rate at."""
+
+
+@dataclass(frozen=True)
+class MembershipRisk:
+    """The membership attack on a synthetic set, scored against a holdout.
+
+    Attributes
+    ----------
+    members, holdout
+        Each record's squared distance to its nearest synthetic record, at one power-of-two
+        scale (:func:`~polars_hidden_rate.scale.canonical_scale`) shared by both: the scores
+        the figures compare, exact in float64.
+    synthetic
+        The size of the synthetic set.
+    confidence
+        The level of :attr:`auc_interval`.
+    """
+
+    members: Float64Array
+    holdout: Float64Array
+    synthetic: int
+    confidence: float = 0.95
+
+    @classmethod
+    def of_arrays(
+        cls,
+        originals: Float64Array,
+        synthetic: Float64Array,
+        holdout: Float64Array,
+        *,
+        threads: int | None = None,
+        confidence: float = 0.95,
+    ) -> MembershipRisk:
+        """Score the originals (members) and the holdout by their exact squared distance to
+        the nearest synthetic record: one scale for all three arrays, one kd-tree of the
+        synthetic records."""
+        (points, members, others), _ = canonical_scale(
+            synthetic, originals, holdout, names=("synthetic", "originals", "holdout")
+        )
+        if len(points) == 0:
+            raise ValueError("there are no synthetic records to measure the distances to")
+        threads = threads or usable_cores()
+        tree = KdTree.build(points, threads=threads)
+        return cls(
+            squared_nearest_two(tree, members, threads=threads)[:, 0],
+            squared_nearest_two(tree, others, threads=threads)[:, 0],
+            len(points),
+            confidence,
+        )
+
+    @property
+    def auc(self) -> float:
+        """:func:`auc` of the members against the holdout."""
+        return auc(self.members, self.holdout)
+
+    @property
+    def auc_interval(self) -> tuple[float, float]:
+        """:func:`auc_interval` at :attr:`confidence`."""
+        return auc_interval(self.members, self.holdout, self.confidence)
+
+    def tpr_at_fpr(self, fpr: float = DEFAULT_FPR) -> float:
+        """:func:`tpr_at_fpr`: the share of members found at ``fpr`` false positives."""
+        return tpr_at_fpr(self.members, self.holdout, fpr)
+
+    def to_dict(self) -> dict[str, float | int | list[float]]:
+        """The figures as JSON values."""
+        low, high = self.auc_interval
+        return {
+            "auc": self.auc,
+            "auc_interval": [low, high],
+            "confidence": self.confidence,
+            "tpr_at_fpr": self.tpr_at_fpr(DEFAULT_FPR),
+            "fpr": DEFAULT_FPR,
+            "members": len(self.members),
+            "holdout": len(self.holdout),
+            "synthetic": self.synthetic,
+        }
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polars_hidden_rate.membership import auc, auc_interval, tpr_at_fpr
+from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
 from tests.helpers import examples
 
 # Few distinct values, so that ties within and across the two sides are frequent.
@@ -119,3 +119,42 @@ def test_one_record_a_side_gives_the_whole_interval() -> None:
 def test_bad_scores_are_refused(call: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()  # type: ignore[operator]
+
+
+def brute_nearest_d2(queries: np.ndarray, points: np.ndarray) -> np.ndarray:
+    diff = queries[:, None, :] - points[None, :, :]
+    return (diff * diff).sum(axis=2).min(axis=1)
+
+
+grids = st.integers(1, 40).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), min_size=n, max_size=n),
+        st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), min_size=1, max_size=40),
+        st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), min_size=1, max_size=40),
+        st.sampled_from([0.0, 2.0**40, -(2.0**60)]),
+        st.sampled_from([1.0, 2.0**-30, 2.0**300]),
+    )
+)
+
+
+@given(case=grids)
+@settings(max_examples=examples(200))
+def test_membership_scores_rank_as_float64_brute_force_distances(
+    case: tuple[list[tuple[int, int]], ...],
+) -> None:
+    # Integer grids: copies, exact ties across members and holdout, zero distances; an
+    # offset and a power-of-two scale that the shared scale must not let change a rank.
+    originals, synthetic, holdout, offset, unit = case
+    arrays = [
+        np.array(a, dtype=np.float64) * unit + offset for a in (originals, synthetic, holdout)
+    ]
+    risk = MembershipRisk.of_arrays(arrays[0], arrays[1], arrays[2], threads=1)
+    members_d2 = brute_nearest_d2(arrays[0], arrays[1])
+    holdout_d2 = brute_nearest_d2(arrays[2], arrays[1])
+    assert risk.auc == brute_auc(list(members_d2), list(holdout_d2))
+    assert risk.tpr_at_fpr(0.1) == pytest.approx(
+        brute_tpr(list(members_d2), list(holdout_d2), 0.1), abs=1e-12
+    )
+    assert (risk.members == 0.0).tolist() == (members_d2 == 0.0).tolist()
+    assert risk.to_dict()["members"] == len(originals)
+    assert risk.to_dict()["synthetic"] == len(synthetic)
