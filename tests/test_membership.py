@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
 from tests.helpers import examples
 
@@ -121,9 +122,10 @@ def test_bad_scores_are_refused(call: object, message: str) -> None:
         call()  # type: ignore[operator]
 
 
-def brute_nearest_d2(queries: np.ndarray, points: np.ndarray) -> np.ndarray:
+def brute_nearest_d2(queries: Float64Array, points: Float64Array) -> Float64Array:
     diff = queries[:, None, :] - points[None, :, :]
-    return (diff * diff).sum(axis=2).min(axis=1)
+    nearest: Float64Array = (diff * diff).sum(axis=2).min(axis=1)
+    return nearest
 
 
 grids = st.integers(1, 40).flatmap(
