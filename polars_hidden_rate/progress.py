@@ -1,60 +1,157 @@
-"""A progress bar on stderr for long counts: shown only on a terminal, and only after a while."""
+"""Progress on stderr: the stage a command is in and, for work counted in units, a bar with
+an estimate of the time left.
+
+Three modes, chosen from ``enabled`` and the stream (:func:`resolve_mode`):
+
+- ``"terminal"`` (``enabled=None`` or True on a terminal): one line redrawn in place, from
+  :data:`DELAY_SECONDS` into the command: the stage and its time, or the bar.
+- ``"log"`` (``enabled=True`` off a terminal: ``progress=True``, CLI ``--progress``): plain
+  lines for a log, one when a stage starts, one at each tenth of its units, one when it ends.
+- ``"off"`` (``enabled=False``, or None off a terminal).
+
+The estimate extrapolates the rate since the stage's first unit was done, not since the stage
+started: what ran before it (building a tree, a probe) says nothing about the rate. A clock can
+be given, so that the estimate is tested without waiting.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import TextIO
+from typing import Literal, TextIO
 
-# Work shorter than this shows nothing.
-DELAY_SECONDS = 2.0
+Mode = Literal["off", "terminal", "log"]
+Clock = Callable[[], float]
+
+# On a terminal, work shorter than this shows nothing.
+DELAY_SECONDS = 1.0
 REFRESH_SECONDS = 0.2
+PREFIX = "hidden-rate: "
+
+
+def resolve_mode(enabled: bool | None, stream: TextIO) -> Mode:
+    """The mode for ``enabled`` on ``stream``: see the module's docstring."""
+    if enabled is False:
+        return "off"
+    if _isatty(stream):
+        return "terminal"
+    return "log" if enabled else "off"
 
 
 class Progress:
-    """Counts units of work done out of ``total`` and redraws one line on ``stream``.
+    """One stage: counts units of work done out of ``total`` (None: not counted in units) and
+    reports on ``stream`` in the mode :func:`resolve_mode` gives.
 
-    ``enabled=None`` shows the bar only when ``stream`` is a terminal.
+    ``started`` is when the command started (default: now), from which the terminal's delay
+    runs.
     """
 
     def __init__(
         self,
-        total: int,
+        total: int | None,
         *,
         enabled: bool | None = None,
         label: str = "counting",
         stream: TextIO | None = None,
+        clock: Clock = time.monotonic,
+        started: float | None = None,
+        lock: threading.RLock | None = None,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = _isatty(self.stream) if enabled is None else enabled
-        self.total = max(total, 1)
+        self.mode = resolve_mode(enabled, self.stream)
+        self.enabled = self.mode != "off"
+        self.total = None if total is None else max(total, 1)
         self.label = label
+        self.clock = clock
         self.done = 0
-        self.started = time.monotonic()
-        self.drawn_at = 0.0
+        self.begun = clock()
+        self.started = self.begun if started is None else started
+        self.first: tuple[float, int] | None = None  # (time, units) when a unit was first done
+        self.drawn_at = -float("inf")
         self.shown = False
+        self.tenths = 0
+        self.closed = False
+        # Shared with a thread that redraws the line (:class:`Stages`).
+        self.lock = lock if lock is not None else threading.RLock()
+        if self.mode == "log":
+            self._line(f"{self.label}: started")
 
     def advance(self, units: int = 1) -> None:
+        """Count ``units`` more done."""
         self.done += units
-        now = time.monotonic()
-        if not self.enabled or now - self.started < DELAY_SECONDS:
+        if not self.enabled:
             return
-        if now - self.drawn_at >= REFRESH_SECONDS or self.done >= self.total:
-            self._draw(now)
+        now = self.clock()
+        if self.first is None:
+            self.first = (now, self.done)
+        if self.mode == "log":
+            tenths = min(10 * self.done // self.share_total(), 10)
+            if tenths > self.tenths and tenths < 10:
+                self.tenths = tenths
+                self._line(f"{self.status(now)}")
+            return
+        if now - self.drawn_at >= REFRESH_SECONDS or self.done >= self.share_total():
+            self.redraw(now)
 
-    def _draw(self, now: float) -> None:
+    def share_total(self) -> int:
+        return self.total if self.total is not None else max(self.done, 1)
+
+    def left(self, now: float) -> float | None:
+        """Seconds left at the rate since the first unit done; None before a second unit."""
+        if self.total is None or self.first is None:
+            return None
+        since, units = self.first
+        if self.done <= units or now <= since:
+            return None
+        rate = (self.done - units) / (now - since)
+        return max(self.total - self.done, 0) / rate
+
+    def status(self, now: float) -> str:
+        """The stage's line: its share, time and estimate."""
+        elapsed = now - self.begun
+        if self.total is None:
+            return f"{self.label}: {elapsed:.1f} s"
         share = min(self.done / self.total, 1.0)
+        left = self.left(now)
+        estimate = "" if left is None else f", ~{left:.0f} s left"
+        if self.mode == "log":
+            return f"{self.label}: {share:.0%} done, {elapsed:.1f} s{estimate}"
         filled = int(share * 30)
-        elapsed = now - self.started
-        eta = elapsed * (1 - share) / share if share > 0 else float("nan")
-        self.stream.write(
-            f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {share:6.1%} "
-            f"{elapsed:6.1f}s elapsed, ~{eta:5.0f}s left"
-        )
+        bar = "#" * filled + "." * (30 - filled)
+        return f"{self.label} [{bar}] {share:6.1%} {elapsed:6.1f} s{estimate}"
+
+    def redraw(self, now: float | None = None) -> None:
+        """On a terminal, redraw the line once the command has run :data:`DELAY_SECONDS`."""
+        with self.lock:
+            now = self.clock() if now is None else now
+            if self.closed or self.mode != "terminal" or now - self.started < DELAY_SECONDS:
+                return
+            self.stream.write(f"\r{self.status(now)}\033[K")
+            self.stream.flush()
+            self.drawn_at = now
+            self.shown = True
+
+    def close(self) -> None:
+        """End the stage: its last line, or the end of the redrawn one."""
+        with self.lock:
+            if self.closed:
+                return
+            now = self.clock()
+            if self.mode == "log":
+                self._line(f"{self.label}: done in {now - self.begun:.1f} s")
+            else:  # a stage still running past the delay leaves its line
+                self.redraw(now)
+                if self.shown:
+                    self.stream.write("\n")
+                    self.stream.flush()
+            self.closed = True
+
+    def _line(self, text: str) -> None:
+        self.stream.write(f"{PREFIX}{text}\n")
         self.stream.flush()
-        self.drawn_at = now
-        self.shown = True
 
     def __enter__(self) -> Progress:
         return self
@@ -65,9 +162,73 @@ class Progress:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.close()
+
+
+class Stages:
+    """The stages of one command, reported in one mode from its start.
+
+    :meth:`stage` opens each stage (reading, fitting, projecting, counting, nearest
+    originals, writing); on a terminal a thread redraws the current one every
+    :data:`REFRESH_SECONDS`, so that a stage without units shows its time while it runs.
+    """
+
+    def __init__(
+        self,
+        enabled: bool | None = None,
+        *,
+        stream: TextIO | None = None,
+        clock: Clock = time.monotonic,
+        ticking: bool = True,
+    ) -> None:
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock
+        self.started = clock()
+        self.current: Progress | None = None
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if ticking and resolve_mode(enabled, self.stream) == "terminal":
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+
+    def stage(self, name: str, total: int | None = None) -> Progress:
+        """Open stage ``name`` (``total`` units, or None); close it with ``with``."""
+        with self._lock:
+            self.current = Progress(
+                total,
+                enabled=self.enabled,
+                label=name,
+                stream=self.stream,
+                clock=self.clock,
+                started=self.started,
+                lock=self._lock,
+            )
+            return self.current
+
+    def close(self) -> None:
+        """Stop the terminal's redraws."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(REFRESH_SECONDS):
+            with self._lock:
+                if self.current is not None and self.current.total is None:
+                    self.current.redraw()
+
+    def __enter__(self) -> Stages:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def _isatty(stream: TextIO) -> bool:
