@@ -215,7 +215,10 @@ def count_cloaking(
         if closer.shape != (len(originals),) or closer.dtype != np.bool_:
             msg = f"`closer` must be a bool array of shape ({len(originals)},)"
             raise ValueError(msg)
-        below = strictly_below(own_thresholds(originals, avatars, 0.0))
+        # With no tolerance the thresholds are the own d2 themselves.
+        below = strictly_below(
+            thresholds if tie_tol == 0.0 else own_thresholds(originals, avatars, 0.0)
+        )
     return count_within(
         originals,
         thresholds,
