@@ -22,25 +22,23 @@ created or replaced while it counted.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Unpack
 
 import numpy as np
 import polars as pl
-from polars.exceptions import ComputeError, NoDataError, SchemaError
+from polars.exceptions import ComputeError, SchemaError
 
 from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.files import FORMATS, one_line
 from polars_hidden_rate.frames import check_output_free
-from polars_hidden_rate.gate import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.outputs import (
     Access,
     Identity,
@@ -53,6 +51,7 @@ from polars_hidden_rate.outputs import (
     publish,
 )
 from polars_hidden_rate.outputs import check_output as check_output_path
+from polars_hidden_rate.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -435,53 +434,3 @@ def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator
         if own is not None and own.same_entry(identity(staging)):
             shutil.rmtree(staging, ignore_errors=True)
         raise
-
-
-def summary_from_order_statistics(
-    n: int,
-    not_hidden: int,
-    order_statistic: Callable[[int], int],
-    *,
-    min_rate: float | None,
-) -> CloakingSummary:
-    """The summary of ``n`` counts, ``not_hidden`` of them zero, from their ``k``-th smallest.
-
-    The quartiles interpolate linearly between the order statistics at ``floor`` and
-    ``ceil`` of ``q (n - 1)``, as Polars' ``quantile(q, "linear")`` and ``median`` do, so
-    the summary is :func:`~polars_hidden_rate.gate.summarize`'s, value for value, without
-    the counts in one place.
-
-    Examples
-    --------
-    >>> counts = sorted([0, 3, 5, 10])
-    >>> summary = summary_from_order_statistics(4, 1, counts.__getitem__, min_rate=80)
-    >>> summary.hidden_rate, summary.local_cloaking_median, summary.passed
-    (75.0, 4.0, False)
-    """
-    if n == 0:
-        msg = "there are no records to summarise"
-        raise NoDataError(msg)
-
-    def quantile(q: float) -> float:
-        position = q * (n - 1)
-        low = math.floor(position)
-        below = float(order_statistic(low))
-        above = float(order_statistic(min(low + 1, n - 1)))
-        return below + (above - below) * (position - low)
-
-    rate = 100.0 * (n - not_hidden) / n
-    return CloakingSummary(
-        n=n,
-        hidden_rate=rate,
-        not_hidden=not_hidden,
-        local_cloaking_median=quantile(0.5),
-        local_cloaking_q1=quantile(0.25),
-        local_cloaking_q3=quantile(0.75),
-        min_rate=min_rate,
-        passed=min_rate is None or rate >= min_rate,
-    )
-
-
-def histogram(counts: CountArray, bins: int) -> CountArray:
-    """How many counts equal ``0, 1, ..., bins - 1``, then how many are ``bins`` or more."""
-    return np.bincount(np.minimum(counts, bins), minlength=bins + 1).astype(np.int64)
