@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import signal
 import stat
 import sys
@@ -29,7 +28,7 @@ import polars as pl
 
 from polars_hidden_rate import __version__
 from polars_hidden_rate.api import CountOptions, CountPlan, plan
-from polars_hidden_rate.dataset import plan_dataset, staged_directory
+from polars_hidden_rate.dataset import plan_dataset
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.distributed import EXTRA_HINT
 from polars_hidden_rate.files import (
@@ -47,13 +46,10 @@ from polars_hidden_rate.gate import (
     summarize_inspected,
 )
 from polars_hidden_rate.outputs import (
-    Access,
     check_output,
     describe,
-    existing,
-    grant,
-    ordinary_file_access,
-    publish,
+    replace_atomically,
+    staged_directory,
 )
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.provenance import (
@@ -542,9 +538,7 @@ def _scheduler_address(path: Path) -> str:
 def run_report(args: argparse.Namespace) -> int:
     """``hidden-rate report``: every metric once, against its target; optionally as a page."""
     targets = check_targets(dict(args.target or []))
-    _refuse_inputs(args.html, "--html", args)
-    if args.html is not None:
-        _output_folder(args.html, "--html")
+    _refuse_inputs(args.html, "--html", args)  # its folder too
     request, inspector, inputs = _in_background(lambda: _planned(args, "report"))
     report = _in_background(lambda: report_of_plan(inspector, targets=targets))
     block = provenance(
@@ -554,7 +548,9 @@ def run_report(args: argparse.Namespace) -> int:
     report = report.with_provenance(block)
     if args.html is not None:
         page = report.to_html(args.title)
-        replace_atomically(args.html, lambda temporary: temporary.write_text(page, "utf-8"))
+        replace_atomically(
+            args.html, lambda temporary: temporary.write_text(page, "utf-8"), name="--html"
+        )
     if not args.quiet:
         text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
         print(text)
@@ -613,7 +609,8 @@ def write_atomically(
     metadata: dict[str, str] | None = None,
     inspector: Inspector | None = None,
 ) -> CloakingSummary:
-    """Sink ``per_record`` into ``path`` (:func:`replace_atomically`), parquet with
+    """Sink ``per_record`` into ``path``
+    (:func:`~polars_hidden_rate.outputs.replace_atomically`), parquet with
     ``metadata``; summarise what was written, with the evidence ``inspector`` took from
     the read it was counted from."""
     kind = file_format(path, "--output")
@@ -636,40 +633,8 @@ def write_atomically(
         )
         summaries.append(summary)
 
-    replace_atomically(path, sink, option="--output")
+    replace_atomically(path, sink, name="--output")
     return summaries[0]
-
-
-def replace_atomically(
-    path: Path, write: Callable[[Path], object], *, option: str = "--html"
-) -> None:
-    """``write`` a temporary file beside ``path``, then rename it to ``path``.
-
-    A failure or a stop leaves no partial file (and any previous one untouched). The
-    temporary file is readable by its owner only while written (``write`` must write
-    into it, not replace it); the result then gets the mode and group of the file it
-    replaces, or, when new, the mode an ordinary open gives (umask applied).
-
-    Only the file found at ``path`` now is replaced: a file created or replaced there
-    meanwhile (by another run) is left as it is, and FileExistsError raised
-    (:func:`polars_hidden_rate.outputs.publish`). ``path`` must be absent or a regular file.
-    """
-    _output_folder(path, option)
-    found = existing(path, kind="file", name=option)
-    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        access = _create_private(temporary, replaces=path if path.is_file() else None)
-        write(temporary)
-        grant(temporary, access)
-        publish(temporary, path, found, name=option)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _output_folder(path: Path, option: str) -> None:
-    if not path.parent.is_dir():
-        msg = f"{option} folder not found: {str(path.parent)!r}"
-        raise FileNotFoundError(msg)
 
 
 def _in_background(work: Callable[[], T]) -> T:
@@ -691,21 +656,6 @@ def _in_background(work: Callable[[], T]) -> T:
     if failure:
         raise failure[0]
     return outcome[0]
-
-
-def _create_private(temporary: Path, *, replaces: Path | None) -> Access:
-    """Create the empty file ``temporary``, mode 0o600; return the access of the final file.
-
-    That is the mode and group of the file it ``replaces``; for a new file, the mode an
-    ordinary open gives in that folder (umask applied), read off an empty probe file, so
-    that ``temporary`` is never readable by others, not even for an instant.
-    """
-    previous = replaces.stat() if replaces is not None else None
-    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    os.chmod(temporary, 0o600)  # a umask such as 0o200 would leave the owner unable to write
-    if previous is None:
-        return ordinary_file_access(temporary.parent)
-    return Access(stat.S_IMODE(previous.st_mode), previous.st_gid)
 
 
 def format_text(summary: CloakingSummary) -> str:

@@ -57,7 +57,7 @@ from polars.exceptions import ComputeError, NoDataError, ShapeError
 
 from polars_hidden_rate import distributed, engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.dataset import Dataset, with_counts, write_part
+from polars_hidden_rate.dataset import Dataset
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
     Example,
@@ -71,6 +71,7 @@ from polars_hidden_rate.frames import (
 )
 from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
+from polars_hidden_rate.outputs import with_counts, write_part
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.projection.partitioned import DaskTasks
 from polars_hidden_rate.scale import exponent_for

@@ -21,35 +21,20 @@ created or replaced while it counted.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import stat
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Unpack
 
 import numpy as np
 import polars as pl
-from polars.exceptions import ComputeError, SchemaError
+from polars.exceptions import SchemaError
 
-from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.files import FORMATS, one_line
 from polars_hidden_rate.frames import check_output_free
-from polars_hidden_rate.outputs import (
-    Access,
-    Identity,
-    access_of,
-    grant,
-    identity,
-    narrowest,
-    ordinary_directory_access,
-    ordinary_file_access,
-    publish,
-)
+from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
 from polars_hidden_rate.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
@@ -57,7 +42,6 @@ from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link,
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 """A parquet dataset: one file, a directory of ``*.parquet`` files, or a list of files."""
 
-PART_PREFIX = "part-"
 _PARQUET = tuple(suffix for suffix, kind in FORMATS.items() if kind == "parquet")
 
 
@@ -325,42 +309,14 @@ def _count_and_write_locally(
         inspector.after(counts, closer)
         del aligned
     for index, partition in enumerate(originals.partitions):
-        frame = pl.read_parquet(partition.path, glob=False)
-        if frame.height != partition.rows:
-            msg = f"originals file {str(partition.path)!r} changed while it was being counted"
-            raise ComputeError(msg)
         part = counts[partition.offset : partition.offset + partition.rows]
-        write_part(with_counts(frame, part), staging, index)
+        write_counted_part(partition.path, partition.rows, part, staging, index)
     return summarize(
         pl.DataFrame({"local_cloaking": counts}),
         min_rate=min_rate,
         evidence=None if inspector is None else inspector.evidence(),
         max_own_copies=None if verdict is None else verdict.max_own_copies,
     )
-
-
-def with_counts(frame: pl.DataFrame, counts: CountArray) -> pl.DataFrame:
-    """``frame`` with ``local_cloaking`` (the index type, as the API gives it) and ``hidden``."""
-    cloaking = pl.Series("local_cloaking", counts, dtype=pl.get_index_type())
-    return frame.with_columns(cloaking, hidden=cloaking > 0)
-
-
-def part_name(index: int) -> str:
-    """The output file of originals partition ``index``."""
-    return f"{PART_PREFIX}{index:05d}.parquet"
-
-
-def write_part(frame: pl.DataFrame, directory: Path, index: int) -> Path:
-    """Write ``frame`` as part ``index`` of ``directory``: into a temporary file, then renamed,
-    so a writer killed mid-file leaves no part behind, and a re-run replaces it whole."""
-    path = directory / part_name(index)
-    temporary = directory / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        frame.write_parquet(temporary)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    return path
 
 
 def check_output(
@@ -385,52 +341,3 @@ def check_output(
         msg = f"output {str(output)!r} exists; pass overwrite=True to replace it"
         raise FileExistsError(msg)
     return found
-
-
-@contextlib.contextmanager
-def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator[Path]:
-    """A private temporary directory beside ``output``, renamed to ``output`` on success.
-
-    It is created readable by its owner only (0o700: no partial record is readable by
-    others), and stays so until every part is complete. Then any file not a part (a
-    writer's leftover) is removed, and the directory and its parts get their permissions:
-
-    - replacing the directory ``replaces``, its mode and group, and each part those of the
-      replaced part of the same name (a part with none, the narrowest of the replaced files:
-      :func:`~polars_hidden_rate.outputs.narrowest`);
-    - new, the mode an ordinary ``mkdir`` and ``open`` give here (umask, default ACLs).
-
-    It then takes the name ``output`` (:func:`~polars_hidden_rate.outputs.publish`): it
-    creates ``output``, or replaces ``replaces``, and fails with FileExistsError when someone
-    created or replaced ``output`` meanwhile. On any error, or a stop, it is removed and
-    ``output`` is left as it was.
-    """
-    staging = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex}"
-    os.mkdir(staging, 0o700)
-    own = identity(staging)
-    try:
-        # Whatever the umask, the owner may write the parts; a set-group-ID bit inherited from
-        # the folder stays, so the parts get the group an ordinary mkdir would give them.
-        os.chmod(staging, 0o700 | stat.S_IMODE(os.stat(staging).st_mode) & stat.S_ISGID)
-        folder, other = ordinary_directory_access(staging), ordinary_file_access(staging)
-        yield staging
-        for entry in staging.iterdir():
-            if not (entry.name.startswith(PART_PREFIX) and entry.suffix == ".parquet"):
-                entry.unlink()
-        parts: dict[str, Access] = {}
-        if replaces is not None and identity(output) == replaces:
-            folder = access_of(output)
-            parts = {
-                entry.name: access_of(entry)
-                for entry in output.iterdir()
-                if entry.is_file() and not entry.is_symlink()
-            }
-            other = narrowest(list(parts.values()), other)
-        for entry in staging.iterdir():
-            grant(entry, parts.get(entry.name, other))
-        grant(staging, folder)  # the parts first: the directory opens only once they are set
-        publish(staging, output, replaces, name="output")
-    except BaseException:
-        if own is not None and own.same_entry(identity(staging)):
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
