@@ -24,6 +24,7 @@ from polars_hidden_rate.frames import (
     ColumnSpec,
     Link,
     as_lazy,
+    as_text_if_category,
     check_ncp,
     check_output_free,
     check_unreserved,
@@ -201,15 +202,12 @@ class CountPlan:
     def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
         """A hash of the columns that decide a record's count: its key and coordinates."""
         columns = self.projection.features if self.projection else self.coords
+        # Categories as their text, not their codes.
         fields = [
-            pl.col(name).cast(pl.String) if schema[name].base_type() in _CATEGORIES else name
+            as_text_if_category(pl.col(name), schema[name])
             for name in dict.fromkeys([*self.link.left, *columns])
         ]
         return pl.struct(fields).hash(seed=0).alias(_FINGERPRINT)
-
-
-# Hash categorical columns as their text, not their physical codes.
-_CATEGORIES = (pl.Categorical, pl.Enum)
 
 
 def _require_counted(counts: pl.Series) -> pl.Series:
