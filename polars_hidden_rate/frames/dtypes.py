@@ -89,10 +89,10 @@ def inexact_values(column: pl.Expr, dtype: pl.DataType) -> pl.Expr | None:
         digits = 38 if dtype.precision is None else dtype.precision
         if digits <= _FLOAT64_DIGITS:
             return None
-        if dtype.scale == 0:
-            return (column > EXACT_INTEGER_LIMIT) | (column < -EXACT_INTEGER_LIMIT)
-        back = column.cast(pl.Float64).cast(dtype, strict=False)
-        return back.ne_missing(column)
-    if dtype.is_integer() and dtype not in _SMALL_INTEGERS:
-        return (column > EXACT_INTEGER_LIMIT) | (column < -EXACT_INTEGER_LIMIT)
-    return None
+        if dtype.scale != 0:
+            back = column.cast(pl.Float64).cast(dtype, strict=False)
+            return back.ne_missing(column)
+    elif not dtype.is_integer() or dtype in _SMALL_INTEGERS:
+        return None
+    # Two comparisons, not abs(): abs of Int64's smallest value overflows.
+    return (column > EXACT_INTEGER_LIMIT) | (column < -EXACT_INTEGER_LIMIT)
