@@ -31,14 +31,14 @@ from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.dataset import plan_dataset
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.distributed import EXTRA_HINT
-from polars_hidden_rate.files import (
+from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.frames.files import (
     CSV_NULL_VALUES,
     file_format,
     one_line,
     scan,
     scan_literal,
 )
-from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.gate import (
     CloakingSummary,
     check_min_rate,

@@ -57,9 +57,9 @@ from polars.exceptions import ComputeError, NoDataError, ShapeError
 
 from polars_hidden_rate import distributed, engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.dataset import Dataset
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
+    Dataset,
     Example,
     KeyProblems,
     MissingValues,

@@ -16,9 +16,8 @@ from polars.testing import assert_frame_equal
 import polars_hidden_rate as phr
 from polars_hidden_rate import cluster_data
 from polars_hidden_rate.cluster_data import Splits, plan_tasks, records_per_task
-from polars_hidden_rate.dataset import open_dataset
 from polars_hidden_rate.distributed import WorkerSpec
-from polars_hidden_rate.frames import KeyProblems, link_by_key
+from polars_hidden_rate.frames import KeyProblems, link_by_key, open_dataset
 from polars_hidden_rate.gate import cloaking_summary, summarize
 from polars_hidden_rate.outputs import part_name
 from polars_hidden_rate.summary import histogram, summary_from_order_statistics

@@ -5,6 +5,7 @@ read (:mod:`.read`), and the files people pass (:mod:`.files`, :mod:`.datasets`)
 The names below are this layer's interface; the modules above it import them from here.
 """
 
+from polars_hidden_rate.frames.datasets import Dataset, Partition, Source, open_dataset
 from polars_hidden_rate.frames.dtypes import (
     CATEGORY_TYPES,
     EXACT_INTEGER_LIMIT,
@@ -57,11 +58,14 @@ __all__ = [
     "Aligned",
     "ColumnSpec",
     "CoordinateProblems",
+    "Dataset",
     "Example",
     "KeyProblems",
     "Link",
     "MissingValues",
     "MissingValuesError",
+    "Partition",
+    "Source",
     "as_lazy",
     "as_text_if_category",
     "check_equal_heights",
@@ -79,6 +83,7 @@ __all__ = [
     "link_by_key",
     "missing_values",
     "nothing_to_measure",
+    "open_dataset",
     "raise_inexact",
     "raise_missing",
     "read_aligned",
