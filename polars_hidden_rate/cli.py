@@ -27,7 +27,6 @@ from typing import Any, NoReturn, TypeVar, get_args
 import polars as pl
 
 from polars_hidden_rate import __version__
-from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.dataset import plan_dataset
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.distributed import EXTRA_HINT
@@ -51,6 +50,7 @@ from polars_hidden_rate.outputs import (
     replace_atomically,
     staged_directory,
 )
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.provenance import (
     describe_input,

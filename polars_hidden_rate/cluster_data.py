@@ -87,7 +87,7 @@ from polars_hidden_rate.verdict import (
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from polars_hidden_rate.api import CountPlan
+    from polars_hidden_rate.plan import CountPlan
 
 _KEY = f"{RESERVED_PREFIX}_key"
 _COORD = f"{RESERVED_PREFIX}_coord"

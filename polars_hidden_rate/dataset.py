@@ -30,10 +30,10 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 

@@ -12,8 +12,8 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.api import CountOptions, plan
 from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.plan import CountOptions, plan
 from polars_hidden_rate.summary import (
     CloakingSummary,
     check_min_rate,

@@ -19,13 +19,10 @@ from typing import TypeVar, Unpack
 import polars as pl
 from polars.exceptions import DuplicateError, SchemaError
 
-from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.api import CountOptions, CountPlan, Keys, plan
 from polars_hidden_rate.checks import check_count, check_real
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
-    Aligned,
     ColumnSpec,
     as_lazy,
     common_feature_type,
@@ -38,7 +35,8 @@ from polars_hidden_rate.frames import (
     resolve_link,
     shared_schema,
 )
-from polars_hidden_rate.neighbours import NearestTwo, nearest_two
+from polars_hidden_rate.neighbours import NearestTwo
+from polars_hidden_rate.plan import CountOptions, CountPlan, Keys, plan
 
 AvatarsT = TypeVar("AvatarsT", pl.DataFrame, pl.LazyFrame)
 
@@ -169,16 +167,6 @@ def _distance_plan(
     return plan(originals, avatars, options, caller=caller)
 
 
-def nearest_originals(request: CountPlan, aligned: Aligned) -> NearestTwo:
-    """Each avatar's nearest two originals in ``aligned``: on ``request.cluster`` when given
-    (the same floats), else on this machine's CPU, whatever ``request.device``."""
-    if request.cluster is not None:
-        return distributed.nearest_two_distributed(
-            aligned.originals, aligned.avatars, client=request.cluster, threads=request.threads
-        )
-    return nearest_two(aligned.originals, aligned.avatars, threads=request.threads)
-
-
 def _per_avatar(
     request: CountPlan,
     avatars: AvatarsT,
@@ -202,7 +190,7 @@ def _per_avatar(
         frame = request.avatars.collect()
         carry = [key.alias(f"{_KEY}{i}") for i, key in enumerate(link.key_columns("left"))]
         aligned = replace(request, avatars=frame.lazy()).read(carry)
-        found = nearest_originals(request, aligned)
+        found = request.nearest_two(aligned)
         values = pl.Series(name, value(found), dtype=pl.Float64)
         if link.by_row_order:
             return frame.with_columns(values)

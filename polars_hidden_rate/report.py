@@ -22,15 +22,14 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.checks import check_real
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.metrics import (
     check_confidence,
     hidden_rate_interval,
-    nearest_originals,
     row_direct_match_protection,
 )
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.verdict import (
     Evidence,
     Inspector,
@@ -379,7 +378,7 @@ def report_of_plan(
     closer = np.zeros(len(aligned.originals), dtype=bool)
     counts = request.counts(aligned, closer=closer)
     inspector.after(counts, closer)
-    found = nearest_originals(request, aligned)
+    found = request.nearest_two(aligned)
     dcr, nndr = found.nearest, found.ratio
     link = request.link
     protection = row_direct_match_protection(

@@ -20,10 +20,10 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate._types import BoolArray, CountArray
-from polars_hidden_rate.api import CountOptions, CountPlan
 from polars_hidden_rate.checks import OptionTypeError, check_real
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.linkage import LinkTest, link_test
+from polars_hidden_rate.plan import CountOptions, CountPlan
 
 DEFAULT_MAX_OWN_COPIES = 10.0
 """Percent of avatars that may copy their own original: the method's row direct-match target
