@@ -132,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limit_threads(args.threads)
     (n,) = parse_sizes([args.n])
-    from polars_hidden_rate import api, engine, frames, kdtree
+    from polars_hidden_rate import engine, kdtree, plan
+    from polars_hidden_rate.frames import read
 
     with tempfile.TemporaryDirectory() as scratch:
         directory = args.dir or write_inputs(
@@ -141,14 +142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_up(Path(scratch), args.threads)
         with Recorder() as recorder:
             for owner, attribute, name in (
-                (api, "read_aligned", "read"),
-                (frames, "_avatar_order", "link"),
-                (frames, "_to_float64", "to_float64"),
+                (plan, "read_aligned", "read"),
+                (read, "_avatar_order", "link"),
+                (read, "_to_float64", "to_float64"),
                 (engine, "canonical_scale", "scale"),
                 (engine, "own_thresholds", "thresholds"),
                 (engine, "choose_strategy", "probe"),
                 (kdtree.KdTree, "count_within", "walk"),
-                (api.CountPlan, "counts", "counts"),
+                (plan.CountPlan, "counts", "counts"),
             ):
                 recorder.wrap(owner, attribute, name)
             recorder.wrap(kdtree.KdTree, "build", "tree")

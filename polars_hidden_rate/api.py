@@ -1,383 +1,42 @@
 """The public functions: local cloaking per record, and the hidden rate.
 
-Every entry point walks one path: :func:`plan` checks the schemas and returns a
-:class:`CountPlan`; collecting its :meth:`CountPlan.counts_frame` reads the
-coordinate arrays, runs the exact engine, and the counts are joined back.
+Both walk one path: :func:`~polars_hidden_rate.plan.plan` checks the schemas and returns a
+:class:`~polars_hidden_rate.plan.CountPlan`, which reads the coordinate arrays, runs the
+exact engine and joins the counts back. The planner's names are re-exported here, where
+they were first documented.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack
+from typing import Unpack
 
 import numpy as np
 import polars as pl
-from polars.exceptions import ComputeError
 
-from polars_hidden_rate import distributed, engine
-from polars_hidden_rate._types import BoolArray, CountArray
-from polars_hidden_rate.checks import check_threads, check_tie_tol
-from polars_hidden_rate.frames import (
-    RESERVED_PREFIX,
-    Aligned,
-    ColumnSpec,
-    Link,
-    as_lazy,
-    check_ncp,
-    check_output_free,
-    check_unreserved,
-    read_aligned,
-    resolve_coords,
-    resolve_link,
+from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.plan import (
+    OPTION_NAMES,
+    CountOptions,
+    CountPlan,
+    Device,
+    FrameT,
+    Keys,
+    ReadInspector,
+    plan,
 )
-from polars_hidden_rate.projection import ProjectedCoordinates
-from polars_hidden_rate.projection.types import Impute
 
-FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
-Keys = str | Sequence[str]
-Device = Literal["cpu", "gpu"]
-
-_KEY = f"{RESERVED_PREFIX}_key"
-_FINGERPRINT = f"{RESERVED_PREFIX}_fingerprint"
-
-
-class ReadInspector(Protocol):
-    """Looks at the read the counts come from (:class:`~polars_hidden_rate.verdict.Inspector`):
-    columns to carry through it, a look before the counting and one after."""
-
-    def carries(self) -> tuple[list[pl.Expr], list[pl.Expr]]: ...
-
-    def before(self, aligned: Aligned) -> Aligned: ...
-
-    def after(self, counts: CountArray, closer: BoolArray) -> None: ...
-
-
-@dataclass(frozen=True)
-class CountPlan:
-    """A checked request for local cloaking counts; nothing is read until it runs."""
-
-    originals: pl.LazyFrame
-    avatars: pl.LazyFrame
-    coords: list[str]
-    link: Link
-    tie_tol: float
-    threads: int | None
-    progress: bool | None
-    device: Device
-    cluster: Any | None
-    projection: ProjectedCoordinates | None = None
-    inspector: ReadInspector | None = None
-    # Every coordinate column given, before ``ncp`` kept the first of them.
-    given_coords: tuple[str, ...] = ()
-
-    def read(self, carry: Sequence[pl.Expr] = (), carry_avatars: Sequence[pl.Expr] = ()) -> Aligned:
-        """The linked coordinate arrays, ``carry`` of each original and ``carry_avatars`` of
-        its own avatar, from the same read.
-
-        Without ``coords``, the projection is fitted on the originals here, at collect time.
-        """
-        if self.projection is not None:
-            return self.projection.read(
-                self.originals, self.avatars, self.link, carry, carry_avatars
-            )
-        return read_aligned(
-            self.originals, self.avatars, self.coords, self.link, carry, carry_avatars
-        )
-
-    def counts(
-        self,
-        aligned: Aligned | None = None,
-        *,
-        cap: int | None = None,
-        consume: bool = False,
-        closer: BoolArray | None = None,
-    ) -> CountArray:
-        """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read).
-
-        With ``cap``, ``min(c_i, cap)``: the CPU engine then stops each record at its
-        ``cap``-th rival (``cap=1`` gives the hidden flags at the cost of the first rival);
-        the cluster and GPU paths count in full and cap afterwards. With ``consume``,
-        the caller no longer needs the arrays of ``aligned``: the CPU engine scales and
-        reorders them in place rather than copying them (a read made here always is).
-        With ``closer``, each hidden record's flag there says whether a rival is strictly
-        closer than its own avatar (:func:`~polars_hidden_rate.engine.closer_rivals`): the
-        CPU engine finds it in the walk that counts.
-        """
-        if aligned is None:
-            aligned, consume = self.read(), True
-        originals, avatars = aligned.originals, aligned.avatars
-        if self.cluster is not None:
-            counts = distributed.count_cloaking_distributed(
-                originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
-            )
-        elif self.device == "gpu":
-            from polars_hidden_rate import gpu  # FAISS is loaded when used
-
-            counts = gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
-        else:
-            return engine.count_cloaking(
-                originals,
-                avatars,
-                tie_tol=self.tie_tol,
-                threads=self.threads,
-                progress=self.progress,
-                cap=cap,
-                overwrite_input=consume,
-                closer=closer,
-            )
-        if closer is not None:
-            hidden = np.flatnonzero(counts > 0)
-            closer[:] = False
-            closer[hidden] = engine.closer_rivals(originals, avatars, hidden, threads=self.threads)
-        return counts if cap is None else np.minimum(counts, cap)
-
-    def per_record(self) -> pl.LazyFrame:
-        """The originals with ``local_cloaking`` and ``hidden``, counted when collected.
-
-        Each row gets the count of the record it holds, whatever order the originals'
-        plan gives its rows. By row order, the link itself is that order: the originals
-        are read once, whole, and counted as read. By key, the counts are joined back
-        on the key and a fingerprint of the columns that decide them, so a second
-        read in another order matches them up, and one that changed a record fails.
-        """
-        schema = self.originals.collect_schema()
-        index_type = pl.get_index_type()
-        if self.link.by_row_order:
-
-            def count_as_read() -> pl.DataFrame:
-                frame = self.originals.collect()
-                _, counts = self._read_and_count(replace(self, originals=frame.lazy()))
-                return frame.with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
-
-            counted = pl.defer(count_as_read, schema={**schema, "local_cloaking": index_type})
-        else:
-            keys = list(self.link.left)
-            fingerprint = self._fingerprint(schema)
-            carry = [pl.col(k).alias(f"{_KEY}{i}") for i, k in enumerate(keys)]
-
-            def count_by_key() -> pl.DataFrame:
-                aligned, counts = self._read_and_count(self, [*carry, fingerprint])
-                return aligned.carried.rename(
-                    {f"{_KEY}{i}": k for i, k in enumerate(keys)}
-                ).with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
-
-            by_key = pl.defer(
-                count_by_key,
-                schema={
-                    **{k: schema[k] for k in keys},
-                    _FINGERPRINT: pl.UInt64,
-                    "local_cloaking": index_type,
-                },
-            )
-            counted = (
-                self.originals.with_columns(fingerprint)
-                .join(by_key, on=[*keys, _FINGERPRINT], how="left", maintain_order="left")
-                .drop(_FINGERPRINT)
-                .with_columns(
-                    pl.col("local_cloaking").map_batches(
-                        _require_counted, return_dtype=index_type, is_elementwise=True
-                    )
-                )
-            )
-        return counted.with_columns(hidden=pl.col("local_cloaking") > 0)
-
-    def _read_and_count(
-        self, source: CountPlan, carry: Sequence[pl.Expr] = ()
-    ) -> tuple[Aligned, CountArray]:
-        """``source``'s read (with ``carry``) and its full counts; the :attr:`inspector`, if
-        any, looks at that very read, and learns from the counting walk which hidden
-        records have a rival strictly closer than their avatar."""
-        if self.inspector is None:
-            aligned = source.read(carry)
-            return aligned, self.counts(aligned, consume=True)
-        extra, extra_avatars = self.inspector.carries()
-        aligned = self.inspector.before(source.read([*carry, *extra], extra_avatars))
-        closer = np.zeros(len(aligned.originals), dtype=bool)
-        counts = self.counts(aligned, consume=True, closer=closer)
-        self.inspector.after(counts, closer)
-        return aligned, counts
-
-    def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
-        """A hash of the columns that decide a record's count: its key and coordinates."""
-        columns = self.projection.features if self.projection else self.coords
-        fields = [
-            pl.col(name).cast(pl.String) if schema[name].base_type() in _CATEGORIES else name
-            for name in dict.fromkeys([*self.link.left, *columns])
-        ]
-        return pl.struct(fields).hash(seed=0).alias(_FINGERPRINT)
-
-
-# Hash categorical columns as their text, not their physical codes.
-_CATEGORIES = (pl.Categorical, pl.Enum)
-
-
-def _require_counted(counts: pl.Series) -> pl.Series:
-    """Every original found its count: a null means its record changed between two reads."""
-    missing = counts.null_count()
-    if missing:
-        msg = (
-            f"{missing} originals were not among the records counted: the originals' lazy plan "
-            "gave other records when read again (sampling, or unique(keep='any'), for example); "
-            "collect the originals first"
-        )
-        raise ComputeError(msg)
-    return counts
-
-
-class CountOptions(TypedDict, total=False):
-    """The keyword options of every entry point, written once.
-
-    :func:`local_cloaking`, :func:`hidden_rate`, the ``avatar`` namespace and
-    :func:`~polars_hidden_rate.assert_hidden_rate` take them as keywords; an
-    unknown keyword is a TypeError.
-
-    Attributes
-    ----------
-    coords
-        The projected coordinate columns, by name or selector (or an
-        expression that selects, ``pl.col("^Dim.*$")``), present and numeric
-        in both frames; an unordered collection (a set) is refused, since
-        ``ncp`` takes the first ones. When None, the raw ``features`` are projected
-        as the avatar method does (:class:`~polars_hidden_rate.Projection`,
-        fitted on the originals when the counting runs).
-    ncp
-        Use the first ``ncp`` columns of ``coords`` (default all of them), or
-        without ``coords`` the first ``ncp`` components of the projection
-        (default 5, capped at the dimensions available).
-    on, left_on, right_on
-        Key columns linking each original to its avatar, as in
-        :meth:`polars.DataFrame.join`; the counts are joined back on the keys, so
-        each record keeps its own count whatever order a lazy plan gives, and the
-        originals stream. Default: row ``i`` of ``avatars`` is the avatar of row
-        ``i`` of ``originals``, in the order the originals' plan gives, which are
-        then read once, whole.
-    tie_tol
-        Relative tie tolerance; ``0`` gives the literal comparison. The default
-        ``1e-9`` keeps exact ties that float64 rounding would split.
-    features
-        Raw feature columns to project when ``coords`` is None, by name or
-        selector; default every column the two frames share, less the keys.
-        A selector (or an expression that selects, ``pl.col("^x.*$")``) picks
-        among the columns the two frames share: ``cs.numeric()`` leaves out a
-        numeric identifier only the originals hold. Names must be in both.
-    categorical
-        Features to project as categorical whatever their type (categories
-        coded as integers, for example), by name or selector.
-    impute
-        ``"none"`` (default: a missing feature value is an error), ``"median"``,
-        ``"mean"`` or ``"mode"``: fill the missing values (null, NaN) of both
-        frames' features with the originals' statistic (the mode for
-        categorical columns) before projecting. The output keeps the values
-        as given.
-    threads
-        Threads for the counting engine; default all cores.
-    progress
-        Show a progress bar on stderr; default: only on a terminal.
-    device
-        ``"cpu"``, or ``"gpu"`` for FAISS's GPU indexes.
-    cluster
-        A ``dask.distributed.Client`` to shard the counting over.
-    """
-
-    coords: ColumnSpec | None
-    ncp: int | None
-    on: Keys | None
-    left_on: Keys | None
-    right_on: Keys | None
-    features: ColumnSpec | None
-    categorical: ColumnSpec | None
-    impute: Impute
-    tie_tol: float
-    threads: int | None
-    progress: bool | None
-    device: Device
-    cluster: Any | None
-
-
-OPTION_NAMES = frozenset(CountOptions.__annotations__)
-
-
-def plan(
-    originals: pl.DataFrame | pl.LazyFrame,
-    avatars: pl.DataFrame | pl.LazyFrame,
-    options: CountOptions,
-    *,
-    caller: str = "plan",
-) -> CountPlan:
-    """Check a request against the schemas and return its :class:`CountPlan`.
-
-    ``caller`` names the public function in the error for an unknown option.
-    """
-    unknown = sorted(set(options) - OPTION_NAMES)
-    if unknown:
-        msg = (
-            f"{caller}() got an unexpected keyword argument {unknown[0]!r}; "
-            f"its options are {', '.join(sorted(OPTION_NAMES))}"
-        )
-        raise TypeError(msg)
-    coords, features = options.get("coords"), options.get("features")
-    ncp, device = options.get("ncp"), options.get("device", "cpu")
-    progress, cluster = options.get("progress"), options.get("cluster")
-    originals_lf = as_lazy(originals, "originals")
-    avatars_lf = as_lazy(avatars, "avatars")
-    left_schema = originals_lf.collect_schema()
-    right_schema = avatars_lf.collect_schema()
-    if coords is not None and features is not None:
-        msg = "give either `coords` (projected columns) or `features` (raw columns), not both"
-        raise ValueError(msg)
-    tie_tol = check_tie_tol(options.get("tie_tol", 1e-9))
-    threads = check_threads(options.get("threads"))
-    if progress is not None and not isinstance(progress, bool):
-        msg = f"`progress` must be True, False or None, got {progress!r}"
-        raise TypeError(msg)
-    if device not in ("cpu", "gpu"):
-        msg = f"`device` must be 'cpu' or 'gpu', got {device!r}"
-        raise ValueError(msg)
-    if cluster is not None and device != "cpu":
-        msg = "`cluster` with `device='gpu'` is not available: pass one of them"
-        raise NotImplementedError(msg)
-    if cluster is not None:
-        distributed.require_client(cluster)
-    if device == "gpu":
-        from polars_hidden_rate import gpu
-
-        gpu.require_gpu()
-    check_unreserved(left_schema, "originals")
-    check_unreserved(right_schema, "avatars")
-    link = resolve_link(
-        options.get("on"),
-        options.get("left_on"),
-        options.get("right_on"),
-        left_schema,
-        right_schema,
-    )
-    projection = None
-    categorical, impute = options.get("categorical"), options.get("impute", "none")
-    if coords is None:
-        projection = ProjectedCoordinates.plan(
-            features, categorical, impute, ncp, left_schema, right_schema, link
-        )
-    elif categorical is not None or impute != "none":
-        msg = (
-            "`categorical` and `impute` shape the projection of raw `features`; with `coords` "
-            "the coordinates are given: drop them, or give `features` instead"
-        )
-        raise ValueError(msg)
-    given = [] if coords is None else resolve_coords(coords, None, left_schema, right_schema)
-    return CountPlan(
-        originals=originals_lf,
-        avatars=avatars_lf,
-        coords=given[: check_ncp(ncp, len(given))] if given else [],
-        given_coords=tuple(given),
-        link=link,
-        tie_tol=tie_tol,
-        threads=threads,
-        progress=progress,
-        device=device,
-        cluster=cluster,
-        projection=projection,
-    )
+__all__ = [
+    "OPTION_NAMES",
+    "CountOptions",
+    "CountPlan",
+    "Device",
+    "FrameT",
+    "Keys",
+    "ReadInspector",
+    "hidden_rate",
+    "local_cloaking",
+    "plan",
+]
 
 
 def local_cloaking(

@@ -57,15 +57,9 @@ from polars.exceptions import ComputeError, NoDataError, ShapeError
 
 from polars_hidden_rate import distributed, engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.dataset import (
-    Dataset,
-    histogram,
-    summary_from_order_statistics,
-    with_counts,
-    write_part,
-)
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
+    Dataset,
     Example,
     KeyProblems,
     MissingValues,
@@ -75,12 +69,13 @@ from polars_hidden_rate.frames import (
     raise_inexact,
     raise_missing,
 )
-from polars_hidden_rate.gate import CloakingSummary
 from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
+from polars_hidden_rate.outputs import with_counts, write_part
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.projection.partitioned import DaskTasks
 from polars_hidden_rate.scale import exponent_for
+from polars_hidden_rate.summary import CloakingSummary, histogram, summary_from_order_statistics
 from polars_hidden_rate.verdict import (
     Evidence,
     UnlinkedAvatarsError,
@@ -92,7 +87,7 @@ from polars_hidden_rate.verdict import (
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from polars_hidden_rate.api import CountPlan
+    from polars_hidden_rate.plan import CountPlan
 
 _KEY = f"{RESERVED_PREFIX}_key"
 _COORD = f"{RESERVED_PREFIX}_coord"

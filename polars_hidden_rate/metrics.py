@@ -17,31 +17,30 @@ from statistics import NormalDist
 from typing import TypeVar, Unpack
 
 import polars as pl
-from polars.exceptions import DuplicateError, NoDataError, SchemaError
+from polars.exceptions import DuplicateError, SchemaError
 
-from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.api import CountOptions, CountPlan, Keys, plan
 from polars_hidden_rate.checks import check_count, check_real
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
-    Aligned,
     ColumnSpec,
     as_lazy,
+    common_feature_type,
+    default_features,
     inexact_counts,
     is_selection,
+    nothing_to_measure,
     raise_inexact,
     resolve_columns,
     resolve_link,
     shared_schema,
 )
-from polars_hidden_rate.neighbours import NearestTwo, nearest_two
+from polars_hidden_rate.neighbours import NearestTwo
+from polars_hidden_rate.plan import CountOptions, CountPlan, Keys, plan
 
 AvatarsT = TypeVar("AvatarsT", pl.DataFrame, pl.LazyFrame)
 
 _KEY = f"{RESERVED_PREFIX}_avatar_key"
-# Integer types with values that Int64 does not hold.
-_WIDER_THAN_INT64: frozenset[pl.DataType] = frozenset({pl.UInt64(), pl.Int128(), pl.UInt128()})
 _VALUE = f"{RESERVED_PREFIX}_value"
 
 
@@ -168,16 +167,6 @@ def _distance_plan(
     return plan(originals, avatars, options, caller=caller)
 
 
-def nearest_originals(request: CountPlan, aligned: Aligned) -> NearestTwo:
-    """Each avatar's nearest two originals in ``aligned``: on ``request.cluster`` when given
-    (the same floats), else on this machine's CPU, whatever ``request.device``."""
-    if request.cluster is not None:
-        return distributed.nearest_two_distributed(
-            aligned.originals, aligned.avatars, client=request.cluster, threads=request.threads
-        )
-    return nearest_two(aligned.originals, aligned.avatars, threads=request.threads)
-
-
 def _per_avatar(
     request: CountPlan,
     avatars: AvatarsT,
@@ -201,7 +190,7 @@ def _per_avatar(
         frame = request.avatars.collect()
         carry = [key.alias(f"{_KEY}{i}") for i, key in enumerate(link.key_columns("left"))]
         aligned = replace(request, avatars=frame.lazy()).read(carry)
-        found = nearest_originals(request, aligned)
+        found = request.nearest_two(aligned)
         values = pl.Series(name, value(found), dtype=pl.Float64)
         if link.by_row_order:
             return frame.with_columns(values)
@@ -277,8 +266,7 @@ def row_direct_match_protection(
     left_schema, right_schema = left.collect_schema(), right.collect_schema()
     link = resolve_link(on, left_on, right_on, left_schema, right_schema)
     if features is None:
-        keys = {*link.left, *link.right}
-        names = [n for n in left_schema.names() if n in right_schema and n not in keys]
+        names = default_features(left_schema, right_schema, {*link.left, *link.right})
         if not names:
             msg = "originals and avatars share no column besides the keys: give `features`"
             raise SchemaError(msg)
@@ -303,27 +291,8 @@ def row_direct_match_protection(
         for frame in pl.collect_all([copies.select(pl.len()), right.select(pl.len())])
     )
     if total == 0:
-        msg = "avatars is empty: there is nothing to measure"
-        raise NoDataError(msg)
+        raise nothing_to_measure("avatars")
     return 100.0 * (total - matched) / total
-
-
-def common_feature_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.DataType | None:
-    """The type both sides of feature ``name`` are compared in (None: as they are)."""
-    text = (pl.String, pl.Categorical, pl.Enum)
-    if isinstance(left, text) and isinstance(right, text):
-        return None if left == right == pl.String else pl.String()
-    if left == right:
-        return None
-    if left.is_integer() and right.is_integer() and not {left, right} & _WIDER_THAN_INT64:
-        return pl.Int64()
-    if left.is_numeric() and right.is_numeric():
-        return pl.Float64()
-    msg = (
-        f"feature {name!r} is {left} in originals but {right} in avatars; "
-        "cast one side to the other's type first"
-    )
-    raise SchemaError(msg)
 
 
 def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -8,9 +8,9 @@ from typing import Generic, Unpack
 import polars as pl
 
 from polars_hidden_rate import api, metrics, report
-from polars_hidden_rate.api import CountOptions, FrameT, Keys
 from polars_hidden_rate.frames import ColumnSpec
 from polars_hidden_rate.metrics import AvatarsT
+from polars_hidden_rate.plan import CountOptions, FrameT, Keys
 
 
 class AvatarNamespace(Generic[FrameT]):

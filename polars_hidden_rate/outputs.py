@@ -1,5 +1,6 @@
-"""Where results are written: one rule for every output path, and the one step that makes a
-finished output visible.
+"""Where results are written: one rule for every output path, the ways an output is written
+(a file replaced atomically, a directory of parts staged beside its target), and the one step
+that makes a finished output visible.
 
 The rule (:func:`check_output`): an output's folder exists; the output is no input, nor holds
 one (by path once links are resolved, or by inode: hard links, bind mounts); and what is
@@ -12,6 +13,11 @@ name atomically and exclusively. A run creates a target that was absent when it 
 replaces the very file or directory it found then; if someone else created or replaced the
 target meanwhile (another run, most often), it fails with :class:`FileExistsError` and leaves
 the target as the other left it.
+
+The writers: :func:`replace_atomically` writes a file into a private temporary file beside it;
+:func:`staged_directory` gives a private directory beside a dataset output, which
+:func:`write_counted_part` fills with one part per originals file (the local path and the
+cluster's workers write the same parts).
 """
 
 from __future__ import annotations
@@ -21,14 +27,22 @@ import ctypes
 import errno
 import functools
 import os
+import secrets
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
+import polars as pl
+from polars.exceptions import ComputeError
+
+from polars_hidden_rate._types import CountArray
+
 OutputKind = Literal["file", "directory"]
+PART_PREFIX = "part-"
 
 
 class Identity(NamedTuple):
@@ -93,9 +107,7 @@ def check_output(
     FileExistsError
         When something other than a ``kind`` is at ``path`` (see :func:`existing`).
     """
-    if not path.parent.is_dir():
-        msg = f"{name} folder not found: {str(path.parent)!r}"
-        raise FileNotFoundError(msg)
+    check_folder(path, name)
     for role, files in inputs.items():
         for source in files:
             if _is_or_holds(path, source):
@@ -105,6 +117,13 @@ def check_output(
                 )
                 raise ValueError(msg)
     return existing(path, kind=kind, name=name)
+
+
+def check_folder(path: Path, name: str) -> None:
+    """The folder that would hold ``path`` exists: FileNotFoundError naming ``name`` if not."""
+    if not path.parent.is_dir():
+        msg = f"{name} folder not found: {str(path.parent)!r}"
+        raise FileNotFoundError(msg)
 
 
 def existing(path: Path, *, kind: OutputKind, name: str) -> Identity | None:
@@ -342,3 +361,128 @@ def publish(staged: Path, target: Path, replaces: Identity | None, *, name: str)
         raise _replaced_meanwhile(name, target) from None
     finally:
         remove(retired)  # what this run was asked to replace; replaced, by it or another run
+
+
+def replace_atomically(path: Path, write: Callable[[Path], object], *, name: str) -> None:
+    """``write`` a temporary file beside ``path``, then rename it to ``path``.
+
+    A failure or a stop leaves no partial file (and any previous one untouched). The
+    temporary file is readable by its owner only while written (``write`` must write
+    into it, not replace it); the result then gets the mode and group of the file it
+    replaces, or, when new, the mode an ordinary open gives (umask applied).
+
+    Only the file found at ``path`` now is replaced: a file created or replaced there
+    meanwhile (by another run) is left as it is, and FileExistsError raised
+    (:func:`publish`). ``path`` must be absent or a regular file.
+    """
+    check_folder(path, name)
+    found = existing(path, kind="file", name=name)
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        access = _create_private(temporary, replaces=path if path.is_file() else None)
+        write(temporary)
+        grant(temporary, access)
+        publish(temporary, path, found, name=name)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _create_private(temporary: Path, *, replaces: Path | None) -> Access:
+    """Create the empty file ``temporary``, mode 0o600; return the access of the final file.
+
+    That is the mode and group of the file it ``replaces``; for a new file, the mode an
+    ordinary open gives in that folder (umask applied), read off an empty probe file, so
+    that ``temporary`` is never readable by others, not even for an instant.
+    """
+    previous = replaces.stat() if replaces is not None else None
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    os.chmod(temporary, 0o600)  # a umask such as 0o200 would leave the owner unable to write
+    if previous is None:
+        return ordinary_file_access(temporary.parent)
+    return Access(stat.S_IMODE(previous.st_mode), previous.st_gid)
+
+
+@contextlib.contextmanager
+def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator[Path]:
+    """A private temporary directory beside ``output``, renamed to ``output`` on success.
+
+    It is created readable by its owner only (0o700: no partial record is readable by
+    others), and stays so until every part is complete. Then any file not a part (a
+    writer's leftover) is removed, and the directory and its parts get their permissions:
+
+    - replacing the directory ``replaces``, its mode and group, and each part those of the
+      replaced part of the same name (a part with none, the narrowest of the replaced files:
+      :func:`narrowest`);
+    - new, the mode an ordinary ``mkdir`` and ``open`` give here (umask, default ACLs).
+
+    It then takes the name ``output`` (:func:`publish`): it
+    creates ``output``, or replaces ``replaces``, and fails with FileExistsError when someone
+    created or replaced ``output`` meanwhile. On any error, or a stop, it is removed and
+    ``output`` is left as it was.
+    """
+    staging = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex}"
+    os.mkdir(staging, 0o700)
+    own = identity(staging)
+    try:
+        # Whatever the umask, the owner may write the parts; a set-group-ID bit inherited from
+        # the folder stays, so the parts get the group an ordinary mkdir would give them.
+        os.chmod(staging, 0o700 | stat.S_IMODE(os.stat(staging).st_mode) & stat.S_ISGID)
+        folder, other = ordinary_directory_access(staging), ordinary_file_access(staging)
+        yield staging
+        for entry in staging.iterdir():
+            if not (entry.name.startswith(PART_PREFIX) and entry.suffix == ".parquet"):
+                entry.unlink()
+        parts: dict[str, Access] = {}
+        if replaces is not None and identity(output) == replaces:
+            folder = access_of(output)
+            parts = {
+                entry.name: access_of(entry)
+                for entry in output.iterdir()
+                if entry.is_file() and not entry.is_symlink()
+            }
+            other = narrowest(list(parts.values()), other)
+        for entry in staging.iterdir():
+            grant(entry, parts.get(entry.name, other))
+        grant(staging, folder)  # the parts first: the directory opens only once they are set
+        publish(staging, output, replaces, name="output")
+    except BaseException:
+        if own is not None and own.same_entry(identity(staging)):
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def with_counts(frame: pl.DataFrame, counts: CountArray) -> pl.DataFrame:
+    """``frame`` with ``local_cloaking`` (the index type, as the API gives it) and ``hidden``."""
+    cloaking = pl.Series("local_cloaking", counts, dtype=pl.get_index_type())
+    return frame.with_columns(cloaking, hidden=cloaking > 0)
+
+
+def part_name(index: int) -> str:
+    """The output file of originals partition ``index``."""
+    return f"{PART_PREFIX}{index:05d}.parquet"
+
+
+def write_part(frame: pl.DataFrame, directory: Path, index: int) -> Path:
+    """Write ``frame`` as part ``index`` of ``directory``: into a temporary file, then renamed,
+    so a writer killed mid-file leaves no part behind, and a re-run replaces it whole."""
+    path = directory / part_name(index)
+    temporary = directory / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        frame.write_parquet(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
+
+
+def write_counted_part(
+    source: Path, rows: int, counts: CountArray, directory: Path, index: int
+) -> Path:
+    """Read the originals file ``source`` whole, give it its ``counts`` (:func:`with_counts`)
+    and write it as part ``index`` of ``directory`` (:func:`write_part`); a ComputeError when
+    it no longer holds the ``rows`` it held when counted."""
+    frame = pl.read_parquet(source, glob=False)
+    if frame.height != rows or len(counts) != rows:
+        msg = f"originals file {str(source)!r} changed while it was being counted"
+        raise ComputeError(msg)
+    return write_part(with_counts(frame, counts), directory, index)

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from polars_hidden_rate.api import CountPlan
+from polars_hidden_rate.plan import CountPlan
 
 VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
 """The distributions whose versions an output states."""

@@ -15,22 +15,21 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Unpack
+from typing import Any, NamedTuple, Unpack
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.checks import check_real
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.metrics import (
     check_confidence,
     hidden_rate_interval,
-    nearest_originals,
     row_direct_match_protection,
 )
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.verdict import (
     Evidence,
     Inspector,
@@ -57,13 +56,30 @@ DEFAULT_TARGETS: Mapping[str, float] = MappingProxyType(
 )
 """A metric passes when its value is strictly above its target."""
 
-_LABELS = {
-    "hidden_rate": "Hidden rate (%)",
-    "local_cloaking_median": "Local cloaking, median",
-    "distance_to_closest_median": "Distance to closest record (DCR), median",
-    "closest_distances_ratio_median": "Nearest neighbour distance ratio (NNDR), median",
-    "row_direct_match_protection": "Row direct match protection (%)",
-}
+
+class MetricLabels(NamedTuple):
+    """How a metric is named: in the terminal (``hidden-rate report``) and on the page."""
+
+    text: str
+    page: str
+
+
+LABELS: Mapping[str, MetricLabels] = MappingProxyType(
+    {
+        "hidden_rate": MetricLabels("hidden rate (%)", "Hidden rate (%)"),
+        "local_cloaking_median": MetricLabels("median local cloaking", "Local cloaking, median"),
+        "distance_to_closest_median": MetricLabels(
+            "median DCR", "Distance to closest record (DCR), median"
+        ),
+        "closest_distances_ratio_median": MetricLabels(
+            "median NNDR", "Nearest neighbour distance ratio (NNDR), median"
+        ),
+        "row_direct_match_protection": MetricLabels(
+            "direct match protection (%)", "Row direct match protection (%)"
+        ),
+    }
+)
+"""The name of each metric of :data:`METRICS`, written once for both renderings."""
 
 # The metrics given in percent: a target in (0, 1] is a fraction given for a percentage.
 _PERCENTAGES = ("hidden_rate", "row_direct_match_protection")
@@ -222,7 +238,7 @@ class PrivacyReport:
         """
         checks = self.checks
         rows = "\n".join(
-            f"<tr><td>{_LABELS[name]}</td>"
+            f"<tr><td>{LABELS[name].page}</td>"
             f"<td>{html.escape(decisive(value, self.targets[name], 4))}</td>"
             f"<td>&gt; {html.escape(exact(self.targets[name]))}</td>"
             f'<td class="{"pass" if checks[name] else "fail"}">'
@@ -379,7 +395,7 @@ def report_of_plan(
     closer = np.zeros(len(aligned.originals), dtype=bool)
     counts = request.counts(aligned, closer=closer)
     inspector.after(counts, closer)
-    found = nearest_originals(request, aligned)
+    found = request.nearest_two(aligned)
     dcr, nndr = found.nearest, found.ratio
     link = request.link
     protection = row_direct_match_protection(

@@ -20,18 +20,16 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate._types import BoolArray, CountArray
-from polars_hidden_rate.api import CountOptions, CountPlan
 from polars_hidden_rate.checks import OptionTypeError, check_real
-from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned
+from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.linkage import LinkTest, link_test
-from polars_hidden_rate.metrics import common_feature_type
+from polars_hidden_rate.plan import CountOptions, CountPlan
 
 DEFAULT_MAX_OWN_COPIES = 10.0
 """Percent of avatars that may copy their own original: the method's row direct-match target
 (row_direct_match_protection > 90)."""
 
 _COPY = f"{RESERVED_PREFIX}_copy"
-_TEXT = (pl.String, pl.Categorical, pl.Enum)
 
 
 class VerdictOptions(TypedDict, total=False):
@@ -176,8 +174,7 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
     candidates = [
         name
         for name in left.names()
-        if name in right
-        and all(s[name].is_integer() or isinstance(s[name], _TEXT) for s in (left, right))
+        if name in right and all(s[name].is_integer() or is_text(s[name]) for s in (left, right))
     ]
     if not candidates:
         return

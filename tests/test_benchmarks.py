@@ -105,16 +105,16 @@ def test_flat_profile_splits_a_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_memory_stages_mark_every_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from benchmarks import bench_parquet, memory_stages
-    from polars_hidden_rate import api, kdtree
+    from polars_hidden_rate import kdtree, plan
 
-    build, read = vars(kdtree.KdTree)["build"], vars(api)["read_aligned"]
+    build, read = vars(kdtree.KdTree)["build"], vars(plan)["read_aligned"]
     bench_parquet.write_inputs(tmp_path, 2000, profile="gaussian", seed=0, threads=1)
     assert memory_stages.main(["--n", "2000", "--dir", str(tmp_path), "--threads", "1"]) == 0
     out = capsys.readouterr().out
     for stage in ("read", "link", "to_float64", "scale", "thresholds", "tree", "walk"):
         assert f"| {stage}>" in out
     assert vars(kdtree.KdTree)["build"] is build  # restored
-    assert vars(api)["read_aligned"] is read
+    assert vars(plan)["read_aligned"] is read
 
 
 @pytest.mark.parametrize("profile", ["gaussian", "discrete"])

@@ -332,6 +332,19 @@ def test_installed_script(files: dict[str, Any]) -> None:
     assert bad.stderr.count("\n") == 1
 
 
+def test_python_m_runs_the_command_line(files: dict[str, Any]) -> None:
+    """``python -m polars_hidden_rate.cli`` is the script: a gate below its threshold exits 1
+    (it once imported the module and exited 0, a PASS for any release), bad input 2."""
+    args = _check(files, "--format", "json", "--min-rate", "100")
+    command = [sys.executable, "-m", "polars_hidden_rate.cli", *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["hidden_rate"] == pytest.approx(files["rate"])
+    bad = subprocess.run([*command, "--on", "nope"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1
+
+
 def test_failure_after_writing_removes_the_temporary_file(
     files: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,15 +16,11 @@ from polars.testing import assert_frame_equal
 import polars_hidden_rate as phr
 from polars_hidden_rate import cluster_data
 from polars_hidden_rate.cluster_data import Splits, plan_tasks, records_per_task
-from polars_hidden_rate.dataset import (
-    histogram,
-    open_dataset,
-    part_name,
-    summary_from_order_statistics,
-)
 from polars_hidden_rate.distributed import WorkerSpec
-from polars_hidden_rate.frames import KeyProblems, link_by_key
+from polars_hidden_rate.frames import KeyProblems, link_by_key, open_dataset
 from polars_hidden_rate.gate import cloaking_summary, summarize
+from polars_hidden_rate.outputs import part_name
+from polars_hidden_rate.summary import histogram, summary_from_order_statistics
 from tests.helpers import brute_force_counts, counts_of
 
 COORDS = ["Dim1", "Dim2", "Dim3"]

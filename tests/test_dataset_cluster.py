@@ -20,9 +20,10 @@ from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import cluster_data
-from polars_hidden_rate.api import plan
-from polars_hidden_rate.dataset import open_dataset, staged_directory
+from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.outputs import staged_directory
+from polars_hidden_rate.plan import plan
 from tests.helpers import brute_force_counts, local_cluster
 from tests.test_dataset import COORDS, changed, linked_case, siblings, write_files
 from tests.test_distributed import _slow_down, _tasks_done, adversarial

@@ -385,7 +385,7 @@ NEVER_ENDING_CHECK = """
 import pathlib, sys, threading
 import polars as pl
 import polars_hidden_rate.cli as cli
-from polars_hidden_rate.api import CountPlan
+from polars_hidden_rate.plan import CountPlan
 
 def never_ending(*args, **options):  # a count that never ends, as a huge one would seem
     def wait():

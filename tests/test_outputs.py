@@ -1,5 +1,6 @@
 """`outputs.publish`, the final step of every output: exclusive, and replacing only what a run
-found, with renameat2 (Linux) and with the fallback other systems and file systems get."""
+found, with renameat2 (Linux) and with the fallback other systems and file systems get; and
+the part writer."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
+from polars.exceptions import ComputeError
 
 from polars_hidden_rate import outputs
 from polars_hidden_rate.outputs import identity, publish
@@ -177,3 +181,24 @@ def test_the_replaced_directory_never_leaves_its_name(
     publish(_staged(tmp_path, "directory", "new"), target, identity(target), name="output")
     assert all(source != str(target) for source, _ in moves)
     assert _content(target) == "new"
+
+
+def test_the_part_writer_adds_the_counts_and_refuses_a_changed_file(tmp_path: Path) -> None:
+    """The one part writer of the local and the cluster paths: the file with its counts as
+    the API gives them, written whole; a file that no longer holds the rows counted is
+    refused, and no part is left."""
+    source = tmp_path / "o.parquet"
+    pl.DataFrame({"id": [3, 1, 2], "x": [0.5, 1.0, 2.0]}).write_parquet(source)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    written = outputs.write_counted_part(source, 3, np.array([0, 2, 5]), staging, 1)
+    assert written == staging / outputs.part_name(1) == staging / "part-00001.parquet"
+    part = pl.read_parquet(written)
+    assert part.columns == ["id", "x", "local_cloaking", "hidden"]
+    assert part.schema["local_cloaking"] == pl.get_index_type()
+    assert part["local_cloaking"].to_list() == [0, 2, 5]
+    assert part["hidden"].to_list() == [False, True, True]
+    assert os.listdir(staging) == ["part-00001.parquet"]
+    with pytest.raises(ComputeError, match=r"o\.parquet' changed while it was being counted"):
+        outputs.write_counted_part(source, 4, np.array([0, 2, 5, 1]), staging, 2)
+    assert os.listdir(staging) == ["part-00001.parquet"]

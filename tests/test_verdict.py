@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import engine
-from polars_hidden_rate.api import plan
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
 from polars_hidden_rate.linkage import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
+from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
 from polars_hidden_rate.verdict import AmbiguousLinkError, UnlinkedAvatarsError
 from tests.helpers import brute_force_counts, examples

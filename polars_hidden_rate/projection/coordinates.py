@@ -25,11 +25,11 @@ from polars_hidden_rate.frames import (
     raise_missing,
     read_aligned,
 )
+from polars_hidden_rate.frames.text_numbers import text_numbers_example
 from polars_hidden_rate.projection.model import Projection
 from polars_hidden_rate.projection.partitioned import Tasks
 from polars_hidden_rate.projection.scaling import CategoricalFeature, NumericFeature
 from polars_hidden_rate.projection.types import FeatureSpec, Impute, gaps
-from polars_hidden_rate.text_numbers import text_numbers_example
 
 _COORD = f"{RESERVED_PREFIX}_dim"
 AUTO_CATEGORIES = 10
@@ -318,7 +318,7 @@ def unseen_modalities(
 
 def _numbers_as_text(originals: pl.LazyFrame, name: str, schema: pl.Schema) -> bool:
     """Whether a text column holds numbers in another notation: the fit refuses it with
-    its own, more useful message (:mod:`polars_hidden_rate.text_numbers`)."""
+    its own, more useful message (:mod:`polars_hidden_rate.frames.text_numbers`)."""
     if schema[name].is_integer():
         return False
     values = originals.select(pl.col(name).cast(pl.String).drop_nulls().head(SNIFFED_VALUES))

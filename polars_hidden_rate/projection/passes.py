@@ -26,6 +26,7 @@ from polars_hidden_rate.frames import (
     raise_inexact,
     raise_missing,
 )
+from polars_hidden_rate.frames.text_numbers import refuse_text_numbers
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
     Feature,
@@ -39,7 +40,6 @@ from polars_hidden_rate.projection.types import (
     modality_values,
     numeric_values,
 )
-from polars_hidden_rate.text_numbers import refuse_text_numbers
 
 Fills = dict[str, float | Modality]
 """The value each feature's gaps get (features without one are not filled)."""
@@ -302,8 +302,8 @@ def fitted_features(
     partial: FeaturePartial, spec: FeatureSpec, schema: pl.Schema, fills: Fills
 ) -> tuple[list[Feature], int]:
     """The features pass 1 fits from the originals' whole ``partial``: numbers held as text
-    (:func:`~polars_hidden_rate.text_numbers.refuse_text_numbers`, on the modalities counted),
-    gaps and no rows are errors."""
+    (:func:`~polars_hidden_rate.frames.text_numbers.refuse_text_numbers`, on the modalities
+    counted), gaps and no rows are errors."""
     refuse_text_numbers(partial.counts, "originals")
     raise_missing(
         partial.missing,

@@ -12,7 +12,14 @@ import polars as pl
 from polars.exceptions import ColumnNotFoundError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.frames import ColumnSpec, is_selection, resolve_columns, shared_schema
+from polars_hidden_rate.frames import (
+    ColumnSpec,
+    default_features,
+    is_selection,
+    is_text,
+    resolve_columns,
+    shared_schema,
+)
 
 Modality = str | bool
 Impute = Literal["none", "median", "mean", "mode"]
@@ -20,14 +27,13 @@ Impute = Literal["none", "median", "mean", "mode"]
 originals: the median or mean of a numeric column (the mode of a categorical one), or the
 mode everywhere."""
 
-_TEXT = (pl.String, pl.Categorical, pl.Enum)
 _PER_SECOND = {"ns": 1e9, "us": 1e6, "ms": 1e3}
 _SECONDS_PER_DAY = 86400.0
 
 
 def is_categorical(dtype: pl.DataType) -> bool:
     """String, Categorical, Enum and Boolean columns are categorical."""
-    return dtype.base_type() in (*_TEXT, pl.Boolean)
+    return is_text(dtype) or dtype == pl.Boolean
 
 
 def type_family(dtype: pl.DataType) -> str | None:
@@ -38,7 +44,7 @@ def type_family(dtype: pl.DataType) -> str | None:
     """
     if dtype.is_numeric():
         return "numeric"
-    if dtype.base_type() in _TEXT:
+    if is_text(dtype):
         return "text"
     if dtype == pl.Boolean:
         return "Boolean"
@@ -88,11 +94,7 @@ def resolve_features(
     leaves out a numeric identifier that only the originals hold); names must be in both.
     Raises at once, on the schemas only, for a missing or unsupported feature."""
     if features is None:
-        names = [
-            name
-            for name in originals.names()
-            if (avatars is None or name in avatars) and name not in exclude
-        ]
+        names = default_features(originals, avatars, exclude)
         if not names:
             msg = "no column to project: the originals and avatars share no column besides the keys"
             raise ColumnNotFoundError(msg)

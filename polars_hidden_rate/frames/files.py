@@ -20,8 +20,8 @@ from pathlib import Path
 import polars as pl
 from polars.exceptions import DuplicateError, NoDataError
 
+from polars_hidden_rate.frames.text_numbers import DECIMAL_COMMA_NUMBER, INTEGER, PLAIN_NUMBER
 from polars_hidden_rate.outputs import describe
-from polars_hidden_rate.text_numbers import DECIMAL_COMMA_NUMBER, INTEGER, PLAIN_NUMBER
 
 FORMATS = {
     ".parquet": "parquet",
@@ -297,7 +297,7 @@ def _text_columns(
     frame: pl.LazyFrame, schema: pl.Schema, null_values: Sequence[str], notations: Sequence[str]
 ) -> list[pl.Expr]:
     """Each text column of a csv, stripped, or as numbers when its first values all are, in
-    one of ``notations`` (:mod:`~polars_hidden_rate.text_numbers` patterns).
+    one of ``notations`` (:mod:`~polars_hidden_rate.frames.text_numbers` patterns).
 
     Decided from the first :data:`CSV_INFER_ROWS` rows, as Polars infers a type: a later
     value that is no number fails the read, naming it."""

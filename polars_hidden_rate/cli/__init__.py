@@ -1,0 +1,439 @@
+"""The ``hidden-rate`` command line: a gate for ETL pipelines, and the demonstration.
+
+``hidden-rate check ORIGINALS AVATARS`` exits 0 when the hidden rate passes
+``--min-rate`` (or no threshold is given), 1 when it is below, and 2 on bad
+input, with a one-line message on stderr. It only reads files, calls the
+public API and prints; the metric lives in :mod:`polars_hidden_rate.api`.
+
+Here are the subcommands and :func:`main`; beside them, the parser (:mod:`.parser`), the stop
+signals (:mod:`.signals`) and the human forms of the results (:mod:`.formatting`). The files
+are written by :mod:`polars_hidden_rate.outputs`. ``python -m polars_hidden_rate.cli`` runs
+:func:`entry`, as the ``hidden-rate`` script does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, NoReturn
+
+import polars as pl
+
+from polars_hidden_rate.cli.formatting import format_json, format_report, format_text
+from polars_hidden_rate.cli.parser import PROG, UsageError, build_parser
+from polars_hidden_rate.cli.signals import in_background, stop_signals_raised
+from polars_hidden_rate.dataset import plan_dataset
+from polars_hidden_rate.distributed import EXTRA_HINT
+from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.frames.files import (
+    file_format,
+    one_line,
+    scan,
+    scan_literal,
+)
+from polars_hidden_rate.gate import (
+    CloakingSummary,
+    check_min_rate,
+    summarize,
+    summarize_inspected,
+)
+from polars_hidden_rate.outputs import (
+    check_output,
+    describe,
+    replace_atomically,
+    staged_directory,
+)
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.provenance import (
+    describe_input,
+    describe_settings,
+    frame_rows,
+    parquet_metadata,
+    provenance,
+    with_fit,
+)
+from polars_hidden_rate.report import check_targets, report_of_plan
+from polars_hidden_rate.verdict import Inspector, Verdict
+
+__all__ = [
+    "PROG",
+    "BadInput",
+    "build_parser",
+    "entry",
+    "format_json",
+    "format_report",
+    "format_text",
+    "main",
+    "run_check",
+    "run_demo",
+    "run_report",
+    "write_atomically",
+]
+
+BadInput = (pl.exceptions.PolarsError, ValueError, TypeError, OSError, ImportError)
+# How long `--cluster` waits for the scheduler to answer.
+CONNECT_TIMEOUT = "10s"
+# How long `--cluster-file` waits, in seconds, for a scheduler file still being written (empty,
+# or not yet a JSON object with an address), as while `dask scheduler` starts.
+CLUSTER_FILE_WAIT = 5.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    SIGINT, SIGTERM and SIGHUP stop the command as an exception, so that a partial
+    output is removed; the exit code is then 128 plus the signal number.
+    """
+    parser = build_parser({"check": run_check, "report": run_report, "demo": run_demo})
+    with stop_signals_raised() as received:
+        try:
+            args = parser.parse_args(argv)
+            command: Callable[[argparse.Namespace], int] = args.command
+            return command(args)
+        except SystemExit as stop:  # --help, --version
+            return stop.code if isinstance(stop.code, int) else 0
+        except (UsageError, *BadInput) as error:
+            if not received:
+                print(f"{PROG}: error: {one_line(error)}", file=sys.stderr)
+                return 2
+        except BaseException:
+            if not received:
+                raise
+    # A signal came: whatever error it surfaced as (a library may wrap it), report the signal.
+    print(f"{PROG}: interrupted ({signal.Signals(received[0]).name})", file=sys.stderr)
+    return 128 + received[0]
+
+
+def entry() -> NoReturn:
+    """The ``hidden-rate`` script: :func:`main`, then exit with its code.
+
+    After a stop signal, once the partial output is removed and the line printed, the
+    process ends at once, without waiting for counting threads still at work.
+    """
+    code = main()
+    if code > 128:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _read_inputs(args: argparse.Namespace) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The two files as lazy frames, csv read with ``--separator``, ``--null-values`` and
+    ``--decimal-comma``."""
+    return tuple(  # type: ignore[return-value]
+        scan(
+            path,
+            role,
+            separator=args.separator,
+            null_values=args.null_values,
+            decimal_comma=args.decimal_comma,
+        )
+        for path, role in ((args.originals, "ORIGINALS"), (args.avatars, "AVATARS"))
+    )
+
+
+def _count_options(args: argparse.Namespace) -> CountOptions:
+    """The options of the metric, as the command line gives them."""
+    return {
+        "coords": args.coords,
+        "features": args.features,
+        "categorical": "auto" if args.categorical == ["auto"] else args.categorical,
+        "impute": args.impute,
+        "ncp": args.ncp,
+        "on": args.on,
+        "left_on": args.left_on,
+        "right_on": args.right_on,
+        "tie_tol": args.tie_tol,
+        "threads": args.threads,
+        "progress": False if args.quiet else None,
+    }
+
+
+def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> None:
+    """An output file may not be an input (the input would be lost), nor anything but a
+    regular file (:func:`polars_hidden_rate.outputs.check_output`, the rule of every output)."""
+    if path is None:
+        return
+    inputs = {"ORIGINALS": [Path(args.originals)], "AVATARS": [Path(args.avatars)]}
+    check_output(path, inputs, kind="file", name=option)
+
+
+def _verdict(args: argparse.Namespace) -> Verdict:
+    return Verdict.of(
+        {
+            "allow_unlinked": args.allow_unlinked,
+            "by_row_order": args.by_row_order,
+            "max_own_copies": args.max_own_copies,
+        }
+    )
+
+
+def _planned(
+    args: argparse.Namespace, caller: str
+) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]]]:
+    """The inputs read, the request planned and fitted, its inspector, and the inputs as
+    the provenance states them: hashed in a thread of their own, beside the counting."""
+    originals, avatars = _read_inputs(args)
+    verdict = _verdict(args)
+    request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
+    inspector = Inspector.start(request, verdict)
+    rows = {"originals": frame_rows(originals), "avatars": frame_rows(avatars)}
+    paths = {"originals": args.originals, "avatars": args.avatars}
+    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
+    inputs = hashing.submit(
+        lambda: {role: describe_input(paths[role], rows[role]) for role in rows}
+    )
+    hashing.shutdown(wait=False)
+    return request, inspector, inputs
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """``hidden-rate check``: count once, summarise, optionally write, report."""
+    min_rate = check_min_rate(args.min_rate, "--min-rate")
+    if _writes_parts(args):
+        summary = _check_dataset(args, min_rate)
+        if not args.quiet:
+            print(format_json(summary) if args.format == "json" else format_text(summary))
+        return 0 if summary.passed else 1
+    if args.overwrite:
+        raise ValueError(
+            "--overwrite replaces an --output directory: it needs --cluster or directory inputs"
+        )
+    _refuse_inputs(args.output, "--output", args)
+    if args.output is not None:
+        file_format(args.output, "--output")
+    request, inspector, inputs = in_background(lambda: _planned(args, "check"))
+    settings = describe_settings(
+        request, min_rate=min_rate, max_own_copies=inspector.verdict.max_own_copies
+    )
+    if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
+        summary = in_background(lambda: summarize_inspected(inspector, min_rate=min_rate))
+        block = provenance(inputs.result(), settings)
+    else:
+        block = provenance(inputs.result(), settings)
+        check_output_free(request.originals.collect_schema())
+        per_record = replace(request, inspector=inspector).per_record()
+        summary = write_atomically(
+            per_record,
+            args.output,
+            min_rate=min_rate,
+            metadata=parquet_metadata(block),
+            inspector=inspector,
+        )
+    summary = summary.with_provenance(block)
+    if not args.quiet:
+        print(format_json(summary) if args.format == "json" else format_text(summary))
+    return 0 if summary.passed else 1
+
+
+def _writes_parts(args: argparse.Namespace) -> bool:
+    """Whether ``check`` writes a directory of parts: on a cluster, or from directories."""
+    cluster = args.cluster is not None or args.cluster_file is not None
+    return cluster or Path(args.originals).is_dir() or Path(args.avatars).is_dir()
+
+
+def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> CloakingSummary:
+    """``check`` from parquet files or directories into a directory of parts
+    (:func:`~polars_hidden_rate.dataset.local_cloaking_to_parquet`), on the cluster if given.
+
+    The parts are staged in this thread, so that a stop signal removes them."""
+    if args.output is None:
+        msg = "--cluster and directory inputs write one part per originals file: give --output DIR"
+        raise ValueError(msg)
+    if args.output.is_dir() and not args.overwrite:
+        msg = f"--output {str(args.output)!r} exists; give --overwrite to replace it"
+        raise FileExistsError(msg)
+    options = _count_options(args)
+    with _connected(args) as client:
+        if client is not None:
+            options["cluster"] = client
+        job = plan_dataset(
+            args.originals,
+            args.avatars,
+            args.output,
+            overwrite=args.overwrite,
+            min_rate=min_rate,
+            caller="check",
+            verdict=_verdict(args),
+            **options,
+        )
+        with staged_directory(job.output, job.replaces) as staging:
+            summary = in_background(lambda: job.write(staging))
+        inputs = {
+            "originals": describe_input(args.originals, job.originals.rows),
+            "avatars": describe_input(args.avatars, job.avatars.rows),
+        }
+        settings = describe_settings(
+            job.request, min_rate=min_rate, max_own_copies=args.max_own_copies
+        )
+        return summary.with_provenance(provenance(inputs, settings))
+
+
+@contextlib.contextmanager
+def _connected(args: argparse.Namespace) -> Iterator[Any]:
+    """A client of the scheduler ``--cluster`` or ``--cluster-file`` names (None without one),
+    closed at the end."""
+    if args.cluster is None and args.cluster_file is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError as error:
+        raise ImportError(f"--cluster needs dask.distributed: {EXTRA_HINT}") from error
+    where = args.cluster if args.cluster is not None else _scheduler_address(args.cluster_file)
+    try:
+        client = Client(where, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as error:
+        msg = f"cannot reach the Dask scheduler {where!r}: {one_line(error)}"
+        raise OSError(msg) from error
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _scheduler_address(path: Path) -> str:
+    """The address in the scheduler file ``path`` (``dask scheduler --scheduler-file``).
+
+    A file being written (empty, or not yet a JSON object with an address) is read again
+    for up to :data:`CLUSTER_FILE_WAIT` seconds; then it is bad input, as a missing file is.
+    """
+    deadline = time.monotonic() + CLUSTER_FILE_WAIT
+    while True:
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            msg = f"--cluster-file not found: {str(path)!r}"
+            raise FileNotFoundError(msg) from None
+        if not stat.S_ISREG(found.st_mode):  # a FIFO would block the read
+            msg = f"--cluster-file {str(path)!r} is {describe(found.st_mode)}, not a regular file"
+            raise ValueError(msg)
+        text = path.read_text("utf-8", errors="replace")
+        try:
+            content = json.loads(text)
+        except ValueError:
+            content = None
+        address = content.get("address") if isinstance(content, dict) else None
+        if isinstance(address, str) and address:
+            return address
+        if time.monotonic() >= deadline:
+            what = "is empty" if not text.strip() else "holds no scheduler address"
+            msg = (
+                f"--cluster-file {str(path)!r} {what} after {CLUSTER_FILE_WAIT:g} s of waiting "
+                "(a file of `dask scheduler --scheduler-file`: is the scheduler still starting?)"
+            )
+            raise ValueError(msg)
+        time.sleep(0.1)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """``hidden-rate report``: every metric once, against its target; optionally as a page."""
+    targets = check_targets(dict(args.target or []))
+    _refuse_inputs(args.html, "--html", args)  # its folder too
+    request, inspector, inputs = in_background(lambda: _planned(args, "report"))
+    report = in_background(lambda: report_of_plan(inspector, targets=targets))
+    block = provenance(
+        inputs.result(),
+        describe_settings(request, max_own_copies=inspector.verdict.max_own_copies),
+    )
+    report = report.with_provenance(block)
+    if args.html is not None:
+        page = report.to_html(args.title)
+        replace_atomically(
+            args.html, lambda temporary: temporary.write_text(page, "utf-8"), name="--html"
+        )
+    if not args.quiet:
+        text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
+        print(text)
+    return 0 if report.passed else 1
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``hidden-rate demo``: the k table on a synthetic cohort, and the plots."""
+    from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
+
+    # k neighbours need k + 1 records; ncp components need ncp + 1 (the cohort's n records
+    # span n - 1 dimensions).
+    smallest_k = min(DEFAULT_KS)
+    fewest = max(smallest_k, args.ncp) + 1
+    if args.rows < fewest:
+        msg = (
+            f"--rows must be at least {fewest}: k = {smallest_k} needs {smallest_k + 1} records "
+            f"and --ncp {args.ncp} needs {args.ncp + 1}; got {args.rows}"
+        )
+        raise ValueError(msg)
+    ks = [k for k in DEFAULT_KS if k < args.rows]
+    originals = cohort(args.rows, seed=args.seed)
+    per_record = sweep_k(originals, ks, ncp=args.ncp, seed=args.seed)
+    table = k_table(per_record)
+    print(
+        f"Synthetic cohort: {originals.height} records, {originals.width} columns "
+        f"({', '.join(originals.columns)}).\n"
+        f"Avatars: avatarize(cohort, k, ncp={args.ncp}, seed={args.seed}); "
+        f"metric on the same {args.ncp} components.\n"
+    )
+    print(f"{'k':>4}  {'hidden rate':>12}  {'median local cloaking':>22}")
+    for k, rate, median in table.iter_rows():
+        print(f"{k:>4}  {rate:>10.2f} %  {median:>22g}")
+    left_out = [k for k in DEFAULT_KS if k not in ks]
+    if left_out:
+        shown = ", ".join(str(k) for k in left_out)
+        print(f"\nk = {shown} left out: k must be below --rows ({args.rows}).")
+    print("\nAt very small k the hidden rate can dip before it rises with k (docs/avatarize.md).")
+    if args.plot is not None:
+        from polars_hidden_rate.plots import cloaking_histogram, k_curve
+
+        args.plot.mkdir(parents=True, exist_ok=True)
+        written = [
+            cloaking_histogram(per_record, args.plot / "local_cloaking.png"),
+            k_curve(table, args.plot / "hidden_rate_by_k.png"),
+        ]
+        print("\nPlots: " + ", ".join(str(path) for path in written))
+    return 0
+
+
+def write_atomically(
+    per_record: pl.LazyFrame,
+    path: Path,
+    *,
+    min_rate: float | None,
+    metadata: dict[str, str] | None = None,
+    inspector: Inspector | None = None,
+) -> CloakingSummary:
+    """Sink ``per_record`` into ``path``
+    (:func:`~polars_hidden_rate.outputs.replace_atomically`), parquet with
+    ``metadata``; summarise what was written, with the evidence ``inspector`` took from
+    the read it was counted from."""
+    kind = file_format(path, "--output")
+    summaries: list[CloakingSummary] = []
+
+    def sink(temporary: Path) -> None:
+        sinks: dict[str, Callable[[Path], object]] = {
+            "parquet": lambda target: per_record.sink_parquet(target, metadata=metadata),
+            "csv": per_record.sink_csv,
+            "ipc": per_record.sink_ipc,
+        }
+        in_background(lambda: sinks[kind](temporary))
+        evidence = None if inspector is None else inspector.evidence()
+        limit = None if inspector is None else inspector.verdict.max_own_copies
+        summary = summarize(
+            scan_literal(temporary, kind),
+            min_rate=min_rate,
+            evidence=evidence,
+            max_own_copies=limit,
+        )
+        summaries.append(summary)
+
+    replace_atomically(path, sink, name="--output")
+    return summaries[0]

@@ -1,0 +1,242 @@
+"""The argument parser of ``hidden-rate``: its subcommands, options and argument types."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Literal, NoReturn, get_args
+
+from polars_hidden_rate import __version__
+from polars_hidden_rate.frames.files import CSV_NULL_VALUES
+from polars_hidden_rate.projection.types import Impute
+from polars_hidden_rate.report import METRICS
+from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES
+
+PROG = "hidden-rate"
+Command = Literal["check", "report", "demo"]
+Runner = Callable[[argparse.Namespace], int]
+"""A subcommand: its parsed arguments in, its exit code out."""
+
+
+class UsageError(Exception):
+    """An argparse usage error, reported like any other bad input."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
+    """The argument parser of ``hidden-rate`` and its subcommands; each subcommand's
+    ``command`` is its runner in ``runners``."""
+    parser = _Parser(
+        prog=PROG,
+        description="Exact hidden rate and local cloaking of an avatar anonymization.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser)
+
+    check = commands.add_parser(
+        "check",
+        help="measure an anonymization; exit 1 when below --min-rate",
+        description=(
+            "Measure the local cloaking of each original against the avatars and print the "
+            "hidden rate. Exit codes: 0 pass (or no --min-rate), 1 below --min-rate, 2 bad input."
+        ),
+    )
+    _add_measure_options(check)
+    check.add_argument(
+        "--min-rate", type=float, metavar="PCT", help="fail (exit 1) below this hidden rate"
+    )
+    check.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write the originals with local_cloaking and hidden (parquet, csv or ipc); with "
+        "--cluster or directory inputs, a directory of parquet parts",
+    )
+    where = check.add_mutually_exclusive_group()
+    where.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="a Dask scheduler (tcp://host:8786): its workers read, count and write the parts "
+        "(needs --output DIR)",
+    )
+    where.add_argument(
+        "--cluster-file",
+        type=Path,
+        metavar="FILE",
+        help="the scheduler's file (dask scheduler --scheduler-file FILE), instead of --cluster",
+    )
+    check.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output directory (once the new one is complete)",
+    )
+    check.set_defaults(command=runners["check"])
+
+    report = commands.add_parser(
+        "report",
+        help="every release metric against its target; exit 1 when one misses",
+        description=(
+            "Measure the hidden rate (with its 95 % Wilson interval), the median local "
+            "cloaking, the median distance to the closest original (DCR), the median nearest "
+            "neighbour distance ratio (NNDR) and the row direct match protection, each against "
+            "its target. Exit codes: 0 all pass, 1 one fails, 2 bad input."
+        ),
+    )
+    _add_measure_options(report)
+    report.add_argument(
+        "--target",
+        type=_target,
+        action="append",
+        metavar="NAME=VALUE",
+        help=f"override a target (names: {', '.join(METRICS)}); may repeat",
+    )
+    report.add_argument(
+        "--html", type=Path, metavar="FILE", help="write the report as one self-contained page"
+    )
+    report.add_argument(
+        "--title", default="Privacy report", help="the HTML page's title and heading"
+    )
+    report.set_defaults(command=runners["report"])
+
+    demo = commands.add_parser(
+        "demo",
+        help="avatarize a synthetic cohort for several k and print the hidden rates",
+        description=(
+            "Generate a seeded synthetic cohort, avatarize it for k in 2, 5, 10, 20, 50 and "
+            "print how the hidden rate grows with k."
+        ),
+    )
+    demo.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
+    demo.add_argument("--rows", type=_at_least(1), default=3000, help="cohort size (default 3000)")
+    demo.add_argument(
+        "--ncp", type=_at_least(1), default=5, help="projected components (default 5)"
+    )
+    demo.add_argument("--seed", type=_at_least(0), default=0, help="random seed (default 0)")
+    demo.set_defaults(command=runners["demo"])
+    return parser
+
+
+def _add_measure_options(command: argparse.ArgumentParser) -> None:
+    """The inputs and options ``check`` and ``report`` share: files, space, link, engine."""
+    where = "parquet, csv or ipc/feather file (check: or a directory of parquet files)"
+    command.add_argument("originals", metavar="ORIGINALS", help=where)
+    command.add_argument("avatars", metavar="AVATARS", help=where)
+    space = command.add_mutually_exclusive_group()
+    space.add_argument(
+        "--coords", type=_names, metavar="C1,C2,...", help="projected coordinate columns"
+    )
+    space.add_argument(
+        "--features",
+        type=_names,
+        metavar="F1,F2,...",
+        help="raw columns to project (default: the columns the two files share)",
+    )
+    command.add_argument("--ncp", type=int, metavar="N", help="number of components to use")
+    command.add_argument(
+        "--categorical",
+        type=_names,
+        metavar="C1,C2,...",
+        help="features to project as categorical whatever their type (codes 0/1/2, ...); "
+        "'auto': integer columns with at most 10 distinct values in the originals",
+    )
+    command.add_argument(
+        "--impute",
+        choices=get_args(Impute),
+        default="none",
+        help="fill missing feature values with the originals' median, mean or mode "
+        "(default none: an error)",
+    )
+    command.add_argument("--on", type=_names, metavar="KEY", help="key column(s) in both files")
+    command.add_argument("--left-on", type=_names, metavar="K1", help="key column(s) of ORIGINALS")
+    command.add_argument("--right-on", type=_names, metavar="K2", help="key column(s) of AVATARS")
+    command.add_argument(
+        "--separator",
+        type=_separator,
+        metavar="CHAR",
+        help="csv field separator (default: sniffed from each file's header: , ; or tab)",
+    )
+    command.add_argument(
+        "--decimal-comma",
+        action="store_true",
+        help="csv numbers have a decimal comma (-0,80); default: sniffed from the data when "
+        "the separator is not a comma",
+    )
+    command.add_argument(
+        "--null-values",
+        type=lambda value: value.split(","),
+        default=list(CSV_NULL_VALUES),
+        metavar="S1,S2",
+        help="csv fields that mean a missing value (default: NA and the empty field)",
+    )
+    command.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    command.add_argument("--tie-tol", type=float, default=1e-9, help="relative tie tolerance")
+    command.add_argument("--threads", type=int, help="engine threads (default: all cores)")
+    command.add_argument(
+        "--quiet", action="store_true", help="print nothing and show no progress; use exit code"
+    )
+    command.add_argument(
+        "--max-own-copies",
+        type=float,
+        default=DEFAULT_MAX_OWN_COPIES,
+        metavar="PCT",
+        help="fail (exit 1) when more than PCT %% of the avatars are identical to their own "
+        "original on the raw features (default 10; 100 disables it)",
+    )
+    command.add_argument(
+        "--allow-unlinked",
+        action="store_true",
+        help="measure even when the avatars do not look linked to the originals (research)",
+    )
+    command.add_argument(
+        "--by-row-order",
+        action="store_true",
+        help="link by row order even though both files hold a key column",
+    )
+
+
+def _separator(value: str) -> str:
+    value = "\t" if value in ("\\t", "tab") else value
+    if len(value) != 1:
+        msg = f"a separator is one character (or 'tab'), got {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _target(value: str) -> tuple[str, float]:
+    name, equals, number = value.partition("=")
+    try:
+        if not equals:
+            raise ValueError
+        return name.strip(), float(number)
+    except ValueError:
+        msg = f"a target is NAME=VALUE, got {value!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low`` (argparse names the option)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = low - 1
+        if number < low:
+            msg = f"must be an integer of at least {low}, got {value!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return number
+
+    return parse
+
+
+def _names(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",")]
+    if not all(names):
+        msg = f"empty column name in {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return names

@@ -1,0 +1,104 @@
+"""Linked coordinates from two frames: read the few columns needed, check them, align them.
+
+:func:`read_aligned` collects the coordinates of both frames as float64, the avatars in the
+originals' order, and raises what :class:`~polars_hidden_rate.frames.problems.KeyProblems`
+and :class:`~polars_hidden_rate.frames.problems.CoordinateProblems` find.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.frames.problems import CoordinateProblems, check_equal_heights, link_by_key
+from polars_hidden_rate.frames.schema import Link
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """Linked coordinates (row ``i`` with row ``i``) and columns carried from the same read:
+    ``carried`` of each original, ``carried_avatars`` of its own avatar (same row order)."""
+
+    originals: Float64Array
+    avatars: Float64Array
+    carried: pl.DataFrame
+    carried_avatars: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # The fitted projection the coordinates come from (None for given coords), and per
+    # categorical feature the avatars whose value is none of the originals' modalities.
+    projection: Any = None
+    unseen: Mapping[str, int] = field(default_factory=dict)
+
+
+def read_aligned(
+    originals: pl.LazyFrame,
+    avatars: pl.LazyFrame,
+    columns: Sequence[str],
+    link: Link,
+    carry: Sequence[pl.Expr] = (),
+    carry_avatars: Sequence[pl.Expr] = (),
+) -> Aligned:
+    """Collect ``columns`` of both frames as float64, avatars reordered to match the originals.
+
+    Row ``i`` of the avatars array is the avatar of row ``i`` of the originals, and
+    row ``i`` of ``carried`` holds the ``carry`` expressions of that original, from
+    the same read (row ``i`` of ``carried_avatars``, ``carry_avatars`` of its avatar).
+    Reads only ``columns``, the key columns and what the carried expressions need.
+    """
+    columns = list(columns)
+    left = originals.select(
+        *link.key_columns("left"), *(c for c in columns if c not in link.left), *carry
+    ).collect()
+    right = avatars.select(
+        *link.key_columns("right"), *(c for c in columns if c not in link.right), *carry_avatars
+    ).collect()
+    # Rows to measure, and every coordinate a finite number that float64 holds exactly.
+    CoordinateProblems.of(left, columns, "originals").raise_first()
+    CoordinateProblems.of(right, columns, "avatars").raise_first()
+    carried = left.select(expr.meta.output_name() for expr in carry)
+    carried_avatars = right.select(expr.meta.output_name() for expr in carry_avatars)
+    order = None
+    if not link.by_row_order:
+        order = _avatar_order(left, right, link)
+    else:
+        check_equal_heights(left.height, right.height)
+    # The frames go (keys too, but what `carried` holds); the coordinate columns are
+    # converted, and let go, one at a time.
+    left_columns = _take(left.get_columns(), columns)
+    right_columns = _take(right.get_columns(), columns)
+    del left, right
+    originals_array = _to_float64(left_columns)
+    if order is not None and carried_avatars.width:
+        carried_avatars = carried_avatars[order]
+    return Aligned(originals_array, _to_float64(right_columns, order), carried, carried_avatars)
+
+
+def _take(series: list[pl.Series], names: list[str]) -> list[pl.Series]:
+    """The series named ``names``, in that order; the others are let go."""
+    by_name = {column.name: column for column in series}
+    series.clear()
+    return [by_name.pop(name) for name in names]
+
+
+def _to_float64(columns: list[pl.Series], rows: np.ndarray | None = None) -> Float64Array:
+    """``columns`` (of ``rows``, in that order) as a new C-order float64 array that no one
+    else holds, emptying the list: each column is let go once copied, so the data is held
+    twice one column at a time, not as a whole."""
+    out = np.empty((len(columns[0]) if rows is None else len(rows), len(columns)))
+    columns.reverse()
+    for k in range(out.shape[1]):
+        values = columns.pop().cast(pl.Float64).to_numpy()
+        out[:, k] = values if rows is None else values[rows]
+    return out
+
+
+def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.ndarray:
+    """Row of ``right`` holding each original's avatar; every key unique, set and matched."""
+    order, problems = link_by_key(left, right, link.left, link.right)
+    problems.raise_first()
+    assert order is not None  # no problem: every key matched
+    return order

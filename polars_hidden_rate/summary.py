@@ -1,0 +1,278 @@
+"""Summaries of per-record local cloaking: the figures a gate reports, from a frame of counts,
+from order statistics (the cluster's, without the counts in one place), and histograms.
+
+The gates (:mod:`polars_hidden_rate.gate`, ``hidden-rate check``) and the dataset paths build
+their verdicts on these; nothing here counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import polars as pl
+from polars.exceptions import NoDataError
+
+from polars_hidden_rate._types import CountArray
+from polars_hidden_rate.checks import check_percentage
+from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.verdict import Evidence
+
+
+@dataclass(frozen=True)
+class CloakingSummary:
+    """What a gate reports about per-record local cloaking.
+
+    Attributes
+    ----------
+    n
+        Number of original records.
+    hidden_rate
+        Percentage of records with ``local_cloaking > 0``.
+    not_hidden
+        Number of records with ``local_cloaking == 0``.
+    local_cloaking_median, local_cloaking_q1, local_cloaking_q3
+        Median and quartiles of the local cloaking.
+    min_rate
+        The minimum hidden rate asked for, or None for no gate.
+    passed
+        ``hidden_rate >= min_rate`` (True when there is no ``min_rate``) and, when the
+        evidence was gathered, own copies at most ``max_own_copies``.
+    evidence
+        The link test, own copies and ties (:class:`~polars_hidden_rate.verdict.Evidence`),
+        or None where they were not gathered (a summary of a written file, a cluster run).
+    max_own_copies
+        The most own copies the gate allows, in percent (None: not gated).
+    provenance
+        What was measured, and how: inputs, settings, versions (filled by the caller).
+    """
+
+    n: int
+    hidden_rate: float
+    not_hidden: int
+    local_cloaking_median: float
+    local_cloaking_q1: float
+    local_cloaking_q3: float
+    min_rate: float | None
+    passed: bool
+    evidence: Evidence | None = None
+    max_own_copies: float | None = None
+    provenance: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def not_hidden_share(self) -> float:
+        """Percentage of records with ``local_cloaking == 0``."""
+        return 100.0 * self.not_hidden / self.n
+
+    @property
+    def failures(self) -> list[str]:
+        """Why the gate fails, one reason a line; empty when it passes."""
+        reasons = []
+        if self.min_rate is not None and self.hidden_rate < self.min_rate:
+            reasons.append(
+                f"hidden rate {decisive(self.hidden_rate, self.min_rate, 2, 'f')} % "
+                f"< {exact(self.min_rate)} %"
+            )
+        if self.copies_fail:
+            assert self.evidence is not None
+            assert self.max_own_copies is not None
+            reasons.append(
+                f"own copies {self.evidence.own_copies_percent:.2f} % "
+                f"> {self.max_own_copies:g} % (--max-own-copies)"
+            )
+        return reasons
+
+    @property
+    def copies_fail(self) -> bool:
+        percent = None if self.evidence is None else self.evidence.own_copies_percent
+        return (
+            percent is not None
+            and self.max_own_copies is not None
+            and percent > self.max_own_copies
+        )
+
+    def with_provenance(self, provenance: Mapping[str, Any]) -> CloakingSummary:
+        return replace(self, provenance=MappingProxyType(dict(provenance)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as plain Python values (the keys: docs/cli.md)."""
+        evidence = (
+            self.evidence.to_dict()
+            if self.evidence is not None
+            else {
+                "own_copies": None,
+                "own_copies_percent": None,
+                "hidden_by_ties_only": None,
+                "copy_features": None,
+                "unseen_modalities": None,
+                "link_test": None,
+            }
+        )
+        return {
+            "n": self.n,
+            "hidden_rate": self.hidden_rate,
+            "not_hidden": self.not_hidden,
+            "not_hidden_share": self.not_hidden_share,
+            "local_cloaking_median": self.local_cloaking_median,
+            "local_cloaking_q1": self.local_cloaking_q1,
+            "local_cloaking_q3": self.local_cloaking_q3,
+            "min_rate": self.min_rate,
+            "max_own_copies": self.max_own_copies,
+            **evidence,
+            "passed": self.passed,
+            "failures": self.failures,
+            "provenance": dict(self.provenance),
+        }
+
+
+def check_min_rate(min_rate: float | None, option: str = "min_rate") -> float | None:
+    """``min_rate`` as a float, or a ValueError naming ``option`` unless it is None or a
+    percentage in [0, 100]. A value in (0, 1] is refused: a fraction given for a percentage
+    (0.9 for 90 %) would let almost any release pass."""
+    if min_rate is None:
+        return None
+    return check_percentage(min_rate, option)
+
+
+def summarize(
+    per_record: pl.DataFrame | pl.LazyFrame,
+    *,
+    min_rate: float | None = None,
+    evidence: Evidence | None = None,
+    max_own_copies: float | None = None,
+) -> CloakingSummary:
+    """Summarise the output of :func:`polars_hidden_rate.local_cloaking`.
+
+    Reads only its ``local_cloaking`` column, so a per-record file written once
+    can be summarised without counting again.
+
+    Parameters
+    ----------
+    per_record
+        A frame with a ``local_cloaking`` column, one row per original.
+    min_rate
+        The minimum hidden rate, in percent, that ``passed`` compares against;
+        None for no gate.
+    evidence, max_own_copies
+        The verdict's evidence gathered with the counts, and the most own copies that
+        pass, in percent (None: not gated).
+
+    Returns
+    -------
+    CloakingSummary
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from polars_hidden_rate.gate import summarize
+    >>> summary = summarize(pl.DataFrame({"local_cloaking": [0, 3, 5, 10]}), min_rate=80)
+    >>> summary.hidden_rate, summary.local_cloaking_median, summary.passed
+    (75.0, 4.0, False)
+    """
+    threshold = check_min_rate(min_rate)
+    cloaking = pl.col("local_cloaking")
+    row = (
+        as_lazy(per_record, "per_record")
+        .select(
+            n=pl.len(),
+            missing=cloaking.null_count(),
+            not_hidden=(cloaking == 0).sum(),
+            median=cloaking.median(),
+            q1=cloaking.quantile(0.25, interpolation="linear"),
+            q3=cloaking.quantile(0.75, interpolation="linear"),
+        )
+        .collect()
+        .row(0, named=True)
+    )
+    n = int(row["n"])
+    if n == 0:
+        msg = "there are no records to summarise"
+        raise pl.exceptions.NoDataError(msg)
+    if row["missing"]:
+        msg = f"local_cloaking is null in {row['missing']} of {n} records: nothing to summarise"
+        raise pl.exceptions.ComputeError(msg)
+    rate = 100.0 * (n - int(row["not_hidden"])) / n
+    summary = CloakingSummary(
+        n=n,
+        hidden_rate=rate,
+        not_hidden=int(row["not_hidden"]),
+        local_cloaking_median=float(row["median"]),
+        local_cloaking_q1=float(row["q1"]),
+        local_cloaking_q3=float(row["q3"]),
+        min_rate=threshold,
+        passed=threshold is None or rate >= threshold,
+        evidence=evidence,
+        max_own_copies=max_own_copies,
+    )
+    return replace(summary, passed=summary.passed and not summary.copies_fail)
+
+
+def quartiles_below(counts: CountArray, cap: int) -> bool:
+    """Whether the quartiles of ``min(c, cap)`` are those of ``c``.
+
+    Capping keeps the order, so the ``k``-th smallest capped count is the ``k``-th
+    smallest count capped. The third quartile, the largest, interpolates between the
+    order statistics at ``floor`` and ``ceil`` of ``0.75 (n - 1)`` (one more is checked,
+    against any rounding of that position): when that one is below ``cap``, so are all
+    those the quartiles use, and they are exact.
+    """
+    n = len(counts)
+    if n == 0:
+        return True
+    k = min(n - 1, math.ceil(0.75 * (n - 1)) + 1)
+    return bool(np.partition(counts, k)[k] < cap)
+
+
+def summary_from_order_statistics(
+    n: int,
+    not_hidden: int,
+    order_statistic: Callable[[int], int],
+    *,
+    min_rate: float | None,
+) -> CloakingSummary:
+    """The summary of ``n`` counts, ``not_hidden`` of them zero, from their ``k``-th smallest.
+
+    The quartiles interpolate linearly between the order statistics at ``floor`` and
+    ``ceil`` of ``q (n - 1)``, as Polars' ``quantile(q, "linear")`` and ``median`` do, so
+    the summary is :func:`~polars_hidden_rate.gate.summarize`'s, value for value, without
+    the counts in one place.
+
+    Examples
+    --------
+    >>> counts = sorted([0, 3, 5, 10])
+    >>> summary = summary_from_order_statistics(4, 1, counts.__getitem__, min_rate=80)
+    >>> summary.hidden_rate, summary.local_cloaking_median, summary.passed
+    (75.0, 4.0, False)
+    """
+    if n == 0:
+        msg = "there are no records to summarise"
+        raise NoDataError(msg)
+
+    def quantile(q: float) -> float:
+        position = q * (n - 1)
+        low = math.floor(position)
+        below = float(order_statistic(low))
+        above = float(order_statistic(min(low + 1, n - 1)))
+        return below + (above - below) * (position - low)
+
+    rate = 100.0 * (n - not_hidden) / n
+    return CloakingSummary(
+        n=n,
+        hidden_rate=rate,
+        not_hidden=not_hidden,
+        local_cloaking_median=quantile(0.5),
+        local_cloaking_q1=quantile(0.25),
+        local_cloaking_q3=quantile(0.75),
+        min_rate=min_rate,
+        passed=min_rate is None or rate >= min_rate,
+    )
+
+
+def histogram(counts: CountArray, bins: int) -> CountArray:
+    """How many counts equal ``0, 1, ..., bins - 1``, then how many are ``bins`` or more."""
+    return np.bincount(np.minimum(counts, bins), minlength=bins + 1).astype(np.int64)
