@@ -9,6 +9,8 @@ from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.dataset import local_cloaking_to_parquet
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
+from polars_hidden_rate.holdout import dcr_overfitting_protection, membership_risk
+from polars_hidden_rate.membership import MembershipRisk
 from polars_hidden_rate.metrics import (
     closest_distances_ratio,
     distance_to_closest,
@@ -21,17 +23,20 @@ from polars_hidden_rate.report import PrivacyReport, privacy_report
 __all__ = [
     "CountOptions",
     "HiddenRateTooLowError",
+    "MembershipRisk",
     "PrivacyReport",
     "Projection",
     "assert_hidden_rate",
     "avatarize",
     "closest_distances_ratio",
     "count_cloaking",
+    "dcr_overfitting_protection",
     "distance_to_closest",
     "hidden_rate",
     "hidden_rate_interval",
     "local_cloaking",
     "local_cloaking_to_parquet",
+    "membership_risk",
     "privacy_report",
     "row_direct_match_protection",
 ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from statistics import NormalDist
 from typing import TypeVar, Unpack
 
@@ -40,7 +39,6 @@ from polars_hidden_rate.plan import CountOptions, CountPlan, Keys, plan
 
 AvatarsT = TypeVar("AvatarsT", pl.DataFrame, pl.LazyFrame)
 
-_KEY = f"{RESERVED_PREFIX}_avatar_key"
 _VALUE = f"{RESERVED_PREFIX}_value"
 
 
@@ -66,8 +64,9 @@ def distance_to_closest(
         One avatar per original, a DataFrame or a LazyFrame.
     **options
         The keyword options of :class:`~polars_hidden_rate.CountOptions`.
-        ``coords`` or ``features`` and ``ncp`` choose the space; the link
-        (``on``, or row order) is checked as for local cloaking. With
+        ``coords`` or ``features`` and ``ncp`` choose the space. No link is
+        needed: a synthetic set of any size is measured (``on`` only keeps the key
+        columns out of the default features). With
         ``cluster``, the distances are found on the Dask cluster, bit for bit
         the local ones; ``device="gpu"`` is refused (there is no GPU path for
         them); ``tie_tol`` and ``progress`` do not concern them.
@@ -175,37 +174,22 @@ def _per_avatar(
 ) -> AvatarsT:
     """The avatars with column ``name``: ``value`` of their nearest two originals.
 
-    The avatars are read once, whole, and the coordinates read from that very
-    frame, so each row carries the value of the record it holds. By row order,
-    row ``i`` of the read is row ``i`` of the frame; by key, the values come back
-    on the avatars' keys (unique and matched, as the read checks).
+    No link is read: a distance to the closest original needs none, so a synthetic set of
+    any size is measured. The avatars are read once, whole, and their coordinates from that
+    very frame, so each row carries the value of the record it holds, whatever order the
+    avatars' plan gives.
     """
     schema = request.avatars.collect_schema()
     if name in schema:
         msg = f"avatars already have a column named {name!r}; rename or drop it first"
         raise DuplicateError(msg)
-    link = request.link
 
     def compute() -> pl.DataFrame:
         frame = request.avatars.collect()
-        carry = [key.alias(f"{_KEY}{i}") for i, key in enumerate(link.key_columns("left"))]
-        aligned = replace(request, avatars=frame.lazy()).read(carry)
-        found = request.nearest_two(aligned)
-        values = pl.Series(name, value(found), dtype=pl.Float64)
-        if link.by_row_order:
-            return frame.with_columns(values)
-        keys = [f"{_KEY}{i}" for i in range(len(link.left))]
-        own_keys = [key.alias(k) for key, k in zip(link.key_columns("right"), keys, strict=True)]
-        return (
-            frame.with_columns(own_keys)
-            .join(
-                aligned.carried.with_columns(values),
-                on=keys,
-                how="left",
-                maintain_order="left",
-            )
-            .drop(keys)
-        )
+        space = request.fitted()
+        originals = space.coordinates_of(space.originals, "originals")
+        found = space.nearest_of(originals, space.coordinates_of(frame.lazy(), "avatars"))
+        return frame.with_columns(pl.Series(name, value(found), dtype=pl.Float64))
 
     per_avatar = pl.defer(compute, schema={**schema, name: pl.Float64})
     if isinstance(avatars, pl.DataFrame):

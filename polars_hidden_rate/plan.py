@@ -17,7 +17,7 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate import distributed, engine
-from polars_hidden_rate._types import BoolArray, CountArray
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
 from polars_hidden_rate.checks import check_threads, check_tie_tol
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
@@ -29,6 +29,7 @@ from polars_hidden_rate.frames import (
     check_ncp,
     check_unreserved,
     read_aligned,
+    read_coordinates,
     resolve_coords,
     resolve_link,
 )
@@ -135,14 +136,35 @@ class CountPlan:
         return counts if cap is None else np.minimum(counts, cap)
 
     def nearest_two(self, aligned: Aligned) -> NearestTwo:
-        """Each avatar's nearest two originals in ``aligned``: on :attr:`cluster` when given
-        (the same floats), else on this machine's CPU, whatever :attr:`device` (the walk is
-        exact on the CPU only)."""
+        """Each avatar's nearest two originals in ``aligned`` (:meth:`nearest_of`)."""
+        return self.nearest_of(aligned.originals, aligned.avatars)
+
+    def nearest_of(self, points: Float64Array, queries: Float64Array) -> NearestTwo:
+        """Each query's nearest two ``points``: on :attr:`cluster` when given (the same
+        floats), else on this machine's CPU, whatever :attr:`device` (the walk is exact on the
+        CPU only)."""
         if self.cluster is not None:
             return distributed.nearest_two_distributed(
-                aligned.originals, aligned.avatars, client=self.cluster, threads=self.threads
+                points, queries, client=self.cluster, threads=self.threads
             )
-        return nearest_two(aligned.originals, aligned.avatars, threads=self.threads)
+        return nearest_two(points, queries, threads=self.threads)
+
+    def fitted(self) -> CountPlan:
+        """This plan with its projection fitted on the originals now, so that the frames
+        :meth:`coordinates_of` reads share one space; as it is with ``coords``, or with a
+        projection fitted beforehand."""
+        if self.projection is None or self.projection.fitted is not None:
+            return self
+        fit = self.projection.fit(self.originals)
+        return replace(self, projection=self.projection.with_fit(fit))
+
+    def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:
+        """``frame``'s coordinates (the ``role`` side) in this plan's space, read on their own
+        and linked to nothing: for the measures between sets of any size (a record's distance
+        to the closest of another set). Call it on :meth:`fitted`."""
+        if self.projection is None:
+            return read_coordinates(frame, self.coords, role)
+        return self.projection.coordinates_of(frame, role)
 
     def per_record(self) -> pl.LazyFrame:
         """The originals with ``local_cloaking`` and ``hidden``, counted when collected.

@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.exceptions import NoDataError, SchemaError
 
+import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
 from tests.helpers import examples
@@ -160,3 +163,106 @@ def test_membership_scores_rank_as_float64_brute_force_distances(
     assert (risk.members == 0.0).tolist() == (members_d2 == 0.0).tolist()
     assert risk.to_dict()["members"] == len(originals)
     assert risk.to_dict()["synthetic"] == len(synthetic)
+
+
+def frames_of(case: tuple[list[tuple[int, int]], ...]) -> list[pl.DataFrame]:
+    return [
+        pl.DataFrame(np.array(part, dtype=np.float64), schema=["a", "b"], orient="row")
+        for part in case[:3]
+    ]
+
+
+@given(case=grids)
+@settings(max_examples=examples(100))
+def test_membership_risk_on_frames_equals_the_brute_force(
+    case: tuple[list[tuple[int, int]], ...],
+) -> None:
+    originals, synthetic, holdout = frames_of(case)
+    risk = phr.membership_risk(originals, synthetic.lazy(), holdout, coords=["a", "b"])
+    arrays = [f.to_numpy() for f in (originals, synthetic, holdout)]
+    members_d2 = brute_nearest_d2(arrays[0], arrays[1])
+    holdout_d2 = brute_nearest_d2(arrays[2], arrays[1])
+    assert risk.auc == brute_auc(list(members_d2), list(holdout_d2))
+    assert (len(risk.members), risk.synthetic, len(risk.holdout)) == tuple(map(len, arrays))
+
+
+@given(case=grids)
+@settings(max_examples=examples(100))
+def test_dcr_overfitting_protection_equals_the_brute_force(
+    case: tuple[list[tuple[int, int]], ...],
+) -> None:
+    # Integer grids put many synthetic records at the same distance from both sets: a tie
+    # counts for the holdout (SDMetrics' strict <).
+    originals, synthetic, holdout = frames_of(case)
+    found = phr.dcr_overfitting_protection(originals, synthetic, holdout, coords=["a", "b"])
+    arrays = [f.to_numpy() for f in (originals, synthetic, holdout)]
+    to_training = brute_nearest_d2(arrays[1], arrays[0])
+    to_holdout = brute_nearest_d2(arrays[1], arrays[2])
+    closer = float(np.mean(to_training < to_holdout))
+    assert found.closer_to_training == closer
+    assert found.score == min(2.0 * (1.0 - closer), 1.0)
+    assert found.to_dict()["synthetic"] == len(synthetic)
+
+
+def test_membership_risk_in_the_projected_space() -> None:
+    rng = np.random.default_rng(3)
+    originals = pl.DataFrame(
+        {
+            "x": rng.normal(size=200),
+            "y": rng.normal(size=200),
+            "g": rng.choice(["a", "b", "c"], 200),
+        }
+    )
+    holdout = pl.DataFrame(
+        {
+            "x": rng.normal(size=150),
+            "y": rng.normal(size=150),
+            "g": rng.choice(["a", "b", "c"], 150),
+        }
+    )
+    synthetic = originals.head(120).with_columns(pl.col("x") + 0.01)
+    risk = phr.membership_risk(originals, synthetic, holdout, categorical=["g"], ncp=3)
+    projection = phr.Projection.fit(originals, categorical=["g"], ncp=3)
+    names = projection.coordinate_columns(3)
+    x, s, h = (
+        projection.transform(f).select(names).to_numpy() for f in (originals, synthetic, holdout)
+    )
+    expected = brute_auc(list(brute_nearest_d2(x, s)), list(brute_nearest_d2(h, s)))
+    assert risk.auc == pytest.approx(expected, abs=1e-9)
+    assert risk.auc > 0.7  # the copies of 120 of the 200 members give them away
+    assert risk.tpr_at_fpr(0.1) > 0.5
+
+
+def test_a_holdout_of_another_table_is_refused_before_anything_is_read() -> None:
+
+    def never() -> pl.DataFrame:
+        raise AssertionError("read")
+
+    unread = pl.defer(never, schema={"a": pl.Float64, "b": pl.Float64})
+    cases = [
+        (pl.DataFrame({"a": [0.0]}), "lacks 'b'"),
+        (
+            pl.DataFrame({"a": [0.0], "b": [1.0], "c": [2.0]}),
+            "holds 'c', which the originals do not",
+        ),
+        (
+            pl.DataFrame({"a": [0.0], "b": [1]}),
+            "holdout column 'b' is Int64, but the originals' is Float64",
+        ),
+    ]
+    for holdout, message in cases:
+        for call in (phr.membership_risk, phr.dcr_overfitting_protection):
+            with pytest.raises(SchemaError, match=message):
+                call(unread, unread, holdout, coords=["a", "b"])
+
+
+def test_the_holdout_measures_refuse_a_cluster_and_the_gpu() -> None:
+    frame = pl.DataFrame({"a": [0.0, 1.0]})
+    with pytest.raises(NotImplementedError, match="drop `cluster` and `device`"):
+        phr.membership_risk(frame, frame, frame, coords="a", device="gpu")
+
+
+def test_an_empty_holdout_is_refused_naming_it() -> None:
+    frame = pl.DataFrame({"a": [0.0, 1.0]})
+    with pytest.raises(NoDataError, match="holdout"):
+        phr.membership_risk(frame, frame, frame.clear(), coords="a")

@@ -105,6 +105,46 @@ def test_per_avatar_values_linked_by_keys_of_other_names(decoy: bool) -> None:
     np.testing.assert_array_equal(np.sort(report.distance_to_closest), np.sort(dcr))
 
 
+@pytest.mark.parametrize("size", [1, 37, 450])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_synthetic_set_of_any_size_is_measured_without_a_link(size: int, lazy: bool) -> None:
+    """Issue 23: a DCR and an NNDR need no link; a synthetic set of another size (a
+    holdout, another generator's output) is measured against every original, its rows in
+    the order its plan gives, even where the frames share no key or a key that matches
+    nothing."""
+    originals, avatars = make_frames(300, seed=5)
+    rng = np.random.default_rng(size)
+    synthetic = pl.DataFrame(
+        rng.integers(-3, 4, (size, len(DIMS))) * 0.5, schema=DIMS
+    ).with_columns(id=pl.int_range(10_000, 10_000 + size, dtype=pl.Int64))
+    plan = synthetic.lazy().sort("Dim1", descending=True)
+    expected = plan.collect() if lazy else synthetic
+    for options in ({"coords": DIMS}, {"coords": DIMS, "on": "id"}):
+        if lazy:
+            dcr_frame = phr.distance_to_closest(originals, plan, **options).collect()
+            nndr_frame = phr.closest_distances_ratio(originals, plan, **options).collect()
+        else:
+            dcr_frame = phr.distance_to_closest(originals, synthetic, **options)
+            nndr_frame = phr.closest_distances_ratio(originals, synthetic, **options)
+        dcr, nndr = own_values(expected, originals)
+        assert dcr_frame.drop("distance_to_closest").equals(expected)
+        np.testing.assert_array_equal(dcr_frame["distance_to_closest"].to_numpy(), dcr)
+        np.testing.assert_array_equal(nndr_frame["closest_distances_ratio"].to_numpy(), nndr)
+
+
+def test_a_synthetic_set_of_another_size_in_the_projected_space() -> None:
+    raw = {name: f"raw{k}" for k, name in enumerate(DIMS)}
+    originals, _ = (frame.rename(raw) for frame in make_frames(150, seed=6))
+    synthetic = originals.head(40).with_columns(pl.col("raw0") + 0.25)
+    projection = phr.Projection.fit(originals, features=list(raw.values()), ncp=2)
+    names = projection.coordinate_columns(2)
+    x = projection.transform(originals).select(names).to_numpy()
+    y = projection.transform(synthetic).select(names).to_numpy()
+    dcr, _ = brute_force_distances(x, y)
+    out = phr.distance_to_closest(originals, synthetic, features=list(raw.values()), ncp=2)
+    np.testing.assert_allclose(out["distance_to_closest"].to_numpy(), dcr, rtol=1e-12, atol=1e-12)
+
+
 def test_per_avatar_in_the_projected_space() -> None:
     raw = {name: f"raw{k}" for k, name in enumerate(DIMS)}
     originals, avatars = (frame.rename(raw) for frame in make_frames(150, seed=3))

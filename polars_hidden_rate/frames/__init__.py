@@ -31,7 +31,7 @@ from polars_hidden_rate.frames.problems import (
     raise_inexact,
     raise_missing,
 )
-from polars_hidden_rate.frames.read import Aligned, read_aligned
+from polars_hidden_rate.frames.read import Aligned, read_aligned, read_coordinates
 from polars_hidden_rate.frames.schema import (
     OUTPUT_COLUMNS,
     RESERVED_PREFIX,
@@ -87,6 +87,7 @@ __all__ = [
     "raise_inexact",
     "raise_missing",
     "read_aligned",
+    "read_coordinates",
     "resolve_columns",
     "resolve_coords",
     "resolve_link",

@@ -77,6 +77,18 @@ def read_aligned(
     return Aligned(originals_array, _to_float64(right_columns, order), carried, carried_avatars)
 
 
+def read_coordinates(frame: pl.LazyFrame, columns: Sequence[str], role: str) -> Float64Array:
+    """Collect ``columns`` of one frame (the ``role`` side) as float64, on their own: for the
+    measures that link no record to another (a distance to the closest record of another
+    set), checked as :func:`read_aligned` checks each side."""
+    columns = list(columns)
+    collected = frame.select(columns).collect()
+    CoordinateProblems.of(collected, columns, role).raise_first()
+    series = _take(collected.get_columns(), columns)
+    del collected
+    return _to_float64(series)
+
+
 def _take(series: list[pl.Series], names: list[str]) -> list[pl.Series]:
     """The series named ``names``, in that order; the others are let go."""
     by_name = {column.name: column for column in series}

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 from polars.exceptions import ComputeError
 
+from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_count
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
@@ -24,6 +25,7 @@ from polars_hidden_rate.frames import (
     raise_inexact,
     raise_missing,
     read_aligned,
+    read_coordinates,
 )
 from polars_hidden_rate.frames.text_numbers import text_numbers_example
 from polars_hidden_rate.projection.model import Projection
@@ -199,6 +201,21 @@ class ProjectedCoordinates:
             _raise_missing_features(avatars, projection, right_schema, "avatars")
             raise
         return replace(aligned, projection=projection, unseen=unseen)
+
+    def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:
+        """``frame``'s coordinates (the ``role`` side) in the fitted projection, read on their
+        own, linked to nothing; a missing coordinate is explained as in :meth:`read`."""
+        assert self.fitted is not None, "fit the projection first (with_fit)"
+        projection = self.fitted
+        names = self.names(projection)
+        schema = frame.collect_schema()
+        try:
+            return read_coordinates(
+                frame.select(projection.coordinates(schema, names)), names, role
+            )
+        except MissingValuesError:
+            _raise_missing_features(frame, projection, schema, role)
+            raise
 
 
 def _raise_missing_features(

@@ -1,0 +1,270 @@
+"""Measures against a holdout: real records of the same population that the generator never
+saw, the control that tells an attack's success from what any synthetic set of that
+population gives.
+
+- :func:`membership_risk`: the membership attack (is this real record one of the training
+  originals?), scored by each real record's distance to its nearest synthetic record
+  (:mod:`polars_hidden_rate.membership`).
+- :func:`dcr_overfitting_protection`: SDMetrics' DCR overfitting protection, the share of
+  synthetic records closer to the training originals than to the holdout, mapped to a score.
+
+Both measure in the space of :func:`~polars_hidden_rate.local_cloaking`: the projection fitted
+on the originals (the training records) or the ``coords`` given, with the synthetic records
+and the holdout transformed by that same fitted model. No link is needed, and the three sets
+may have any sizes. Every distance is exact in float64, the three arrays brought to one
+power-of-two scale first, so every comparison between two distances is the float64 brute
+force's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Unpack
+
+import numpy as np
+import polars as pl
+from polars.exceptions import SchemaError
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.membership import MembershipRisk
+from polars_hidden_rate.neighbours import squared_nearest_two
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.scale import canonical_scale
+
+__all__ = [
+    "DcrOverfitting",
+    "HoldoutSpace",
+    "dcr_overfitting_protection",
+    "membership_risk",
+]
+
+
+def check_holdout(originals: pl.Schema, holdout: pl.Schema) -> None:
+    """Refuse a holdout whose columns or types are not the originals': it would not be a
+    sample of the same population's records, as the control needs."""
+    missing = [name for name in originals.names() if name not in holdout]
+    extra = [name for name in holdout.names() if name not in originals]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"lacks {', '.join(map(repr, missing[:5]))}")
+        if extra:
+            parts.append(f"holds {', '.join(map(repr, extra[:5]))}, which the originals do not")
+        msg = f"holdout must hold the originals' columns, and only them: it {' and '.join(parts)}"
+        raise SchemaError(msg)
+    for name, dtype in originals.items():
+        if holdout[name] != dtype:
+            msg = (
+                f"holdout column {name!r} is {holdout[name]}, but the originals' is {dtype}: "
+                "a holdout holds records of the same table"
+            )
+            raise SchemaError(msg)
+
+
+@dataclass(frozen=True)
+class HoldoutSpace:
+    """The originals, the synthetic records and the holdout, as coordinate arrays of one
+    space (the plan's), read at once."""
+
+    originals: Float64Array
+    synthetic: Float64Array
+    holdout: Float64Array
+    threads: int | None
+
+    @classmethod
+    def read(
+        cls,
+        originals: pl.DataFrame | pl.LazyFrame,
+        synthetic: pl.DataFrame | pl.LazyFrame,
+        holdout: pl.DataFrame | pl.LazyFrame,
+        options: CountOptions,
+        caller: str,
+    ) -> HoldoutSpace:
+        """Check the request (the holdout's schema first, before anything is read), fit the
+        projection on the originals, and read the three sets in its space."""
+        request = _holdout_plan(originals, synthetic, holdout, options, caller)
+        space = request.fitted()
+        return cls(
+            space.coordinates_of(space.originals, "originals"),
+            space.coordinates_of(space.avatars, "synthetic"),
+            space.coordinates_of(as_lazy(holdout, "holdout"), "holdout"),
+            request.threads,
+        )
+
+    def scaled(self) -> tuple[Float64Array, Float64Array, Float64Array]:
+        """The three arrays at one canonical scale (originals, synthetic, holdout)."""
+        arrays, _ = canonical_scale(
+            self.originals,
+            self.synthetic,
+            self.holdout,
+            names=("originals", "synthetic", "holdout"),
+        )
+        return arrays[0], arrays[1], arrays[2]
+
+
+def membership_risk(
+    originals: pl.DataFrame | pl.LazyFrame,
+    synthetic: pl.DataFrame | pl.LazyFrame,
+    holdout: pl.DataFrame | pl.LazyFrame,
+    *,
+    confidence: float = 0.95,
+    **options: Unpack[CountOptions],
+) -> MembershipRisk:
+    """The membership attack: can an attacker holding a real record and the synthetic set
+    tell whether the record was among the originals the generator learnt from?
+
+    Each real record, original (a member) or holdout (not one), is scored by its distance to
+    its nearest synthetic record; the closer, the likelier a member. The figures compare the
+    two groups' scores (:class:`~polars_hidden_rate.membership.MembershipRisk`): the AUC
+    (ties counting half, counted exactly), its DeLong interval, and the true positive rate at
+    a false positive rate (10 % by default, as the attack papers report it). Random guessing
+    gives an AUC of 0.5 and a true positive rate equal to the false positive rate.
+
+    Parameters
+    ----------
+    originals
+        The records the synthetic set was generated from (the members).
+    synthetic
+        The synthetic records, any number of them (avatars or another generator's).
+    holdout
+        Real records of the same population that the generator never saw, with the
+        originals' columns and types.
+    confidence
+        The level of the AUC's interval.
+    **options
+        ``coords`` or ``features``, ``categorical``, ``impute`` and ``ncp`` choose the
+        space, as for :func:`~polars_hidden_rate.local_cloaking`; ``threads``. No link:
+        ``on`` only keeps key columns out of the default features. ``cluster`` and
+        ``device="gpu"`` are refused (the walk runs on this machine's CPU).
+
+    Raises
+    ------
+    polars.exceptions.SchemaError
+        When the holdout's columns or types differ from the originals', before anything is
+        read.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 2.0, 3.0]})
+    >>> synthetic = pl.DataFrame({"Dim1": [0.0, 1.0, 2.0, 3.0]})  # copies
+    >>> holdout = pl.DataFrame({"Dim1": [0.5, 1.5, 2.5, 3.5]})
+    >>> risk = phr.membership_risk(originals, synthetic, holdout, coords="Dim1")
+    >>> risk.auc, risk.tpr_at_fpr(0.1)
+    (1.0, 1.0)
+    """
+    space = HoldoutSpace.read(originals, synthetic, holdout, options, "membership_risk")
+    return MembershipRisk.of_arrays(
+        space.originals,
+        space.synthetic,
+        space.holdout,
+        threads=space.threads,
+        confidence=confidence,
+    )
+
+
+@dataclass(frozen=True)
+class DcrOverfitting:
+    """SDMetrics' DCR overfitting protection of a synthetic set.
+
+    Attributes
+    ----------
+    score
+        ``min(2 (1 - closer_to_training), 1)``, in [0, 1]: 1 when at most half of the
+        synthetic records lie strictly closer to the training originals than to the holdout.
+    closer_to_training
+        The share of synthetic records whose nearest training original is strictly closer
+        than their nearest holdout record (a tie counts for the holdout, as in SDMetrics).
+    synthetic, originals, holdout
+        The sizes of the three sets.
+    """
+
+    score: float
+    closer_to_training: float
+    synthetic: int
+    originals: int
+    holdout: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "score": self.score,
+            "closer_to_training": self.closer_to_training,
+            "closer_to_holdout": 1.0 - self.closer_to_training,
+            "synthetic": self.synthetic,
+            "originals": self.originals,
+            "holdout": self.holdout,
+        }
+
+
+def dcr_overfitting_protection(
+    originals: pl.DataFrame | pl.LazyFrame,
+    synthetic: pl.DataFrame | pl.LazyFrame,
+    holdout: pl.DataFrame | pl.LazyFrame,
+    **options: Unpack[CountOptions],
+) -> DcrOverfitting:
+    """SDMetrics' DCR overfitting protection: does the synthetic set lie closer to the
+    records it was generated from than to real records it never saw?
+
+    For each synthetic record, its distance to the closest training original and to the
+    closest holdout record; ``closer_to_training`` is the share where the first is strictly
+    smaller, and the score ``min(2 (1 - closer_to_training), 1)``. A generator that learnt the
+    population, not its records, puts about half of them closer to each set (the holdout
+    should be about as large as the originals; SDMetrics warns below half). Unlike SDMetrics,
+    whose distance is a per-column normalised one, the distances are those of
+    :func:`~polars_hidden_rate.local_cloaking`'s space, exact in float64 (docs/metrics.md).
+
+    Parameters
+    ----------
+    originals, synthetic, holdout, **options
+        As for :func:`membership_risk`.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 2.0]})
+    >>> holdout = pl.DataFrame({"Dim1": [1.0, 3.0]})
+    >>> synthetic = pl.DataFrame({"Dim1": [0.1, 2.9, 1.5, 0.5]})
+    >>> found = phr.dcr_overfitting_protection(originals, synthetic, holdout, coords="Dim1")
+    >>> found.closer_to_training, found.score
+    (0.25, 1.0)
+    """
+    space = HoldoutSpace.read(originals, synthetic, holdout, options, "dcr_overfitting_protection")
+    training, queries, others = space.scaled()
+    threads = space.threads or usable_cores()
+    to_training = _nearest_squared(training, queries, threads)
+    to_holdout = _nearest_squared(others, queries, threads)
+    closer = int(np.count_nonzero(to_training < to_holdout)) / len(queries)
+    return DcrOverfitting(
+        min(2.0 * (1.0 - closer), 1.0), closer, len(queries), len(training), len(others)
+    )
+
+
+def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) -> Float64Array:
+    tree = KdTree.build(points, threads=threads)
+    nearest: Float64Array = squared_nearest_two(tree, queries, threads=threads)[:, 0]
+    return nearest
+
+
+def _holdout_plan(
+    originals: pl.DataFrame | pl.LazyFrame,
+    synthetic: pl.DataFrame | pl.LazyFrame,
+    holdout: pl.DataFrame | pl.LazyFrame,
+    options: CountOptions,
+    caller: str,
+) -> CountPlan:
+    if options.get("cluster") is not None or options.get("device", "cpu") != "cpu":
+        msg = (
+            f"{caller}() runs on this machine's CPU: drop `cluster` and `device` (its exact "
+            "nearest-record walks have no cluster or GPU path yet)"
+        )
+        raise NotImplementedError(msg)
+    check_holdout(
+        as_lazy(originals, "originals").collect_schema(),
+        as_lazy(holdout, "holdout").collect_schema(),
+    )
+    return plan(originals, synthetic, options, caller=caller)
