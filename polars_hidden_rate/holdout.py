@@ -19,7 +19,7 @@ force's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Unpack
+from typing import Any, Unpack
 
 import numpy as np
 import polars as pl
@@ -30,12 +30,13 @@ from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.membership import MembershipRisk
-from polars_hidden_rate.neighbours import squared_nearest_two
+from polars_hidden_rate.neighbours import nearest_two, squared_nearest_two
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.scale import canonical_scale
 
 __all__ = [
     "DcrOverfitting",
+    "HoldoutFigures",
     "HoldoutSpace",
     "dcr_overfitting_protection",
     "membership_risk",
@@ -93,16 +94,6 @@ class HoldoutSpace:
             space.coordinates_of(as_lazy(holdout, "holdout"), "holdout"),
             request.threads,
         )
-
-    def scaled(self) -> tuple[Float64Array, Float64Array, Float64Array]:
-        """The three arrays at one canonical scale (originals, synthetic, holdout)."""
-        arrays, _ = canonical_scale(
-            self.originals,
-            self.synthetic,
-            self.holdout,
-            names=("originals", "synthetic", "holdout"),
-        )
-        return arrays[0], arrays[1], arrays[2]
 
 
 def membership_risk(
@@ -189,7 +180,27 @@ class DcrOverfitting:
     originals: int
     holdout: int
 
+    @classmethod
+    def of_arrays(
+        cls,
+        originals: Float64Array,
+        synthetic: Float64Array,
+        holdout: Float64Array,
+        *,
+        threads: int | None = None,
+    ) -> DcrOverfitting:
+        """From the three sets' coordinates: one scale, a kd-tree of each real set."""
+        (training, queries, others), _ = canonical_scale(
+            originals, synthetic, holdout, names=("originals", "synthetic", "holdout")
+        )
+        threads = threads or usable_cores()
+        to_training = _nearest_squared(training, queries, threads)
+        to_holdout = _nearest_squared(others, queries, threads)
+        closer = int(np.count_nonzero(to_training < to_holdout)) / len(queries)
+        return cls(min(2.0 * (1.0 - closer), 1.0), closer, len(queries), len(training), len(others))
+
     def to_dict(self) -> dict[str, float | int]:
+        """The figures as JSON values."""
         return {
             "score": self.score,
             "closer_to_training": self.closer_to_training,
@@ -234,14 +245,76 @@ def dcr_overfitting_protection(
     (0.25, 1.0)
     """
     space = HoldoutSpace.read(originals, synthetic, holdout, options, "dcr_overfitting_protection")
-    training, queries, others = space.scaled()
-    threads = space.threads or usable_cores()
-    to_training = _nearest_squared(training, queries, threads)
-    to_holdout = _nearest_squared(others, queries, threads)
-    closer = int(np.count_nonzero(to_training < to_holdout)) / len(queries)
-    return DcrOverfitting(
-        min(2.0 * (1.0 - closer), 1.0), closer, len(queries), len(training), len(others)
+    return DcrOverfitting.of_arrays(
+        space.originals, space.synthetic, space.holdout, threads=space.threads
     )
+
+
+@dataclass(frozen=True)
+class HoldoutFigures:
+    """What a report shows of a holdout: the membership attack, the DCR overfitting
+    protection, and the holdout's own DCR and NNDR against the originals (the Avatar paper's
+    "Reference": what real records the generator never saw look like from the originals)."""
+
+    membership: MembershipRisk
+    overfitting: DcrOverfitting
+    reference_distance_to_closest_median: float
+    reference_closest_distances_ratio_median: float
+
+    @classmethod
+    def of_arrays(
+        cls,
+        originals: Float64Array,
+        synthetic: Float64Array,
+        holdout: Float64Array,
+        *,
+        threads: int | None = None,
+        confidence: float = 0.95,
+    ) -> HoldoutFigures:
+        reference = nearest_two(originals, holdout, threads=threads)
+        return cls(
+            MembershipRisk.of_arrays(
+                originals, synthetic, holdout, threads=threads, confidence=confidence
+            ),
+            DcrOverfitting.of_arrays(originals, synthetic, holdout, threads=threads),
+            float(np.median(reference.nearest)),
+            float(np.median(reference.ratio)),
+        )
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The figures as (label, value) lines, for the text and the page of a report."""
+        risk, overfit = self.membership, self.overfitting
+        low, high = risk.auc_interval
+        level = f"{100 * risk.confidence:g} %"
+        return [
+            ("holdout records", f"{len(risk.holdout):,}"),
+            (
+                "membership AUC",
+                f"{risk.auc:.4f} ({low:.4f} to {high:.4f}, DeLong {level}; random 0.5)",
+            ),
+            ("membership TPR at 10 % FPR", f"{100 * risk.tpr_at_fpr(0.1):.2f} % (random 10 %)"),
+            (
+                "DCR overfitting protection",
+                f"{overfit.score:.4f} ({100 * overfit.closer_to_training:.2f} % of synthetic "
+                "records closer to the originals than to the holdout)",
+            ),
+            ("holdout DCR median", f"{self.reference_distance_to_closest_median:.4g}"),
+            ("holdout NNDR median", f"{self.reference_closest_distances_ratio_median:.4g}"),
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON values: ``membership``, ``dcr_overfitting_protection`` and
+        ``reference`` (the holdout's ``records``, ``distance_to_closest_median`` and
+        ``closest_distances_ratio_median``)."""
+        return {
+            "membership": self.membership.to_dict(),
+            "dcr_overfitting_protection": self.overfitting.to_dict(),
+            "reference": {
+                "records": len(self.membership.holdout),
+                "distance_to_closest_median": self.reference_distance_to_closest_median,
+                "closest_distances_ratio_median": self.reference_closest_distances_ratio_median,
+            },
+        }
 
 
 def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) -> Float64Array:

@@ -24,6 +24,8 @@ import polars as pl
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import check_real
 from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.holdout import HoldoutFigures, check_holdout
 from polars_hidden_rate.metrics import (
     check_confidence,
     hidden_rate_interval,
@@ -173,6 +175,7 @@ class PrivacyReport:
     provenance: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), compare=False
     )
+    holdout: HoldoutFigures | None = field(default=None, compare=False)
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
         """This report, stating what it measured (:mod:`polars_hidden_rate.provenance`)."""
@@ -203,7 +206,9 @@ class PrivacyReport:
         space of the local cloaking and the distances), ``confidence``,
         ``hidden_rate_interval`` (``[low, high]`` in percent), ``metrics`` (for
         each name of :data:`METRICS`, in that order, ``{"value", "target",
-        "passed"}``) and ``passed``.
+        "passed"}``), ``evidence``, ``holdout`` (the figures against a holdout,
+        :meth:`~polars_hidden_rate.holdout.HoldoutFigures.to_dict`, or None without one),
+        ``passed`` and ``provenance``.
         """
         checks = self.checks
         return {
@@ -217,6 +222,7 @@ class PrivacyReport:
                 for name, value in self.values.items()
             },
             "evidence": None if self.evidence is None else self.evidence.to_dict(),
+            "holdout": None if self.holdout is None else self.holdout.to_dict(),
             "passed": self.passed,
             "provenance": dict(self.provenance),
         }
@@ -289,6 +295,7 @@ Overall: <span class="{"pass" if self.passed else "fail"}">{verdict}</span>.</p>
 </tbody>
 </table>
 {figures}
+{"" if self.holdout is None else _table("Against the holdout", self.holdout.rows())}
 {_audit_html(self.evidence, self.provenance)}
 </body>
 </html>
@@ -329,6 +336,7 @@ def privacy_report(
     confidence: float = 0.95,
     allow_unlinked: bool = False,
     by_row_order: bool = False,
+    holdout: pl.DataFrame | pl.LazyFrame | None = None,
     **options: Unpack[CountOptions],
 ) -> PrivacyReport:
     """Measure an anonymization with every metric of :data:`METRICS`, against targets.
@@ -349,6 +357,12 @@ def privacy_report(
         The verdict options of :func:`~polars_hidden_rate.gate.cloaking_summary`: a link
         that looks random, or a row-order link while both frames hold a key column, is
         refused unless they say otherwise.
+    holdout
+        Real records of the same population that the generator never saw, with the
+        originals' columns and types (refused otherwise, before anything is read): the
+        report then adds the membership attack, the DCR overfitting protection and the
+        holdout's own DCR and NNDR (:class:`~polars_hidden_rate.holdout.HoldoutFigures`),
+        in the same space. They have no target and do not decide :attr:`PrivacyReport.passed`.
     **options
         The keyword options of :class:`~polars_hidden_rate.CountOptions`. The
         raw features of the direct matches are ``features`` (default the columns
@@ -376,8 +390,17 @@ def privacy_report(
     check_targets(targets)
     check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
+    held_out = None
+    if holdout is not None:
+        held_out = as_lazy(holdout, "holdout")
+        check_holdout(request.originals.collect_schema(), held_out.collect_schema())
     verdict = Verdict.of({"allow_unlinked": allow_unlinked, "by_row_order": by_row_order})
-    return report_of_plan(Inspector.start(request, verdict), targets=targets, confidence=confidence)
+    return report_of_plan(
+        Inspector.start(request, verdict),
+        targets=targets,
+        confidence=confidence,
+        holdout=held_out,
+    )
 
 
 def report_of_plan(
@@ -385,8 +408,10 @@ def report_of_plan(
     *,
     targets: Mapping[str, float] | None = None,
     confidence: float = 0.95,
+    holdout: pl.LazyFrame | None = None,
 ) -> PrivacyReport:
-    """:func:`privacy_report` of a planned request, its evidence taken by ``inspector``."""
+    """:func:`privacy_report` of a planned request, its evidence taken by ``inspector``;
+    ``holdout`` checked beforehand (:func:`~polars_hidden_rate.holdout.check_holdout`)."""
     checked_targets = check_targets(targets)
     level = check_confidence(confidence)
     request, space = _with_space(inspector.request)
@@ -397,6 +422,15 @@ def report_of_plan(
     inspector.after(counts, closer)
     found = request.nearest_two(aligned)
     dcr, nndr = found.nearest, found.ratio
+    figures = None
+    if holdout is not None:
+        figures = HoldoutFigures.of_arrays(
+            aligned.originals,
+            aligned.avatars,
+            request.coordinates_of(holdout, "holdout"),
+            threads=request.threads,
+            confidence=level,
+        )
     link = request.link
     protection = row_direct_match_protection(
         request.originals,
@@ -424,6 +458,7 @@ def report_of_plan(
         distance_to_closest=dcr,
         closest_distances_ratio=nndr,
         evidence=inspector.evidence(),
+        holdout=figures,
     )
 
 

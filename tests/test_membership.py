@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -266,3 +270,112 @@ def test_an_empty_holdout_is_refused_naming_it() -> None:
     frame = pl.DataFrame({"a": [0.0, 1.0]})
     with pytest.raises(NoDataError, match="holdout"):
         phr.membership_risk(frame, frame, frame.clear(), coords="a")
+
+
+def release_with_holdout(seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Originals, their avatars (k = 5) and a holdout of the same population."""
+    rng = np.random.default_rng(seed)
+    population = pl.DataFrame(
+        {
+            "age": rng.normal(50, 10, 600),
+            "bmi": rng.normal(25, 4, 600),
+            "smoker": rng.choice(["y", "n"], 600),
+        }
+    )
+    originals, holdout = population.head(400), population.tail(200)
+    avatars = phr.avatarize(originals, k=5, ncp=3, seed=seed)
+    return originals, avatars, holdout
+
+
+def test_the_report_shows_the_holdout_figures_of_the_functions() -> None:
+    originals, avatars, holdout = release_with_holdout()
+    options: phr.CountOptions = {"categorical": ["smoker"], "ncp": 3}
+    report = phr.privacy_report(originals, avatars, holdout=holdout.lazy(), **options)
+    assert report.holdout is not None
+    risk = phr.membership_risk(originals, avatars, holdout, **options)
+    overfit = phr.dcr_overfitting_protection(originals, avatars, holdout, **options)
+    reference = phr.distance_to_closest(originals, holdout, **options)["distance_to_closest"]
+    figures = report.to_dict()["holdout"]
+    assert figures["membership"] == risk.to_dict()
+    assert figures["dcr_overfitting_protection"] == overfit.to_dict()
+    assert figures["reference"]["records"] == 200
+    assert figures["reference"]["distance_to_closest_median"] == reference.median()
+    without = phr.privacy_report(originals, avatars, **options)
+    assert without.to_dict()["holdout"] is None
+    assert without.passed == report.passed  # the holdout figures have no target
+    page = report.to_html()
+    assert "Against the holdout" in page
+    assert "membership AUC" in page
+
+
+def test_the_report_refuses_a_holdout_of_another_table() -> None:
+    originals, avatars, holdout = release_with_holdout()
+    with pytest.raises(SchemaError, match="holdout column 'age' is Int64"):
+        phr.privacy_report(
+            originals,
+            avatars,
+            holdout=holdout.with_columns(pl.col("age").cast(pl.Int64)),
+            categorical=["smoker"],
+            ncp=3,
+        )
+
+
+def test_report_holdout_through_the_script(tmp_path: Path) -> None:
+    originals, avatars, holdout = release_with_holdout(seed=1)
+    paths = {}
+    for name, frame in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
+        paths[name] = tmp_path / f"{name}.csv"
+        frame.write_csv(paths[name])
+    script = Path(sys.executable).parent / "hidden-rate"
+    if not script.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    common = [
+        str(paths["originals"]),
+        str(paths["avatars"]),
+        "--categorical",
+        "smoker",
+        "--ncp",
+        "3",
+    ]
+    done = subprocess.run(
+        [str(script), "report", *common, "--holdout", str(paths["holdout"]), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads(done.stdout)
+    expected = phr.membership_risk(originals, avatars, holdout, categorical=["smoker"], ncp=3)
+    assert data["holdout"]["membership"]["auc"] == expected.auc
+    assert data["provenance"]["inputs"]["holdout"]["rows"] == 200
+    text = subprocess.run(
+        [str(script), "report", *common, "--holdout", str(paths["holdout"])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "membership AUC" in text.stdout
+    assert "DCR overfitting protection" in text.stdout
+    # The page may not replace the holdout; a holdout of another table is refused: exit 2.
+    before = paths["holdout"].read_bytes()
+    for extra in (["--html", str(paths["holdout"])],):
+        bad = subprocess.run(
+            [str(script), "report", *common, "--holdout", str(paths["holdout"]), *extra],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert bad.returncode == 2, bad.stderr
+        assert bad.stderr.count("\n") == 1, bad.stderr
+    assert paths["holdout"].read_bytes() == before
+    other = tmp_path / "other.csv"
+    holdout.drop("bmi").write_csv(other)
+    bad = subprocess.run(
+        [str(script), "report", *common, "--holdout", str(other)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert "lacks 'bmi'" in bad.stderr
+    assert bad.stderr.count("\n") == 1

@@ -290,9 +290,11 @@ def test_report_dict_keys_and_json() -> None:
         "hidden_rate_interval",
         "metrics",
         "evidence",
+        "holdout",
         "passed",
         "provenance",
     ]
+    assert data["holdout"] is None  # without a holdout
     assert list(data["evidence"]) == [
         "own_copies",
         "own_copies_percent",

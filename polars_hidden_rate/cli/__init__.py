@@ -47,6 +47,7 @@ from polars_hidden_rate.gate import (
     summarize,
     summarize_inspected,
 )
+from polars_hidden_rate.holdout import check_holdout
 from polars_hidden_rate.outputs import (
     check_output,
     describe,
@@ -129,17 +130,19 @@ def entry() -> NoReturn:
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """The two files as lazy frames, csv read with ``--separator``, ``--null-values`` and
+    """The two files as lazy frames (:func:`_scan`)."""
+    return _scan(args, args.originals, "ORIGINALS"), _scan(args, args.avatars, "AVATARS")
+
+
+def _scan(args: argparse.Namespace, path: Path, role: str) -> pl.LazyFrame:
+    """One input file as a lazy frame, csv read with ``--separator``, ``--null-values`` and
     ``--decimal-comma``."""
-    return tuple(  # type: ignore[return-value]
-        scan(
-            path,
-            role,
-            separator=args.separator,
-            null_values=args.null_values,
-            decimal_comma=args.decimal_comma,
-        )
-        for path, role in ((args.originals, "ORIGINALS"), (args.avatars, "AVATARS"))
+    return scan(
+        path,
+        role,
+        separator=args.separator,
+        null_values=args.null_values,
+        decimal_comma=args.decimal_comma,
     )
 
 
@@ -166,6 +169,8 @@ def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> 
     if path is None:
         return
     inputs = {"ORIGINALS": [Path(args.originals)], "AVATARS": [Path(args.avatars)]}
+    if getattr(args, "holdout", None) is not None:
+        inputs["HOLDOUT"] = [Path(args.holdout)]
     check_output(path, inputs, kind="file", name=option)
 
 
@@ -180,22 +185,28 @@ def _verdict(args: argparse.Namespace) -> Verdict:
 
 
 def _planned(
-    args: argparse.Namespace, caller: str
-) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]]]:
-    """The inputs read, the request planned and fitted, its inspector, and the inputs as
-    the provenance states them: hashed in a thread of their own, beside the counting."""
+    args: argparse.Namespace, caller: str, holdout: Path | None = None
+) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None]:
+    """The inputs read, the request planned and fitted, its inspector, the inputs as the
+    provenance states them (hashed in a thread of their own, beside the counting) and the
+    ``holdout`` file, if any, checked against the originals before anything is counted."""
     originals, avatars = _read_inputs(args)
     verdict = _verdict(args)
     request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
     inspector = Inspector.start(request, verdict)
     rows = {"originals": frame_rows(originals), "avatars": frame_rows(avatars)}
     paths = {"originals": args.originals, "avatars": args.avatars}
+    held_out = None
+    if holdout is not None:
+        held_out = _scan(args, holdout, "HOLDOUT")
+        check_holdout(request.originals.collect_schema(), held_out.collect_schema())
+        rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
     inputs = hashing.submit(
         lambda: {role: describe_input(paths[role], rows[role]) for role in rows}
     )
     hashing.shutdown(wait=False)
-    return request, inspector, inputs
+    return request, inspector, inputs, held_out
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -213,7 +224,7 @@ def run_check(args: argparse.Namespace) -> int:
     _refuse_inputs(args.output, "--output", args)
     if args.output is not None:
         file_format(args.output, "--output")
-    request, inspector, inputs = in_background(lambda: _planned(args, "check"))
+    request, inspector, inputs, _ = in_background(lambda: _planned(args, "check"))
     settings = describe_settings(
         request, min_rate=min_rate, max_own_copies=inspector.verdict.max_own_copies
     )
@@ -341,8 +352,10 @@ def run_report(args: argparse.Namespace) -> int:
     """``hidden-rate report``: every metric once, against its target; optionally as a page."""
     targets = check_targets(dict(args.target or []))
     _refuse_inputs(args.html, "--html", args)  # its folder too
-    request, inspector, inputs = in_background(lambda: _planned(args, "report"))
-    report = in_background(lambda: report_of_plan(inspector, targets=targets))
+    request, inspector, inputs, holdout = in_background(
+        lambda: _planned(args, "report", args.holdout)
+    )
+    report = in_background(lambda: report_of_plan(inspector, targets=targets, holdout=holdout))
     block = provenance(
         inputs.result(),
         describe_settings(request, max_own_copies=inspector.verdict.max_own_copies),

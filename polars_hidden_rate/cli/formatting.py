@@ -125,6 +125,8 @@ def format_report(report: PrivacyReport) -> str:
     )
     met = sum(checks.values())
     lines.append(f"{'report':<30}{'PASS' if report.passed else 'FAIL'}: {met} of {len(checks)}")
+    if report.holdout is not None:
+        lines.extend(f"{label:<30}{value}" for label, value in report.holdout.rows())
     lines.extend(_evidence_lines(report.evidence))
     lines.extend(_provenance_lines(report.provenance))
     return "\n".join(lines)

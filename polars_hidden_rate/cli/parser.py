@@ -101,6 +101,15 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
     report.add_argument(
         "--title", default="Privacy report", help="the HTML page's title and heading"
     )
+    report.add_argument(
+        "--holdout",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "real records the generator never saw, with the originals' columns: adds the "
+            "membership attack, the DCR overfitting protection and the holdout's DCR and NNDR"
+        ),
+    )
     report.set_defaults(command=runners["report"])
 
     demo = commands.add_parser(
