@@ -46,8 +46,9 @@ WORK_SAMPLE = 2_000
 
 def measure(profile: Profile, n: int, d: int, threads: int) -> dict[str, Any]:
     """Times and work of both strategies on one case."""
-    from polars_hidden_rate import engine, flat
-    from polars_hidden_rate.kdtree import KdTree
+    from polars_hidden_rate import engine
+    from polars_hidden_rate.engine import flat
+    from polars_hidden_rate.engine.kdtree import KdTree
     from polars_hidden_rate.progress import Progress
 
     originals, avatars = make_case(n, d, profile=profile, threads=threads)

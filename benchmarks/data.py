@@ -132,7 +132,7 @@ def _tree_search(originals: Float64Array, k: int, threads: int) -> Search:
     """Exact k nearest neighbours in float64 from a kd-tree of the originals; the batches
     follow the tree's order, so that consecutive queries walk the same nodes (in the
     originals' order, cache misses make the search several times slower)."""
-    from polars_hidden_rate.kdtree import KdTree, _map
+    from polars_hidden_rate.engine.kdtree import KdTree, _map
 
     tree = KdTree.build(originals, threads=threads)
 

@@ -132,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limit_threads(args.threads)
     (n,) = parse_sizes([args.n])
-    from polars_hidden_rate import api, engine, frames, kdtree
+    from polars_hidden_rate import api, engine, frames
+    from polars_hidden_rate.engine import kdtree
 
     with tempfile.TemporaryDirectory() as scratch:
         directory = args.dir or write_inputs(

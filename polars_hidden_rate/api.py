@@ -112,7 +112,7 @@ class CountPlan:
                 originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
             )
         elif self.device == "gpu":
-            from polars_hidden_rate import gpu  # FAISS is loaded when used
+            from polars_hidden_rate.engine import gpu  # FAISS is loaded when used
 
             counts = gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
         else:
@@ -340,7 +340,7 @@ def plan(
     if cluster is not None:
         distributed.require_client(cluster)
     if device == "gpu":
-        from polars_hidden_rate import gpu
+        from polars_hidden_rate.engine import gpu
 
         gpu.require_gpu()
     check_unreserved(left_schema, "originals")

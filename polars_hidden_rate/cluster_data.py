@@ -14,7 +14,7 @@ files, and the counts cannot change.
    of the first coordinate for the split points. The records stay on the worker, cut
    into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order).
 2. The driver sums those scalars, raises the local errors, and chooses the canonical
-   exponent (:func:`~polars_hidden_rate.scale.exponent_for` of the global largest)
+   exponent (:func:`~polars_hidden_rate.engine.scale.exponent_for` of the global largest)
    and the split points: ``B - 1`` for query blocks and ``S - 1`` for avatar shards,
    quantiles of the sample of ``(first coordinate, row)`` pairs, as a distributed sort
    chooses them.
@@ -64,6 +64,8 @@ from polars_hidden_rate.dataset import (
     with_counts,
     write_part,
 )
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.scale import exponent_for
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
     Example,
@@ -76,11 +78,9 @@ from polars_hidden_rate.frames import (
     raise_missing,
 )
 from polars_hidden_rate.gate import CloakingSummary
-from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.projection.partitioned import DaskTasks
-from polars_hidden_rate.scale import exponent_for
 from polars_hidden_rate.verdict import (
     Evidence,
     UnlinkedAvatarsError,

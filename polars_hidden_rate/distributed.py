@@ -23,7 +23,7 @@ The nearest two originals of each avatar (DCR, NNDR) decompose the same way over
 the originals: the two smallest ``d2`` over all of them are the two smallest of
 the per-shard two smallest. :func:`nearest_two_distributed` cuts the originals
 into shards and the avatars into blocks, runs the single-machine walk
-(:func:`neighbours.squared_nearest_two`) per pair, and merges on the driver; both
+(:func:`nearest.squared_nearest_two`) per pair, and merges on the driver; both
 kinds of run share the scattering, the tasks and the recovery (``_Run``).
 """
 
@@ -41,10 +41,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from polars_hidden_rate import engine, neighbours
+from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.kdtree import KdTree
-from polars_hidden_rate.neighbours import NearestTwo
+from polars_hidden_rate.engine import nearest
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import NearestTwo
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -256,12 +257,12 @@ def nearest_two_distributed(
     sizing: Sizing | None = None,
 ) -> NearestTwo:
     """Each avatar's nearest two originals, on a Dask cluster; bit-identical to
-    :func:`neighbours.nearest_two`.
+    :func:`nearest.nearest_two`.
 
     The two smallest ``d2`` over all originals are the two smallest of the per-shard
     two smallest, so the originals are cut into shards (a kd-tree each), the avatars
     into blocks, and the driver merges each pair's result
-    (:func:`neighbours.merge_nearest_two`).
+    (:func:`nearest.merge_nearest_two`).
 
     Parameters
     ----------
@@ -284,7 +285,7 @@ def nearest_two_distributed(
         Equal, array for array, to ``nearest_two(originals, avatars)``.
     """
     # Scaled once, here, as the local path does: the tasks see the very same floats.
-    points, queries, exponent = neighbours.scaled_pair(originals, avatars)
+    points, queries, exponent = nearest.scaled_pair(originals, avatars)
     m, dim = queries.shape
     if m == 0:
         return NearestTwo.from_squared(np.empty((0, 2)), exponent)
@@ -312,7 +313,7 @@ def nearest_two_distributed(
     def merge(b: int, s: int, partial: Float64Array) -> None:
         rows = blocks[b]
         merged = best[rows]
-        neighbours.merge_nearest_two(merged, partial)
+        nearest.merge_nearest_two(merged, partial)
         best[rows] = merged
 
     run.complete(((b, s) for b in range(len(blocks)) for s in range(len(shards))), merge)
@@ -322,7 +323,7 @@ def nearest_two_distributed(
 def nearest_two_in_shard(queries: Float64Array, shard: KdTree, threads: int | None) -> Float64Array:
     """One task: the block's two smallest ``d2`` over one shard's tree (a pure function of
     its inputs)."""
-    return neighbours.squared_nearest_two(shard, queries, threads=threads or 1)
+    return nearest.squared_nearest_two(shard, queries, threads=threads or 1)
 
 
 def _pairs_within_reach(

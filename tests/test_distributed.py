@@ -23,7 +23,7 @@ from polars.testing import assert_frame_equal
 import polars_hidden_rate as phr
 from polars_hidden_rate import distributed as phd
 from polars_hidden_rate import engine
-from polars_hidden_rate.neighbours import NearestTwo, nearest_two
+from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from tests.helpers import (
     OFFSETS,
     brute_force_counts,
@@ -156,7 +156,7 @@ KILLABLE = {
     "counts": (_cloaking, ("polars_hidden_rate.engine", "count_within"), phd._COUNT_KEYS),
     "nearest-two": (
         _nndr,
-        ("polars_hidden_rate.neighbours", "squared_nearest_two"),
+        ("polars_hidden_rate.engine.nearest", "squared_nearest_two"),
         phd._NEAREST_KEYS,
     ),
 }

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.spatial import cKDTree
 
-from polars_hidden_rate import engine, flat, kdtree
-from polars_hidden_rate.engine import count_cloaking
+from polars_hidden_rate import engine
+from polars_hidden_rate.engine import count_cloaking, flat, kdtree
 from tests.helpers import brute_force_counts, brute_force_within, examples
 
 OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]

@@ -15,9 +15,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from polars_hidden_rate import engine, gpu, kdtree
-from polars_hidden_rate.engine import count_cloaking, count_within
-from polars_hidden_rate.scale import canonical_exponent
+from polars_hidden_rate import engine
+from polars_hidden_rate.engine import count_cloaking, count_within, gpu, kdtree
+from polars_hidden_rate.engine.scale import canonical_exponent
 from tests.helpers import brute_force_counts, brute_force_within, examples, local_cluster
 
 STRATEGIES: list[engine.Strategy] = ["flat", "tree"]

@@ -22,8 +22,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from polars_hidden_rate import engine, flat
+from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine import flat
 
 # The largest k FAISS's GPU k-selection supports.
 GPU_MAX_K = 2048

@@ -7,11 +7,11 @@ squared direct differences, taken in column order (:func:`squared_distances`).
 
 Two exact strategies share that definition, and ``"auto"`` (the default) runs
 the one a probe of the data predicts faster (:func:`choose_strategy`). ``"tree"``
-walks a compiled kd-tree in float64 (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` finds
+walks a compiled kd-tree in float64 (:mod:`polars_hidden_rate.engine.kdtree`). ``"flat"`` finds
 candidates in a FAISS flat index in float32: each float32 distance carries an
 error bound, a pair is decided in float32 only when it lies outside that bound,
 and every pair inside it is settled again in float64 by
-:func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.gpu`) uses
+:func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.engine.gpu`) uses
 the same float32 preparation and bound.
 
 :func:`count_cloaking` first brings both arrays, exactly, to one canonical scale
@@ -30,9 +30,9 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.checks import check_cap, check_threads, check_tie_tol
-from polars_hidden_rate.kdtree import KdTree, _map, coordinates, linked_queries
+from polars_hidden_rate.engine.kdtree import KdTree, _map, coordinates, linked_queries
+from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.progress import Progress
-from polars_hidden_rate.scale import canonical_scale
 
 Strategy = Literal["auto", "flat", "tree"]
 STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
@@ -95,7 +95,7 @@ def linked_arrays(
     """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
 
     Both arrays are multiplied by one power of two
-    (:func:`~polars_hidden_rate.scale.canonical_scale`), exactly unless a
+    (:func:`~polars_hidden_rate.engine.scale.canonical_scale`), exactly unless a
     coordinate falls below the normal range, before any ``d2`` is taken: data
     and the same data times ``2^k`` give bit-identical arrays, hence identical
     counts, and no square can overflow. With ``overwrite_input``, arrays that are
@@ -362,14 +362,14 @@ def count_within(
         index arrays.
     avatars
         The avatars to count, float64 of shape ``(s, d)``, or a
-        :class:`~polars_hidden_rate.kdtree.KdTree` already built on them (the
+        :class:`~polars_hidden_rate.engine.kdtree.KdTree` already built on them (the
         ``"tree"`` strategy then reuses it; ``own`` still indexes the avatars).
     threads
         Threads to count with, at least 1 (no more than the machine's cores run);
         None uses all cores.
     strategy
         ``"tree"`` walks a compiled kd-tree of the avatars in float64 per query
-        (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` compares every query
+        (:mod:`polars_hidden_rate.engine.kdtree`). ``"flat"`` compares every query
         with every avatar in a FAISS flat index and settles the float32 band in
         float64. ``"auto"`` builds the tree, walks it for a small sample of the
         queries counting its work, and runs the strategy predicted faster
@@ -426,7 +426,7 @@ def count_within(
             if strategy == "auto":
                 strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
         if strategy == "flat":
-            from polars_hidden_rate import flat  # FAISS is loaded when used
+            from polars_hidden_rate.engine import flat  # FAISS is loaded when used
 
             given_own = own
             if tree is not None:  # the tree's points may be the avatars, reordered in place

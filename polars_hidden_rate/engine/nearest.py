@@ -3,9 +3,9 @@
 Distances follow the engine's definition: direct differences, squared and summed
 in column order, no fused multiply-add. Both arrays are first brought, exactly, to
 one canonical scale by a power of two
-(:func:`~polars_hidden_rate.scale.canonical_scale`), so no square overflows and
+(:func:`~polars_hidden_rate.engine.scale.canonical_scale`), so no square overflows and
 the results are invariant under power-of-two rescaling. A kd-tree of the
-originals (:class:`~polars_hidden_rate.kdtree.KdTree`) is built once and walked
+originals (:class:`~polars_hidden_rate.engine.kdtree.KdTree`) is built once and walked
 with the box bounds of its counting walk: a node is skipped only when its lower
 bound exceeds the current second-best, which can never drop a point that would
 change the two smallest ``d2`` (ties included).
@@ -19,7 +19,7 @@ import numpy as np
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.engine import usable_cores
-from polars_hidden_rate.kdtree import (
+from polars_hidden_rate.engine.kdtree import (
     MIN_QUERIES_PER_TASK,
     QUERIES_PER_TASK,
     KdTree,
@@ -27,7 +27,7 @@ from polars_hidden_rate.kdtree import (
     _leaf_of,
     _map,
 )
-from polars_hidden_rate.scale import canonical_scale
+from polars_hidden_rate.engine.scale import canonical_scale
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class NearestTwo:
     """Per avatar, the distances to its nearest and second-nearest original.
 
     The distances are kept at the canonical scale
-    (:func:`~polars_hidden_rate.scale.canonical_scale`); the properties give
+    (:func:`~polars_hidden_rate.engine.scale.canonical_scale`); the properties give
     them in the input units.
 
     Attributes
