@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     limit_threads(args.threads)
     (n,) = parse_sizes([args.n])
     from polars_hidden_rate import api, engine, frames
-    from polars_hidden_rate.engine import kdtree
+    from polars_hidden_rate.engine import arrays, kdtree
 
     with tempfile.TemporaryDirectory() as scratch:
         directory = args.dir or write_inputs(
@@ -145,8 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (api, "read_aligned", "read"),
                 (frames, "_avatar_order", "link"),
                 (frames, "_to_float64", "to_float64"),
-                (engine, "canonical_scale", "scale"),
-                (engine, "own_thresholds", "thresholds"),
+                (arrays, "canonical_scale", "scale"),
+                (arrays, "own_thresholds", "thresholds"),
                 (engine, "choose_strategy", "probe"),
                 (kdtree.KdTree, "count_within", "walk"),
                 (api.CountPlan, "counts", "counts"),

@@ -21,7 +21,6 @@ multiplied by a power of two, and no square overflows or underflows on the way.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,10 +28,36 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import check_cap, check_threads, check_tie_tol
-from polars_hidden_rate.engine.kdtree import KdTree, _map, coordinates, linked_queries
-from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.checks import check_cap, check_threads
+from polars_hidden_rate.engine.arrays import (
+    coordinates,
+    linked_arrays,
+    linked_queries,
+    own_thresholds,
+    squared_distances,
+    strictly_below,
+)
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.progress import Progress
+
+__all__ = [
+    "STRATEGIES",
+    "Estimate",
+    "Strategy",
+    "check_strategy",
+    "choose_strategy",
+    "closer_rivals",
+    "count_cloaking",
+    "count_within",
+    "hidden_flags",
+    "linked_arrays",
+    "own_thresholds",
+    "probe",
+    "squared_distances",
+    "strictly_below",
+    "usable_cores",
+]
 
 Strategy = Literal["auto", "flat", "tree"]
 STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
@@ -57,87 +82,12 @@ PROBE_BUDGET = 1.5
 PROBE_FLOOR_SECONDS = 0.05
 
 
-def squared_distances(
-    originals: Float64Array,
-    avatars: Float64Array,
-    rows: IndexArray | slice,
-    cols: IndexArray | slice,
-) -> Float64Array:
-    """Squared Euclidean distances ``d2(originals[rows], avatars[cols])`` in float64.
-
-    This is the definition every count is settled against: direct differences,
-    squared and summed in column order. ``rows`` and ``cols`` may be slices (no
-    gather: :func:`own_thresholds` pairs row ``i`` with row ``i``).
-    """
-    pairs = len(range(len(originals))[rows]) if isinstance(rows, slice) else len(rows)
-    total = np.zeros(pairs, dtype=np.float64)
-    with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
-        for k in range(originals.shape[1]):
-            diff = originals[rows, k] - avatars[cols, k]
-            total += diff * diff
-    return total
-
-
-def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
-    """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
-    every = slice(None)
-    thresholds: Float64Array = squared_distances(originals, avatars, every, every) * (1.0 + tie_tol)
-    return thresholds
-
-
-def linked_arrays(
-    originals: npt.ArrayLike,
-    avatars: npt.ArrayLike,
-    tie_tol: float,
-    *,
-    overwrite_input: bool = False,
-) -> tuple[Float64Array, Float64Array, Float64Array]:
-    """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
-
-    Both arrays are multiplied by one power of two
-    (:func:`~polars_hidden_rate.engine.scale.canonical_scale`), exactly unless a
-    coordinate falls below the normal range, before any ``d2`` is taken: data
-    and the same data times ``2^k`` give bit-identical arrays, hence identical
-    counts, and no square can overflow. With ``overwrite_input``, arrays that are
-    already writable contiguous float64 are scaled in place.
-
-    Raises
-    ------
-    TypeError, ValueError
-        When the arrays are not 2-D arrays of numbers of the same shape, hold NaN
-        or infinite coordinates, or ``tie_tol`` is not a finite number >= 0.
-    """
-    tie_tol = check_tie_tol(tie_tol)
-    originals, avatars = coordinates("originals", originals), coordinates("avatars", avatars)
-    if originals.shape != avatars.shape:
-        msg = (
-            "`originals` and `avatars` must have the same shape (row i of one is linked to "
-            f"row i of the other), got {originals.shape} and {avatars.shape}"
-        )
-        raise ValueError(msg)
-    (originals, avatars), _ = canonical_scale(
-        originals,
-        avatars,
-        tie_tol=tie_tol,
-        names=("originals", "avatars"),
-        overwrite_input=overwrite_input,
-    )
-    return originals, avatars, own_thresholds(originals, avatars, tie_tol)
-
-
 def check_strategy(strategy: object) -> Strategy:
     """``strategy``, one of :data:`STRATEGIES`."""
     if not (isinstance(strategy, str) and strategy in STRATEGIES):
         msg = f"`strategy` must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}"
         raise ValueError(msg)
     return strategy
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, as containers set it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def count_cloaking(
@@ -229,13 +179,6 @@ def count_cloaking(
         closer_than=below,
         closer=closer,
     )
-
-
-def strictly_below(own: Float64Array) -> Float64Array:
-    """The largest squared distance strictly below each own ``d2`` (-1 below a 0: nothing
-    is strictly closer than a distance of 0), as thresholds of the strictly closer rivals."""
-    below: Float64Array = np.where(own > 0, np.nextafter(own, -np.inf), -1.0)
-    return below
 
 
 def hidden_flags(
@@ -521,7 +464,7 @@ def probe(
             budget=budget,
         )  # fmt: skip
 
-    walks = list(_map(threads, walk, len(parts)))
+    walks = list(parallel_map(threads, walk, len(parts)))
     work = np.concatenate([w for w, _ in walks]).astype(np.float64)
     found = np.concatenate([c for _, c in walks])
     per_query = work[:, 0] * box + work[:, 1] * point + TREE_QUERY_COST

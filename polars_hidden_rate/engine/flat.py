@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.engine import squared_distances, usable_cores
+from polars_hidden_rate.engine.arrays import squared_distances
+from polars_hidden_rate.engine.parallel import usable_cores
 from polars_hidden_rate.progress import Progress
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24

@@ -11,11 +11,7 @@ within its node's computed ``[near, far]`` exactly (see :func:`_count`).
 from __future__ import annotations
 
 import math
-import os
-import queue
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -24,6 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine.arrays import linked_queries
+from polars_hidden_rate.engine.parallel import parallel_map
 
 # Points per leaf: small leaves prune well, and the leaf scan is cheap (measured).
 LEAF_SIZE = 16
@@ -34,12 +32,10 @@ MIN_QUERIES_PER_TASK = 256
 # for trees of at least this many avatars (below, starting threads costs more).
 SHARED_LEVELS = 3
 PARALLEL_BUILD_MIN = 1 << 16
-# The most threads one count runs on, whatever it asks: the compiled work never waits, so
-# threads beyond the cores only cost memory. The process keeps at most this many, less one.
-MAX_THREADS = os.cpu_count() or 1
+
+
 # The cap of a count without one.
 _NO_CAP = int(np.iinfo(np.int64).max)
-T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
 
 
@@ -96,7 +92,7 @@ class KdTree:
         if threads > 1 and n >= PARALLEL_BUILD_MIN and depth > SHARED_LEVELS:
             top = SHARED_LEVELS
             _split(avatars, order, begin, end, 0, top, 0)
-            for _ in _map(
+            for _ in parallel_map(
                 threads, lambda part: _split(avatars, order, begin, end, top, depth, part), 1 << top
             ):
                 pass
@@ -168,7 +164,7 @@ class KdTree:
 
         limit, no_work = _NO_CAP if cap is None else cap, np.zeros((0, 2), dtype=np.int64)
         no_costs = np.zeros(3)
-        for done in _map(threads, run, -(-len(rows) // size)):
+        for done in parallel_map(threads, run, -(-len(rows) // size)):
             advance(done)
         if closer is not None:
             closer[:] = found
@@ -224,165 +220,6 @@ class KdTree:
                thresholds[rows], mine, np.arange(len(rows)), _NO_CAP if cap is None else cap,
                found, work, np.array([box_cost, point_cost, budget]), None, None)  # fmt: skip
         return work, found
-
-
-def coordinates(name: str, values: object) -> Float64Array:
-    """``values`` as a contiguous float64 array of shape ``(n, d)``, else a clear error."""
-    array = np.asarray(values)
-    if array.dtype.kind not in "iuf":
-        msg = f"`{name}` must hold numbers (integers or floats), got dtype {array.dtype}"
-        raise TypeError(msg)
-    if array.ndim != 2:
-        msg = f"`{name}` must be a 2-D array of shape (n, d), got shape {array.shape}"
-        raise ValueError(msg)
-    return np.ascontiguousarray(array, dtype=np.float64)
-
-
-def linked_queries(
-    queries: object, thresholds: object, own: object, avatars_shape: tuple[int, ...]
-) -> tuple[Float64Array, Float64Array, IndexArray | None]:
-    """Queries, their thresholds and own rows, checked against avatars of ``avatars_shape``;
-    ``own=None`` (query ``i`` owns avatar ``i``) needs as many queries as avatars."""
-    queries = coordinates("queries", queries)
-    thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
-    if queries.shape[1] != avatars_shape[1]:
-        msg = f"queries of shape {queries.shape} against avatars of shape {avatars_shape}"
-        raise ValueError(msg)
-    if thresholds.shape != (len(queries),):
-        msg = f"{len(queries)} queries need as many thresholds, got {thresholds.shape}"
-        raise ValueError(msg)
-    if np.isnan(thresholds).any() or (thresholds < 0).any():
-        msg = "thresholds must be non-negative squared distances, not NaN"
-        raise ValueError(msg)
-    if own is None:
-        if len(queries) != avatars_shape[0]:
-            msg = (
-                f"own=None links query i to avatar i, but there are {len(queries)} queries "
-                f"and {avatars_shape[0]} avatars"
-            )
-            raise ValueError(msg)
-        return queries, thresholds, None
-    own = np.asarray(own)
-    if own.size and own.dtype.kind not in "iu":
-        msg = f"`own` must hold integers (rows of the avatars, or -1), got dtype {own.dtype}"
-        raise TypeError(msg)
-    own = own.astype(np.int64, copy=False)
-    if own.shape != (len(queries),):
-        msg = f"{len(queries)} queries need as many own rows, got {own.shape}"
-        raise ValueError(msg)
-    if len(own) and (own.max() >= avatars_shape[0] or own.min() < -1):
-        msg = f"own rows must lie in [-1, {avatars_shape[0]}), got {own.min()}..{own.max()}"
-        raise ValueError(msg)
-    return queries, thresholds, own
-
-
-def _map(threads: int, work: Callable[[int], T], tasks: int) -> Iterator[T]:
-    """``work(0), ..., work(tasks - 1)``, yielded as they finish, on at most ``threads``
-    threads (and :data:`MAX_THREADS`): this one and helpers from the process's pool, each
-    taking the next task from a shared counter (compiled work releases the GIL).
-
-    An exception in a task stops the others from taking new tasks and is raised here,
-    once no helper runs any more; so is closing the generator early."""
-    helpers = min(threads, tasks, MAX_THREADS) - 1
-    if helpers <= 0:
-        yield from map(work, range(tasks))
-        return
-    counter = _Counter(tasks)
-    finished: queue.SimpleQueue[tuple[bool, T | BaseException]] = queue.SimpleQueue()
-
-    def loop() -> None:
-        while (task := counter.take()) is not None:
-            try:
-                result = work(task)
-            except BaseException as exc:
-                counter.stop()
-                finished.put((False, exc))
-                return
-            finished.put((True, result))
-
-    futures = _submit(loop, helpers)
-    received = 0
-    try:
-        # This thread works too: the count progresses even while the pool serves others.
-        while (task := counter.take()) is not None:
-            try:
-                result = work(task)
-            except BaseException:
-                counter.stop()
-                raise
-            received += 1
-            yield result
-            while not finished.empty():
-                received += 1
-                yield _unwrap(finished.get())
-        # Every task taken puts one result (or its exception) once it is done.
-        while received < counter.taken:
-            received += 1
-            yield _unwrap(finished.get())
-    finally:
-        counter.stop()
-        for future in futures:
-            future.cancel()  # a helper not started yet has nothing to do
-        wait(futures)
-
-
-def _unwrap(outcome: tuple[bool, T | BaseException]) -> T:
-    """A task's result, or its exception raised."""
-    done, value = outcome
-    if not done:
-        assert isinstance(value, BaseException)
-        raise value
-    return value  # type: ignore[return-value]
-
-
-class _Counter:
-    """Hands out task indices ``0, ..., tasks - 1`` once each, until stopped."""
-
-    def __init__(self, tasks: int) -> None:
-        self.tasks = tasks
-        self.taken = 0
-        self.stopped = False
-        self.lock = threading.Lock()
-
-    def take(self) -> int | None:
-        with self.lock:
-            if self.stopped or self.taken >= self.tasks:
-                return None
-            self.taken += 1
-            return self.taken - 1
-
-    def stop(self) -> None:
-        with self.lock:
-            self.stopped = True
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-_pool_lock = threading.Lock()
-
-
-def _submit(loop: Callable[[], None], helpers: int) -> list[Future[None]]:
-    """Run ``helpers`` copies of ``loop`` on the process's one pool, first replacing it by a
-    larger one if it is smaller. Starting threads per call costs milliseconds, as much as a
-    whole count of 1,000 records; one pool keeps the threads bounded whatever the calls."""
-    global _pool, _pool_size
-    with _pool_lock:  # submitting under the lock: no call submits to a pool shut down
-        if _pool is None or _pool_size < helpers:
-            if _pool is not None:
-                _pool.shutdown(wait=False)  # its threads finish the work queued, then end
-            _pool = ThreadPoolExecutor(helpers, thread_name_prefix="hidden-rate")
-            _pool_size = helpers
-        return [_pool.submit(loop) for _ in range(helpers)]
-
-
-def _forget_pools() -> None:
-    """A forked child inherits the pool but not its threads: start afresh."""
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size = None, 0
-    _pool_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pools)
 
 
 @_kernel

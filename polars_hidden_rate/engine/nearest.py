@@ -18,15 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from polars_hidden_rate._types import Float64Array, IndexArray
-from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import (
     MIN_QUERIES_PER_TASK,
     QUERIES_PER_TASK,
     KdTree,
     _kernel,
     _leaf_of,
-    _map,
 )
+from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
 
 
@@ -144,7 +143,7 @@ def squared_nearest_two(tree: KdTree, queries: Float64Array, *, threads: int) ->
         _nearest_two(tree.points, tree.begin, tree.end, tree.lower, tree.upper,
                      queries, chosen, best)  # fmt: skip
 
-    for _ in _map(threads, run, -(-len(rows) // size)):
+    for _ in parallel_map(threads, run, -(-len(rows) // size)):
         pass
     return best
 
