@@ -17,14 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polars_hidden_rate._types import Float64Array, IndexArray
-from polars_hidden_rate.engine.kdtree import (
-    MIN_QUERIES_PER_TASK,
-    QUERIES_PER_TASK,
-    KdTree,
-    _kernel,
-    _leaf_of,
-)
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine._kernels import nearest_two_walk
+from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
 
@@ -134,13 +129,13 @@ def squared_nearest_two(tree: KdTree, queries: Float64Array, *, threads: int) ->
     (:func:`merge_nearest_two`).
     """
     # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
-    rows = np.argsort(tree.begin[_leaf_of(tree.lower, tree.upper, queries)], kind="stable")
+    rows = np.argsort(tree.near_positions(queries), kind="stable")
     best = np.empty((len(queries), 2), dtype=np.float64)
-    size = min(max(len(rows) // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
+    size = queries_per_task(len(rows), threads)
 
     def run(task: int) -> None:
         chosen = rows[task * size : (task + 1) * size]
-        _nearest_two(tree.points, tree.begin, tree.end, tree.lower, tree.upper,
+        nearest_two_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper,
                      queries, chosen, best)  # fmt: skip
 
     for _ in parallel_map(threads, run, -(-len(rows) // size)):
@@ -160,62 +155,3 @@ def merge_nearest_two(best: Float64Array, other: Float64Array) -> None:
         np.maximum(best[:, 0], other[:, 0]), np.minimum(best[:, 1], other[:, 1])
     )
     best[:, 0] = first
-
-
-@_kernel
-def _nearest_two(
-    points: Float64Array,
-    begin: IndexArray,
-    end: IndexArray,
-    lower: Float64Array,
-    upper: Float64Array,
-    queries: Float64Array,
-    rows: IndexArray,
-    best: Float64Array,
-) -> None:
-    """``best[i] = (d2 of the nearest, d2 of the second)`` for each ``i`` in ``rows``: a
-    depth-first walk per query, nearer child first."""
-    dim = points.shape[1]
-    first_leaf = (len(begin) - 1) // 2
-    stack = np.empty(128, dtype=np.int64)
-    bounds = np.empty(128, dtype=np.float64)
-    for i in rows:
-        first, second = np.inf, np.inf
-        stack[0], bounds[0] = 0, 0.0
-        top = 1
-        while top > 0:
-            top -= 1
-            # near <= d2(p) for every point p of the node, exactly (see kdtree._count), so
-            # a node with near > second holds no point among the two smallest.
-            if bounds[top] > second:
-                continue
-            node = stack[top]
-            if node >= first_leaf:
-                for p in range(begin[node], end[node]):
-                    total = 0.0
-                    for k in range(dim):
-                        diff = queries[i, k] - points[p, k]
-                        total += diff * diff
-                    if total < first:
-                        first, second = total, first
-                    elif total < second:
-                        second = total
-                continue
-            left, right = 2 * node + 1, 2 * node + 2
-            near_left, near_right = 0.0, 0.0
-            for k in range(dim):
-                q = queries[i, k]
-                gap = max(lower[left, k] - q, q - upper[left, k], 0.0)
-                near_left += gap * gap
-                gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
-                near_right += gap * gap
-            # The nearer child goes on top, to be walked first; a child beyond reach stays off.
-            near, far = (left, right) if near_left <= near_right else (right, left)
-            near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
-            if far_bound <= second:
-                stack[top], bounds[top] = far, far_bound
-                top += 1
-            if near_bound <= second:
-                stack[top], bounds[top] = near, near_bound
-                top += 1
-        best[i, 0], best[i, 1] = first, second
