@@ -1,4 +1,4 @@
-"""Measure the per-coordinate costs behind ``strategy="auto"`` (``engine.choose_strategy``).
+"""Measure the per-coordinate costs behind ``strategy="auto"`` (``strategy.choose_strategy``).
 
 Run ``python -m benchmarks.calibrate_auto``. On a few cases of every profile it
 times the tree walk and the flat pass, counts the tree's work (boxes tested,
@@ -8,7 +8,7 @@ case by its time (least squares on relative errors)::
     tree seconds * threads = d * (box cost * boxes + point cost * points)
     flat seconds = d * pair cost * pairs / threads + result cost * rivals + call cost
 
-The fitted values are what ``engine.TREE_BOX_COST`` and its siblings hold.
+The fitted values are what ``engine.strategy.TREE_BOX_COST`` and its siblings hold.
 """
 
 from __future__ import annotations
