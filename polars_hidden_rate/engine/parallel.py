@@ -108,11 +108,7 @@ class _Counter:
 
 
 _pool: ThreadPoolExecutor | None = None
-
-
 _pool_size = 0
-
-
 _pool_lock = threading.Lock()
 
 

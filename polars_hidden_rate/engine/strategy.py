@@ -16,8 +16,6 @@ from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 
 Strategy = Literal["auto", "flat", "tree"]
-
-
 STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
 
 
@@ -26,37 +24,17 @@ STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
 # pays per box tested and per point compared, per coordinate, and per query; the flat pass
 # per pair and per pair-coordinate (FAISS), per rival it handles and settles, and per call.
 TREE_BOX_COST = 5.9e-9
-
-
 TREE_POINT_COST = 9.7e-10
-
-
 TREE_QUERY_COST = 3.9e-6
-
-
 FLAT_PAIR_COST = 1.27e-8
-
-
 FLAT_PAIR_COORD_COST = 1.5e-10
-
-
 FLAT_RESULT_COST = 5e-8
-
-
 FLAT_CALL_COST = 1e-2
-
-
 # The probe walks one query in PROBE_SHARE, at least PROBE_MIN and at most PROBE_MAX, each
 # walk stopped once it costs PROBE_BUDGET times a flat pass's work per query.
 PROBE_SHARE = 128
-
-
 PROBE_MIN, PROBE_MAX = 32, 1024
-
-
 PROBE_BUDGET = 1.5
-
-
 # Below this predicted flat time the tree runs without a probe: both are fast.
 PROBE_FLOOR_SECONDS = 0.05
 
