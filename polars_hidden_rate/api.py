@@ -33,6 +33,7 @@ from polars_hidden_rate.frames import (
 )
 from polars_hidden_rate.projection import ProjectedCoordinates
 from polars_hidden_rate.projection.types import Impute
+from polars_hidden_rate.tasks import require_client
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 Keys = str | Sequence[str]
@@ -338,7 +339,7 @@ def plan(
         msg = "`cluster` with `device='gpu'` is not available: pass one of them"
         raise NotImplementedError(msg)
     if cluster is not None:
-        distributed.require_client(cluster)
+        require_client(cluster)
     if device == "gpu":
         from polars_hidden_rate.engine import gpu
 

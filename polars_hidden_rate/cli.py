@@ -31,7 +31,6 @@ from polars_hidden_rate import __version__
 from polars_hidden_rate.api import CountOptions, CountPlan, plan
 from polars_hidden_rate.dataset import plan_dataset, staged_directory
 from polars_hidden_rate.digits import decisive, exact
-from polars_hidden_rate.distributed import EXTRA_HINT
 from polars_hidden_rate.files import (
     CSV_NULL_VALUES,
     file_format,
@@ -65,6 +64,7 @@ from polars_hidden_rate.provenance import (
     with_fit,
 )
 from polars_hidden_rate.report import METRICS, PrivacyReport, check_targets, report_of_plan
+from polars_hidden_rate.tasks import EXTRA_HINT
 from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES, Evidence, Inspector, Verdict
 
 PROG = "hidden-rate"

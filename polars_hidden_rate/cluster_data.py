@@ -80,7 +80,14 @@ from polars_hidden_rate.frames import (
 from polars_hidden_rate.gate import CloakingSummary
 from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
-from polars_hidden_rate.projection.partitioned import DaskTasks
+from polars_hidden_rate.tasks import (
+    DaskTasks,
+    WorkerSpec,
+    pieces,
+    require_client,
+    task_memory,
+    worker_specs,
+)
 from polars_hidden_rate.verdict import (
     Evidence,
     UnlinkedAvatarsError,
@@ -127,7 +134,7 @@ class TaskPlan:
 
 
 def plan_tasks(
-    n_originals: int, n_avatars: int, dim: int, workers: Sequence[distributed.WorkerSpec]
+    n_originals: int, n_avatars: int, dim: int, workers: Sequence[WorkerSpec]
 ) -> TaskPlan:
     """Buckets, blocks and shards in proportion to the worker threads, not to the records.
 
@@ -142,7 +149,7 @@ def plan_tasks(
 
     Examples
     --------
-    >>> ten_gib = [distributed.WorkerSpec(nthreads=1, memory_limit=10 << 30)] * 2
+    >>> ten_gib = [WorkerSpec(nthreads=1, memory_limit=10 << 30)] * 2
     >>> plan_tasks(20_000_000, 20_000_000, 5, ten_gib)
     TaskPlan(buckets=4, blocks=20, shards=20)
     """
@@ -159,20 +166,11 @@ def plan_tasks(
     )
 
 
-def records_per_task(dim: int, workers: Sequence[distributed.WorkerSpec]) -> int:
+def records_per_task(dim: int, workers: Sequence[WorkerSpec]) -> int:
     """The most records of one side a link, block or shard task holds: its share
-    (:data:`~polars_hidden_rate.distributed.TASK_MEMORY_FRACTION`) of one thread's memory
+    (:func:`~polars_hidden_rate.tasks.task_memory`) of one thread's memory
     at :data:`TASK_BYTES_PER_RECORD_COORD` bytes per coordinate."""
-    if not workers:
-        msg = "the Dask cluster has no workers"
-        raise RuntimeError(msg)
-    thread_memory = min(
-        (worker.memory_limit or distributed.DEFAULT_THREAD_MEMORY * worker.nthreads)
-        / max(worker.nthreads, 1)
-        for worker in workers
-    )
-    share = thread_memory * distributed.TASK_MEMORY_FRACTION
-    return max(1, int(share // (TASK_BYTES_PER_RECORD_COORD * (dim + 3))))
+    return max(1, int(task_memory(workers) // (TASK_BYTES_PER_RECORD_COORD * (dim + 3))))
 
 
 # --- 1. read ------------------------------------------------------------------------------
@@ -627,7 +625,7 @@ def count_and_write(
     ``staging``; the summary of the counts. With ``verdict``, the link test runs on the
     records the local path tests (gathered from the link buckets, before any count), and
     own copies are counted where the coordinates are the given ones."""
-    run = _Run(distributed.require_client(request.cluster), uuid.uuid4().hex[:12])
+    run = _Run(require_client(request.cluster), uuid.uuid4().hex[:12])
     return run.count_and_write(request, originals, avatars, staging, min_rate, tasks, verdict)
 
 
@@ -638,13 +636,13 @@ class _Run:
 
     def __init__(self, client: Client, token: str) -> None:
         self.client = client
-        self.token = token
+        self.tasks = DaskTasks(client, token=token)
 
     def submit(self, name: str, function: Any, *args: Any) -> Future[Any]:
-        return self.client.submit(function, *args, key=f"phr-{name}-{self.token}", pure=False)
+        return self.tasks.run(name, function, *args)  # type: ignore[no-any-return]
 
     def gather(self, futures: Sequence[Future[Any]]) -> list[Any]:
-        return list(self.client.gather(list(futures)))
+        return self.tasks.gather(futures)
 
     def read_side(
         self, dataset: Dataset, side: _Side, buckets: int, sample: int
@@ -676,7 +674,7 @@ class _Run:
         left, right = _sides(request, originals, avatars, self.client)
         dim = len(left.names)
         if tasks is None:
-            workers = distributed.worker_specs(self.client)
+            workers = worker_specs(self.client)
             tasks = plan_tasks(originals.rows, avatars.rows, dim, workers)
         sample = SAMPLE_PER_SPLIT * max(tasks.blocks, tasks.shards)
         left_reads = self.read_side(originals, left, tasks.buckets, sample)
@@ -711,9 +709,7 @@ class _Run:
                 link_bucket,
                 spec,
                 tasks.blocks,
-                *distributed.pieces(
-                    self.submit, "link-piece", [*left_reads, *right_reads], h, _piece
-                ),
+                *pieces(self.submit, "link-piece", [*left_reads, *right_reads], h, _piece),
             )
             for h in range(tasks.buckets)
         ]
@@ -731,14 +727,14 @@ class _Run:
         _key_problems(left, right, [], right_stats, problems).raise_first()
         evidence: Evidence | None = None
         if verdict is not None:
-            pieces = [e for _, e in found if e is not None]
-            evidence = _judge_link(request, verdict, pieces, dim, originals.rows)
+            shares = [e for _, e in found if e is not None]
+            evidence = _judge_link(request, verdict, shares, dim, originals.rows)
         shards = [
             self.submit(
                 f"shard-{s}",
                 build_shard,
                 dim,
-                *distributed.pieces(self.submit, "shard-piece", cuts, s),
+                *pieces(self.submit, "shard-piece", cuts, s),
             )
             for s in range(tasks.shards)
         ]
@@ -747,7 +743,7 @@ class _Run:
                 f"block-{b}",
                 gather_block,
                 dim,
-                *distributed.pieces(self.submit, "block-piece", links, b, _block_piece),
+                *pieces(self.submit, "block-piece", links, b, _block_piece),
             )
             for b in range(tasks.blocks)
         ]
@@ -782,7 +778,7 @@ class _Run:
                 f"assemble-{p}",
                 assemble,
                 part.rows,
-                *distributed.pieces(self.submit, "route-piece", routes, p),
+                *pieces(self.submit, "route-piece", routes, p),
             )
             for p, part in enumerate(originals.partitions)
         ]
@@ -864,7 +860,7 @@ def _sides(
         # Fitted by the workers, a task per file, partials merged here in file order (the
         # very fit of the local dataset path); the workers compute the coordinates.
         files = [part.path.absolute() for part in originals.partitions]
-        projection = request.projection.fit_files(files, DaskTasks(client))
+        projection = request.projection.fit_files(files, DaskTasks(client, "phr-fit"))
         names = request.projection.names(projection)
     sides = []
     for role, dataset, which, key_names in (

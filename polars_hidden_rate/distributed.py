@@ -29,11 +29,8 @@ kinds of run share the scattering, the tasks and the recovery (``_Run``).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import operator
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
@@ -46,6 +43,7 @@ from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine import nearest
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import NearestTwo
+from polars_hidden_rate.tasks import DaskTasks, WorkerSpec, task_memory, worker_specs
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -53,16 +51,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 ResultT = TypeVar("ResultT")
 
-EXTRA_HINT = "pip install polars-hidden-rate[dask]"
-
 # Sizing. A task holds a shard's kd-tree (the shard in tree order, node boxes and
 # orderings: about 16 bytes per coordinate at d = 5) and its queries; 48 leaves room.
 TASK_BYTES_PER_AVATAR_COORD = 48
-# The share of a worker thread's memory one task's shard-sized temporaries may take;
-# the rest is for the shards the worker stores and Dask.
-TASK_MEMORY_FRACTION = 0.25
-# Assumed memory per worker thread when a worker reports no memory limit.
-DEFAULT_THREAD_MEMORY = 2 << 30
 # Small shards keep tasks short, so a lost worker costs little to recompute.
 MAX_SHARD_ROWS = 1 << 19
 # Blocks: small enough to balance the load, large enough to amortise a task.
@@ -85,36 +76,6 @@ class Sizing:
     shard_rows: int
 
 
-@dataclass(frozen=True)
-class WorkerSpec:
-    """What sizing needs to know of one worker."""
-
-    nthreads: int
-    memory_limit: int
-
-
-def require_client(cluster: object) -> Client:
-    """``cluster`` as a ``dask.distributed.Client``, or a clear error.
-
-    Raises
-    ------
-    ImportError
-        When ``dask[distributed]`` is not installed, naming the extra to install.
-    TypeError
-        When ``cluster`` is not a ``Client``.
-    """
-    try:
-        import distributed
-    except ImportError as exc:
-        msg = f"`cluster=` needs dask.distributed, which is not installed: {EXTRA_HINT}"
-        raise ImportError(msg) from exc
-    if not isinstance(cluster, distributed.Client):
-        hint = " (wrap it: Client(cluster))" if hasattr(cluster, "scheduler_address") else ""
-        msg = f"`cluster` must be a dask.distributed.Client, got {type(cluster).__name__}{hint}"
-        raise TypeError(msg)
-    return cluster
-
-
 def size_tasks(n_queries: int, n_points: int, dim: int, workers: Sequence[WorkerSpec]) -> Sizing:
     """Choose block and shard sizes for ``workers``.
 
@@ -129,15 +90,8 @@ def size_tasks(n_queries: int, n_points: int, dim: int, workers: Sequence[Worker
     >>> size_tasks(10_000, 10_000, 5, [WorkerSpec(nthreads=1, memory_limit=4 << 30)] * 2)
     Sizing(block_rows=2500, shard_rows=5000)
     """
-    if not workers:
-        msg = "the Dask cluster has no workers"
-        raise RuntimeError(msg)
+    by_memory = int(task_memory(workers)) // (TASK_BYTES_PER_AVATAR_COORD * dim)
     threads = sum(max(worker.nthreads, 1) for worker in workers)
-    thread_memory = min(
-        (worker.memory_limit or DEFAULT_THREAD_MEMORY * worker.nthreads) / max(worker.nthreads, 1)
-        for worker in workers
-    )
-    by_memory = int(thread_memory * TASK_MEMORY_FRACTION) // (TASK_BYTES_PER_AVATAR_COORD * dim)
     shard_rows = max(1, min(by_memory, MAX_SHARD_ROWS, math.ceil(n_points / len(workers))))
     n_shards = math.ceil(n_points / shard_rows)
     wanted_blocks = math.ceil(TASKS_PER_THREAD * threads / n_shards)
@@ -386,8 +340,8 @@ class _Keys:
     shard: str
 
 
-_COUNT_KEYS = _Keys("phr-count-within", "phr-query-block", "phr-avatar-shard")
-_NEAREST_KEYS = _Keys("phr-nearest-two", "phr-avatar-block", "phr-original-shard")
+_COUNT_KEYS = _Keys("count-within", "query-block", "avatar-shard")
+_NEAREST_KEYS = _Keys("nearest-two", "avatar-block", "original-shard")
 
 
 class _Run(Generic[ResultT]):
@@ -407,7 +361,7 @@ class _Run(Generic[ResultT]):
         extra: Callable[[int], tuple[Any, ...]],
     ) -> None:
         self.client = client
-        self.token = uuid.uuid4().hex[:16]
+        self.tasks = DaskTasks(client)
         self.keys = keys
         self.task = task
         self.blocks = blocks
@@ -455,12 +409,12 @@ class _Run(Generic[ResultT]):
         """Submit block ``b`` x shard ``s``; its key names the run, the pair and the attempt."""
         attempt = self.attempts.get((b, s), 0)
         self.attempts[b, s] = attempt + 1
-        return self.client.submit(
+        return self.tasks.run(  # type: ignore[no-any-return]
+            f"{self.keys.task}-{b}-{s}-{attempt}",
             self.task,
             self.block_futures[b],
             self.shard_futures[s],
             *self.extra(s),
-            key=f"{self.keys.task}-{self.token}-{b}-{s}-{attempt}",
             pure=True,
         )
 
@@ -490,44 +444,5 @@ class _Run(Generic[ResultT]):
         return not holders
 
     def _scatter(self, name: str, data: dict[int, Any], generation: int) -> dict[int, Future[Any]]:
-        keyed = {f"{name}-{self.token}-{i}-{generation}": value for i, value in data.items()}
-        futures = self.client.scatter(keyed)
-        return {i: futures[f"{name}-{self.token}-{i}-{generation}"] for i in data}
-
-
-WORKERS_WAIT_SECONDS = 30
-"""How long :func:`worker_specs` waits for a worker when the cluster has none (workers that a
-restart or a nanny brings back register a moment later)."""
-
-
-def worker_specs(client: Client) -> list[WorkerSpec]:
-    """Each worker's threads and memory limit, as the scheduler reports them; when there is
-    none yet, after waiting up to :data:`WORKERS_WAIT_SECONDS` for one."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
-    if not info:
-        with contextlib.suppress(TimeoutError, OSError):
-            client.wait_for_workers(1, timeout=WORKERS_WAIT_SECONDS)
-        info = client.scheduler_info(n_workers=-1)["workers"]
-    return [
-        WorkerSpec(nthreads=int(worker["nthreads"]), memory_limit=int(worker["memory_limit"] or 0))
-        for worker in info.values()
-    ]
-
-
-def pieces(
-    run: Callable[..., Any],
-    name: str,
-    producers: Sequence[Any],
-    index: int,
-    pick: Callable[[Any, int], Any] = operator.getitem,
-) -> list[Any]:
-    """Piece ``index`` of every producer's result, one task each (``name-<producer>-<index>``),
-    for a task that gathers them: one side of a task-based exchange. ``run(key, function,
-    *args)`` submits a task and returns a handle to its result.
-
-    Examples
-    --------
-    >>> pieces(lambda key, function, *args: function(*args), "p", [(1, 2), (3, 4)], 1)
-    [2, 4]
-    """
-    return [run(f"{name}-{p}-{index}", pick, result, index) for p, result in enumerate(producers)]
+        futures = self.tasks.scatter({f"{name}-{i}-{generation}": v for i, v in data.items()})
+        return {i: futures[f"{name}-{i}-{generation}"] for i in data}

@@ -22,9 +22,9 @@ from polars_hidden_rate.dataset import (
     part_name,
     summary_from_order_statistics,
 )
-from polars_hidden_rate.distributed import WorkerSpec
 from polars_hidden_rate.frames import KeyProblems, link_by_key
 from polars_hidden_rate.gate import cloaking_summary, summarize
+from polars_hidden_rate.tasks import WorkerSpec
 from tests.helpers import brute_force_counts, counts_of
 
 COORDS = ["Dim1", "Dim2", "Dim3"]

@@ -24,6 +24,7 @@ import polars_hidden_rate as phr
 from polars_hidden_rate import distributed as phd
 from polars_hidden_rate import engine
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
+from polars_hidden_rate.tasks import TASK_MEMORY_FRACTION, WorkerSpec
 from tests.helpers import (
     OFFSETS,
     brute_force_counts,
@@ -153,11 +154,15 @@ def _nndr(left: pl.DataFrame, right: pl.DataFrame, cluster: Any) -> pl.DataFrame
 
 # Per kind of run: the metric, the walk its tasks call, its task and shard key prefixes.
 KILLABLE = {
-    "counts": (_cloaking, ("polars_hidden_rate.engine", "count_within"), phd._COUNT_KEYS),
+    "counts": (
+        _cloaking,
+        ("polars_hidden_rate.engine", "count_within"),
+        ("phr-count-within", "phr-avatar-shard"),
+    ),
     "nearest-two": (
         _nndr,
         ("polars_hidden_rate.engine.nearest", "squared_nearest_two"),
-        phd._NEAREST_KEYS,
+        ("phr-nearest-two", "phr-original-shard"),
     ),
 }
 
@@ -165,7 +170,7 @@ KILLABLE = {
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KILLABLE))
 def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: str) -> None:
-    metric, (module, walk), keys = KILLABLE[kind]
+    metric, (module, walk), (task_prefix, shard_prefix) = KILLABLE[kind]
     originals, avatars = adversarial("gaussian", 600, seed=6)
     left, right = linked_frames(originals, avatars, seed=7)
     expected = metric(left, right, None)
@@ -182,7 +187,7 @@ def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: s
     try:
         runner.start()
         deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
-        while client.run_on_scheduler(_tasks_done, prefix=keys.task) == 0:
+        while client.run_on_scheduler(_tasks_done, prefix=task_prefix) == 0:
             assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
             assert time.monotonic() < deadline, "no task finished within 180 s"
             time.sleep(0.02)
@@ -190,7 +195,7 @@ def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: s
         victim = next(
             address
             for address, held in client.has_what().items()
-            if any(str(key).startswith(keys.shard) for key in held)
+            if any(str(key).startswith(shard_prefix) for key in held)
         )
         pid = client.run(os.getpid, workers=[victim])[victim]
         os.kill(pid, signal.SIGKILL)
@@ -344,16 +349,16 @@ def test_far_apart_pairs_are_not_submitted() -> None:
 
 
 def test_sizing_respects_memory_and_task_caps() -> None:
-    small = [phd.WorkerSpec(nthreads=4, memory_limit=64 << 20)] * 3
+    small = [WorkerSpec(nthreads=4, memory_limit=64 << 20)] * 3
     sizing = phd.size_tasks(10**6, 10**6, 5, small)
     per_task = sizing.shard_rows * phd.TASK_BYTES_PER_AVATAR_COORD * 5
-    assert per_task <= phd.TASK_MEMORY_FRACTION * (64 << 20) / 4
-    big = [phd.WorkerSpec(nthreads=32, memory_limit=256 << 30)] * 10
+    assert per_task <= TASK_MEMORY_FRACTION * (64 << 20) / 4
+    big = [WorkerSpec(nthreads=32, memory_limit=256 << 30)] * 10
     sizing = phd.size_tasks(10**8, 10**8, 5, big)
     assert sizing.shard_rows == phd.MAX_SHARD_ROWS
     tasks = -(-(10**8) // sizing.block_rows) * -(-(10**8) // sizing.shard_rows)
     assert tasks <= phd.MAX_TASKS
-    unlimited = phd.size_tasks(1000, 1000, 3, [phd.WorkerSpec(nthreads=2, memory_limit=0)] * 2)
+    unlimited = phd.size_tasks(1000, 1000, 3, [WorkerSpec(nthreads=2, memory_limit=0)] * 2)
     assert unlimited.shard_rows == 500
 
 
