@@ -56,7 +56,7 @@ def measure(profile: Profile, n: int, d: int, threads: int) -> dict[str, Any]:
     own = np.arange(n, dtype=np.int64)
     tree = KdTree.build(y, threads=threads)
     begin = time.perf_counter()
-    counts = tree.count_within(x, limits, own, threads=threads)
+    counts = tree.count_rivals(x, limits, own, threads=threads)
     tree_seconds = time.perf_counter() - begin
     rows = np.sort(np.random.default_rng(1).choice(n, size=min(n, WORK_SAMPLE), replace=False))
     work, _ = tree.walk_work(x, limits, own, rows)

@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (arrays, "canonical_scale", "scale"),
                 (arrays, "own_thresholds", "thresholds"),
                 (engine, "choose_strategy", "probe"),
-                (kdtree.KdTree, "count_within", "walk"),
+                (kdtree.KdTree, "count_rivals", "walk"),
                 (api.CountPlan, "counts", "counts"),
             ):
                 recorder.wrap(owner, attribute, name)

@@ -363,7 +363,7 @@ def count_within(
                 )
             return counts
         assert tree is not None
-        return tree.count_within(
+        return tree.count_rivals(
             queries,
             thresholds,
             own,

@@ -103,7 +103,7 @@ class KdTree:
         position[order] = np.arange(n, dtype=np.int64)
         return cls(points, order, position, begin, end, lower, upper)
 
-    def count_within(
+    def count_rivals(
         self,
         queries: Float64Array,
         thresholds: Float64Array,
@@ -212,7 +212,7 @@ class KdTree:
         """The boxes tested and the points compared (columns 0 and 1) by the walk of each
         query in ``rows``, on this thread, and the rivals it found (capped at ``cap``); a
         walk stops once ``boxes * box_cost + points * point_cost`` passes ``budget``.
-        ``own=None`` as in :meth:`count_within`. Only the sampled rows are copied."""
+        ``own=None`` as in :meth:`count_rivals`. Only the sampled rows are copied."""
         rows = np.asarray(rows, dtype=np.int64)
         mine = self.own_positions(rows if own is None else own[rows])
         work = np.zeros((len(rows), 2), dtype=np.int64)
