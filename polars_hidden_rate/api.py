@@ -15,9 +15,10 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError
 
-from polars_hidden_rate import distributed, engine
+from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray
 from polars_hidden_rate.checks import check_threads, check_tie_tol
+from polars_hidden_rate.cluster import arrays as distributed
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
     Aligned,

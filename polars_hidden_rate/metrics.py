@@ -19,10 +19,10 @@ from typing import TypeVar, Unpack
 import polars as pl
 from polars.exceptions import DuplicateError, NoDataError, SchemaError
 
-from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.api import CountOptions, CountPlan, Keys, plan
 from polars_hidden_rate.checks import check_count, check_real
+from polars_hidden_rate.cluster import arrays as distributed
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,

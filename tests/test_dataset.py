@@ -14,8 +14,8 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import cluster_data
-from polars_hidden_rate.cluster_data import Splits, plan_tasks, records_per_task
+from polars_hidden_rate.cluster import dataset as cluster_data
+from polars_hidden_rate.cluster.dataset import Splits, plan_tasks, records_per_task
 from polars_hidden_rate.dataset import (
     histogram,
     open_dataset,

@@ -19,8 +19,8 @@ from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeEr
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import cluster_data
 from polars_hidden_rate.api import plan
+from polars_hidden_rate.cluster import dataset as cluster_data
 from polars_hidden_rate.dataset import open_dataset, staged_directory
 from polars_hidden_rate.gate import summarize
 from tests.helpers import brute_force_counts, local_cluster

@@ -21,8 +21,8 @@ from hypothesis.extra.numpy import arrays
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import distributed as phd
 from polars_hidden_rate import engine
+from polars_hidden_rate.cluster import arrays as phd
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.tasks import TASK_MEMORY_FRACTION, WorkerSpec
 from tests.helpers import (

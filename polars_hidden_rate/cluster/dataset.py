@@ -28,7 +28,7 @@ files, and the counts cannot change.
    shard split points; a shard task gathers its pieces and builds its kd-tree where
    it runs. **Blocks** gather their pieces from every bucket.
 5. The driver gathers the boxes and prunes (block, shard) pairs exactly
-   (:func:`~polars_hidden_rate.distributed.pairs_within_reach`); one **count** task per
+   (:func:`~polars_hidden_rate.cluster.arrays.pairs_within_reach`); one **count** task per
    pair left calls :func:`~polars_hidden_rate.engine.count_within`; a task per block sums
    its partial counts.
 6. **Write** (one task per originals file): the totals are routed back to their files
@@ -55,8 +55,9 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError, NoDataError, ShapeError
 
-from polars_hidden_rate import distributed, engine
+from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.cluster.arrays import pairs_within_reach
 from polars_hidden_rate.dataset import (
     Dataset,
     histogram,
@@ -839,7 +840,7 @@ def _pairs(
     shards = [s for s, box in enumerate(shard_boxes) if box is not None]
     if not blocks or not shards:
         return []
-    kept = distributed.pairs_within_reach(
+    kept = pairs_within_reach(
         np.array([block_boxes[b][0] for b in blocks]),  # type: ignore[index]
         np.array([block_boxes[b][1] for b in blocks]),  # type: ignore[index]
         np.array([block_boxes[b][2] for b in blocks]),  # type: ignore[index]
