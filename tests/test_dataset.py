@@ -15,7 +15,9 @@ from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.cluster import dataset as cluster_data
-from polars_hidden_rate.cluster.dataset import Splits, plan_tasks, records_per_task
+from polars_hidden_rate.cluster import shards
+from polars_hidden_rate.cluster.dataset import Splits
+from polars_hidden_rate.cluster.shards import plan_tasks, records_per_task
 from polars_hidden_rate.dataset import (
     histogram,
     open_dataset,
@@ -357,7 +359,7 @@ def test_the_task_graph_grows_with_files_and_threads_not_records(
     for parts in (tasks.buckets, tasks.blocks, tasks.shards):
         assert math.ceil(records / parts) <= most
         assert min(workers * threads, records) <= parts <= records
-    assert math.ceil(records / tasks.shards) <= cluster_data.SHARD_ROWS
+    assert math.ceil(records / tasks.shards) <= shards.SHARD_ROWS
     fan_out = (
         2 * files * tasks.buckets  # files to link buckets
         + tasks.buckets * tasks.blocks  # buckets to query blocks

@@ -21,6 +21,7 @@ from polars.testing import assert_frame_equal
 import polars_hidden_rate as phr
 from polars_hidden_rate.api import plan
 from polars_hidden_rate.cluster import dataset as cluster_data
+from polars_hidden_rate.cluster.shards import TaskPlan
 from polars_hidden_rate.dataset import open_dataset, staged_directory
 from polars_hidden_rate.gate import summarize
 from tests.helpers import brute_force_counts, local_cluster
@@ -87,9 +88,9 @@ def test_parts_are_bit_identical_to_the_local_engine(
 @pytest.mark.parametrize(
     "tasks",
     [
-        cluster_data.TaskPlan(buckets=1, blocks=1, shards=1),
-        cluster_data.TaskPlan(buckets=5, blocks=7, shards=3),
-        cluster_data.TaskPlan(buckets=3, blocks=40, shards=60),  # pieces and shards left empty
+        TaskPlan(buckets=1, blocks=1, shards=1),
+        TaskPlan(buckets=5, blocks=7, shards=3),
+        TaskPlan(buckets=3, blocks=40, shards=60),  # pieces and shards left empty
     ],
 )
 @pytest.mark.parametrize("kind", ["grid", "offset"])
@@ -228,7 +229,7 @@ def test_many_key_problems_give_the_local_message_word_for_word(
     with pytest.raises((ComputeError, DuplicateError)) as local:
         phr.local_cloaking(left, right, coords=COORDS, on="id")
     for buckets in (1, 2, 5):
-        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
         with pytest.raises(type(local.value)) as cluster:
             run_with_tasks(
                 threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
@@ -264,7 +265,7 @@ def test_a_composite_key_partly_null_in_several_files_is_reported_as_locally(
         )
     assert str(on_files.value) == str(local.value)
     for buckets in (1, 3):
-        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
         with pytest.raises(ComputeError) as cluster:
             run_with_tasks(
                 threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
@@ -290,7 +291,7 @@ def test_float_keys_match_as_locally_signed_zeros_and_nan(
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     for buckets in (1, 4):
-        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
         out = tmp_path / f"out{buckets}"
         run_with_tasks(threads_client, tmp_path / "o", tmp_path / "a", out, tasks,
                        coords=COORDS, on="id")  # fmt: skip
@@ -379,7 +380,7 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     client.run(_slow_down("polars_hidden_rate.engine", "count_within", 0.25))
-    tasks = cluster_data.TaskPlan(buckets=3, blocks=4, shards=4)
+    tasks = TaskPlan(buckets=3, blocks=4, shards=4)
     outcome: dict[str, Any] = {}
 
     def measure() -> None:

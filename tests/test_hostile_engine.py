@@ -140,7 +140,8 @@ def test_the_canonical_scale_leaves_room_for_every_square() -> None:
 
 @pytest.mark.slow
 def test_the_dask_path_is_scale_invariant() -> None:
-    from polars_hidden_rate.cluster.arrays import Sizing, count_cloaking_distributed
+    from polars_hidden_rate.cluster.arrays import count_cloaking_distributed
+    from polars_hidden_rate.cluster.shards import Sizing
 
     with local_cluster(processes=False, workers=1, threads=2) as client:
         for factor in FACTORS:

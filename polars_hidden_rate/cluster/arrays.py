@@ -24,13 +24,12 @@ the originals: the two smallest ``d2`` over all of them are the two smallest of
 the per-shard two smallest. :func:`nearest_two_distributed` cuts the originals
 into shards and the avatars into blocks, runs the single-machine walk
 (:func:`nearest.squared_nearest_two`) per pair, and merges on the driver; both
-kinds of run share the scattering, the tasks and the recovery (``_Run``).
+kinds of run share the scattering, the tasks and the recovery (``_ScatteredPairs``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
@@ -40,10 +39,17 @@ import numpy as np
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.cluster.shards import (
+    Box,
+    Sizing,
+    count_in_shard,
+    pairs_in_reach,
+    size_tasks,
+)
 from polars_hidden_rate.engine import nearest
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import NearestTwo
-from polars_hidden_rate.tasks import DaskTasks, WorkerSpec, task_memory, worker_specs
+from polars_hidden_rate.tasks import DaskTasks, worker_specs
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -52,53 +58,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("polars_hidden_rate.distributed")
 ResultT = TypeVar("ResultT")
 
-# Sizing. A task holds a shard's kd-tree (the shard in tree order, node boxes and
-# orderings: about 16 bytes per coordinate at d = 5) and its queries; 48 leaves room.
-TASK_BYTES_PER_AVATAR_COORD = 48
-# Small shards keep tasks short, so a lost worker costs little to recompute.
-MAX_SHARD_ROWS = 1 << 19
-# Blocks: small enough to balance the load, large enough to amortise a task.
-MIN_BLOCK_ROWS = 128
-MAX_BLOCK_ROWS = 1 << 16
-# Tasks per worker thread to aim for, and a ceiling that keeps the graph sane.
-TASKS_PER_THREAD = 4
-MAX_TASKS = 100_000
 # How often one (block, shard) task may be resubmitted after losing its inputs.
 MAX_RESUBMITS = 3
-
-
-@dataclass(frozen=True)
-class Sizing:
-    """How the queries are cut into blocks and the indexed points into shards (for counting,
-    the originals are the queries and the avatars the points; for the nearest two, the
-    reverse)."""
-
-    block_rows: int
-    shard_rows: int
-
-
-def size_tasks(n_queries: int, n_points: int, dim: int, workers: Sequence[WorkerSpec]) -> Sizing:
-    """Choose block and shard sizes for ``workers``.
-
-    A shard is capped by the memory of one worker thread (a task's temporaries
-    grow with its shard), by :data:`MAX_SHARD_ROWS`, and by an even split over
-    the workers, so that every worker stores some of the points. Blocks are cut
-    so that there are about :data:`TASKS_PER_THREAD` tasks per thread, within
-    ``[MIN_BLOCK_ROWS, MAX_BLOCK_ROWS]`` and at most :data:`MAX_TASKS` tasks.
-
-    Examples
-    --------
-    >>> size_tasks(10_000, 10_000, 5, [WorkerSpec(nthreads=1, memory_limit=4 << 30)] * 2)
-    Sizing(block_rows=2500, shard_rows=5000)
-    """
-    by_memory = int(task_memory(workers)) // (TASK_BYTES_PER_AVATAR_COORD * dim)
-    threads = sum(max(worker.nthreads, 1) for worker in workers)
-    shard_rows = max(1, min(by_memory, MAX_SHARD_ROWS, math.ceil(n_points / len(workers))))
-    n_shards = math.ceil(n_points / shard_rows)
-    wanted_blocks = math.ceil(TASKS_PER_THREAD * threads / n_shards)
-    block_rows = min(max(math.ceil(n_queries / wanted_blocks), MIN_BLOCK_ROWS), MAX_BLOCK_ROWS)
-    block_rows = max(block_rows, math.ceil(n_queries / max(MAX_TASKS // n_shards, 1)), 1)
-    return Sizing(block_rows=block_rows, shard_rows=shard_rows)
 
 
 def count_cloaking_distributed(
@@ -161,10 +122,13 @@ def count_cloaking_distributed(
         )
         for start in shard_starts
     ]
-    pairs = _pairs_within_reach(blocks, [shard.points for shard in shards])
+    pairs = pairs_in_reach(
+        [Box.around(block.queries, block.thresholds) for block in blocks],
+        [Box.around(shard.points) for shard in shards],
+    )
 
     starts = list(shard_starts)
-    run = _Run(
+    run = _ScatteredPairs(
         client,
         _COUNT_KEYS,
         count_block_in_shard,
@@ -200,7 +164,7 @@ def count_block_in_shard(
     inputs)."""
     own = block.avatar_position - shard_start
     own[(own < 0) | (own >= len(shard.points))] = -1
-    return engine.count_within(block.queries, block.thresholds, own, shard, threads=threads or 1)
+    return count_in_shard(block.queries, block.thresholds, own, shard, threads)
 
 
 def nearest_two_distributed(
@@ -255,7 +219,7 @@ def nearest_two_distributed(
         KdTree.build(points[point_order[i : i + sizing.shard_rows]], threads=engine.usable_cores())
         for i in range(0, len(points), sizing.shard_rows)
     ]
-    run = _Run(
+    run = _ScatteredPairs(
         client,
         _NEAREST_KEYS,
         nearest_two_in_shard,
@@ -281,57 +245,6 @@ def nearest_two_in_shard(queries: Float64Array, shard: KdTree, threads: int | No
     return nearest.squared_nearest_two(shard, queries, threads=threads or 1)
 
 
-def _pairs_within_reach(
-    blocks: list[_QueryBlock], shards: list[Float64Array]
-) -> list[tuple[int, int]]:
-    """The (block, shard) pairs whose boxes may hold a pair within a block threshold
-    (:func:`pairs_within_reach` on the blocks' and shards' bounding boxes)."""
-    return pairs_within_reach(
-        np.array([block.queries.min(axis=0) for block in blocks]),
-        np.array([block.queries.max(axis=0) for block in blocks]),
-        np.array([block.thresholds.max() for block in blocks]),
-        np.array([shard.min(axis=0) for shard in shards]),
-        np.array([shard.max(axis=0) for shard in shards]),
-    )
-
-
-def pairs_within_reach(
-    block_low: Float64Array,
-    block_high: Float64Array,
-    largest: Float64Array,
-    shard_low: Float64Array,
-    shard_high: Float64Array,
-) -> list[tuple[int, int]]:
-    """The (block, shard) pairs whose boxes may hold a pair within a block threshold.
-
-    Block ``b`` spans ``[block_low[b], block_high[b]]`` with thresholds up to
-    ``largest[b]``; shard ``s`` spans ``[shard_low[s], shard_high[s]]``. ``gap`` is
-    the float64 per-coordinate gap between the boxes and ``reach`` the sum of
-    ``gap * gap`` in column order, like :func:`engine.squared_distances`. Rounding
-    is monotone, so every pair's computed ``d2`` is at least ``reach``;
-    ``reach > max T`` proves that no pair of the two counts. Only the boxes are
-    needed, so a driver can prune without holding the data.
-
-    Examples
-    --------
-    >>> low, high = np.array([[0.0], [10.0]]), np.array([[1.0], [11.0]])
-    >>> pairs_within_reach(low, high, np.array([4.0, 1.0]), low, high)
-    [(0, 0), (1, 1)]
-    """
-    reach = np.zeros((len(block_low), len(shard_low)))
-    for k in range(block_low.shape[1]):
-        gap = np.maximum(
-            np.maximum(
-                shard_low[None, :, k] - block_high[:, None, k],
-                block_low[:, None, k] - shard_high[None, :, k],
-            ),
-            0.0,
-        )
-        reach += gap * gap
-    within = ~(reach > largest[:, None])
-    return [(int(b), int(s)) for b, s in zip(*np.nonzero(within), strict=True)]
-
-
 @dataclass(frozen=True)
 class _Keys:
     """The key prefixes of one kind of run: its tasks, its scattered blocks and shards."""
@@ -345,7 +258,7 @@ _COUNT_KEYS = _Keys("count-within", "query-block", "avatar-shard")
 _NEAREST_KEYS = _Keys("nearest-two", "avatar-block", "original-shard")
 
 
-class _Run(Generic[ResultT]):
+class _ScatteredPairs(Generic[ResultT]):
     """The scattered inputs of one run and its pure (block, shard) tasks, with their recovery.
 
     ``task(block, shard, *extra(s))`` is submitted for each pair; its result goes to the

@@ -57,7 +57,13 @@ from polars.exceptions import ComputeError, NoDataError, ShapeError
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.cluster.arrays import pairs_within_reach
+from polars_hidden_rate.cluster.shards import (
+    Box,
+    TaskPlan,
+    count_in_shard,
+    pairs_in_reach,
+    plan_tasks,
+)
 from polars_hidden_rate.dataset import (
     Dataset,
     histogram,
@@ -83,10 +89,8 @@ from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.tasks import (
     DaskTasks,
-    WorkerSpec,
     pieces,
     require_client,
-    task_memory,
     worker_specs,
 )
 from polars_hidden_rate.verdict import (
@@ -112,66 +116,6 @@ SAMPLE_PER_SPLIT = 64
 """Sampled first coordinates per split point, spread over the files by their rows."""
 HISTOGRAM_BINS = 1024
 """Counts below this are summarised from the workers' histograms alone."""
-BUCKETS_PER_THREAD = 1
-BLOCKS_PER_THREAD = 4
-SHARDS_PER_THREAD = 1
-"""Link buckets, query blocks and avatar shards per worker thread, at least: buckets hash
-evenly, and the count tasks, a few per block, balance the load."""
-BLOCK_ROWS = SHARD_ROWS = 1 << 20
-"""Records per query block and avatar shard, at most: two workers walking trees of 5
-million avatars took 238 worker-seconds to count 2e7 records, against 168 with 1.25
-million (a tree's share of the cache), for a graph a little larger."""
-TASK_BYTES_PER_RECORD_COORD = 60
-"""Bytes a task holds per record and per coordinate (plus 3 for the key, row and ``T``)."""
-
-
-@dataclass(frozen=True)
-class TaskPlan:
-    """How many link buckets, query blocks and avatar shards a run cuts the records into."""
-
-    buckets: int
-    blocks: int
-    shards: int
-
-
-def plan_tasks(
-    n_originals: int, n_avatars: int, dim: int, workers: Sequence[WorkerSpec]
-) -> TaskPlan:
-    """Buckets, blocks and shards in proportion to the worker threads, not to the records.
-
-    The stages exchange pieces between every pair of tasks (files to buckets, buckets to
-    blocks, avatar files to shards, blocks back to files), so a graph of ``F`` files has
-    about ``F`` times the buckets, blocks and shards in tasks: sized by the threads, that
-    is ``O(F x threads)`` at any size of data. There are more than
-    :data:`BUCKETS_PER_THREAD`, :data:`BLOCKS_PER_THREAD` and :data:`SHARDS_PER_THREAD` per
-    thread only where blocks and shards would pass :data:`BLOCK_ROWS` and
-    :data:`SHARD_ROWS` records, or a task's share of a thread's memory
-    (:func:`records_per_task`) would not hold them.
-
-    Examples
-    --------
-    >>> ten_gib = [WorkerSpec(nthreads=1, memory_limit=10 << 30)] * 2
-    >>> plan_tasks(20_000_000, 20_000_000, 5, ten_gib)
-    TaskPlan(buckets=4, blocks=20, shards=20)
-    """
-    threads = sum(max(worker.nthreads, 1) for worker in workers)
-    most = records_per_task(dim, workers)
-
-    def parts(records: int, per_thread: int, rows: int) -> int:
-        return max(1, min(max(per_thread * threads, math.ceil(records / rows)), records))
-
-    return TaskPlan(
-        buckets=parts(max(n_originals, n_avatars), BUCKETS_PER_THREAD, most),
-        blocks=parts(n_originals, BLOCKS_PER_THREAD, min(BLOCK_ROWS, most)),
-        shards=parts(n_avatars, SHARDS_PER_THREAD, min(SHARD_ROWS, most)),
-    )
-
-
-def records_per_task(dim: int, workers: Sequence[WorkerSpec]) -> int:
-    """The most records of one side a link, block or shard task holds: its share
-    (:func:`~polars_hidden_rate.tasks.task_memory`) of one thread's memory
-    at :data:`TASK_BYTES_PER_RECORD_COORD` bytes per coordinate."""
-    return max(1, int(task_memory(workers) // (TASK_BYTES_PER_RECORD_COORD * (dim + 3))))
 
 
 # --- 1. read ------------------------------------------------------------------------------
@@ -495,19 +439,14 @@ def build_shard(dim: int, *pieces: _Points) -> _Shard:
     return _Shard(KdTree.build(points, threads=1), ids[order], order)
 
 
-def _box(points: Float64Array) -> tuple[Float64Array, Float64Array] | None:
-    if len(points) == 0:
-        return None
-    return points.min(axis=0), points.max(axis=0)
+def shard_box(shard: _Shard) -> Box | None:
+    """Task: the box of one shard's avatars, for the driver's pruning."""
+    return Box.around(shard.tree.points)
 
 
-def _shard_box(shard: _Shard) -> tuple[Float64Array, Float64Array] | None:
-    return _box(shard.tree.points)
-
-
-def _block_box(block: _Queries) -> tuple[Float64Array, Float64Array, float] | None:
-    box = _box(block.queries)
-    return None if box is None else (*box, float(block.thresholds.max()))
+def block_box(block: _Queries) -> Box | None:
+    """Task: the box of one block's originals and their largest threshold."""
+    return Box.around(block.queries, block.thresholds)
 
 
 # --- 5. count -----------------------------------------------------------------------------
@@ -522,9 +461,7 @@ def count_pair(
     own = np.full(len(block.queries), -1, dtype=np.int64)
     mine = block.avatar_shard == s
     own[mine] = shard.rows_of(block.avatar_id[mine])
-    counts = engine.count_within(
-        block.queries, block.thresholds, own, shard.tree, threads=threads or 1
-    )
+    counts = count_in_shard(block.queries, block.thresholds, own, shard.tree, threads)
     found = np.flatnonzero(counts)
     return found, counts[found]
 
@@ -750,12 +687,12 @@ class _Run:
         ]
         del cuts, links
         shard_boxes = self.gather(
-            [self.submit(f"shard-box-{s}", _shard_box, f) for s, f in enumerate(shards)]
+            [self.submit(f"shard-box-{s}", shard_box, f) for s, f in enumerate(shards)]
         )
         block_boxes = self.gather(
-            [self.submit(f"block-box-{b}", _block_box, f) for b, f in enumerate(blocks)]
+            [self.submit(f"block-box-{b}", block_box, f) for b, f in enumerate(blocks)]
         )
-        pairs = _pairs(block_boxes, shard_boxes)
+        pairs = pairs_in_reach(block_boxes, shard_boxes)
         partials: list[list[Future[tuple[IndexArray, CountArray]]]] = [[] for _ in blocks]
         for b, s in pairs:
             partials[b].append(
@@ -829,25 +766,6 @@ class _Run:
             for f in counts
         ]
         return int(sum(self.gather(tasks)))
-
-
-def _pairs(
-    block_boxes: Sequence[tuple[Float64Array, Float64Array, float] | None],
-    shard_boxes: Sequence[tuple[Float64Array, Float64Array] | None],
-) -> list[tuple[int, int]]:
-    """The (block, shard) pairs within reach, among the blocks and shards that hold records."""
-    blocks = [b for b, box in enumerate(block_boxes) if box is not None]
-    shards = [s for s, box in enumerate(shard_boxes) if box is not None]
-    if not blocks or not shards:
-        return []
-    kept = pairs_within_reach(
-        np.array([block_boxes[b][0] for b in blocks]),  # type: ignore[index]
-        np.array([block_boxes[b][1] for b in blocks]),  # type: ignore[index]
-        np.array([block_boxes[b][2] for b in blocks]),  # type: ignore[index]
-        np.array([shard_boxes[s][0] for s in shards]),  # type: ignore[index]
-        np.array([shard_boxes[s][1] for s in shards]),  # type: ignore[index]
-    )
-    return [(blocks[b], shards[s]) for b, s in kept]
 
 
 def _sides(
