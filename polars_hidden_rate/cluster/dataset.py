@@ -563,24 +563,87 @@ def count_and_write(
     ``staging``; the summary of the counts. With ``verdict``, the link test runs on the
     records the local path tests (gathered from the link buckets, before any count), and
     own copies are counted where the coordinates are the given ones."""
-    run = _Run(require_client(request.cluster), uuid.uuid4().hex[:12])
-    return run.count_and_write(request, originals, avatars, staging, min_rate, tasks, verdict)
+    pipeline = _Pipeline(require_client(request.cluster), request, originals, avatars)
+    return pipeline.run(staging, min_rate, tasks, verdict)
 
 
-class _Run:
-    """One run's tasks, keyed ``phr-<stage>-<index>-<run>``. The driver drops each future
-    once the tasks that need it are submitted, so Dask frees every stage's data as soon as
-    the next stage has it."""
+class _Pipeline:
+    """One run's stages, each a method that submits its tasks, keyed
+    ``phr-<stage>-<index>-<run>``. :meth:`run` drops each stage's futures once the next
+    stage's tasks are submitted, so Dask frees every stage's data as soon as the next stage
+    has it; no future is kept on the pipeline itself."""
 
-    def __init__(self, client: Client, token: str) -> None:
+    def __init__(
+        self, client: Client, request: CountPlan, originals: Dataset, avatars: Dataset
+    ) -> None:
         self.client = client
-        self.tasks = DaskTasks(client, token=token)
+        self.tasks = DaskTasks(client)
+        self.request = request
+        self.originals = originals
+        self.avatars = avatars
 
     def submit(self, name: str, function: Any, *args: Any) -> Future[Any]:
         return self.tasks.run(name, function, *args)  # type: ignore[no-any-return]
 
     def gather(self, futures: Sequence[Future[Any]]) -> list[Any]:
         return self.tasks.gather(futures)
+
+    def run(
+        self, staging: Path, min_rate: float | None, plan: TaskPlan | None, verdict: Verdict | None
+    ) -> CloakingSummary:
+        """Every stage in order (``docs/scale.md``), then the summary of the counts."""
+        request, originals = self.request, self.originals
+        left, right = _sides(request, originals, self.avatars, self.client)
+        dim = len(left.names)
+        if plan is None:
+            workers = worker_specs(self.client)
+            plan = plan_tasks(originals.rows, self.avatars.rows, dim, workers)
+        left_reads, right_reads, left_stats, right_stats = self.read(left, right, plan)
+        spec = self.link_spec(left, right, left_stats, right_stats, plan, verdict)
+        links = self.link(spec, plan, left_reads, right_reads)
+        cuts = self.cut_avatars(spec, plan, right_reads)
+        del left_reads, right_reads
+        evidence = self.check_links(links, left, right, right_stats, verdict, dim)
+        shards = self.build_shards(dim, plan, cuts)
+        blocks = self.gather_blocks(dim, plan, links)
+        del cuts, links
+        totals = self.count(blocks, shards)
+        del blocks, shards
+        counts = self.counts_by_file(totals)
+        del totals
+        written = self.write(staging, counts)
+        summary = self.summary(written, counts, min_rate)
+        if evidence is None or verdict is None:
+            return summary
+        gated = replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies)
+        return replace(gated, passed=summary.passed and not gated.copies_fail)
+
+    # --- 1. read ---------------------------------------------------------------------------
+
+    def read(
+        self, left: _Side, right: _Side, plan: TaskPlan
+    ) -> tuple[list[Future[_Read]], list[Future[_Read]], list[_ReadStats], list[_ReadStats]]:
+        """Each side's read tasks and their scalars, checked as the local read checks them."""
+        sample = SAMPLE_PER_SPLIT * max(plan.blocks, plan.shards)
+        left_reads = self.read_side(self.originals, left, plan.buckets, sample)
+        right_reads = self.read_side(self.avatars, right, plan.buckets, sample)
+        left_stats = self.gather(
+            [self.submit(f"stats-originals-{p}", _stats, f) for p, f in enumerate(left_reads)]
+        )
+        right_stats = self.gather(
+            [self.submit(f"stats-avatars-{q}", _stats, f) for q, f in enumerate(right_reads)]
+        )
+        _raise_read_errors(
+            self.request,
+            self.originals,
+            self.avatars,
+            left,
+            right,
+            left_stats,
+            right_stats,
+            self.client,
+        )
+        return left_reads, right_reads, left_stats, right_stats
 
     def read_side(
         self, dataset: Dataset, side: _Side, buckets: int, sample: int
@@ -599,129 +662,173 @@ class _Run:
             for p, part in enumerate(dataset.partitions)
         ]
 
-    def count_and_write(
+    # --- 2. split points -------------------------------------------------------------------
+
+    def link_spec(
         self,
-        request: CountPlan,
-        originals: Dataset,
-        avatars: Dataset,
-        staging: Path,
-        min_rate: float | None,
-        tasks: TaskPlan | None,
-        verdict: Verdict | None = None,
-    ) -> CloakingSummary:
-        left, right = _sides(request, originals, avatars, self.client)
+        left: _Side,
+        right: _Side,
+        left_stats: Sequence[_ReadStats],
+        right_stats: Sequence[_ReadStats],
+        plan: TaskPlan,
+        verdict: Verdict | None,
+    ) -> _LinkSpec:
+        """The canonical exponent of the whole data and the split points, from the scalars."""
+        request = self.request
         dim = len(left.names)
-        if tasks is None:
-            workers = worker_specs(self.client)
-            tasks = plan_tasks(originals.rows, avatars.rows, dim, workers)
-        sample = SAMPLE_PER_SPLIT * max(tasks.blocks, tasks.shards)
-        left_reads = self.read_side(originals, left, tasks.buckets, sample)
-        right_reads = self.read_side(avatars, right, tasks.buckets, sample)
-        left_stats = self.gather(
-            [self.submit(f"stats-originals-{p}", _stats, f) for p, f in enumerate(left_reads)]
-        )
-        right_stats = self.gather(
-            [self.submit(f"stats-avatars-{q}", _stats, f) for q, f in enumerate(right_reads)]
-        )
-        _raise_read_errors(
-            request, originals, avatars, left, right, left_stats, right_stats, self.client
-        )
         largest = max(stats.largest for stats in [*left_stats, *right_stats])
-        exponent = exponent_for(largest, dim, request.tie_tol)
-        spec = _LinkSpec(
+        return _LinkSpec(
             keys=max(len(left.keys), 1),
             left_names=left.key_names,
             right_names=right.key_names,
             dim=dim,
-            exponent=exponent,
+            exponent=exponent_for(largest, dim, request.tie_tol),
             tie_tol=request.tie_tol,
-            query_splits=Splits.from_sample(left_stats, tasks.blocks),
-            avatar_splits=Splits.from_sample(right_stats, tasks.shards),
-            originals=len(left_reads),
-            sampled=sampled_rows(originals.rows),
+            query_splits=Splits.from_sample(left_stats, plan.blocks),
+            avatar_splits=Splits.from_sample(right_stats, plan.shards),
+            originals=len(left_stats),
+            sampled=sampled_rows(self.originals.rows),
             copies=verdict is not None and compares_coordinates(request),
         )
-        links = [
+
+    # --- 3. link ---------------------------------------------------------------------------
+
+    def link(
+        self,
+        spec: _LinkSpec,
+        plan: TaskPlan,
+        left_reads: Sequence[Future[_Read]],
+        right_reads: Sequence[Future[_Read]],
+    ) -> list[Future[_Linked]]:
+        """One link task per key bucket, from that bucket's piece of every file."""
+        return [
             self.submit(
                 f"link-bucket-{h}",
                 link_bucket,
                 spec,
-                tasks.blocks,
+                plan.blocks,
                 *pieces(self.submit, "link-piece", [*left_reads, *right_reads], h, _piece),
             )
-            for h in range(tasks.buckets)
+            for h in range(plan.buckets)
         ]
-        cuts = [
-            self.submit(
-                f"shard-pieces-{q}", shard_pieces, f, exponent, spec.avatar_splits, tasks.shards
-            )
-            for q, f in enumerate(right_reads)
-        ]
-        del left_reads, right_reads
+
+    def check_links(
+        self,
+        links: Sequence[Future[_Linked]],
+        left: _Side,
+        right: _Side,
+        right_stats: Sequence[_ReadStats],
+        verdict: Verdict | None,
+        dim: int,
+    ) -> Evidence | None:
+        """The key problems of the whole link, raised as locally; with ``verdict``, the link
+        test on the records the local path tests."""
         found = self.gather(
             [self.submit(f"problems-{h}", _problems, f) for h, f in enumerate(links)]
         )
         problems = [bucket for bucket, _ in found]
         _key_problems(left, right, [], right_stats, problems).raise_first()
-        evidence: Evidence | None = None
-        if verdict is not None:
-            shares = [e for _, e in found if e is not None]
-            evidence = _judge_link(request, verdict, shares, dim, originals.rows)
-        shards = [
+        if verdict is None:
+            return None
+        shares = [e for _, e in found if e is not None]
+        return _judge_link(self.request, verdict, shares, dim, self.originals.rows)
+
+    # --- 4. shards and blocks --------------------------------------------------------------
+
+    def cut_avatars(
+        self, spec: _LinkSpec, plan: TaskPlan, right_reads: Sequence[Future[_Read]]
+    ) -> list[Future[tuple[_Points, ...]]]:
+        """Each avatar file's avatars at the canonical scale, cut by the shard split points."""
+        return [
             self.submit(
-                f"shard-{s}",
-                build_shard,
-                dim,
-                *pieces(self.submit, "shard-piece", cuts, s),
+                f"shard-pieces-{q}",
+                shard_pieces,
+                f,
+                spec.exponent,
+                spec.avatar_splits,
+                plan.shards,
             )
-            for s in range(tasks.shards)
+            for q, f in enumerate(right_reads)
         ]
-        blocks = [
+
+    def build_shards(
+        self, dim: int, plan: TaskPlan, cuts: Sequence[Future[tuple[_Points, ...]]]
+    ) -> list[Future[_Shard]]:
+        """One task per shard: its pieces of every avatar file, its kd-tree built there."""
+        return [
+            self.submit(
+                f"shard-{s}", build_shard, dim, *pieces(self.submit, "shard-piece", cuts, s)
+            )
+            for s in range(plan.shards)
+        ]
+
+    def gather_blocks(
+        self, dim: int, plan: TaskPlan, links: Sequence[Future[_Linked]]
+    ) -> list[Future[_Queries]]:
+        """One task per query block: its pieces of every link bucket."""
+        return [
             self.submit(
                 f"block-{b}",
                 gather_block,
                 dim,
                 *pieces(self.submit, "block-piece", links, b, _block_piece),
             )
-            for b in range(tasks.blocks)
+            for b in range(plan.blocks)
         ]
-        del cuts, links
+
+    # --- 5. count --------------------------------------------------------------------------
+
+    def count(
+        self, blocks: Sequence[Future[_Queries]], shards: Sequence[Future[_Shard]]
+    ) -> list[Future[tuple[IndexArray, CountArray]]]:
+        """The pairs the boxes cannot exclude, one count task each; per block, the sum of
+        its partial counts, with its originals' rows."""
         shard_boxes = self.gather(
             [self.submit(f"shard-box-{s}", shard_box, f) for s, f in enumerate(shards)]
         )
         block_boxes = self.gather(
             [self.submit(f"block-box-{b}", block_box, f) for b, f in enumerate(blocks)]
         )
-        pairs = pairs_in_reach(block_boxes, shard_boxes)
         partials: list[list[Future[tuple[IndexArray, CountArray]]]] = [[] for _ in blocks]
-        for b, s in pairs:
+        for b, s in pairs_in_reach(block_boxes, shard_boxes):
             partials[b].append(
                 self.submit(
-                    f"count-within-{b}-{s}", count_pair, blocks[b], shards[s], s, request.threads
+                    f"count-within-{b}-{s}",
+                    count_pair,
+                    blocks[b],
+                    shards[s],
+                    s,
+                    self.request.threads,
                 )
             )
-        offsets = np.array([part.offset for part in originals.partitions], dtype=np.int64)
-        routes = [
-            self.submit(
-                f"route-{b}",
-                route,
-                self.submit(f"sum-{b}", sum_partials, blocks[b], *partials[b]),
-                offsets,
-            )
+        return [
+            self.submit(f"sum-{b}", sum_partials, blocks[b], *partials[b])
             for b in range(len(blocks))
         ]
-        del partials, blocks, shards
-        counts = [
+
+    # --- 6. write --------------------------------------------------------------------------
+
+    def counts_by_file(
+        self, totals: Sequence[Future[tuple[IndexArray, CountArray]]]
+    ) -> list[Future[CountArray]]:
+        """Each originals file's counts in its row order, routed back from every block."""
+        offsets = np.array([part.offset for part in self.originals.partitions], dtype=np.int64)
+        routes = [
+            self.submit(f"route-{b}", route, total, offsets) for b, total in enumerate(totals)
+        ]
+        return [
             self.submit(
                 f"assemble-{p}",
                 assemble,
                 part.rows,
                 *pieces(self.submit, "route-piece", routes, p),
             )
-            for p, part in enumerate(originals.partitions)
+            for p, part in enumerate(self.originals.partitions)
         ]
-        del routes
-        written: list[_Written] = self.gather(
+
+    def write(self, staging: Path, counts: Sequence[Future[CountArray]]) -> list[_Written]:
+        """Each originals file written as its part with its counts; their histograms."""
+        return self.gather(
             [
                 self.submit(
                     f"write-{p}",
@@ -733,16 +840,11 @@ class _Run:
                     p,
                     HISTOGRAM_BINS,
                 )
-                for p, part in enumerate(originals.partitions)
+                for p, part in enumerate(self.originals.partitions)
             ]
         )
-        summary = self._summary(written, counts, min_rate)
-        if evidence is None or verdict is None:
-            return summary
-        gated = replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies)
-        return replace(gated, passed=summary.passed and not gated.copies_fail)
 
-    def _summary(
+    def summary(
         self,
         written: Sequence[_Written],
         counts: Sequence[Future[CountArray]],
