@@ -149,13 +149,3 @@ def test_merge_keeps_the_two_smallest_with_duplicates(rows: list[list[float]]) -
     other.sort(axis=1)
     merge_nearest_two(best, other)
     np.testing.assert_array_equal(best, values[:, :2])
-
-
-def test_the_documented_import_path_is_the_engine_s_search() -> None:
-    """docs/api.md names `polars_hidden_rate.neighbours`: it re-exports the engine's names."""
-    from polars_hidden_rate import neighbours
-    from polars_hidden_rate.engine import nearest, scale
-
-    assert neighbours.nearest_two is nearest.nearest_two
-    assert neighbours.NearestTwo is nearest.NearestTwo
-    assert neighbours.canonical_scale is scale.canonical_scale

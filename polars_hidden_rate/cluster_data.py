@@ -1,0 +1,8 @@
+"""The documented import path of the parquet pipeline on a cluster (docs/scale.md); it lives
+in :mod:`polars_hidden_rate.cluster.dataset`, its task plan in
+:mod:`polars_hidden_rate.cluster.shards`."""
+
+from polars_hidden_rate.cluster.dataset import count_and_write
+from polars_hidden_rate.cluster.shards import TaskPlan, plan_tasks, records_per_task
+
+__all__ = ["TaskPlan", "count_and_write", "plan_tasks", "records_per_task"]
