@@ -129,7 +129,7 @@ def probe_cost(case: Case) -> dict[str, Any]:
     median of :data:`PROBE_REPEAT` probes, as the count calls it (``own=None``); the tree
     it walks is built first, untimed: the tree strategy needs it anyway."""
     from polars_hidden_rate import engine
-    from polars_hidden_rate.kdtree import KdTree
+    from polars_hidden_rate.engine.kdtree import KdTree
 
     x, y, limits = engine.linked_arrays(case.originals, case.avatars, case.tie_tol)
     tree = KdTree.build(y, threads=case.threads)

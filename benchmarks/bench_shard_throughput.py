@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from polars_hidden_rate import engine
-from polars_hidden_rate.kdtree import KdTree
+from polars_hidden_rate.engine.kdtree import KdTree
 
 
 def synthetic(n: int, dim: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Measure the per-coordinate costs behind ``strategy="auto"`` (``engine.choose_strategy``).
+"""Measure the per-coordinate costs behind ``strategy="auto"`` (``strategy.choose_strategy``).
 
 Run ``python -m benchmarks.calibrate_auto``. On a few cases of every profile it
 times the tree walk and the flat pass, counts the tree's work (boxes tested,
@@ -8,7 +8,7 @@ case by its time (least squares on relative errors)::
     tree seconds * threads = d * (box cost * boxes + point cost * points)
     flat seconds = d * pair cost * pairs / threads + result cost * rivals + call cost
 
-The fitted values are what ``engine.TREE_BOX_COST`` and its siblings hold.
+The fitted values are what ``engine.strategy.TREE_BOX_COST`` and its siblings hold.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ WORK_SAMPLE = 2_000
 
 def measure(profile: Profile, n: int, d: int, threads: int) -> dict[str, Any]:
     """Times and work of both strategies on one case."""
-    from polars_hidden_rate import engine, flat
-    from polars_hidden_rate.kdtree import KdTree
+    from polars_hidden_rate import engine
+    from polars_hidden_rate.engine import flat
+    from polars_hidden_rate.engine.kdtree import KdTree
     from polars_hidden_rate.progress import Progress
 
     originals, avatars = make_case(n, d, profile=profile, threads=threads)
@@ -55,7 +56,7 @@ def measure(profile: Profile, n: int, d: int, threads: int) -> dict[str, Any]:
     own = np.arange(n, dtype=np.int64)
     tree = KdTree.build(y, threads=threads)
     begin = time.perf_counter()
-    counts = tree.count_within(x, limits, own, threads=threads)
+    counts = tree.count_rivals(x, limits, own, threads=threads)
     tree_seconds = time.perf_counter() - begin
     rows = np.sort(np.random.default_rng(1).choice(n, size=min(n, WORK_SAMPLE), replace=False))
     work, _ = tree.walk_work(x, limits, own, rows)

@@ -132,7 +132,8 @@ def _tree_search(originals: Float64Array, k: int, threads: int) -> Search:
     """Exact k nearest neighbours in float64 from a kd-tree of the originals; the batches
     follow the tree's order, so that consecutive queries walk the same nodes (in the
     originals' order, cache misses make the search several times slower)."""
-    from polars_hidden_rate.kdtree import KdTree, _map
+    from polars_hidden_rate.engine.kdtree import KdTree
+    from polars_hidden_rate.engine.parallel import parallel_map
 
     tree = KdTree.build(originals, threads=threads)
 
@@ -148,7 +149,7 @@ def _tree_search(originals: Float64Array, k: int, threads: int) -> Search:
             _nearest_k(tree.points, tree.order, tree.begin, tree.end, tree.lower, tree.upper,
                        tree.points[start + a : start + b], squared[a:b], rows[a:b])  # fmt: skip
 
-        for _ in _map(threads, run, len(bounds) - 1):
+        for _ in parallel_map(threads, run, len(bounds) - 1):
             pass
         return squared, rows, tree.order[start:stop]
 

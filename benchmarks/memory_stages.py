@@ -132,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limit_threads(args.threads)
     (n,) = parse_sizes([args.n])
-    from polars_hidden_rate import engine, kdtree, plan
+    from polars_hidden_rate import engine, plan
+    from polars_hidden_rate.engine import arrays, kdtree
     from polars_hidden_rate.frames import read
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -145,10 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (plan, "read_aligned", "read"),
                 (read, "_avatar_order", "link"),
                 (read, "_to_float64", "to_float64"),
-                (engine, "canonical_scale", "scale"),
-                (engine, "own_thresholds", "thresholds"),
+                (arrays, "canonical_scale", "scale"),
+                (arrays, "own_thresholds", "thresholds"),
                 (engine, "choose_strategy", "probe"),
-                (kdtree.KdTree, "count_within", "walk"),
+                (kdtree.KdTree, "count_rivals", "walk"),
                 (plan.CountPlan, "counts", "counts"),
             ):
                 recorder.wrap(owner, attribute, name)

@@ -78,7 +78,7 @@ def count_flat(
     rows: int | None = None,
 ) -> npt.NDArray[np.int64]:
     """``flat.count_flat`` on the first ``rows`` queries (all when None)."""
-    from polars_hidden_rate import flat
+    from polars_hidden_rate.engine import flat
     from polars_hidden_rate.progress import Progress
 
     rows = len(x) if rows is None else rows

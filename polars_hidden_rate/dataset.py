@@ -9,7 +9,7 @@ without bringing the records back.
 Without ``cluster``, the local engine counts every linked coordinate (as
 :func:`polars_hidden_rate.local_cloaking` does), then each originals file is read again,
 given its counts and written as its own part. With ``cluster``, the workers do all of
-that (:mod:`polars_hidden_rate.cluster_data`) and the driver only plans.
+that (:mod:`polars_hidden_rate.cluster.dataset`) and the driver only plans.
 
 The parts are written into a private temporary directory beside ``output``, renamed to
 ``output`` when every part is complete: nothing half-written is ever visible, a failure
@@ -66,7 +66,7 @@ def local_cloaking_to_parquet(
     **options
         The keyword options of :func:`polars_hidden_rate.local_cloaking`
         (:class:`~polars_hidden_rate.CountOptions`). ``cluster`` runs every stage on the
-        workers (:mod:`polars_hidden_rate.cluster_data`); without it, the local engine.
+        workers (:mod:`polars_hidden_rate.cluster.dataset`); without it, the local engine.
 
     Returns
     -------
@@ -131,7 +131,7 @@ class DatasetJob:
         Locally, the verdict's evidence (link test, own copies) comes from the read the
         counts come from; a cluster run does not gather it (docs/guarantees.md)."""
         if self.request.cluster is not None:
-            from polars_hidden_rate import cluster_data
+            from polars_hidden_rate.cluster import dataset as cluster_data
 
             return cluster_data.count_and_write(
                 self.request,

@@ -27,12 +27,12 @@ from polars.exceptions import SchemaError
 
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest_two
+from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import as_lazy
-from polars_hidden_rate.kdtree import KdTree
 from polars_hidden_rate.membership import MembershipRisk
-from polars_hidden_rate.neighbours import nearest_two, squared_nearest_two
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
-from polars_hidden_rate.scale import canonical_scale
 
 __all__ = [
     "DcrOverfitting",

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
-from polars_hidden_rate.scale import exponent_for
+from polars_hidden_rate.engine.scale import exponent_for
 
 MIN_RECORDS = 50
 """Below this many records the test is not run: too few to tell a random link apart."""

@@ -31,9 +31,9 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.engine import usable_cores
-from polars_hidden_rate.kdtree import KdTree
-from polars_hidden_rate.neighbours import squared_nearest_two
-from polars_hidden_rate.scale import canonical_scale
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import squared_nearest_two
+from polars_hidden_rate.engine.scale import canonical_scale
 
 DEFAULT_FPR = 0.1
 """The false positive rate the attack papers report the true positive rate at."""

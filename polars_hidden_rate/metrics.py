@@ -4,7 +4,7 @@ and the confidence interval of the hidden rate.
 :func:`distance_to_closest` and :func:`closest_distances_ratio` measure each avatar
 against the originals in the same space as :func:`~polars_hidden_rate.local_cloaking`
 (the projection, or ``coords``), exactly in float64
-(:func:`~polars_hidden_rate.neighbours.nearest_two`, or its Dask version with
+(:func:`~polars_hidden_rate.engine.nearest.nearest_two`, or its Dask version with
 ``cluster=``, which gives the same floats).
 """
 
@@ -20,6 +20,7 @@ from polars.exceptions import DuplicateError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_count, check_real
+from polars_hidden_rate.engine.nearest import NearestTwo
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
     ColumnSpec,
@@ -34,7 +35,6 @@ from polars_hidden_rate.frames import (
     resolve_link,
     shared_schema,
 )
-from polars_hidden_rate.neighbours import NearestTwo
 from polars_hidden_rate.plan import CountOptions, CountPlan, Keys, plan
 
 AvatarsT = TypeVar("AvatarsT", pl.DataFrame, pl.LazyFrame)

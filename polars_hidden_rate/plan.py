@@ -16,9 +16,11 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError
 
-from polars_hidden_rate import distributed, engine
+from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
 from polars_hidden_rate.checks import check_threads, check_tie_tol
+from polars_hidden_rate.cluster import arrays as distributed
+from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
     Aligned,
@@ -33,9 +35,9 @@ from polars_hidden_rate.frames import (
     resolve_coords,
     resolve_link,
 )
-from polars_hidden_rate.neighbours import NearestTwo, nearest_two
 from polars_hidden_rate.projection import ProjectedCoordinates
 from polars_hidden_rate.projection.types import Impute
+from polars_hidden_rate.tasks import require_client
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 Keys = str | Sequence[str]
@@ -115,7 +117,7 @@ class CountPlan:
                 originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
             )
         elif self.device == "gpu":
-            from polars_hidden_rate import gpu  # FAISS is loaded when used
+            from polars_hidden_rate.engine import gpu  # FAISS is loaded when used
 
             counts = gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
         else:
@@ -369,9 +371,9 @@ def plan(
         msg = "`cluster` with `device='gpu'` is not available: pass one of them"
         raise NotImplementedError(msg)
     if cluster is not None:
-        distributed.require_client(cluster)
+        require_client(cluster)
     if device == "gpu":
-        from polars_hidden_rate import gpu
+        from polars_hidden_rate.engine import gpu
 
         gpu.require_gpu()
     check_unreserved(left_schema, "originals")

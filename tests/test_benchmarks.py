@@ -105,7 +105,8 @@ def test_flat_profile_splits_a_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_memory_stages_mark_every_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from benchmarks import bench_parquet, memory_stages
-    from polars_hidden_rate import kdtree, plan
+    from polars_hidden_rate import plan
+    from polars_hidden_rate.engine import kdtree
 
     build, read = vars(kdtree.KdTree)["build"], vars(plan)["read_aligned"]
     bench_parquet.write_inputs(tmp_path, 2000, profile="gaussian", seed=0, threads=1)

@@ -114,7 +114,7 @@ def test_faiss_is_loaded_when_the_flat_band_is_used() -> None:
         "phr.count_cloaking(x, x[::-1].copy(), strategy='tree')\n"
         "assert 'faiss' not in sys.modules, 'tree'\n"
         "phr.count_cloaking(x, x[::-1].copy(), strategy='flat')\n"
-        "assert 'faiss' in sys.modules and 'polars_hidden_rate.flat' in sys.modules\n"
+        "assert 'faiss' in sys.modules and 'polars_hidden_rate.engine.flat' in sys.modules\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -14,13 +14,15 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import cluster_data
-from polars_hidden_rate.cluster_data import Splits, plan_tasks, records_per_task
-from polars_hidden_rate.distributed import WorkerSpec
+from polars_hidden_rate.cluster import dataset as cluster_data
+from polars_hidden_rate.cluster import shards
+from polars_hidden_rate.cluster.dataset import Splits
+from polars_hidden_rate.cluster.shards import plan_tasks, records_per_task
 from polars_hidden_rate.frames import KeyProblems, link_by_key, open_dataset
 from polars_hidden_rate.gate import cloaking_summary, summarize
 from polars_hidden_rate.outputs import part_name
 from polars_hidden_rate.summary import histogram, summary_from_order_statistics
+from polars_hidden_rate.tasks import WorkerSpec
 from tests.helpers import brute_force_counts, counts_of
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
@@ -353,7 +355,7 @@ def test_the_task_graph_grows_with_files_and_threads_not_records(
     for parts in (tasks.buckets, tasks.blocks, tasks.shards):
         assert math.ceil(records / parts) <= most
         assert min(workers * threads, records) <= parts <= records
-    assert math.ceil(records / tasks.shards) <= cluster_data.SHARD_ROWS
+    assert math.ceil(records / tasks.shards) <= shards.SHARD_ROWS
     fan_out = (
         2 * files * tasks.buckets  # files to link buckets
         + tasks.buckets * tasks.blocks  # buckets to query blocks

@@ -19,7 +19,8 @@ from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeEr
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import cluster_data
+from polars_hidden_rate.cluster import dataset as cluster_data
+from polars_hidden_rate.cluster.shards import TaskPlan
 from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.gate import summarize
 from polars_hidden_rate.outputs import staged_directory
@@ -88,9 +89,9 @@ def test_parts_are_bit_identical_to_the_local_engine(
 @pytest.mark.parametrize(
     "tasks",
     [
-        cluster_data.TaskPlan(buckets=1, blocks=1, shards=1),
-        cluster_data.TaskPlan(buckets=5, blocks=7, shards=3),
-        cluster_data.TaskPlan(buckets=3, blocks=40, shards=60),  # pieces and shards left empty
+        TaskPlan(buckets=1, blocks=1, shards=1),
+        TaskPlan(buckets=5, blocks=7, shards=3),
+        TaskPlan(buckets=3, blocks=40, shards=60),  # pieces and shards left empty
     ],
 )
 @pytest.mark.parametrize("kind", ["grid", "offset"])
@@ -229,7 +230,7 @@ def test_many_key_problems_give_the_local_message_word_for_word(
     with pytest.raises((ComputeError, DuplicateError)) as local:
         phr.local_cloaking(left, right, coords=COORDS, on="id")
     for buckets in (1, 2, 5):
-        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
         with pytest.raises(type(local.value)) as cluster:
             run_with_tasks(
                 threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
@@ -265,7 +266,7 @@ def test_a_composite_key_partly_null_in_several_files_is_reported_as_locally(
         )
     assert str(on_files.value) == str(local.value)
     for buckets in (1, 3):
-        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
         with pytest.raises(ComputeError) as cluster:
             run_with_tasks(
                 threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
@@ -291,7 +292,7 @@ def test_float_keys_match_as_locally_signed_zeros_and_nan(
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     for buckets in (1, 4):
-        tasks = cluster_data.TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
         out = tmp_path / f"out{buckets}"
         run_with_tasks(threads_client, tmp_path / "o", tmp_path / "a", out, tasks,
                        coords=COORDS, on="id")  # fmt: skip
@@ -380,7 +381,7 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     client.run(_slow_down("polars_hidden_rate.engine", "count_within", 0.25))
-    tasks = cluster_data.TaskPlan(buckets=3, blocks=4, shards=4)
+    tasks = TaskPlan(buckets=3, blocks=4, shards=4)
     outcome: dict[str, Any] = {}
 
     def measure() -> None:

@@ -21,9 +21,11 @@ from hypothesis.extra.numpy import arrays
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import distributed as phd
 from polars_hidden_rate import engine
-from polars_hidden_rate.neighbours import NearestTwo, nearest_two
+from polars_hidden_rate.cluster import arrays as phd
+from polars_hidden_rate.cluster import shards
+from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
+from polars_hidden_rate.tasks import TASK_MEMORY_FRACTION, WorkerSpec
 from tests.helpers import (
     OFFSETS,
     brute_force_counts,
@@ -116,7 +118,7 @@ def test_any_sharding_sums_to_the_brute_force(
         originals,
         avatars,
         client=client,
-        sizing=phd.Sizing(block_rows=block_rows, shard_rows=shard_rows),
+        sizing=shards.Sizing(block_rows=block_rows, shard_rows=shard_rows),
     )
     assert counts.tolist() == brute_force_counts(originals, avatars, 1e-9).tolist()
 
@@ -153,11 +155,15 @@ def _nndr(left: pl.DataFrame, right: pl.DataFrame, cluster: Any) -> pl.DataFrame
 
 # Per kind of run: the metric, the walk its tasks call, its task and shard key prefixes.
 KILLABLE = {
-    "counts": (_cloaking, ("polars_hidden_rate.engine", "count_within"), phd._COUNT_KEYS),
+    "counts": (
+        _cloaking,
+        ("polars_hidden_rate.engine", "count_within"),
+        ("phr-count-within", "phr-avatar-shard"),
+    ),
     "nearest-two": (
         _nndr,
-        ("polars_hidden_rate.neighbours", "squared_nearest_two"),
-        phd._NEAREST_KEYS,
+        ("polars_hidden_rate.engine.nearest", "squared_nearest_two"),
+        ("phr-nearest-two", "phr-original-shard"),
     ),
 }
 
@@ -165,7 +171,7 @@ KILLABLE = {
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KILLABLE))
 def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: str) -> None:
-    metric, (module, walk), keys = KILLABLE[kind]
+    metric, (module, walk), (task_prefix, shard_prefix) = KILLABLE[kind]
     originals, avatars = adversarial("gaussian", 600, seed=6)
     left, right = linked_frames(originals, avatars, seed=7)
     expected = metric(left, right, None)
@@ -182,7 +188,7 @@ def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: s
     try:
         runner.start()
         deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
-        while client.run_on_scheduler(_tasks_done, prefix=keys.task) == 0:
+        while client.run_on_scheduler(_tasks_done, prefix=task_prefix) == 0:
             assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
             assert time.monotonic() < deadline, "no task finished within 180 s"
             time.sleep(0.02)
@@ -190,7 +196,7 @@ def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: s
         victim = next(
             address
             for address, held in client.has_what().items()
-            if any(str(key).startswith(keys.shard) for key in held)
+            if any(str(key).startswith(shard_prefix) for key in held)
         )
         pid = client.run(os.getpid, workers=[victim])[victim]
         os.kill(pid, signal.SIGKILL)
@@ -218,9 +224,11 @@ def assert_same_nearest_two(found: NearestTwo, expected: NearestTwo) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
-@pytest.mark.parametrize("sizing", [None, phd.Sizing(7, 5), phd.Sizing(1, 400), phd.Sizing(400, 1)])
+@pytest.mark.parametrize(
+    "sizing", [None, shards.Sizing(7, 5), shards.Sizing(1, 400), shards.Sizing(400, 1)]
+)
 def test_nearest_two_on_cluster_is_bit_identical_to_local(
-    client: Any, kind: str, sizing: phd.Sizing | None
+    client: Any, kind: str, sizing: shards.Sizing | None
 ) -> None:
     originals, avatars = adversarial(kind, 160, seed=9)
     avatars = avatars[:97]  # as many avatars as originals is not required
@@ -239,7 +247,7 @@ def test_nearest_two_on_cluster_equals_the_brute_force(client: Any, seed: int) -
     n, m, d, block_rows, shard_rows = (int(v) for v in rng.integers(1, [120, 120, 7, 50, 50]))
     step, offset = [1.0, 0.5, 0.25][seed % 3], OFFSETS[seed % 4]
     originals, avatars = nearest_two_case(rng, n, m, d, step, offset)
-    sizing = phd.Sizing(block_rows=block_rows, shard_rows=shard_rows)
+    sizing = shards.Sizing(block_rows=block_rows, shard_rows=shard_rows)
     found = phd.nearest_two_distributed(originals, avatars, client=client, sizing=sizing)
     assert_same_nearest_two(found, nearest_two(originals, avatars))
     first, second = brute_force_two(originals, avatars)
@@ -303,6 +311,14 @@ coordinates = arrays(
 )
 
 
+def _pairs_to_count(blocks: list[Any], shard_points: list[np.ndarray]) -> list[tuple[int, int]]:
+    """The pairs the scatter path submits: those its blocks' and shards' boxes may hold."""
+    return shards.pairs_in_reach(
+        [shards.Box.around(block.queries, block.thresholds) for block in blocks],
+        [shards.Box.around(points) for points in shard_points],
+    )
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(coordinates, st.integers(1, 7), st.integers(1, 7), st.integers(0, 2**16))
 def test_pruned_pairs_hold_no_rival(
@@ -318,10 +334,10 @@ def test_pruned_pairs_hold_no_rival(
         )
         for i in range(0, len(originals), block_rows)
     ]
-    shards = [avatars[j : j + shard_rows] for j in range(0, len(avatars), shard_rows)]
-    kept = set(phd._pairs_within_reach(blocks, shards))
+    shard_points = [avatars[j : j + shard_rows] for j in range(0, len(avatars), shard_rows)]
+    kept = set(_pairs_to_count(blocks, shard_points))
     for b, block in enumerate(blocks):
-        for s, shard in enumerate(shards):
+        for s, shard in enumerate(shard_points):
             if (b, s) in kept:
                 continue
             rows = np.repeat(np.arange(len(block.queries)), len(shard))
@@ -339,21 +355,21 @@ def test_far_apart_pairs_are_not_submitted() -> None:
         phd._QueryBlock(originals[i : i + 50], thresholds[i : i + 50], np.zeros(0, dtype=np.int64))
         for i in (0, 50)
     ]
-    shards = [avatars[:50], avatars[50:]]
-    assert sorted(phd._pairs_within_reach(blocks, shards)) == [(0, 0), (1, 1)]
+    shard_points = [avatars[:50], avatars[50:]]
+    assert sorted(_pairs_to_count(blocks, shard_points)) == [(0, 0), (1, 1)]
 
 
 def test_sizing_respects_memory_and_task_caps() -> None:
-    small = [phd.WorkerSpec(nthreads=4, memory_limit=64 << 20)] * 3
-    sizing = phd.size_tasks(10**6, 10**6, 5, small)
-    per_task = sizing.shard_rows * phd.TASK_BYTES_PER_AVATAR_COORD * 5
-    assert per_task <= phd.TASK_MEMORY_FRACTION * (64 << 20) / 4
-    big = [phd.WorkerSpec(nthreads=32, memory_limit=256 << 30)] * 10
-    sizing = phd.size_tasks(10**8, 10**8, 5, big)
-    assert sizing.shard_rows == phd.MAX_SHARD_ROWS
+    small = [WorkerSpec(nthreads=4, memory_limit=64 << 20)] * 3
+    sizing = shards.size_tasks(10**6, 10**6, 5, small)
+    per_task = sizing.shard_rows * shards.TASK_BYTES_PER_AVATAR_COORD * 5
+    assert per_task <= TASK_MEMORY_FRACTION * (64 << 20) / 4
+    big = [WorkerSpec(nthreads=32, memory_limit=256 << 30)] * 10
+    sizing = shards.size_tasks(10**8, 10**8, 5, big)
+    assert sizing.shard_rows == shards.MAX_SHARD_ROWS
     tasks = -(-(10**8) // sizing.block_rows) * -(-(10**8) // sizing.shard_rows)
-    assert tasks <= phd.MAX_TASKS
-    unlimited = phd.size_tasks(1000, 1000, 3, [phd.WorkerSpec(nthreads=2, memory_limit=0)] * 2)
+    assert tasks <= shards.MAX_TASKS
+    unlimited = shards.size_tasks(1000, 1000, 3, [WorkerSpec(nthreads=2, memory_limit=0)] * 2)
     assert unlimited.shard_rows == 500
 
 

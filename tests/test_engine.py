@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.spatial import cKDTree
 
-from polars_hidden_rate import engine, flat, kdtree
-from polars_hidden_rate.engine import count_cloaking
+from polars_hidden_rate import engine
+from polars_hidden_rate.engine import count_cloaking, flat, kdtree
 from tests.helpers import brute_force_counts, brute_force_within, examples
 
 OFFSETS = [0.0, 1e3, 1e6, 2.0**30, -7.5e8]
@@ -29,7 +29,7 @@ def tiny_leaves(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest)
     monkeypatch.setattr(kdtree, "QUERIES_PER_TASK", 8)
     monkeypatch.setattr(kdtree, "PARALLEL_BUILD_MIN", 0)
     # "auto" probes even tiny data (its walks stop at their budget, and either side wins).
-    monkeypatch.setattr(engine, "PROBE_FLOOR_SECONDS", -1.0)
+    monkeypatch.setattr("polars_hidden_rate.engine.strategy.PROBE_FLOOR_SECONDS", -1.0)
 
 
 @st.composite
@@ -449,7 +449,7 @@ def test_auto_chooses_flat_on_isotropic_data_and_the_tree_on_low_dimensions(
     """The probe's prediction (its work counts under the fixed cost model): on full-rank
     data every walk visits most avatars, and on low-dimensional data a few."""
     monkeypatch.setattr(kdtree, "LEAF_SIZE", 16)
-    monkeypatch.setattr(engine, "PROBE_FLOOR_SECONDS", 0.0)
+    monkeypatch.setattr("polars_hidden_rate.engine.strategy.PROBE_FLOOR_SECONDS", 0.0)
     rng = np.random.default_rng(d)
     originals = rng.standard_normal((4000, d))
     avatars = originals + rng.normal(scale=noise, size=originals.shape)
@@ -458,7 +458,7 @@ def test_auto_chooses_flat_on_isotropic_data_and_the_tree_on_low_dimensions(
     own = np.arange(len(x))
     assert engine.choose_strategy(tree, x, thresholds, own, threads=2) == expected
     estimate = engine.probe(tree, x, thresholds, own, threads=2)
-    assert estimate.sampled == engine.PROBE_MIN
+    assert estimate.sampled == engine.strategy.PROBE_MIN
     assert (estimate.stopped > 0) == (expected == "flat")
 
 

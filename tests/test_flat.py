@@ -1,6 +1,6 @@
 """The FAISS float32 error bound against its own derivation and against FAISS itself.
 
-:func:`~polars_hidden_rate.flat.float32_error_bound` is what lets the flat band decide a
+:func:`~polars_hidden_rate.engine.flat.float32_error_bound` is what lets the flat band decide a
 pair in float32: a bound below the true error would count a rival wrongly, so the bound
 is pinned twice. First to its derivation (the comment in ``flat.py``), written out here
 term by term; then to FAISS's actual ``IndexFlatL2`` distances on data built to cancel,
@@ -16,8 +16,8 @@ import faiss
 import numpy as np
 import pytest
 
-from polars_hidden_rate import flat
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine import flat
 
 U = 2.0**-24  # float32 unit roundoff, written independently of flat.FLOAT32_UNIT_ROUNDOFF
 

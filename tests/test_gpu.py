@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import engine, gpu
+from polars_hidden_rate import engine
+from polars_hidden_rate.engine import gpu
 from tests.helpers import brute_force_counts, examples
 
 HAS_GPU = hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0

@@ -15,9 +15,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from polars_hidden_rate import engine, gpu, kdtree
-from polars_hidden_rate.engine import count_cloaking, count_within
-from polars_hidden_rate.scale import canonical_exponent
+from polars_hidden_rate import engine
+from polars_hidden_rate.engine import count_cloaking, count_within, gpu, parallel
+from polars_hidden_rate.engine.scale import canonical_exponent
 from tests.helpers import brute_force_counts, brute_force_within, examples, local_cluster
 
 STRATEGIES: list[engine.Strategy] = ["flat", "tree"]
@@ -140,7 +140,8 @@ def test_the_canonical_scale_leaves_room_for_every_square() -> None:
 
 @pytest.mark.slow
 def test_the_dask_path_is_scale_invariant() -> None:
-    from polars_hidden_rate.distributed import Sizing, count_cloaking_distributed
+    from polars_hidden_rate.cluster.arrays import count_cloaking_distributed
+    from polars_hidden_rate.cluster.shards import Sizing
 
     with local_cluster(processes=False, workers=1, threads=2) as client:
         for factor in FACTORS:
@@ -223,7 +224,7 @@ def test_many_thread_counts_keep_a_bounded_number_of_threads() -> None:
     thresholds = engine.own_thresholds(originals, avatars, 1e-9)
     own = np.arange(len(originals))
     baseline = threading.active_count()
-    bound = baseline + kdtree.MAX_THREADS
+    bound = baseline + parallel.MAX_THREADS
     for threads in range(1, 41):
         np.testing.assert_array_equal(count_cloaking(originals, avatars, threads=threads), expected)
         np.testing.assert_array_equal(
@@ -236,8 +237,10 @@ def test_many_thread_counts_keep_a_bounded_number_of_threads() -> None:
 def test_a_call_never_runs_more_threads_than_asked(
     monkeypatch: pytest.MonkeyPatch, threads: int
 ) -> None:
-    monkeypatch.setattr(kdtree, "MAX_THREADS", 8)
-    list(kdtree._map(8, lambda task: task, 16))  # grow the pool beyond what this call asks
+    monkeypatch.setattr(parallel, "MAX_THREADS", 8)
+    list(
+        parallel.parallel_map(8, lambda task: task, 16)
+    )  # grow the pool beyond what this call asks
     running, most = 0, 0
     lock = threading.Lock()
 
@@ -251,7 +254,7 @@ def test_a_call_never_runs_more_threads_than_asked(
             running -= 1
         return task
 
-    assert sorted(kdtree._map(threads, work, 40)) == list(range(40))
+    assert sorted(parallel.parallel_map(threads, work, 40)) == list(range(40))
     assert most <= threads
     if threads > 1:
         assert most > 1  # the pool's threads do share the work
@@ -269,9 +272,9 @@ def test_an_exception_in_a_task_reaches_the_caller(where: str) -> None:
         return task
 
     with pytest.raises(ZeroDivisionError, match="task"):
-        list(kdtree._map(3, work, 200))
+        list(parallel.parallel_map(3, work, 200))
     # The pool is still usable, and still counts right.
-    assert sorted(kdtree._map(3, lambda task: task, 50)) == list(range(50))
+    assert sorted(parallel.parallel_map(3, lambda task: task, 50)) == list(range(50))
 
 
 def test_concurrent_callers_with_different_thread_counts() -> None:

@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.data import make_case
-from polars_hidden_rate.kdtree import KdTree
-from polars_hidden_rate.neighbours import (
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import (
     merge_nearest_two,
     nearest_two,
     scaled_pair,
     squared_nearest_two,
 )
-from polars_hidden_rate.scale import canonical_scale
+from polars_hidden_rate.engine.scale import canonical_scale
 from tests.helpers import brute_force_two, examples, nearest_two_cases
 
 

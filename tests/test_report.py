@@ -112,7 +112,7 @@ def test_a_synthetic_set_of_any_size_is_measured_without_a_link(size: int, lazy:
     holdout, another generator's output) is measured against every original, its rows in
     the order its plan gives, even where the frames share no key or a key that matches
     nothing."""
-    originals, avatars = make_frames(300, seed=5)
+    originals, _ = make_frames(300, seed=5)
     rng = np.random.default_rng(size)
     synthetic = pl.DataFrame(
         rng.integers(-3, 4, (size, len(DIMS))) * 0.5, schema=DIMS

@@ -29,9 +29,9 @@ from polars_hidden_rate.frames import (
 )
 from polars_hidden_rate.frames.text_numbers import text_numbers_example
 from polars_hidden_rate.projection.model import Projection
-from polars_hidden_rate.projection.partitioned import Tasks
 from polars_hidden_rate.projection.scaling import CategoricalFeature, NumericFeature
 from polars_hidden_rate.projection.types import FeatureSpec, Impute, gaps
+from polars_hidden_rate.tasks import Tasks
 
 _COORD = f"{RESERVED_PREFIX}_dim"
 AUTO_CATEGORIES = 10

@@ -16,7 +16,6 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_count
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, inexact_counts, raise_inexact
 from polars_hidden_rate.projection import partitioned
-from polars_hidden_rate.projection.partitioned import LocalTasks, Tasks
 from polars_hidden_rate.projection.passes import fit_features, gram
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
@@ -26,6 +25,7 @@ from polars_hidden_rate.projection.scaling import (
     Scaling,
 )
 from polars_hidden_rate.projection.types import FeatureSpec, Impute, check_same_types
+from polars_hidden_rate.tasks import LocalTasks, Tasks
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
@@ -180,8 +180,8 @@ class Projection:
         features, ncp, categorical, impute
             As for :meth:`fit`.
         tasks
-            Where the per-file tasks run: :class:`~.partitioned.DaskTasks` on a Dask
-            cluster's workers; default :class:`~.partitioned.LocalTasks`, here.
+            Where the per-file tasks run: :class:`~polars_hidden_rate.tasks.DaskTasks` on a Dask
+            cluster's workers; default :class:`~polars_hidden_rate.tasks.LocalTasks`, here.
 
         Returns
         -------

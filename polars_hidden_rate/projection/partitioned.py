@@ -16,15 +16,13 @@ order statistics down by counting, in each file, the values at most a few pivots
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate import distributed
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.frames import RESERVED_PREFIX
 from polars_hidden_rate.projection.passes import (
@@ -39,57 +37,13 @@ from polars_hidden_rate.projection.passes import (
 )
 from polars_hidden_rate.projection.scaling import Feature, Scaling
 from polars_hidden_rate.projection.types import FeatureSpec, Modality
-
-if TYPE_CHECKING:
-    from distributed import Client
+from polars_hidden_rate.tasks import Tasks, pieces
 
 T = TypeVar("T")
 
 PIVOTS = 256
 """Pivots per round of the median's selection: each round narrows its range 256-fold."""
 _SIGN_BITS = np.int64(0x7FFFFFFFFFFFFFFF)
-
-
-class Tasks(Protocol):
-    """Where the per-file tasks run: :class:`LocalTasks` here, :class:`DaskTasks` on workers.
-
-    :meth:`run` starts a task and returns a handle to its result, which stays where it ran;
-    handles may be arguments of later tasks. :meth:`results` brings results here, in the
-    order of ``handles``.
-    """
-
-    def run(self, name: str, function: Callable[..., Any], *args: Any) -> Any: ...
-
-    def results(self, handles: Sequence[Any]) -> Iterator[Any]: ...
-
-
-class LocalTasks:
-    """Every task runs here, at once; a handle is the result itself."""
-
-    def run(self, name: str, function: Callable[..., Any], *args: Any) -> Any:
-        return function(*args)
-
-    def results(self, handles: Sequence[Any]) -> Iterator[Any]:
-        return iter(handles)
-
-
-class DaskTasks:
-    """Every task runs on the workers of a Dask ``client``; a handle is a future.
-
-    Results come back one at a time, in order, so the driver holds one partial at a time.
-    """
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.token = uuid.uuid4().hex[:12]
-
-    def run(self, name: str, function: Callable[..., Any], *args: Any) -> Any:
-        key = f"phr-fit-{name}-{self.token}"
-        return self.client.submit(function, *args, key=key, pure=False)
-
-    def results(self, handles: Sequence[Any]) -> Iterator[Any]:
-        for future in handles:
-            yield future.result()
 
 
 def fit_features(
@@ -206,7 +160,7 @@ def _modes(
             f"mode-bucket-{h}",
             _mode_bucket,
             names,
-            *distributed.pieces(tasks.run, "mode-piece", counted, h),
+            *pieces(tasks.run, "mode-piece", counted, h),
         )
         for h in range(buckets)
     ]

@@ -7,11 +7,11 @@ squared direct differences, taken in column order (:func:`squared_distances`).
 
 Two exact strategies share that definition, and ``"auto"`` (the default) runs
 the one a probe of the data predicts faster (:func:`choose_strategy`). ``"tree"``
-walks a compiled kd-tree in float64 (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` finds
+walks a compiled kd-tree in float64 (:mod:`polars_hidden_rate.engine.kdtree`). ``"flat"`` finds
 candidates in a FAISS flat index in float32: each float32 distance carries an
 error bound, a pair is decided in float32 only when it lies outside that bound,
 and every pair inside it is settled again in float64 by
-:func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.gpu`) uses
+:func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.engine.gpu`) uses
 the same float32 preparation and bound.
 
 :func:`count_cloaking` first brings both arrays, exactly, to one canonical scale
@@ -21,123 +21,48 @@ multiplied by a power of two, and no square overflows or underflows on the way.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from typing import Literal
-
 import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import check_cap, check_threads, check_tie_tol
-from polars_hidden_rate.kdtree import KdTree, _map, coordinates, linked_queries
+from polars_hidden_rate.checks import check_cap, check_threads
+from polars_hidden_rate.engine.arrays import (
+    coordinates,
+    linked_arrays,
+    linked_queries,
+    own_thresholds,
+    squared_distances,
+    strictly_below,
+)
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.parallel import usable_cores
+from polars_hidden_rate.engine.strategy import (
+    STRATEGIES,
+    Estimate,
+    Strategy,
+    check_strategy,
+    choose_strategy,
+    probe,
+)
 from polars_hidden_rate.progress import Progress
-from polars_hidden_rate.scale import canonical_scale
 
-Strategy = Literal["auto", "flat", "tree"]
-STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
-
-# The cost model of "auto" (choose_strategy), in seconds on one thread, fitted by
-# benchmarks/calibrate_auto.py on this project's 2-core machine (docs/engine.md): the tree
-# pays per box tested and per point compared, per coordinate, and per query; the flat pass
-# per pair and per pair-coordinate (FAISS), per rival it handles and settles, and per call.
-TREE_BOX_COST = 5.9e-9
-TREE_POINT_COST = 9.7e-10
-TREE_QUERY_COST = 3.9e-6
-FLAT_PAIR_COST = 1.27e-8
-FLAT_PAIR_COORD_COST = 1.5e-10
-FLAT_RESULT_COST = 5e-8
-FLAT_CALL_COST = 1e-2
-# The probe walks one query in PROBE_SHARE, at least PROBE_MIN and at most PROBE_MAX, each
-# walk stopped once it costs PROBE_BUDGET times a flat pass's work per query.
-PROBE_SHARE = 128
-PROBE_MIN, PROBE_MAX = 32, 1024
-PROBE_BUDGET = 1.5
-# Below this predicted flat time the tree runs without a probe: both are fast.
-PROBE_FLOOR_SECONDS = 0.05
-
-
-def squared_distances(
-    originals: Float64Array,
-    avatars: Float64Array,
-    rows: IndexArray | slice,
-    cols: IndexArray | slice,
-) -> Float64Array:
-    """Squared Euclidean distances ``d2(originals[rows], avatars[cols])`` in float64.
-
-    This is the definition every count is settled against: direct differences,
-    squared and summed in column order. ``rows`` and ``cols`` may be slices (no
-    gather: :func:`own_thresholds` pairs row ``i`` with row ``i``).
-    """
-    pairs = len(range(len(originals))[rows]) if isinstance(rows, slice) else len(rows)
-    total = np.zeros(pairs, dtype=np.float64)
-    with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
-        for k in range(originals.shape[1]):
-            diff = originals[rows, k] - avatars[cols, k]
-            total += diff * diff
-    return total
-
-
-def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
-    """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
-    every = slice(None)
-    thresholds: Float64Array = squared_distances(originals, avatars, every, every) * (1.0 + tie_tol)
-    return thresholds
-
-
-def linked_arrays(
-    originals: npt.ArrayLike,
-    avatars: npt.ArrayLike,
-    tie_tol: float,
-    *,
-    overwrite_input: bool = False,
-) -> tuple[Float64Array, Float64Array, Float64Array]:
-    """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
-
-    Both arrays are multiplied by one power of two
-    (:func:`~polars_hidden_rate.scale.canonical_scale`), exactly unless a
-    coordinate falls below the normal range, before any ``d2`` is taken: data
-    and the same data times ``2^k`` give bit-identical arrays, hence identical
-    counts, and no square can overflow. With ``overwrite_input``, arrays that are
-    already writable contiguous float64 are scaled in place.
-
-    Raises
-    ------
-    TypeError, ValueError
-        When the arrays are not 2-D arrays of numbers of the same shape, hold NaN
-        or infinite coordinates, or ``tie_tol`` is not a finite number >= 0.
-    """
-    tie_tol = check_tie_tol(tie_tol)
-    originals, avatars = coordinates("originals", originals), coordinates("avatars", avatars)
-    if originals.shape != avatars.shape:
-        msg = (
-            "`originals` and `avatars` must have the same shape (row i of one is linked to "
-            f"row i of the other), got {originals.shape} and {avatars.shape}"
-        )
-        raise ValueError(msg)
-    (originals, avatars), _ = canonical_scale(
-        originals,
-        avatars,
-        tie_tol=tie_tol,
-        names=("originals", "avatars"),
-        overwrite_input=overwrite_input,
-    )
-    return originals, avatars, own_thresholds(originals, avatars, tie_tol)
-
-
-def check_strategy(strategy: object) -> Strategy:
-    """``strategy``, one of :data:`STRATEGIES`."""
-    if not (isinstance(strategy, str) and strategy in STRATEGIES):
-        msg = f"`strategy` must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}"
-        raise ValueError(msg)
-    return strategy
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, as containers set it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+__all__ = [
+    "STRATEGIES",
+    "Estimate",
+    "Strategy",
+    "check_strategy",
+    "choose_strategy",
+    "closer_rivals",
+    "count_cloaking",
+    "count_within",
+    "hidden_flags",
+    "linked_arrays",
+    "own_thresholds",
+    "probe",
+    "squared_distances",
+    "strictly_below",
+    "usable_cores",
+]
 
 
 def count_cloaking(
@@ -232,13 +157,6 @@ def count_cloaking(
         closer_than=below,
         closer=closer,
     )
-
-
-def strictly_below(own: Float64Array) -> Float64Array:
-    """The largest squared distance strictly below each own ``d2`` (-1 below a 0: nothing
-    is strictly closer than a distance of 0), as thresholds of the strictly closer rivals."""
-    below: Float64Array = np.where(own > 0, np.nextafter(own, -np.inf), -1.0)
-    return below
 
 
 def hidden_flags(
@@ -365,14 +283,14 @@ def count_within(
         index arrays.
     avatars
         The avatars to count, float64 of shape ``(s, d)``, or a
-        :class:`~polars_hidden_rate.kdtree.KdTree` already built on them (the
+        :class:`~polars_hidden_rate.engine.kdtree.KdTree` already built on them (the
         ``"tree"`` strategy then reuses it; ``own`` still indexes the avatars).
     threads
         Threads to count with, at least 1 (no more than the machine's cores run);
         None uses all cores.
     strategy
         ``"tree"`` walks a compiled kd-tree of the avatars in float64 per query
-        (:mod:`polars_hidden_rate.kdtree`). ``"flat"`` compares every query
+        (:mod:`polars_hidden_rate.engine.kdtree`). ``"flat"`` compares every query
         with every avatar in a FAISS flat index and settles the float32 band in
         float64. ``"auto"`` builds the tree, walks it for a small sample of the
         queries counting its work, and runs the strategy predicted faster
@@ -429,7 +347,7 @@ def count_within(
             if strategy == "auto":
                 strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
         if strategy == "flat":
-            from polars_hidden_rate import flat  # FAISS is loaded when used
+            from polars_hidden_rate.engine import flat  # FAISS is loaded when used
 
             given_own = own
             if tree is not None:  # the tree's points may be the avatars, reordered in place
@@ -448,7 +366,7 @@ def count_within(
                 )
             return counts
         assert tree is not None
-        return tree.count_within(
+        return tree.count_rivals(
             queries,
             thresholds,
             own,
@@ -458,78 +376,3 @@ def count_within(
             closer_than=below,
             closer=closer,
         )
-
-
-def choose_strategy(
-    tree: KdTree,
-    queries: Float64Array,
-    thresholds: Float64Array,
-    own: IndexArray | None,
-    *,
-    threads: int,
-    cap: int | None = None,
-) -> Literal["flat", "tree"]:
-    """The strategy predicted faster for these queries against the avatars of ``tree``.
-
-    The probe walks the tree for a random sample of the queries (fixed seed), counting
-    the boxes it tests and the points it compares. The tree's time is predicted from
-    that work, the flat pass's from the pairs it compares (every query with every
-    avatar), both with costs measured on one machine (``docs/engine.md``). The probe walks
-    one query in :data:`PROBE_SHARE` and stops each walk at :data:`PROBE_BUDGET` times a
-    flat pass's work per query: it costs a few percent of the run it chooses.
-    """
-    estimate = probe(tree, queries, thresholds, own, threads=threads, cap=cap)
-    return "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree"
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Times predicted by :func:`probe` for the whole count, and what the probe walked."""
-
-    tree_seconds: float
-    flat_seconds: float
-    sampled: int
-    stopped: int
-
-
-def probe(
-    tree: KdTree,
-    queries: Float64Array,
-    thresholds: Float64Array,
-    own: IndexArray | None,
-    *,
-    threads: int,
-    cap: int | None = None,
-) -> Estimate:
-    """Predict the tree's and the flat pass's times from the walks of a sample of queries.
-
-    See :func:`choose_strategy`. With fewer pairs than :data:`PROBE_FLOOR_SECONDS` of
-    flat work, nothing is walked and the tree is predicted free.
-    """
-    n_queries, (n_avatars, dim) = len(queries), tree.points.shape
-    threads = max(1, min(threads, usable_cores()))
-    flat_per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)
-    flat_pass = n_queries * flat_per_query / threads + FLAT_CALL_COST
-    if flat_pass < PROBE_FLOOR_SECONDS:
-        return Estimate(0.0, flat_pass, 0, 0)
-    sample = min(n_queries, max(PROBE_MIN, min(PROBE_MAX, n_queries // PROBE_SHARE)))
-    rows = np.sort(np.random.default_rng(0).choice(n_queries, size=sample, replace=False))
-    box, point = dim * TREE_BOX_COST, dim * TREE_POINT_COST
-    budget = PROBE_BUDGET * flat_per_query
-    parts = np.array_split(rows, threads)
-
-    def walk(part: int) -> tuple[IndexArray, CountArray]:
-        return tree.walk_work(
-            queries, thresholds, own, parts[part], cap=cap, box_cost=box, point_cost=point,
-            budget=budget,
-        )  # fmt: skip
-
-    walks = list(_map(threads, walk, len(parts)))
-    work = np.concatenate([w for w, _ in walks]).astype(np.float64)
-    found = np.concatenate([c for _, c in walks])
-    per_query = work[:, 0] * box + work[:, 1] * point + TREE_QUERY_COST
-    tree_seconds = n_queries * float(per_query.mean()) / threads
-    # A flat pass handles every pair within reach: at least the rivals the walks found.
-    flat_seconds = flat_pass + n_queries * FLAT_RESULT_COST * float(found.mean())
-    stopped = int(np.count_nonzero(per_query - TREE_QUERY_COST > budget))
-    return Estimate(tree_seconds, flat_seconds, sample, stopped)

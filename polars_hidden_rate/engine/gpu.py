@@ -6,9 +6,11 @@ lies beyond its reach (its threshold plus the engine's float32 error bound,
 :func:`flat.float32_error_bound`) has all its candidates among those k. A query
 that still has more after the largest k the GPU allows (2048) is counted on the
 CPU by :func:`engine.count_within`. The data come through
-:func:`engine.linked_arrays`, at the CPU engine's canonical scale. Every candidate
-is settled in float64 by :func:`engine.squared_distances`, so the counts are those
-of the CPU path.
+:func:`engine.linked_arrays`, at the CPU engine's canonical scale. The candidates
+are settled as the flat band settles them (:meth:`flat.Search.settle`): a pair is
+decided in float32 only when its error bound keeps it on one side of the threshold,
+and every other is settled in float64 by :func:`engine.squared_distances`, so the
+counts are those of the CPU path.
 
 This needs a FAISS build with GPU support (e.g. the ``faiss-gpu-cu12`` wheels in
 place of ``faiss-cpu``) and a CUDA GPU; without them :func:`require_gpu` raises.
@@ -22,8 +24,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from polars_hidden_rate import engine, flat
+from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine import flat
 
 # The largest k FAISS's GPU k-selection supports.
 GPU_MAX_K = 2048
@@ -155,14 +158,7 @@ def count_within_knn(
             # Avatars not found are at least as far as the k-th: complete when it is out of reach.
             complete = (found_dist[:, -1].astype(np.float64) > reach[rows]) | (k == len(avatars))
             counts[rows[complete]] = _settle(
-                queries,
-                avatars,
-                thresholds,
-                own,
-                rows[complete],
-                found_dist[complete],
-                found[complete],
-                reach,
+                search, rows[complete], found_dist[complete], found[complete], bound
             )
             unfinished.append(rows[~complete])
         todo = np.concatenate(unfinished)
@@ -174,20 +170,19 @@ def count_within_knn(
 
 
 def _settle(
-    queries: Float64Array,
-    avatars: Float64Array,
-    thresholds: Float64Array,
-    own: IndexArray,
+    search: flat.Search,
     rows: IndexArray,
     found_dist: np.ndarray[Any, np.dtype[np.float32]],
     found: IndexArray,
-    reach: Float64Array,
+    bound: Float64Array,
 ) -> CountArray:
-    """Count, in float64, the candidates of ``rows`` within reach, their own avatars aside."""
-    candidate = (found_dist.astype(np.float64) <= reach[rows, None]) & (found != own[rows, None])
-    candidate &= found >= 0
-    owner, slot = np.nonzero(candidate)
-    d2 = engine.squared_distances(queries, avatars, rows[owner], found[owner, slot])
-    inside = d2 <= thresholds[rows[owner]]
-    counts: CountArray = np.bincount(owner[inside], minlength=len(rows)).astype(np.int64)
-    return counts
+    """Count the candidates of ``rows``, their own avatars aside, by the flat band's
+    settling (:meth:`flat.Search.settle`): a float32 distance ``e`` of query ``i`` puts its
+    ``d2`` in ``[e - E_i, e + E_i]`` (rounded outwards), and only the pairs whose interval
+    holds the threshold are settled in float64."""
+    owner, slot = np.nonzero(found >= 0)  # FAISS marks a missing neighbour with -1
+    estimate = found_dist[owner, slot].astype(np.float64)
+    margin = bound[rows[owner]]
+    at_least = np.nextafter(estimate - margin, -np.inf)
+    at_most = np.nextafter(estimate + margin, np.inf)
+    return search.settle(rows, owner, found[owner, slot], at_least, at_most)

@@ -5,7 +5,7 @@ float32 distance FAISS returns carries an error bound (:func:`float32_error_boun
 a pair is decided in float32 only when it lies outside that bound, and every pair
 inside it is settled again in float64 by :func:`engine.squared_distances
 <polars_hidden_rate.engine.squared_distances>`. The flat strategy of the engine
-(:func:`count_flat`) and the GPU path (:mod:`polars_hidden_rate.gpu`) share it.
+(:func:`count_flat`) and the GPU path (:mod:`polars_hidden_rate.engine.gpu`) share it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.engine import squared_distances, usable_cores
+from polars_hidden_rate.engine.arrays import squared_distances
+from polars_hidden_rate.engine.parallel import usable_cores
 from polars_hidden_rate.progress import Progress
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24

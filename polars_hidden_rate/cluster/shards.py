@@ -1,0 +1,228 @@
+"""What both cluster paths share: how many records a task holds, the boxes of query blocks
+and of shards, the exact pruning of (block, shard) pairs, and the count of one block in one
+shard.
+
+The in-memory scatter path (:mod:`.arrays`) and the parquet pipeline (:mod:`.dataset`) cut
+the queries into blocks and the indexed points into shards; the count of a record is the sum
+of its partial counts over the shards, each the engine's exact count
+(:func:`~polars_hidden_rate.engine.count_within`), so the result is the local one, bit for
+bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from polars_hidden_rate import engine
+from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.tasks import WorkerSpec, task_memory
+
+# --- task sizing --------------------------------------------------------------------------------
+
+# The scatter path. A task holds a shard's kd-tree (the shard in tree order, node boxes and
+# orderings: about 16 bytes per coordinate at d = 5) and its queries; 48 leaves room.
+TASK_BYTES_PER_AVATAR_COORD = 48
+# Small shards keep tasks short, so a lost worker costs little to recompute.
+MAX_SHARD_ROWS = 1 << 19
+# Blocks: small enough to balance the load, large enough to amortise a task.
+MIN_BLOCK_ROWS = 128
+MAX_BLOCK_ROWS = 1 << 16
+# Tasks per worker thread to aim for, and a ceiling that keeps the graph sane.
+TASKS_PER_THREAD = 4
+MAX_TASKS = 100_000
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How the queries are cut into blocks and the indexed points into shards (for counting,
+    the originals are the queries and the avatars the points; for the nearest two, the
+    reverse)."""
+
+    block_rows: int
+    shard_rows: int
+
+
+def size_tasks(n_queries: int, n_points: int, dim: int, workers: Sequence[WorkerSpec]) -> Sizing:
+    """Choose block and shard sizes for ``workers``.
+
+    A shard is capped by the memory of one worker thread (a task's temporaries
+    grow with its shard), by :data:`MAX_SHARD_ROWS`, and by an even split over
+    the workers, so that every worker stores some of the points. Blocks are cut
+    so that there are about :data:`TASKS_PER_THREAD` tasks per thread, within
+    ``[MIN_BLOCK_ROWS, MAX_BLOCK_ROWS]`` and at most :data:`MAX_TASKS` tasks.
+
+    Examples
+    --------
+    >>> size_tasks(10_000, 10_000, 5, [WorkerSpec(nthreads=1, memory_limit=4 << 30)] * 2)
+    Sizing(block_rows=2500, shard_rows=5000)
+    """
+    by_memory = int(task_memory(workers)) // (TASK_BYTES_PER_AVATAR_COORD * dim)
+    threads = sum(max(worker.nthreads, 1) for worker in workers)
+    shard_rows = max(1, min(by_memory, MAX_SHARD_ROWS, math.ceil(n_points / len(workers))))
+    n_shards = math.ceil(n_points / shard_rows)
+    wanted_blocks = math.ceil(TASKS_PER_THREAD * threads / n_shards)
+    block_rows = min(max(math.ceil(n_queries / wanted_blocks), MIN_BLOCK_ROWS), MAX_BLOCK_ROWS)
+    block_rows = max(block_rows, math.ceil(n_queries / max(MAX_TASKS // n_shards, 1)), 1)
+    return Sizing(block_rows=block_rows, shard_rows=shard_rows)
+
+
+# The parquet pipeline.
+BUCKETS_PER_THREAD = 1
+BLOCKS_PER_THREAD = 4
+SHARDS_PER_THREAD = 1
+"""Link buckets, query blocks and avatar shards per worker thread, at least: buckets hash
+evenly, and the count tasks, a few per block, balance the load."""
+BLOCK_ROWS = SHARD_ROWS = 1 << 20
+"""Records per query block and avatar shard, at most: two workers walking trees of 5
+million avatars took 238 worker-seconds to count 2e7 records, against 168 with 1.25
+million (a tree's share of the cache), for a graph a little larger."""
+TASK_BYTES_PER_RECORD_COORD = 60
+"""Bytes a task holds per record and per coordinate (plus 3 for the key, row and ``T``)."""
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """How many link buckets, query blocks and avatar shards a run cuts the records into."""
+
+    buckets: int
+    blocks: int
+    shards: int
+
+
+def plan_tasks(
+    n_originals: int, n_avatars: int, dim: int, workers: Sequence[WorkerSpec]
+) -> TaskPlan:
+    """Buckets, blocks and shards in proportion to the worker threads, not to the records.
+
+    The stages exchange pieces between every pair of tasks (files to buckets, buckets to
+    blocks, avatar files to shards, blocks back to files), so a graph of ``F`` files has
+    about ``F`` times the buckets, blocks and shards in tasks: sized by the threads, that
+    is ``O(F x threads)`` at any size of data. There are more than
+    :data:`BUCKETS_PER_THREAD`, :data:`BLOCKS_PER_THREAD` and :data:`SHARDS_PER_THREAD` per
+    thread only where blocks and shards would pass :data:`BLOCK_ROWS` and
+    :data:`SHARD_ROWS` records, or a task's share of a thread's memory
+    (:func:`records_per_task`) would not hold them.
+
+    Examples
+    --------
+    >>> ten_gib = [WorkerSpec(nthreads=1, memory_limit=10 << 30)] * 2
+    >>> plan_tasks(20_000_000, 20_000_000, 5, ten_gib)
+    TaskPlan(buckets=4, blocks=20, shards=20)
+    """
+    threads = sum(max(worker.nthreads, 1) for worker in workers)
+    most = records_per_task(dim, workers)
+
+    def parts(records: int, per_thread: int, rows: int) -> int:
+        return max(1, min(max(per_thread * threads, math.ceil(records / rows)), records))
+
+    return TaskPlan(
+        buckets=parts(max(n_originals, n_avatars), BUCKETS_PER_THREAD, most),
+        blocks=parts(n_originals, BLOCKS_PER_THREAD, min(BLOCK_ROWS, most)),
+        shards=parts(n_avatars, SHARDS_PER_THREAD, min(SHARD_ROWS, most)),
+    )
+
+
+def records_per_task(dim: int, workers: Sequence[WorkerSpec]) -> int:
+    """The most records of one side a link, block or shard task holds: its share
+    (:func:`~polars_hidden_rate.tasks.task_memory`) of one thread's memory
+    at :data:`TASK_BYTES_PER_RECORD_COORD` bytes per coordinate."""
+    return max(1, int(task_memory(workers) // (TASK_BYTES_PER_RECORD_COORD * (dim + 3))))
+
+
+# --- boxes and pruning ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Box:
+    """The bounding box of a query block or a shard; a block's ``reach`` is its largest
+    threshold (a shard's is 0: only the blocks' thresholds reach)."""
+
+    low: Float64Array
+    high: Float64Array
+    reach: float = 0.0
+
+    @classmethod
+    def around(cls, points: Float64Array, thresholds: Float64Array | None = None) -> Box | None:
+        """The box of ``points`` (with the largest of ``thresholds``); None when empty."""
+        if len(points) == 0:
+            return None
+        reach = 0.0 if thresholds is None else float(thresholds.max())
+        return cls(points.min(axis=0), points.max(axis=0), reach)
+
+
+def pairs_within_reach(
+    block_low: Float64Array,
+    block_high: Float64Array,
+    largest: Float64Array,
+    shard_low: Float64Array,
+    shard_high: Float64Array,
+) -> list[tuple[int, int]]:
+    """The (block, shard) pairs whose boxes may hold a pair within a block threshold.
+
+    Block ``b`` spans ``[block_low[b], block_high[b]]`` with thresholds up to
+    ``largest[b]``; shard ``s`` spans ``[shard_low[s], shard_high[s]]``. ``gap`` is
+    the float64 per-coordinate gap between the boxes and ``reach`` the sum of
+    ``gap * gap`` in column order, like :func:`engine.squared_distances`. Rounding
+    is monotone, so every pair's computed ``d2`` is at least ``reach``;
+    ``reach > max T`` proves that no pair of the two counts. Only the boxes are
+    needed, so a driver can prune without holding the data.
+
+    Examples
+    --------
+    >>> low, high = np.array([[0.0], [10.0]]), np.array([[1.0], [11.0]])
+    >>> pairs_within_reach(low, high, np.array([4.0, 1.0]), low, high)
+    [(0, 0), (1, 1)]
+    """
+    reach = np.zeros((len(block_low), len(shard_low)))
+    for k in range(block_low.shape[1]):
+        gap = np.maximum(
+            np.maximum(
+                shard_low[None, :, k] - block_high[:, None, k],
+                block_low[:, None, k] - shard_high[None, :, k],
+            ),
+            0.0,
+        )
+        reach += gap * gap
+    within = ~(reach > largest[:, None])
+    return [(int(b), int(s)) for b, s in zip(*np.nonzero(within), strict=True)]
+
+
+def pairs_in_reach(
+    blocks: Sequence[Box | None], shards: Sequence[Box | None]
+) -> list[tuple[int, int]]:
+    """The (block, shard) pairs that may hold a pair within a block threshold, among the
+    blocks and shards that hold records (:func:`pairs_within_reach` on their boxes)."""
+    kept_blocks = [(b, box) for b, box in enumerate(blocks) if box is not None]
+    kept_shards = [(s, box) for s, box in enumerate(shards) if box is not None]
+    if not kept_blocks or not kept_shards:
+        return []
+    found = pairs_within_reach(
+        np.array([box.low for _, box in kept_blocks]),
+        np.array([box.high for _, box in kept_blocks]),
+        np.array([box.reach for _, box in kept_blocks]),
+        np.array([box.low for _, box in kept_shards]),
+        np.array([box.high for _, box in kept_shards]),
+    )
+    return [(kept_blocks[b][0], kept_shards[s][0]) for b, s in found]
+
+
+# --- the count of a block in a shard --------------------------------------------------------------
+
+
+def count_in_shard(
+    queries: Float64Array,
+    thresholds: Float64Array,
+    own: npt.ArrayLike,
+    shard: KdTree,
+    threads: int | None,
+) -> CountArray:
+    """A block's partial counts over one shard's tree (``own``: each query's avatar row in
+    the shard, else -1), a pure function of its inputs. ``threads=None`` counts on one
+    thread: Dask already runs a task per worker thread, and more would oversubscribe."""
+    return engine.count_within(queries, thresholds, own, shard, threads=threads or 1)

@@ -1,0 +1,307 @@
+"""Every numba kernel of the engine: the kd-tree's build, its counting walk, its
+nearest-two walk.
+
+Each is compiled without fastmath (it would fuse and reorder the sums), so every
+distance a kernel compares is the engine's definition
+(:func:`~polars_hidden_rate.engine.arrays.squared_distances`): direct differences,
+squared and summed in column order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def kernel(function: F) -> F:
+    """Compile without fastmath (it would fuse and reorder the sums), releasing the GIL,
+    cached on disk where numba finds a writable place (else compiled per process)."""
+    try:
+        compiled = numba.njit(nogil=True, cache=True, error_model="numpy")(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        compiled = numba.njit(nogil=True, error_model="numpy")(function)
+    return compiled  # type: ignore[return-value]
+
+
+@kernel
+def split_nodes(
+    points: Float64Array,
+    order: IndexArray,
+    begin: IndexArray,
+    end: IndexArray,
+    first_level: int,
+    last_level: int,
+    part: int,
+) -> None:
+    """Split the nodes of levels ``first_level:last_level`` below node ``part`` of
+    ``first_level``, level by level, reordering ``order`` and setting each child's range."""
+    dim = points.shape[1]
+    for level in range(first_level, last_level):
+        width = 1 << (level - first_level)
+        first = (1 << level) - 1 + part * width
+        for node in range(first, first + width):
+            lo, hi = begin[node], end[node]
+            widest, spread = 0, -1.0
+            for k in range(dim):
+                smallest, largest = np.inf, -np.inf
+                for p in range(lo, hi):
+                    value = points[order[p], k]
+                    smallest = min(smallest, value)
+                    largest = max(largest, value)
+                if largest - smallest > spread:
+                    widest, spread = k, largest - smallest
+            mid = lo + (hi - lo) // 2
+            select_nth(points, order, lo, hi, mid, widest)
+            begin[2 * node + 1], end[2 * node + 1] = lo, mid
+            begin[2 * node + 2], end[2 * node + 2] = mid, hi
+
+
+@kernel
+def select_nth(points: Float64Array, order: IndexArray, lo: int, hi: int, nth: int, k: int) -> None:
+    """Partially sort ``order[lo:hi]`` by coordinate ``k`` so that position ``nth`` is in place."""
+    hi -= 1
+    while lo < hi:
+        a, b, c = points[order[lo], k], points[order[(lo + hi) // 2], k], points[order[hi], k]
+        pivot = max(min(a, b), min(max(a, b), c))  # median of three
+        i, j = lo, hi
+        while i <= j:
+            while points[order[i], k] < pivot:
+                i += 1
+            while points[order[j], k] > pivot:
+                j -= 1
+            if i <= j:
+                order[i], order[j] = order[j], order[i]
+                i += 1
+                j -= 1
+        if nth <= j:
+            hi = j
+        elif nth >= i:
+            lo = i
+        else:
+            return
+
+
+@kernel
+def node_boxes(
+    points: Float64Array, begin: IndexArray, end: IndexArray, depth: int
+) -> tuple[Float64Array, Float64Array]:
+    """The bounding box of every node: leaves from their points, the others from their children."""
+    nodes, dim = len(begin), points.shape[1]
+    lower = np.empty((nodes, dim))
+    upper = np.empty((nodes, dim))
+    for node in range(nodes - 1, -1, -1):
+        if node >= (1 << depth) - 1:
+            for k in range(dim):
+                lower[node, k], upper[node, k] = np.inf, -np.inf
+            for p in range(begin[node], end[node]):
+                for k in range(dim):
+                    lower[node, k] = min(lower[node, k], points[p, k])
+                    upper[node, k] = max(upper[node, k], points[p, k])
+        else:
+            for k in range(dim):
+                lower[node, k] = min(lower[2 * node + 1, k], lower[2 * node + 2, k])
+                upper[node, k] = max(upper[2 * node + 1, k], upper[2 * node + 2, k])
+    return lower, upper
+
+
+@kernel
+def permute_rows(values: Float64Array, order: IndexArray) -> None:
+    """``values[p] = values[order[p]]`` for every ``p`` at once, in place, cycle by cycle."""
+    n = len(values)
+    done = np.zeros(n, dtype=np.bool_)
+    saved = np.empty(values.shape[1])
+    for start in range(n):
+        if done[start]:
+            continue
+        saved[:] = values[start]
+        j = start
+        while True:
+            done[j] = True
+            k = order[j]
+            if k == start:
+                values[j] = saved
+                break
+            values[j] = values[k]
+            j = k
+
+
+@kernel
+def leaf_near(lower: Float64Array, upper: Float64Array, queries: Float64Array) -> IndexArray:
+    """A leaf near each query (descending towards the nearer child box): orders the queries."""
+    first_leaf = (len(lower) - 1) // 2
+    leaves = np.empty(len(queries), dtype=np.int64)
+    for i in range(len(queries)):
+        node = 0
+        while node < first_leaf:
+            left, right = 2 * node + 1, 2 * node + 2
+            gap_left, gap_right = 0.0, 0.0
+            for k in range(queries.shape[1]):
+                q = queries[i, k]
+                gap_left += max(lower[left, k] - q, q - upper[left, k], 0.0)
+                gap_right += max(lower[right, k] - q, q - upper[right, k], 0.0)
+            node = left if gap_left <= gap_right else right
+        leaves[i] = node
+    return leaves
+
+
+@kernel
+def count_walk(
+    points: Float64Array,
+    begin: IndexArray,
+    end: IndexArray,
+    lower: Float64Array,
+    upper: Float64Array,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    own_position: IndexArray,
+    rows: IndexArray,
+    cap: int,
+    counts: CountArray,
+    work: IndexArray,
+    costs: Float64Array,
+    strict: Float64Array | None,
+    closer: npt.NDArray[np.bool_] | None,
+) -> None:
+    """``min(c_i, cap)`` into ``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of
+    the tree per query, which stops once ``cap`` rivals are found.
+
+    With ``strict`` (None: not asked, and numba compiles the walk without it), ``closer[i]``
+    also receives whether a rival lies within
+    ``strict[i]`` (below the threshold): a box wholly within the threshold is then counted
+    whole only where it settles that too (wholly within ``strict[i]``, or wholly beyond it),
+    and a walk stops at ``cap`` rivals only once it is known.
+
+    With a non-empty ``work`` (the probe of :meth:`KdTree.walk_work`), ``work[r]`` receives
+    the boxes tested and the points compared for query ``rows[r]``, and a walk stops (its
+    count then unfinished) once ``boxes * costs[0] + points * costs[1]`` passes ``costs[2]``.
+    """
+    dim = points.shape[1]
+    first_leaf = (len(begin) - 1) // 2
+    stack = np.empty(128, dtype=np.int64)
+    probing = len(work) > 0
+    for r in range(len(rows)):
+        i = rows[r]
+        threshold = thresholds[i]
+        strictly, found = -1.0, True
+        if strict is not None:
+            strictly, found = strict[i], False
+        mine = own_position[i]
+        count = 0
+        boxes, compared = 0, 0
+        stack[0] = 0
+        top = 1
+        while top > 0 and (count < cap or not found):
+            if probing:
+                if boxes * costs[0] + compared * costs[1] > costs[2]:
+                    break
+                boxes += 1
+            top -= 1
+            node = stack[top]
+            near, far = 0.0, 0.0
+            for k in range(dim):
+                q = queries[i, k]
+                below, above = lower[node, k] - q, q - upper[node, k]
+                gap = max(below, above, 0.0)
+                span = max(q - lower[node, k], upper[node, k] - q)
+                near += gap * gap
+                far += span * span
+            # For a point p in the box, |q_k - p_k| lies in [gap, span] exactly, and
+            # rounding is monotone: each fl(q_k - p_k), its square and each partial sum
+            # (same order, from 0.0) lie between those of the bounds, so near <= d2(p) <= far.
+            if near > threshold:
+                continue
+            lo, hi = begin[node], end[node]
+            if far <= threshold and (found or far <= strictly or near > strictly):
+                rivals = hi - lo - (1 if lo <= mine < hi else 0)
+                count += rivals
+                if far <= strictly and rivals > 0:
+                    found = True
+            elif node >= first_leaf:
+                compared += hi - lo
+                for p in range(lo, hi):
+                    total = 0.0
+                    for k in range(dim):
+                        diff = queries[i, k] - points[p, k]
+                        total += diff * diff
+                    if total <= threshold and p != mine:
+                        count += 1
+                        if not found and total <= strictly:
+                            found = True
+                        if count >= cap and found:
+                            break
+            else:
+                stack[top] = 2 * node + 1
+                stack[top + 1] = 2 * node + 2
+                top += 2
+        counts[i] = min(count, cap)
+        if closer is not None:
+            closer[i] = found
+        if probing:
+            work[r, 0], work[r, 1] = boxes, compared
+
+
+@kernel
+def nearest_two_walk(
+    points: Float64Array,
+    begin: IndexArray,
+    end: IndexArray,
+    lower: Float64Array,
+    upper: Float64Array,
+    queries: Float64Array,
+    rows: IndexArray,
+    best: Float64Array,
+) -> None:
+    """``best[i] = (d2 of the nearest, d2 of the second)`` for each ``i`` in ``rows``: a
+    depth-first walk per query, nearer child first."""
+    dim = points.shape[1]
+    first_leaf = (len(begin) - 1) // 2
+    stack = np.empty(128, dtype=np.int64)
+    bounds = np.empty(128, dtype=np.float64)
+    for i in rows:
+        first, second = np.inf, np.inf
+        stack[0], bounds[0] = 0, 0.0
+        top = 1
+        while top > 0:
+            top -= 1
+            # near <= d2(p) for every point p of the node, exactly (see count_walk), so
+            # a node with near > second holds no point among the two smallest.
+            if bounds[top] > second:
+                continue
+            node = stack[top]
+            if node >= first_leaf:
+                for p in range(begin[node], end[node]):
+                    total = 0.0
+                    for k in range(dim):
+                        diff = queries[i, k] - points[p, k]
+                        total += diff * diff
+                    if total < first:
+                        first, second = total, first
+                    elif total < second:
+                        second = total
+                continue
+            left, right = 2 * node + 1, 2 * node + 2
+            near_left, near_right = 0.0, 0.0
+            for k in range(dim):
+                q = queries[i, k]
+                gap = max(lower[left, k] - q, q - upper[left, k], 0.0)
+                near_left += gap * gap
+                gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
+                near_right += gap * gap
+            # The nearer child goes on top, to be walked first; a child beyond reach stays off.
+            near, far = (left, right) if near_left <= near_right else (right, left)
+            near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
+            if far_bound <= second:
+                stack[top], bounds[top] = far, far_bound
+                top += 1
+            if near_bound <= second:
+                stack[top], bounds[top] = near, near_bound
+                top += 1
+        best[i, 0], best[i, 1] = first, second

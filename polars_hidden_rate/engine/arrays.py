@@ -1,0 +1,143 @@
+"""The engine's boundary: the distance definition, the thresholds, and the checks every
+array crosses on its way in.
+
+Every count, on every path (the tree, the flat band, the GPU, the cluster's shards), is
+settled against :func:`squared_distances`: direct differences, squared and summed in
+column order, in float64. :func:`linked_arrays` brings linked coordinates to the
+canonical scale (:mod:`polars_hidden_rate.engine.scale`) and gives each record its
+threshold; :func:`coordinates` and :func:`linked_queries` check what a caller hands in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate.checks import check_tie_tol
+from polars_hidden_rate.engine.scale import canonical_scale
+
+
+def squared_distances(
+    originals: Float64Array,
+    avatars: Float64Array,
+    rows: IndexArray | slice,
+    cols: IndexArray | slice,
+) -> Float64Array:
+    """Squared Euclidean distances ``d2(originals[rows], avatars[cols])`` in float64.
+
+    This is the definition every count is settled against: direct differences,
+    squared and summed in column order. ``rows`` and ``cols`` may be slices (no
+    gather: :func:`own_thresholds` pairs row ``i`` with row ``i``).
+    """
+    pairs = len(range(len(originals))[rows]) if isinstance(rows, slice) else len(rows)
+    total = np.zeros(pairs, dtype=np.float64)
+    with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
+        for k in range(originals.shape[1]):
+            diff = originals[rows, k] - avatars[cols, k]
+            total += diff * diff
+    return total
+
+
+def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
+    """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
+    every = slice(None)
+    thresholds: Float64Array = squared_distances(originals, avatars, every, every) * (1.0 + tie_tol)
+    return thresholds
+
+
+def linked_arrays(
+    originals: npt.ArrayLike,
+    avatars: npt.ArrayLike,
+    tie_tol: float,
+    *,
+    overwrite_input: bool = False,
+) -> tuple[Float64Array, Float64Array, Float64Array]:
+    """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
+
+    Both arrays are multiplied by one power of two
+    (:func:`~polars_hidden_rate.engine.scale.canonical_scale`), exactly unless a
+    coordinate falls below the normal range, before any ``d2`` is taken: data
+    and the same data times ``2^k`` give bit-identical arrays, hence identical
+    counts, and no square can overflow. With ``overwrite_input``, arrays that are
+    already writable contiguous float64 are scaled in place.
+
+    Raises
+    ------
+    TypeError, ValueError
+        When the arrays are not 2-D arrays of numbers of the same shape, hold NaN
+        or infinite coordinates, or ``tie_tol`` is not a finite number >= 0.
+    """
+    tie_tol = check_tie_tol(tie_tol)
+    originals, avatars = coordinates("originals", originals), coordinates("avatars", avatars)
+    if originals.shape != avatars.shape:
+        msg = (
+            "`originals` and `avatars` must have the same shape (row i of one is linked to "
+            f"row i of the other), got {originals.shape} and {avatars.shape}"
+        )
+        raise ValueError(msg)
+    (originals, avatars), _ = canonical_scale(
+        originals,
+        avatars,
+        tie_tol=tie_tol,
+        names=("originals", "avatars"),
+        overwrite_input=overwrite_input,
+    )
+    return originals, avatars, own_thresholds(originals, avatars, tie_tol)
+
+
+def strictly_below(own: Float64Array) -> Float64Array:
+    """The largest squared distance strictly below each own ``d2`` (-1 below a 0: nothing
+    is strictly closer than a distance of 0), as thresholds of the strictly closer rivals."""
+    below: Float64Array = np.where(own > 0, np.nextafter(own, -np.inf), -1.0)
+    return below
+
+
+def coordinates(name: str, values: object) -> Float64Array:
+    """``values`` as a contiguous float64 array of shape ``(n, d)``, else a clear error."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iuf":
+        msg = f"`{name}` must hold numbers (integers or floats), got dtype {array.dtype}"
+        raise TypeError(msg)
+    if array.ndim != 2:
+        msg = f"`{name}` must be a 2-D array of shape (n, d), got shape {array.shape}"
+        raise ValueError(msg)
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
+def linked_queries(
+    queries: object, thresholds: object, own: object, avatars_shape: tuple[int, ...]
+) -> tuple[Float64Array, Float64Array, IndexArray | None]:
+    """Queries, their thresholds and own rows, checked against avatars of ``avatars_shape``;
+    ``own=None`` (query ``i`` owns avatar ``i``) needs as many queries as avatars."""
+    queries = coordinates("queries", queries)
+    thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
+    if queries.shape[1] != avatars_shape[1]:
+        msg = f"queries of shape {queries.shape} against avatars of shape {avatars_shape}"
+        raise ValueError(msg)
+    if thresholds.shape != (len(queries),):
+        msg = f"{len(queries)} queries need as many thresholds, got {thresholds.shape}"
+        raise ValueError(msg)
+    if np.isnan(thresholds).any() or (thresholds < 0).any():
+        msg = "thresholds must be non-negative squared distances, not NaN"
+        raise ValueError(msg)
+    if own is None:
+        if len(queries) != avatars_shape[0]:
+            msg = (
+                f"own=None links query i to avatar i, but there are {len(queries)} queries "
+                f"and {avatars_shape[0]} avatars"
+            )
+            raise ValueError(msg)
+        return queries, thresholds, None
+    own = np.asarray(own)
+    if own.size and own.dtype.kind not in "iu":
+        msg = f"`own` must hold integers (rows of the avatars, or -1), got dtype {own.dtype}"
+        raise TypeError(msg)
+    own = own.astype(np.int64, copy=False)
+    if own.shape != (len(queries),):
+        msg = f"{len(queries)} queries need as many own rows, got {own.shape}"
+        raise ValueError(msg)
+    if len(own) and (own.max() >= avatars_shape[0] or own.min() < -1):
+        msg = f"own rows must lie in [-1, {avatars_shape[0]}), got {own.min()}..{own.max()}"
+        raise ValueError(msg)
+    return queries, thresholds, own

@@ -1,0 +1,229 @@
+"""A compiled kd-tree that counts, in float64, the avatars within each query's radius.
+
+Every distance it compares is the engine's definition (direct differences,
+squared and summed in column order, no fused multiply-add), so a count taken
+point by point is the float64 count itself. Boxes only skip work, and never
+change a count: the box bounds are computed with the same operations in the
+same order, and rounding is monotone, so every point's float64 ``d2`` lies
+within its node's computed ``[near, far]`` exactly (see
+:func:`~polars_hidden_rate.engine._kernels.count_walk`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine._kernels import (
+    count_walk,
+    leaf_near,
+    node_boxes,
+    permute_rows,
+    split_nodes,
+)
+from polars_hidden_rate.engine.arrays import linked_queries
+from polars_hidden_rate.engine.parallel import parallel_map
+
+# Points per leaf: small leaves prune well, and the leaf scan is cheap (measured).
+LEAF_SIZE = 16
+# Queries per task handed to a thread: about four tasks per thread, within these bounds.
+QUERIES_PER_TASK = 4096
+MIN_QUERIES_PER_TASK = 256
+# Tree levels built in one thread before the subtrees below are built side by side,
+# for trees of at least this many avatars (below, starting threads costs more).
+SHARED_LEVELS = 3
+PARALLEL_BUILD_MIN = 1 << 16
+# The cap of a count without one.
+_NO_CAP = int(np.iinfo(np.int64).max)
+
+
+@dataclass(frozen=True)
+class KdTree:
+    """A balanced kd-tree in heap layout: node ``k`` has children ``2k + 1`` and ``2k + 2``.
+
+    ``points`` holds the avatars leaf by leaf (``points[p] = avatars[order[p]]``);
+    node ``k`` holds positions ``begin[k]:end[k]`` and is bounded by
+    ``lower[k]``, ``upper[k]``. ``position[j]`` is where avatar ``j`` went.
+    """
+
+    points: Float64Array
+    order: IndexArray
+    position: IndexArray
+    begin: IndexArray
+    end: IndexArray
+    lower: Float64Array
+    upper: Float64Array
+
+    @classmethod
+    def build(
+        cls,
+        avatars: npt.ArrayLike,
+        leaf_size: int | None = None,
+        *,
+        threads: int = 1,
+        overwrite_input: bool = False,
+    ) -> KdTree:
+        """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
+        (default :data:`LEAF_SIZE`).
+
+        With ``overwrite_input``, writable contiguous float64 ``avatars`` are reordered in
+        place and become :attr:`points` (no copy): for callers that own them.
+        """
+        avatars = np.ascontiguousarray(avatars, dtype=np.float64)
+        n = len(avatars)
+        depth = max(0, math.ceil(math.log2(max(n, 1) / (leaf_size or LEAF_SIZE))))
+        order = np.arange(n, dtype=np.int64)
+        begin = np.zeros((1 << (depth + 1)) - 1, dtype=np.int64)
+        end = np.zeros_like(begin)
+        end[0] = n
+        # The top levels in one thread, then the subtrees below them side by side.
+        if threads > 1 and n >= PARALLEL_BUILD_MIN and depth > SHARED_LEVELS:
+            top = SHARED_LEVELS
+            split_nodes(avatars, order, begin, end, 0, top, 0)
+            for _ in parallel_map(
+                threads,
+                lambda part: split_nodes(avatars, order, begin, end, top, depth, part),
+                1 << top,
+            ):
+                pass
+        else:
+            split_nodes(avatars, order, begin, end, 0, depth, 0)
+        if overwrite_input and avatars.flags.writeable:
+            permute_rows(avatars, order)
+            points = avatars
+        else:
+            points = avatars[order]
+        lower, upper = node_boxes(points, begin, end, depth)
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n, dtype=np.int64)
+        return cls(points, order, position, begin, end, lower, upper)
+
+    def count_rivals(
+        self,
+        queries: Float64Array,
+        thresholds: Float64Array,
+        own: IndexArray | None,
+        *,
+        threads: int = 1,
+        cap: int | None = None,
+        advance: Callable[[int], None] = lambda done: None,
+        closer_than: Float64Array | None = None,
+        closer: npt.NDArray[np.bool_] | None = None,
+    ) -> CountArray:
+        """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
+
+        With ``closer_than`` (one squared distance per query, at most its threshold), the
+        same walk also sets ``closer[i]``: whether one of those avatars lies within
+        ``closer_than[i]`` (a walk capped at ``cap`` goes on until it knows).
+
+        ``own[i]`` is -1 when query ``i`` has no avatar in the tree; ``own=None``
+        says query ``i``'s own avatar is avatar ``i`` (one query per avatar).
+        Queries run in tree order (by their own avatar's place, or by a leaf near
+        them), so that consecutive queries walk nodes already in cache. With
+        ``cap``, each count is ``min(count, cap)`` and a walk stops at its
+        ``cap``-th rival.
+        """
+        queries, thresholds, own = linked_queries(queries, thresholds, own, self.points.shape)
+        if own is None:  # in tree order: the tree's own arrays, no per-query copies
+            own_position, rows = self.own_positions(None), self.order
+        else:
+            # A query without its avatar here whose ball misses the root box counts 0 (the
+            # walk's own first test): it is not walked, nor placed.
+            own_position = self.own_positions(own)
+            walked = np.flatnonzero((own >= 0) | self.reaches(queries, thresholds))
+            place = own_position[walked]
+            orphans = np.flatnonzero(place < 0)
+            place[orphans] = self.near_positions(queries[walked[orphans]])
+            rows = walked[np.argsort(place, kind="stable")]
+        counts = np.zeros(len(queries), dtype=np.int64)
+        size = queries_per_task(len(rows), threads)
+        strict: Float64Array | None = None
+        found: npt.NDArray[np.bool_] | None = None
+        if closer_than is not None:
+            strict = np.ascontiguousarray(closer_than, dtype=np.float64)
+            assert closer is not None
+            assert strict.shape == (len(queries),) == closer.shape
+            found = np.zeros(len(queries), dtype=np.bool_)
+
+        def run(task: int) -> int:
+            chosen = rows[task * size : (task + 1) * size]
+            count_walk(self.points, self.begin, self.end, self.lower, self.upper, queries,
+                   thresholds, own_position, chosen, limit, counts, no_work, no_costs,
+                   strict, found)  # fmt: skip
+            return len(chosen)
+
+        limit, no_work = _NO_CAP if cap is None else cap, np.zeros((0, 2), dtype=np.int64)
+        no_costs = np.zeros(3)
+        for done in parallel_map(threads, run, -(-len(rows) // size)):
+            advance(done)
+        if closer is not None:
+            closer[:] = found
+        return counts
+
+    def near_positions(self, queries: Float64Array) -> IndexArray:
+        """The first position in :attr:`points` of a leaf near each query (descending towards
+        the nearer child box): queries sorted by it walk nodes already in cache."""
+        positions: IndexArray = self.begin[leaf_near(self.lower, self.upper, queries)]
+        return positions
+
+    def reaches(self, queries: Float64Array, thresholds: Float64Array) -> npt.NDArray[np.bool_]:
+        """Whether each query's ball may reach the tree's box: the walk's test at the root,
+        the same operations in the same order (a query it rejects counts 0 here).
+
+        Examples
+        --------
+        >>> tree = KdTree.build(np.array([[0.0, 0.0], [1.0, 1.0]]))
+        >>> tree.reaches(np.array([[3.0, 1.0], [3.0, 1.0]]), np.array([3.9, 4.0])).tolist()
+        [False, True]
+        """
+        near = np.zeros(len(queries))
+        for k in range(queries.shape[1]):
+            column = queries[:, k]
+            gap = np.maximum(np.maximum(self.lower[0, k] - column, column - self.upper[0, k]), 0.0)
+            near += gap * gap
+        reached: npt.NDArray[np.bool_] = near <= thresholds
+        return reached
+
+    def own_positions(self, own: IndexArray | None) -> IndexArray:
+        """Where each own avatar sits in :attr:`points` (-1 for none); for ``own=None``
+        (query ``i`` owns avatar ``i``), :attr:`position` itself."""
+        if own is None:
+            return self.position
+        positions: IndexArray = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
+        return positions
+
+    def walk_work(
+        self,
+        queries: Float64Array,
+        thresholds: Float64Array,
+        own: IndexArray | None,
+        rows: IndexArray,
+        *,
+        cap: int | None = None,
+        box_cost: float = 1.0,
+        point_cost: float = 1.0,
+        budget: float = math.inf,
+    ) -> tuple[IndexArray, CountArray]:
+        """The boxes tested and the points compared (columns 0 and 1) by the walk of each
+        query in ``rows``, on this thread, and the rivals it found (capped at ``cap``); a
+        walk stops once ``boxes * box_cost + points * point_cost`` passes ``budget``.
+        ``own=None`` as in :meth:`count_rivals`. Only the sampled rows are copied."""
+        rows = np.asarray(rows, dtype=np.int64)
+        mine = self.own_positions(rows if own is None else own[rows])
+        work = np.zeros((len(rows), 2), dtype=np.int64)
+        found = np.zeros(len(rows), dtype=np.int64)
+        count_walk(self.points, self.begin, self.end, self.lower, self.upper, queries[rows],
+               thresholds[rows], mine, np.arange(len(rows)), _NO_CAP if cap is None else cap,
+               found, work, np.array([box_cost, point_cost, budget]), None, None)  # fmt: skip
+        return work, found
+
+
+def queries_per_task(queries: int, threads: int) -> int:
+    """Queries per task handed to a thread: about four tasks per thread, within
+    :data:`MIN_QUERIES_PER_TASK` and :data:`QUERIES_PER_TASK`."""
+    return min(max(queries // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)

@@ -1,0 +1,157 @@
+"""Exact nearest and second-nearest original of every avatar, in float64.
+
+Distances follow the engine's definition: direct differences, squared and summed
+in column order, no fused multiply-add. Both arrays are first brought, exactly, to
+one canonical scale by a power of two
+(:func:`~polars_hidden_rate.engine.scale.canonical_scale`), so no square overflows and
+the results are invariant under power-of-two rescaling. A kd-tree of the
+originals (:class:`~polars_hidden_rate.engine.kdtree.KdTree`) is built once and walked
+with the box bounds of its counting walk: a node is skipped only when its lower
+bound exceeds the current second-best, which can never drop a point that would
+change the two smallest ``d2`` (ties included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine._kernels import nearest_two_walk
+from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
+from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
+from polars_hidden_rate.engine.scale import canonical_scale
+
+
+@dataclass(frozen=True)
+class NearestTwo:
+    """Per avatar, the distances to its nearest and second-nearest original.
+
+    The distances are kept at the canonical scale
+    (:func:`~polars_hidden_rate.engine.scale.canonical_scale`); the properties give
+    them in the input units.
+
+    Attributes
+    ----------
+    scaled_nearest, scaled_second
+        ``sqrt(d2)`` of the nearest and second-nearest original at the canonical
+        scale; ``scaled_second`` is ``inf`` when there is a single original.
+    exponent
+        The power of two the inputs were multiplied by.
+    """
+
+    scaled_nearest: Float64Array
+    scaled_second: Float64Array
+    exponent: int
+
+    @classmethod
+    def from_squared(cls, best: Float64Array, exponent: int) -> NearestTwo:
+        """From ``best[j] = (d2 of the nearest, d2 of the second)`` at the canonical scale."""
+        return cls(np.sqrt(best[:, 0]), np.sqrt(best[:, 1]), exponent)
+
+    @property
+    def nearest(self) -> Float64Array:
+        """Euclidean distance from each avatar to its nearest original (the DCR)."""
+        return np.ldexp(self.scaled_nearest, -self.exponent)
+
+    @property
+    def second(self) -> Float64Array:
+        """Euclidean distance from each avatar to its second-nearest original."""
+        return np.ldexp(self.scaled_second, -self.exponent)
+
+    @property
+    def ratio(self) -> Float64Array:
+        """``nearest / second`` (the NNDR), in ``[0, 1]``: 1 when both are 0, 0 with a
+        single original. Taken at the canonical scale, where it is the same ratio."""
+        second = self.scaled_second
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = self.scaled_nearest / second
+        ratio[second == 0.0] = 1.0
+        return ratio
+
+
+def nearest_two(
+    originals: Float64Array, avatars: Float64Array, *, threads: int | None = None
+) -> NearestTwo:
+    """The nearest and second-nearest original of every avatar, exactly in float64.
+
+    Parameters
+    ----------
+    originals
+        Float64 array of shape ``(n, d)``, ``n >= 1``: the kd-tree is built on it.
+    avatars
+        Float64 array of shape ``(m, d)``: the queries.
+    threads
+        Threads to search with; None uses all cores.
+
+    Returns
+    -------
+    NearestTwo
+        Its ``scaled_nearest[j]`` and ``scaled_second[j]`` are the two smallest
+        values of ``sqrt(d2(y_j, x_i))`` over the originals (equal when two originals
+        tie, or duplicate each other), at the canonical scale.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> originals = np.array([[0.0], [1.0], [3.0]])
+    >>> found = nearest_two(originals, np.array([[0.5], [3.0], [-2.0]]))
+    >>> found.nearest.tolist(), found.second.tolist(), found.ratio.tolist()
+    ([0.5, 0.0, 2.0], [0.5, 2.0, 3.0], [1.0, 0.0, 0.6666666666666666])
+    """
+    points, queries, exponent = scaled_pair(originals, avatars)
+    threads = threads or usable_cores()
+    tree = KdTree.build(points, threads=threads)
+    return NearestTwo.from_squared(squared_nearest_two(tree, queries, threads=threads), exponent)
+
+
+def scaled_pair(
+    originals: Float64Array, avatars: Float64Array
+) -> tuple[Float64Array, Float64Array, int]:
+    """Both arrays at the canonical scale, and its exponent; at least one original is needed.
+
+    Every path (local, Dask) scales here, once, so their distances are the same floats.
+    """
+    (points, queries), exponent = canonical_scale(originals, avatars)
+    if len(points) == 0:
+        msg = "there are no originals to measure the avatars' distances to"
+        raise ValueError(msg)
+    return points, queries, exponent
+
+
+def squared_nearest_two(tree: KdTree, queries: Float64Array, *, threads: int) -> Float64Array:
+    """``best[j] = (d2 of the nearest, d2 of the second)`` of each query over the points of
+    ``tree`` (``inf`` where it has fewer than two), on ``threads`` threads.
+
+    ``d2`` is the exact float64 sum of squared differences in column order, so the two
+    smallest over a union of trees are the two smallest of their results
+    (:func:`merge_nearest_two`).
+    """
+    # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
+    rows = np.argsort(tree.near_positions(queries), kind="stable")
+    best = np.empty((len(queries), 2), dtype=np.float64)
+    size = queries_per_task(len(rows), threads)
+
+    def run(task: int) -> None:
+        chosen = rows[task * size : (task + 1) * size]
+        nearest_two_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper,
+                     queries, chosen, best)  # fmt: skip
+
+    for _ in parallel_map(threads, run, -(-len(rows) // size)):
+        pass
+    return best
+
+
+def merge_nearest_two(best: Float64Array, other: Float64Array) -> None:
+    """Merge ``other`` into ``best`` in place: per row, the two smallest of the four values.
+
+    Both hold per row ``(smallest, second smallest)`` of a multiset of ``d2``; the result is
+    that of their union, duplicates kept (two equal ``d2`` fill both places), exactly.
+    """
+    first = np.minimum(best[:, 0], other[:, 0])
+    # The second is the larger first or the smaller second, whichever is smaller.
+    best[:, 1] = np.minimum(
+        np.maximum(best[:, 0], other[:, 0]), np.minimum(best[:, 1], other[:, 1])
+    )
+    best[:, 0] = first

@@ -1,0 +1,122 @@
+"""Which exact strategy counts faster, the kd-tree walk or the flat band: the cost model of
+``strategy="auto"`` and the probe that feeds it.
+
+The strategies never change a count, only its time (``docs/engine.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
+
+Strategy = Literal["auto", "flat", "tree"]
+STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
+
+
+# The cost model of "auto" (choose_strategy), in seconds on one thread, fitted by
+# benchmarks/calibrate_auto.py on this project's 2-core machine (docs/engine.md): the tree
+# pays per box tested and per point compared, per coordinate, and per query; the flat pass
+# per pair and per pair-coordinate (FAISS), per rival it handles and settles, and per call.
+TREE_BOX_COST = 5.9e-9
+TREE_POINT_COST = 9.7e-10
+TREE_QUERY_COST = 3.9e-6
+FLAT_PAIR_COST = 1.27e-8
+FLAT_PAIR_COORD_COST = 1.5e-10
+FLAT_RESULT_COST = 5e-8
+FLAT_CALL_COST = 1e-2
+# The probe walks one query in PROBE_SHARE, at least PROBE_MIN and at most PROBE_MAX, each
+# walk stopped once it costs PROBE_BUDGET times a flat pass's work per query.
+PROBE_SHARE = 128
+PROBE_MIN, PROBE_MAX = 32, 1024
+PROBE_BUDGET = 1.5
+# Below this predicted flat time the tree runs without a probe: both are fast.
+PROBE_FLOOR_SECONDS = 0.05
+
+
+def check_strategy(strategy: object) -> Strategy:
+    """``strategy``, one of :data:`STRATEGIES`."""
+    if not (isinstance(strategy, str) and strategy in STRATEGIES):
+        msg = f"`strategy` must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}"
+        raise ValueError(msg)
+    return strategy
+
+
+def choose_strategy(
+    tree: KdTree,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    own: IndexArray | None,
+    *,
+    threads: int,
+    cap: int | None = None,
+) -> Literal["flat", "tree"]:
+    """The strategy predicted faster for these queries against the avatars of ``tree``.
+
+    The probe walks the tree for a random sample of the queries (fixed seed), counting
+    the boxes it tests and the points it compares. The tree's time is predicted from
+    that work, the flat pass's from the pairs it compares (every query with every
+    avatar), both with costs measured on one machine (``docs/engine.md``). The probe walks
+    one query in :data:`PROBE_SHARE` and stops each walk at :data:`PROBE_BUDGET` times a
+    flat pass's work per query: it costs a few percent of the run it chooses.
+    """
+    estimate = probe(tree, queries, thresholds, own, threads=threads, cap=cap)
+    return "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Times predicted by :func:`probe` for the whole count, and what the probe walked."""
+
+    tree_seconds: float
+    flat_seconds: float
+    sampled: int
+    stopped: int
+
+
+def probe(
+    tree: KdTree,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    own: IndexArray | None,
+    *,
+    threads: int,
+    cap: int | None = None,
+) -> Estimate:
+    """Predict the tree's and the flat pass's times from the walks of a sample of queries.
+
+    See :func:`choose_strategy`. With fewer pairs than :data:`PROBE_FLOOR_SECONDS` of
+    flat work, nothing is walked and the tree is predicted free.
+    """
+    n_queries, (n_avatars, dim) = len(queries), tree.points.shape
+    threads = max(1, min(threads, usable_cores()))
+    flat_per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)
+    flat_pass = n_queries * flat_per_query / threads + FLAT_CALL_COST
+    if flat_pass < PROBE_FLOOR_SECONDS:
+        return Estimate(0.0, flat_pass, 0, 0)
+    sample = min(n_queries, max(PROBE_MIN, min(PROBE_MAX, n_queries // PROBE_SHARE)))
+    rows = np.sort(np.random.default_rng(0).choice(n_queries, size=sample, replace=False))
+    box, point = dim * TREE_BOX_COST, dim * TREE_POINT_COST
+    budget = PROBE_BUDGET * flat_per_query
+    parts = np.array_split(rows, threads)
+
+    def walk(part: int) -> tuple[IndexArray, CountArray]:
+        return tree.walk_work(
+            queries, thresholds, own, parts[part], cap=cap, box_cost=box, point_cost=point,
+            budget=budget,
+        )  # fmt: skip
+
+    walks = list(parallel_map(threads, walk, len(parts)))
+    work = np.concatenate([w for w, _ in walks]).astype(np.float64)
+    found = np.concatenate([c for _, c in walks])
+    per_query = work[:, 0] * box + work[:, 1] * point + TREE_QUERY_COST
+    tree_seconds = n_queries * float(per_query.mean()) / threads
+    # A flat pass handles every pair within reach: at least the rivals the walks found.
+    flat_seconds = flat_pass + n_queries * FLAT_RESULT_COST * float(found.mean())
+    stopped = int(np.count_nonzero(per_query - TREE_QUERY_COST > budget))
+    return Estimate(tree_seconds, flat_seconds, sample, stopped)
