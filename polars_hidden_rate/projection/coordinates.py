@@ -188,10 +188,9 @@ class ProjectedCoordinates:
         unseen = unseen_modalities(avatars, projection, right_schema)
         carried = [pl.col(expr.meta.output_name()) for expr in carry]
         carried_avatars = [pl.col(expr.meta.output_name()) for expr in carry_avatars]
-        left = originals.select(*link.left, *projection.coordinates(left_schema, names), *carry)
-        right = avatars.select(
-            *link.right, *projection.coordinates(right_schema, names), *carry_avatars
-        )
+        coordinates = projection.coordinates(names)
+        left = projection.with_inputs(originals).select(*link.left, *coordinates, *carry)
+        right = projection.with_inputs(avatars).select(*link.right, *coordinates, *carry_avatars)
         try:
             aligned = read_aligned(left, right, names, link, carried, carried_avatars)
         except MissingValuesError:  # only a missing coordinate: key errors are the user's own
@@ -230,10 +229,10 @@ def _raise_overflow(
         for i, f in enumerate(numeric)
     ]
     found = (
-        frame.with_row_index(_ROW)
+        projection.with_inputs(frame.with_row_index(_ROW))
         .select(
             _ROW,
-            *projection.coordinates(schema, coordinates),
+            *projection.coordinates(coordinates),
             *deviations,
             *(pl.col(f.name).alias(f"{RESERVED_PREFIX}_x{i}") for i, f in enumerate(numeric)),
         )
