@@ -302,6 +302,8 @@ class Projection:
         └─────┴─────┴─────────┘
         """
         as_lazy(frame, "frame")  # a TypeError naming what it is instead, and the conversion
+        if isinstance(frame, pl.DataFrame):
+            return self.transform(frame.lazy()).collect()
         schema = frame.collect_schema()
         names = self.coordinate_columns()
         taken = [name for name in names if name in schema]
