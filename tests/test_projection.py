@@ -363,6 +363,7 @@ def coordinates_in_column_order(frame: pl.DataFrame, proj: Projection) -> np.nda
         if lookups is not None:
             term = profile * lookups + constant
             total = term if total is None else total + term
+        assert total is not None
         columns.append(total)
     return np.column_stack(columns)
 
