@@ -319,6 +319,89 @@ def test_fit_is_deterministic_whatever_the_batches() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def wide_frames(model: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals and avatars with many modalities: a 40-level code, binary flags and (but
+    for MCA) numbers; the avatars hold a modality the originals never had."""
+    rng = np.random.default_rng(11)
+    n = 1500
+    columns: dict[str, Any] = {"code": [f"k{v}" for v in rng.integers(0, 40, n)]}
+    columns |= {f"flag{j}": rng.choice(["y", "n"], n) for j in range(6)}
+    if model == "FAMD":
+        columns |= {f"x{j}": rng.normal(0, 10.0**j, n) for j in range(3)}
+    frame = pl.DataFrame(columns)
+    unseen = pl.when(pl.int_range(pl.len()) % 9 == 0).then(pl.lit("new")).otherwise("code")
+    return frame.head(1000), frame.tail(500).with_columns(unseen.alias("code"))
+
+
+def coordinates_in_column_order(frame: pl.DataFrame, proj: Projection) -> np.ndarray:
+    """The coordinates in numpy, each the sum of its features' terms taken left to right:
+    loading times scaled column for a number; for the categorical columns, the row's profile
+    times the sum of their modalities' loadings over divisors, less the centres' share."""
+    scaled = proj.scaled(frame)  # numbers as Polars scales them (x / s is x * (1 / s) there)
+    scaling = proj.scaling
+    categorical = scaling.categorical
+    known = sum(frame[f.name].is_in(list(f.modalities)).to_numpy() for f in categorical)
+    q = len(categorical)
+    profile = np.where(known > 0, q / np.maximum(known, 1), 0.0) if proj.model == "MCA" else 1.0
+    columns = []
+    for component in proj.components[: proj.ncp]:
+        total, lookups, constant, offset = None, None, 0.0, 0
+        for feature in scaling.features:
+            if isinstance(feature, CategoricalFeature):
+                width = len(feature.modalities)
+                divisors = np.sqrt(feature.shares * (q if proj.model == "MCA" else 1))
+                per_unit = component[offset : offset + width] / divisors
+                table = dict(zip(feature.modalities, per_unit.tolist(), strict=True))
+                term = np.array([table.get(v, 0.0) for v in frame[feature.name].to_list()])
+                lookups = term if lookups is None else lookups + term
+                constant -= float(per_unit @ feature.shares)
+            else:
+                width = 1
+                term = scaled[:, offset] * component[offset]
+                total = term if total is None else total + term
+            offset += width
+        if lookups is not None:
+            term = profile * lookups + constant
+            total = term if total is None else total + term
+        assert total is not None
+        columns.append(total)
+    return np.column_stack(columns)
+
+
+@pytest.mark.parametrize("model", ["FAMD", "MCA"])
+def test_many_components_and_modalities_sum_in_column_order_eager_or_lazy(model: str) -> None:
+    # From three terms pl.sum_horizontal adds in a tree its thread pool shapes: an eager
+    # frame and the same frame lazy differed in the last bits. The terms go left to right.
+    originals, avatars = wide_frames(model)
+    fitted = Projection.fit(originals)
+    proj = Projection.fit(originals, ncp=fitted.n_components)
+    assert proj.model == model
+    assert proj.ncp > 20
+    for frame in (originals, avatars):
+        expected = coordinates_in_column_order(frame, proj)
+        eager = coordinates(frame, proj)
+        lazy = coordinates(frame.lazy(), proj)
+        streamed = (
+            proj.transform(frame.lazy())
+            .collect(engine="streaming")
+            .select(proj.coordinate_columns())
+            .to_numpy()
+        )
+        for found in (eager, lazy, streamed):
+            assert found.tobytes() == expected.tobytes()
+
+
+def test_with_inputs_refuses_a_column_of_its_name() -> None:
+    frame = cohort(50, seed=2).drop("id")
+    proj = Projection.fit(frame, ncp=2)
+    taken = proj.scaling.input_names[0]
+    with pytest.raises(DuplicateError, match=taken):
+        proj.transform(frame.with_columns(pl.lit(1.0).alias(taken)))
+    inputs = proj.with_inputs(frame.lazy()).collect()
+    assert inputs.columns == [*frame.columns, *proj.scaling.input_names]
+    assert proj.transform(frame).columns == [*frame.columns, "Dim1", "Dim2"]
+
+
 def test_transform_keeps_the_frame_kind_and_adds_dims() -> None:
     frame = cohort(200, seed=1)
     proj = Projection.fit(frame, features=["age", "weight", "sex", "stage"], ncp=3)

@@ -153,17 +153,13 @@ def read_partition(path: Path, side: _Side, offset: int, buckets: int, sample: i
     """Task: read one file's keys and coordinates, check them, cut them into link buckets."""
     keys = [f"{_KEY}{i}" for i in range(max(len(side.keys), 1))]
     coords = [f"{_COORD}{k}" for k in range(len(side.names))]
-    frame = (
-        pl.scan_parquet(path, glob=False)
-        .select(
-            *(key.alias(name) for key, name in zip(side.keys, keys, strict=False)),
-            *(
-                column.alias(name)
-                for column, name in zip(side.coordinates, side.names, strict=True)
-            ),
-        )
-        .collect()
-    )
+    scanned = pl.scan_parquet(path, glob=False)
+    if side.projection is not None:
+        scanned = side.projection.with_inputs(scanned)
+    frame = scanned.select(
+        *(key.alias(name) for key, name in zip(side.keys, keys, strict=False)),
+        *(column.alias(name) for column, name in zip(side.coordinates, side.names, strict=True)),
+    ).collect()
     frame = frame.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + offset).alias(_ID))
     if not side.keys:  # by row order, the global row is the key
         frame = frame.with_columns(pl.col(_ID).alias(keys[0]))
@@ -895,7 +891,8 @@ def _sides(
         if projection is None:
             coordinates = [pl.col(name) for name in names]
         else:
-            coordinates = projection.coordinates(dataset.schema, names)
+            projection.check_schema(dataset.schema)  # here, before any task runs
+            coordinates = projection.coordinates(names)  # of the inputs read_partition adds
         sides.append(
             _Side(
                 role=role,

@@ -190,10 +190,9 @@ class ProjectedCoordinates:
         unseen = unseen_modalities(avatars, projection, right_schema)
         carried = [pl.col(expr.meta.output_name()) for expr in carry]
         carried_avatars = [pl.col(expr.meta.output_name()) for expr in carry_avatars]
-        left = originals.select(*link.left, *projection.coordinates(left_schema, names), *carry)
-        right = avatars.select(
-            *link.right, *projection.coordinates(right_schema, names), *carry_avatars
-        )
+        coordinates = projection.coordinates(names)
+        left = projection.with_inputs(originals).select(*link.left, *coordinates, *carry)
+        right = projection.with_inputs(avatars).select(*link.right, *coordinates, *carry_avatars)
         try:
             aligned = read_aligned(left, right, names, link, carried, carried_avatars)
         except MissingValuesError:  # only a missing coordinate: key errors are the user's own
@@ -211,7 +210,7 @@ class ProjectedCoordinates:
         schema = frame.collect_schema()
         try:
             return read_coordinates(
-                frame.select(projection.coordinates(schema, names)), names, role
+                projection.with_inputs(frame).select(projection.coordinates(names)), names, role
             )
         except MissingValuesError:
             _raise_missing_features(frame, projection, schema, role)
@@ -247,10 +246,10 @@ def _raise_overflow(
         for i, f in enumerate(numeric)
     ]
     found = (
-        frame.with_row_index(_ROW)
+        projection.with_inputs(frame.with_row_index(_ROW))
         .select(
             _ROW,
-            *projection.coordinates(schema, coordinates),
+            *projection.coordinates(coordinates),
             *deviations,
             *(pl.col(f.name).alias(f"{RESERVED_PREFIX}_x{i}") for i, f in enumerate(numeric)),
         )

@@ -302,26 +302,54 @@ class Projection:
         └─────┴─────┴─────────┘
         """
         as_lazy(frame, "frame")  # a TypeError naming what it is instead, and the conversion
+        if isinstance(frame, pl.DataFrame):
+            return self.transform(frame.lazy()).collect()
         schema = frame.collect_schema()
         names = self.coordinate_columns()
         taken = [name for name in names if name in schema]
         if taken:
             msg = f"frame already has a column named {taken[0]!r}; rename or drop it first"
             raise DuplicateError(msg)
-        return frame.with_columns(self.coordinates(schema, names))
+        with_inputs = self.with_inputs(frame)
+        return with_inputs.with_columns(self.coordinates(names)).drop(self.scaling.input_names)
 
-    def coordinates(self, schema: pl.Schema, names: Sequence[str]) -> list[pl.Expr]:
-        """Expressions for the first ``len(names)`` coordinates of a frame with ``schema``.
+    def with_inputs(self, frame: FrameT) -> FrameT:
+        """``frame`` with the columns :meth:`coordinates` reads (reserved names, one per
+        feature): each feature scaled, or its modality looked up, once per row, whatever the
+        number of components.
+
+        Raises
+        ------
+        ColumnNotFoundError, SchemaError
+            A feature is missing from ``frame``, or of another type family than in the
+            originals.
+        DuplicateError
+            ``frame`` already has a column of that name.
+        """
+        schema = frame.collect_schema()
+        self.check_schema(schema)
+        taken = [name for name in self.scaling.input_names if name in schema]
+        if taken:
+            msg = f"frame already has a column named {taken[0]!r}; rename or drop it first"
+            raise DuplicateError(msg)
+        return frame.with_columns(self.scaling.inputs(schema))
+
+    def check_schema(self, schema: pl.Schema) -> None:
+        """Every feature is a column of ``schema``, of the type family it has in the originals
+        (ColumnNotFoundError, SchemaError)."""
+        check_same_types(self.features, _fitted_schema(self.scaling), schema, "frame")
+
+    def coordinates(self, names: Sequence[str]) -> list[pl.Expr]:
+        """Expressions for the first ``len(names)`` coordinates of a frame that
+        :meth:`with_inputs` gave.
 
         Each row's coordinates depend on that row alone, whatever the engine or batching.
         """
         if len(names) > self.n_components:
             msg = f"asked for {len(names)} coordinates; the originals span {self.n_components}"
             raise ValueError(msg)
-        check_same_types(self.features, _fitted_schema(self.scaling), schema, "frame")
         return [
-            self.scaling.coordinate(self.components[k], schema).alias(name)
-            for k, name in enumerate(names)
+            self.scaling.coordinate(self.components[k]).alias(name) for k, name in enumerate(names)
         ]
 
     def scaled(self, frame: pl.DataFrame | pl.LazyFrame) -> Float64Array:

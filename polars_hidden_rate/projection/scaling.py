@@ -18,6 +18,8 @@ as any other.
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +36,7 @@ from polars_hidden_rate.projection.types import (
 )
 
 Model = Literal["PCA", "MCA", "FAMD"]
+_PROFILE = f"{RESERVED_PREFIX}_profile"
 
 
 @dataclass(frozen=True)
@@ -182,41 +185,68 @@ class Scaling:
         scaled = frame.select(self.expressions(frame.schema)).to_numpy()
         return np.ascontiguousarray(scaled, dtype=np.float64)
 
-    def coordinate(self, component: Float64Array, schema: pl.Schema) -> pl.Expr:
-        """The scaled rows of a frame with ``schema`` along ``component``: a Polars expression.
+    @property
+    def input_names(self) -> list[str]:
+        """The columns of :meth:`inputs`: one per feature, by position, then the MCA profile."""
+        names = [f"{RESERVED_PREFIX}_input{i}" for i in range(len(self.features))]
+        return [*names, _PROFILE] if self.model == "MCA" else names
 
-        Numeric columns take their scaled expression times the loading; a categorical
+    def inputs(self, schema: pl.Schema) -> list[pl.Expr]:
+        """What :meth:`coordinate` reads from a frame with ``schema``, each worked out once per
+        row however many components are asked for: a numeric feature's scaled column, a
+        categorical one's modality as its position among the originals' (their number for a
+        modality they never had, null for a gap), and for MCA the row's profile."""
+        scaled = self.expressions(schema)
+        inputs: list[pl.Expr] = []
+        offset = 0
+        for feature in self.features:
+            if isinstance(feature, NumericFeature):
+                inputs.append(scaled[offset])
+            else:
+                key = feature.values(schema)
+                positions = key.replace_strict(
+                    list(feature.modalities),
+                    list(range(len(feature.modalities))),
+                    default=len(feature.modalities),
+                    return_dtype=pl.UInt32,
+                )
+                inputs.append(pl.when(key.is_null()).then(None).otherwise(positions))
+            offset += feature_width(feature)
+        if self.model == "MCA":
+            inputs.append(self.profile(schema))
+        return [expr.alias(name) for expr, name in zip(inputs, self.input_names, strict=True)]
+
+    def coordinate(self, component: Float64Array) -> pl.Expr:
+        """The scaled rows along ``component``, as a Polars expression of the columns of
+        :meth:`inputs` (a frame must have them first).
+
+        Numeric columns take their scaled value times the loading; a categorical
         column sums to one lookup, ``profile * v_x / d_x - sum_m v_m p_m / d_m``, for
         the modality ``x`` the row holds (a modality the originals never had adds
-        only the constant).
+        only the constant). The operations, and their order, are those of the
+        scaled columns themselves, so the coordinates do not depend on this form.
         """
-        expressions = self.expressions(schema)
         centres, divisors = self.centres, self.divisors
         terms: list[pl.Expr] = []
         lookups: list[pl.Expr] = []
         constant = 0.0
         offset = 0
-        for feature in self.features:
+        for feature, name in zip(self.features, self.input_names, strict=False):
             width = feature_width(feature)
             columns = slice(offset, offset + width)
             if isinstance(feature, NumericFeature):
-                terms.append(expressions[offset] * float(component[offset]))
+                terms.append(pl.col(name) * float(component[offset]))
             else:
                 per_unit = component[columns] / divisors[columns]
-                key = feature.values(schema)
-                lookup = key.replace_strict(
-                    list(feature.modalities),
-                    per_unit.tolist(),
-                    default=0.0,
-                    return_dtype=pl.Float64,
-                )
-                lookups.append(pl.when(key.is_null()).then(None).otherwise(lookup))
+                # The last entry is that of a modality the originals never had.
+                table = pl.Series([*per_unit.tolist(), 0.0], dtype=pl.Float64)
+                lookups.append(pl.lit(table).gather(pl.col(name)))
                 constant -= float(per_unit @ centres[columns])
             offset += width
         if lookups:
-            categorical = pl.sum_horizontal(lookups, ignore_nulls=False)
-            terms.append(self.profile(schema) * categorical + constant)
-        return pl.sum_horizontal(terms, ignore_nulls=False)
+            profile = pl.col(_PROFILE) if self.model == "MCA" else pl.lit(1.0)
+            terms.append(profile * _sum_in_order(lookups) + constant)
+        return _sum_in_order(terms)
 
     def unscale(self, matrix: Float64Array) -> pl.DataFrame:
         """Scaled rows back to the features: numbers de-scaled (integers rounded), and for each
@@ -234,6 +264,13 @@ class Scaling:
                 columns.append(_modalities_as(picked, feature.name, feature.dtype))
             offset += feature_width(feature)
         return pl.DataFrame(columns)
+
+
+def _sum_in_order(terms: list[pl.Expr]) -> pl.Expr:
+    """``((t1 + t2) + t3) + ...``, null where any term is. Not ``pl.sum_horizontal``: from
+    three terms it adds in a tree its thread pool shapes, so the last bits of a sum would
+    depend on the threads, and an eager frame could differ from the same frame lazy."""
+    return functools.reduce(operator.add, terms)
 
 
 def _modalities_as(picked: list[Modality], name: str, dtype: pl.DataType) -> pl.Series:
