@@ -34,9 +34,18 @@ pytest: $(STAMP)
 test-fast: $(STAMP)
 	HYPOTHESIS_PROFILE=dev $(PY) -m pytest -m "not slow"
 
-# The docs site, built strictly: a broken link or a bad docstring fails the build.
-docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+# The docs site, built strictly: a broken link, a bad docstring, a raw Sphinx role or an asset
+# from another host fails the build (tools/docs_site.py, the hook). Not --quiet: it drops the
+# warnings before strict mode counts them, so nothing failed. MathJax and the search shim come
+# from npm, where their authors publish them, pinned with their hashes in
+# tools/site_assets/package-lock.json; the site serves them.
+SITE_ASSETS := tools/site_assets/node_modules/.package-lock.json
+
+$(SITE_ASSETS): tools/site_assets/package.json tools/site_assets/package-lock.json
+	npm ci --prefix tools/site_assets --no-audit --no-fund --silent
+
+docs: $(STAMP) $(SITE_ASSETS)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The suite at the floors: a second venv with each runtime dependency pinned `==` to its `>=`
 # floor in pyproject.toml (tools/floors.py derives the pins, so they cannot drift) and the test
@@ -75,4 +84,4 @@ bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.bench_counts $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(FLOOR_VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(FLOOR_VENV) site docs/generated tools/site_assets/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
