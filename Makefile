@@ -38,13 +38,16 @@ test-fast: $(STAMP)
 # from another host fails the build (tools/docs_site.py, the hook). Not --quiet: it drops the
 # warnings before strict mode counts them, so nothing failed. MathJax and the search shim come
 # from npm, where their authors publish them, pinned with their hashes in
-# tools/site_assets/package-lock.json; the site serves them.
+# tools/site_assets/package-lock.json; the site serves them. tools/docs_figures.py first writes
+# the demo's plots, k table and privacy report into docs/generated/ (not committed: this venv
+# has matplotlib, so they are remade).
 SITE_ASSETS := tools/site_assets/node_modules/.package-lock.json
 
 $(SITE_ASSETS): tools/site_assets/package.json tools/site_assets/package-lock.json
 	npm ci --prefix tools/site_assets --no-audit --no-fund --silent
 
 docs: $(STAMP) $(SITE_ASSETS)
+	$(PY) tools/docs_figures.py > /dev/null
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The suite at the floors: a second venv with each runtime dependency pinned `==` to its `>=`
