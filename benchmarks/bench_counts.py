@@ -1,7 +1,7 @@
 """Exact local cloaking counts: this project against its peers, on the same data, in one process.
 
 Run ``python -m benchmarks.bench_counts --help``. For each ``(n, d)`` of the grid
-the harness builds avatar-like data (:mod:`benchmarks.data`), times every
+the harness builds avatar-like data (`benchmarks.data`), times every
 engine on it, checks that they all agree with the float64 brute force, and
 writes ``<out>/<name>.json`` and ``<out>/<name>.md``. ``--scaling`` runs
 ``n`` from 1e3 to 1e7 at ``d = 5``. See docs/performance.md.
@@ -126,7 +126,7 @@ PROBE_REPEAT = 9
 
 def probe_cost(case: Case) -> dict[str, Any]:
     """What ``strategy="auto"`` chooses on ``case``, and the seconds its probe takes: the
-    median of :data:`PROBE_REPEAT` probes, as the count calls it (``own=None``); the tree
+    median of `PROBE_REPEAT` probes, as the count calls it (``own=None``); the tree
     it walks is built first, untimed: the tree strategy needs it anyway."""
     from polars_hidden_rate import engine
     from polars_hidden_rate.engine.kdtree import KdTree

@@ -77,7 +77,7 @@ def make_avatars(
     The weights are inverse distances times exponential draws, shuffled among
     the neighbours (the record itself is one of them) and normalised, as in the
     Avatar method. ``neighbours`` picks the search: FAISS (exact up to
-    :data:`EXACT_NEIGHBOURS_UP_TO` records, IVF beyond) or the exact kd-tree.
+    `EXACT_NEIGHBOURS_UP_TO` records, IVF beyond) or the exact kd-tree.
     """
     import faiss
 
@@ -245,7 +245,7 @@ def make_case(
     """Originals and their avatars, row ``i`` linked to row ``i``.
 
     For the ``isotropic`` profile each avatar is its original plus Gaussian noise
-    (:data:`ISOTROPIC_NOISE`), and ``k`` is not used.
+    (`ISOTROPIC_NOISE`), and ``k`` is not used.
     """
     originals = make_originals(n, d, profile=profile, seed=seed)
     if profile == "isotropic":

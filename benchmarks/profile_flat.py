@@ -8,7 +8,7 @@ more run and splits it into
 - ``search``: ``IndexFlatL2.range_search`` itself (FAISS, OpenMP);
 - ``handling``: the numpy work on the range results in ``count_in_flat`` and its settling
   (cutoffs, masks, counts per query, gathers), the float64 settlement aside;
-- ``float64``: :func:`~polars_hidden_rate.engine.squared_distances` on the unsure band
+- ``float64``: `squared_distances` on the unsure band
   (and, since the cutoff path, on each query's own avatar);
 - ``setup``: everything else (``Search.prepare``, the index, the radius of each chunk).
 """

@@ -1,7 +1,7 @@
 """The public functions: local cloaking per record, and the hidden rate.
 
-Both walk one path: :func:`~polars_hidden_rate.plan.plan` checks the schemas and returns a
-:class:`~polars_hidden_rate.plan.CountPlan`, which reads the coordinate arrays, runs the
+Both walk one path: `plan` checks the schemas and returns a
+`CountPlan`, which reads the coordinate arrays, runs the
 exact engine and joins the counts back. The planner's names are re-exported here, where
 they were first documented.
 """
@@ -58,8 +58,8 @@ def local_cloaking(
     avatars
         One avatar per original, a DataFrame or a LazyFrame.
     **options
-        The keyword options of :class:`CountOptions`: ``coords`` or ``features``
-        (with ``categorical`` and ``impute``), ``ncp``, ``on`` (or ``left_on`` and
+        The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions]: ``coords`` or
+        ``features`` (with ``categorical`` and ``impute``), ``ncp``, ``on`` (or ``left_on`` and
         ``right_on``), ``tie_tol``, ``threads``, ``progress``, ``device``,
         ``cluster``.
 
@@ -104,9 +104,9 @@ def hidden_rate(
     """The hidden rate: the percentage of originals whose own avatar is not strictly closest.
 
     ``100 * (1 - #{i : c_i = 0} / n)``, with ``c_i`` the local cloaking of
-    :func:`local_cloaking`; ties count as hidden. The options are those of
-    :func:`local_cloaking`, and LazyFrames are collected. Only whether ``c_i > 0``
-    is counted: each record's search stops at its first rival.
+    [`local_cloaking`][polars_hidden_rate.local_cloaking]; ties count as hidden. The options are
+    those of [`local_cloaking`][polars_hidden_rate.local_cloaking], and LazyFrames are collected.
+    Only whether ``c_i > 0`` is counted: each record's search stops at its first rival.
 
     Returns
     -------

@@ -3,7 +3,7 @@
 This is **not** a certified anonymizer. It shows, before running a real
 anonymization, how the number of neighbours ``k`` moves the hidden rate.
 
-1. Project the records (:class:`~polars_hidden_rate.Projection`, fitted on them)
+1. Project the records ([`Projection`][polars_hidden_rate.Projection], fitted on them)
    and keep ``ncp`` components.
 2. For each record, find its ``k`` nearest other records in that space, exactly:
    float64 squared distances, ties broken by row order.

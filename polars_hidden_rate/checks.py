@@ -1,7 +1,7 @@
 """Option checks, each written once: numbers given as Python or numpy scalars, never bools.
 
 A value out of range raises ValueError naming the option; a value of the wrong type raises
-:class:`OptionTypeError`, both a TypeError and a ValueError, as the options have raised
+`OptionTypeError`, both a TypeError and a ValueError, as the options have raised
 one or the other since the first release.
 """
 

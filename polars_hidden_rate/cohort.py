@@ -1,8 +1,9 @@
 """The demonstration: a synthetic cohort the package makes itself, and how k moves the hidden rate.
 
-:func:`cohort` draws a seeded mixed-type cohort (no download, no data file);
-:func:`sweep_k` avatarizes it for several ``k`` and measures each anonymization;
-:func:`k_table` sums that up. ``hidden-rate demo`` (and ``make demo``) runs all three.
+[`cohort`][polars_hidden_rate.cohort.cohort] draws a seeded mixed-type cohort (no download, no data
+file); [`sweep_k`][polars_hidden_rate.cohort.sweep_k] avatarizes it for several ``k`` and measures
+each anonymization; [`k_table`][polars_hidden_rate.cohort.k_table] sums that up.
+``hidden-rate demo`` (and ``make demo``) runs all three.
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def sweep_k(
 ) -> pl.DataFrame:
     """Avatarize ``originals`` for each ``k`` and measure the local cloaking of every record.
 
-    Each anonymization is :func:`polars_hidden_rate.avatarize` with ``ncp``
-    components; its local cloaking is measured on the projection of the
+    Each anonymization is [`polars_hidden_rate.avatarize`][polars_hidden_rate.avatarize.avatarize]
+    with ``ncp`` components; its local cloaking is measured on the projection of the
     originals' columns with the same ``ncp``.
 
     Parameters
@@ -107,7 +108,7 @@ def sweep_k(
     ncp
         Number of projected components, for the avatars and for the metric.
     seed
-        Seed of :func:`polars_hidden_rate.avatarize`.
+        Seed of [`polars_hidden_rate.avatarize`][polars_hidden_rate.avatarize.avatarize].
 
     Returns
     -------
@@ -125,7 +126,8 @@ def sweep_k(
 
 
 def k_table(per_record: pl.DataFrame) -> pl.DataFrame:
-    """The hidden rate and local cloaking median for each ``k`` of :func:`sweep_k`'s output.
+    """The hidden rate and local cloaking median for each ``k`` of
+    [`sweep_k`][polars_hidden_rate.cohort.sweep_k]'s output.
 
     Examples
     --------

@@ -1,21 +1,21 @@
 """Local cloaking from parquet datasets to a parquet dataset, on one machine or a Dask cluster.
 
-:func:`local_cloaking_to_parquet` reads the originals and the avatars as parquet files
-(a file, a directory of files, or a list), and writes one ``part-NNNNN.parquet`` per
-originals file into an output directory: the originals' columns plus ``local_cloaking``
-and ``hidden``. It returns the gate's :class:`~polars_hidden_rate.gate.CloakingSummary`
-without bringing the records back.
+[`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet] reads the originals and
+the avatars as parquet files (a file, a directory of files, or a list), and writes one
+``part-NNNNN.parquet`` per originals file into an output directory: the originals' columns plus
+``local_cloaking`` and ``hidden``. It returns the gate's
+[`CloakingSummary`][polars_hidden_rate.gate.CloakingSummary] without bringing the records back.
 
 Without ``cluster``, the local engine counts every linked coordinate (as
-:func:`polars_hidden_rate.local_cloaking` does), then each originals file is read again,
-given its counts and written as its own part. With ``cluster``, the workers do all of
-that (:mod:`polars_hidden_rate.cluster.dataset`) and the driver only plans.
+[`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking] does), then each originals
+file is read again, given its counts and written as its own part. With ``cluster``, the workers do
+all of that (`polars_hidden_rate.cluster.dataset`) and the driver only plans.
 
 The parts are written into a private temporary directory beside ``output``, renamed to
 ``output`` when every part is complete: nothing half-written is ever visible, a failure
 leaves nothing behind, and an existing ``output`` is replaced only with ``overwrite=True``,
 only after success, keeping its permissions. The rename is exclusive
-(:func:`polars_hidden_rate.outputs.publish`): a run never replaces an output that another
+(`polars_hidden_rate.outputs.publish`): a run never replaces an output that another
 created or replaced while it counted.
 """
 
@@ -64,14 +64,16 @@ def local_cloaking_to_parquet(
     min_rate
         The minimum hidden rate the summary's ``passed`` compares against; None for no gate.
     **options
-        The keyword options of :func:`polars_hidden_rate.local_cloaking`
-        (:class:`~polars_hidden_rate.CountOptions`). ``cluster`` runs every stage on the
-        workers (:mod:`polars_hidden_rate.cluster.dataset`); without it, the local engine.
+        The keyword options of
+        [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]
+        ([`CountOptions`][polars_hidden_rate.CountOptions]). ``cluster`` runs every stage on the
+        workers (`polars_hidden_rate.cluster.dataset`); without it, the local engine.
 
     Returns
     -------
     CloakingSummary
-        What :func:`polars_hidden_rate.gate.summarize` gives on the written records.
+        What [`polars_hidden_rate.gate.summarize`][polars_hidden_rate.gate.summarize] gives on the
+        written records.
 
     Raises
     ------
@@ -80,9 +82,9 @@ def local_cloaking_to_parquet(
     ValueError
         When ``output`` is, or holds, an input file; and on bad options.
     polars.exceptions.PolarsError
-        On bad data, as :func:`polars_hidden_rate.local_cloaking` raises it (missing or
-        duplicated keys with an example key, missing coordinates, ...). Nothing is
-        written then.
+        On bad data, as [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]
+        raises it (missing or duplicated keys with an example key, missing coordinates, ...).
+        Nothing is written then.
 
     Examples
     --------
@@ -114,7 +116,8 @@ def local_cloaking_to_parquet(
 
 @dataclass(frozen=True)
 class DatasetJob:
-    """A checked :func:`local_cloaking_to_parquet` request: nothing is read until it runs."""
+    """A checked [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet]
+    request: nothing is read until it runs."""
 
     request: CountPlan
     originals: Dataset
@@ -126,7 +129,7 @@ class DatasetJob:
     """The directory found at ``output`` when planned: the only one the job may replace."""
 
     def write(self, staging: Path) -> CloakingSummary:
-        """Count, and write every part into ``staging`` (see :func:`staged_directory`).
+        """Count, and write every part into ``staging`` (see `staged_directory`).
 
         Locally, the verdict's evidence (link test, own copies) comes from the read the
         counts come from; a cluster run does not gather it (docs/guarantees.md)."""
@@ -157,8 +160,10 @@ def plan_dataset(
     verdict: Verdict | None = None,
     **options: Unpack[CountOptions],
 ) -> DatasetJob:
-    """Check the request of :func:`local_cloaking_to_parquet` from metadata and schemas only:
-    the options, the files, and an ``output`` that may be written without losing an input."""
+    """Check the request of
+    [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet] from metadata and
+    schemas only: the options, the files, and an ``output`` that may be written without losing an
+    input."""
     threshold = check_min_rate(min_rate)
     if not isinstance(overwrite, bool):
         msg = f"`overwrite` must be True or False, got {overwrite!r}"
@@ -214,7 +219,7 @@ def check_output(
     output: Path, inputs: Mapping[str, Sequence[Path]], *, overwrite: bool
 ) -> Identity | None:
     """``output`` may be created (or replaced, with ``overwrite``) without losing an input
-    (:func:`polars_hidden_rate.outputs.check_output`, the rule of every output); return the
+    (`polars_hidden_rate.outputs.check_output`, the rule of every output); return the
     identity of the directory to replace (None when there is none).
 
     Raises

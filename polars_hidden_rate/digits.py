@@ -2,8 +2,8 @@
 contradict the verdict.
 
 A rate of 89.995 % rounded to two decimals reads "90.00" next to a threshold of 90 and a
-FAIL. :func:`decisive` rounds a value as usual, and keeps more digits only where fewer
-would put it on the threshold or across it; :func:`exact` prints the threshold itself
+FAIL. `decisive` rounds a value as usual, and keeps more digits only where fewer
+would put it on the threshold or across it; `exact` prints the threshold itself
 without rounding.
 """
 

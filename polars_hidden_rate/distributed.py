@@ -1,6 +1,6 @@
 """The documented import path of the in-memory scatter path (docs/scale.md); it lives in
-:mod:`polars_hidden_rate.cluster.arrays`, its sizing and pruning in
-:mod:`polars_hidden_rate.cluster.shards`, its client helpers in :mod:`polars_hidden_rate.tasks`.
+`polars_hidden_rate.cluster.arrays`, its sizing and pruning in
+`polars_hidden_rate.cluster.shards`, its client helpers in `polars_hidden_rate.tasks`.
 """
 
 from polars_hidden_rate.cluster.arrays import count_cloaking_distributed, nearest_two_distributed

@@ -1,8 +1,9 @@
 """Gates for pipelines: summarise per-record local cloaking, and fail below a minimum rate.
 
-:func:`assert_hidden_rate` stops a Python pipeline; the ``hidden-rate check``
-command line does the same with an exit code, from :func:`summarize`. The summaries
-themselves live in :mod:`polars_hidden_rate.summary` (re-exported here, their documented path).
+[`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] stops a Python pipeline; the
+``hidden-rate check`` command line does the same with an exit code, from
+[`summarize`][polars_hidden_rate.gate.summarize]. The summaries themselves live in
+`polars_hidden_rate.summary` (re-exported here, their documented path).
 """
 
 from __future__ import annotations
@@ -95,20 +96,21 @@ def cloaking_summary(
     max_own_copies: float = DEFAULT_MAX_OWN_COPIES,
     **options: Unpack[CountOptions],
 ) -> CloakingSummary:
-    """Count and summarise in one go, with the verdict's evidence: what :func:`summarize`
-    gives on the output of :func:`polars_hidden_rate.local_cloaking`, value for value, at
+    """Count and summarise in one go, with the verdict's evidence: what
+    [`summarize`][polars_hidden_rate.gate.summarize] gives on the output of
+    [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking], value for value, at
     less cost, and the link test, own copies and ties (docs/guarantees.md).
 
-    The counts are first capped at :data:`QUARTILE_CAP` (each record stops at that
+    The counts are first capped at `QUARTILE_CAP` (each record stops at that
     many rivals). The hidden rate needs only ``c_i > 0``; the quartiles are exact
     when every order statistic they interpolate lies below the cap
-    (:func:`quartiles_below`). Otherwise the records are counted again in full, from
+    (`quartiles_below`). Otherwise the records are counted again in full, from
     the same read.
 
     Parameters
     ----------
     allow_unlinked, by_row_order, max_own_copies
-        The verdict options (:class:`~polars_hidden_rate.verdict.VerdictOptions`).
+        The verdict options (`VerdictOptions`).
 
     Raises
     ------
@@ -131,7 +133,7 @@ def cloaking_summary(
 
 
 def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> CloakingSummary:
-    """:func:`cloaking_summary` of a planned request, its evidence taken by ``inspector``."""
+    """`cloaking_summary` of a planned request, its evidence taken by ``inspector``."""
     request = inspector.request
     aligned = inspector.read()
     closer = np.zeros(len(aligned.originals), dtype=bool)
@@ -148,7 +150,8 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
 
 
 class GateOptions(CountOptions, VerdictOptions, total=False):
-    """The counting options and the verdict options, as :func:`assert_hidden_rate` takes them."""
+    """The counting options and the verdict options, as
+    [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] takes them."""
 
 
 def assert_hidden_rate(
@@ -157,21 +160,21 @@ def assert_hidden_rate(
     min_rate: float = 90.0,
     **options: Unpack[GateOptions],
 ) -> float:
-    """Raise :class:`HiddenRateTooLowError` when the hidden rate is below ``min_rate``,
-    :class:`OwnCopiesError` when more than ``max_own_copies`` percent of the avatars are
-    identical to their own original.
+    """Raise [`HiddenRateTooLowError`][polars_hidden_rate.HiddenRateTooLowError] when the hidden
+    rate is below ``min_rate``, `OwnCopiesError` when more than ``max_own_copies`` percent of the
+    avatars are identical to their own original.
 
     Parameters
     ----------
     originals, avatars
-        As for :func:`polars_hidden_rate.hidden_rate`.
+        As for [`polars_hidden_rate.hidden_rate`][polars_hidden_rate.hidden_rate].
     min_rate
         The minimum hidden rate, in percent.
     **options
-        The keyword options of :func:`polars_hidden_rate.hidden_rate`
+        The keyword options of [`polars_hidden_rate.hidden_rate`][polars_hidden_rate.hidden_rate]
         (``coords``, ``features``, ``ncp``, ``on``, ``tie_tol``, ...), and the verdict
         options ``allow_unlinked``, ``by_row_order`` and ``max_own_copies`` (default 10)
-        of :func:`cloaking_summary`.
+        of `cloaking_summary`.
 
     Returns
     -------
@@ -186,7 +189,7 @@ def assert_hidden_rate(
     OwnCopiesError
         When own copies exceed ``max_own_copies``.
     UnlinkedAvatarsError, AmbiguousLinkError
-        As :func:`cloaking_summary` raises them.
+        As `cloaking_summary` raises them.
 
     Examples
     --------

@@ -2,14 +2,16 @@
 saw, the control that tells an attack's success from what any synthetic set of that
 population gives.
 
-- :func:`membership_risk`: the membership attack (is this real record one of the training
+- [`membership_risk`][polars_hidden_rate.membership_risk]: the membership attack (is this real
+record one of the training
   originals?), scored by each real record's distance to its nearest synthetic record
-  (:mod:`polars_hidden_rate.membership`).
-- :func:`dcr_overfitting_protection`: SDMetrics' DCR overfitting protection, the share of
+  (`polars_hidden_rate.membership`).
+- [`dcr_overfitting_protection`][polars_hidden_rate.dcr_overfitting_protection]: SDMetrics' DCR
+overfitting protection, the share of
   synthetic records closer to the training originals than to the holdout, mapped to a score.
 
-Both measure in the space of :func:`~polars_hidden_rate.local_cloaking`: the projection fitted
-on the originals (the training records) or the ``coords`` given, with the synthetic records
+Both measure in the space of [`local_cloaking`][polars_hidden_rate.local_cloaking]: the projection
+fitted on the originals (the training records) or the ``coords`` given, with the synthetic records
 and the holdout transformed by that same fitted model. No link is needed, and the three sets
 may have any sizes. Every distance is exact in float64, the three arrays brought to one
 power-of-two scale first, so every comparison between two distances is the float64 brute
@@ -109,7 +111,7 @@ def membership_risk(
 
     Each real record, original (a member) or holdout (not one), is scored by its distance to
     its nearest synthetic record; the closer, the likelier a member. The figures compare the
-    two groups' scores (:class:`~polars_hidden_rate.membership.MembershipRisk`): the AUC
+    two groups' scores ([`MembershipRisk`][polars_hidden_rate.MembershipRisk]): the AUC
     (ties counting half, counted exactly), its DeLong interval, and the true positive rate at
     a false positive rate (10 % by default, as the attack papers report it). Random guessing
     gives an AUC of 0.5 and a true positive rate equal to the false positive rate.
@@ -127,7 +129,7 @@ def membership_risk(
         The level of the AUC's interval.
     **options
         ``coords`` or ``features``, ``categorical``, ``impute`` and ``ncp`` choose the
-        space, as for :func:`~polars_hidden_rate.local_cloaking`; ``threads``. No link:
+        space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]; ``threads``. No link:
         ``on`` only keeps key columns out of the default features. ``cluster`` and
         ``device="gpu"`` are refused (the walk runs on this machine's CPU).
 
@@ -226,12 +228,13 @@ def dcr_overfitting_protection(
     population, not its records, puts about half of them closer to each set (the holdout
     should be about as large as the originals; SDMetrics warns below half). Unlike SDMetrics,
     whose distance is a per-column normalised one, the distances are those of
-    :func:`~polars_hidden_rate.local_cloaking`'s space, exact in float64 (docs/metrics.md).
+    [`local_cloaking`][polars_hidden_rate.local_cloaking]'s space, exact in float64
+    (docs/metrics.md).
 
     Parameters
     ----------
     originals, synthetic, holdout, **options
-        As for :func:`membership_risk`.
+        As for [`membership_risk`][polars_hidden_rate.membership_risk].
 
     Examples
     --------

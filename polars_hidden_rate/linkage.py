@@ -6,14 +6,14 @@ random link (avatars shuffled, or the wrong key) the own avatar is just another 
 for each record, its distance and the distance to the avatar of another record are
 exchangeable, and the own one is the closer of the two for half of the records.
 
-:func:`link_test` compares every record ``i``'s own avatar with the avatars of
-``partner_k[i]`` for :data:`PARTNERS` fixed random derangements (one cycle through every
+`link_test` compares every record ``i``'s own avatar with the avatars of
+``partner_k[i]`` for `PARTNERS` fixed random derangements (one cycle through every
 record each, seeded), and counts the comparisons its own avatar wins. Under a random link
 the own avatar's rank among its ``m + 1`` is uniform, so the wins have mean ``n m / 2`` and
 variance ``n m (m + 2) / 12``, and their tail is taken from the normal law. The link
-is taken as random when the one-sided chance of so many wins exceeds :data:`ALPHA`. Several
+is taken as random when the one-sided chance of so many wins exceeds `ALPHA`. Several
 partners give the test its power at a few hundred records and large ``k``, where an avatar
-is only weakly its record's. Beyond :data:`SAMPLE` records, a fixed random sample of that
+is only weakly its record's. Beyond `SAMPLE` records, a fixed random sample of that
 many is tested: a random link is then still refused with the same chance, a real one passes
 with a margin of hundreds of standard deviations, and the test costs the same at any size.
 Arrays in, a value out: no frames here.
@@ -46,12 +46,12 @@ SAMPLE = 20_000
 
 @dataclass(frozen=True)
 class LinkTest:
-    """The outcome of :func:`link_test`.
+    """The outcome of `link_test`.
 
     Attributes
     ----------
     n
-        Records compared (at most :data:`SAMPLE` of ``population``).
+        Records compared (at most `SAMPLE` of ``population``).
     partners
         Comparisons per record (derangements).
     closer, farther, ties
@@ -77,12 +77,12 @@ class LinkTest:
 
     @property
     def tested(self) -> bool:
-        """Whether there are enough records (:data:`MIN_RECORDS`) to run the test."""
+        """Whether there are enough records (`MIN_RECORDS`) to run the test."""
         return self.n >= MIN_RECORDS
 
     @property
     def linked(self) -> bool:
-        """False only when the test ran and a random link cannot be rejected at :data:`ALPHA`."""
+        """False only when the test ran and a random link cannot be rejected at `ALPHA`."""
         return not self.tested or self.p_value <= ALPHA
 
     def to_dict(self) -> dict[str, object]:
@@ -145,8 +145,8 @@ def link_test(originals: npt.ArrayLike, avatars: npt.ArrayLike) -> LinkTest:
 
 
 def sampled_rows(population: int) -> IndexArray | None:
-    """The records :func:`link_test` compares, in order: None for all of them (up to
-    :data:`SAMPLE`), else a fixed random sample of :data:`SAMPLE` (the same for every path
+    """The records `link_test` compares, in order: None for all of them (up to
+    `SAMPLE`), else a fixed random sample of `SAMPLE` (the same for every path
     that sees those records in that order: local, file by file, or on a cluster)."""
     if population <= SAMPLE:
         return None
@@ -154,7 +154,7 @@ def sampled_rows(population: int) -> IndexArray | None:
 
 
 def link_test_of_sample(x: Float64Array, y: Float64Array, population: int) -> LinkTest:
-    """:func:`link_test` of ``population`` records, given only the rows of :func:`sampled_rows`
+    """`link_test` of ``population`` records, given only the rows of `sampled_rows`
     (all of them when it is None), in order: what a cluster gathers."""
     return _test(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64), population)
 

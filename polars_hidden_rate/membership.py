@@ -7,13 +7,13 @@ here is the one the attack papers start from: the closer a record lies to its ne
 synthetic record, the likelier a member. Each record's score is that distance; the figures
 compare the members' scores with the holdout's.
 
-- :func:`auc`: the chance that a random member scores closer than a random holdout record,
+- `auc`: the chance that a random member scores closer than a random holdout record,
   ties counting half: the Mann-Whitney statistic over ``m * h``, counted exactly in integers.
-- :func:`auc_interval`: DeLong's interval of that AUC (midranks, so ties count half there
+- `auc_interval`: DeLong's interval of that AUC (midranks, so ties count half there
   too).
-- :func:`tpr_at_fpr`: the share of members found when the threshold lets through a share
+- `tpr_at_fpr`: the share of members found when the threshold lets through a share
   ``fpr`` of the holdout: the ROC curve of the threshold attack at ``fpr``, ties broken at
-  random (the straight segment between two thresholds), so that its area is :func:`auc`.
+  random (the straight segment between two thresholds), so that its area is `auc`.
 
 Random guessing gives an AUC of 0.5 and a true positive rate equal to ``fpr``. Arrays in,
 values out: no frames here. Scores are compared as given, so pass squared distances (exact
@@ -47,12 +47,12 @@ class MembershipRisk:
     ----------
     members, holdout
         Each record's squared distance to its nearest synthetic record, at one power-of-two
-        scale (:func:`~polars_hidden_rate.scale.canonical_scale`) shared by both: the scores
+        scale (`canonical_scale`) shared by both: the scores
         the figures compare, exact in float64.
     synthetic
         The size of the synthetic set.
     confidence
-        The level of :attr:`auc_interval`.
+        The level of [`auc_interval`][polars_hidden_rate.MembershipRisk.auc_interval].
     """
 
     members: Float64Array
@@ -89,16 +89,17 @@ class MembershipRisk:
 
     @property
     def auc(self) -> float:
-        """:func:`auc` of the members against the holdout."""
+        """[`auc`][polars_hidden_rate.MembershipRisk.auc] of the members against the holdout."""
         return auc(self.members, self.holdout)
 
     @property
     def auc_interval(self) -> tuple[float, float]:
-        """:func:`auc_interval` at :attr:`confidence`."""
+        """[`auc_interval`][polars_hidden_rate.MembershipRisk.auc_interval] at `confidence`."""
         return auc_interval(self.members, self.holdout, self.confidence)
 
     def tpr_at_fpr(self, fpr: float = DEFAULT_FPR) -> float:
-        """:func:`tpr_at_fpr`: the share of members found at ``fpr`` false positives."""
+        """[`tpr_at_fpr`][polars_hidden_rate.MembershipRisk.tpr_at_fpr]: the share of members found
+        at ``fpr`` false positives."""
         return tpr_at_fpr(self.members, self.holdout, fpr)
 
     def to_dict(self) -> dict[str, float | int | list[float]]:
@@ -167,7 +168,7 @@ def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
 def auc_interval(
     members: npt.ArrayLike, holdout: npt.ArrayLike, confidence: float = 0.95
 ) -> tuple[float, float]:
-    """DeLong's normal interval of :func:`auc`, cut to [0, 1].
+    """DeLong's normal interval of `auc`, cut to [0, 1].
 
     The variance is ``var(V_members) / m + var(V_holdout) / h``, with ``V`` each record's
     placement among the other side (ties counting half) over that side's size, and ``var``

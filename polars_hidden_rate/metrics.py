@@ -1,11 +1,12 @@
 """The release metrics beside local cloaking: distances to the originals, direct copies,
 and the confidence interval of the hidden rate.
 
-:func:`distance_to_closest` and :func:`closest_distances_ratio` measure each avatar
-against the originals in the same space as :func:`~polars_hidden_rate.local_cloaking`
-(the projection, or ``coords``), exactly in float64
-(:func:`~polars_hidden_rate.engine.nearest.nearest_two`, or its Dask version with
-``cluster=``, which gives the same floats).
+[`distance_to_closest`][polars_hidden_rate.distance_to_closest] and
+[`closest_distances_ratio`][polars_hidden_rate.closest_distances_ratio] measure each avatar against
+the originals in the same space as [`local_cloaking`][polars_hidden_rate.local_cloaking] (the
+projection, or ``coords``), exactly in float64
+([`nearest_two`][polars_hidden_rate.neighbours.nearest_two], or its Dask version with ``cluster=``,
+which gives the same floats).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def distance_to_closest(
 
     ``DCR_j = min_i d(y_j, x_i)``: the Euclidean distance from avatar ``y_j`` to
     its nearest original, over all originals, in the space of
-    :func:`~polars_hidden_rate.local_cloaking` (the projection fitted on the
+    [`local_cloaking`][polars_hidden_rate.local_cloaking] (the projection fitted on the
     originals, or ``coords``), exactly in float64. A DCR of 0 means the avatar
     sits on an original. The value belongs to the avatar, so it is a column of
     the avatars frame.
@@ -63,7 +64,7 @@ def distance_to_closest(
     avatars
         One avatar per original, a DataFrame or a LazyFrame.
     **options
-        The keyword options of :class:`~polars_hidden_rate.CountOptions`.
+        The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions].
         ``coords`` or ``features`` and ``ncp`` choose the space. No link is
         needed: a synthetic set of any size is measured (``on`` only keeps the key
         columns out of the default features). With
@@ -118,12 +119,12 @@ def closest_distances_ratio(
     there is a single original. Close to 0, the avatar points at one original
     much more than at any other; close to 1, it lies as near to two of them.
     Computed exactly in float64, in the space of
-    :func:`~polars_hidden_rate.local_cloaking`.
+    [`local_cloaking`][polars_hidden_rate.local_cloaking].
 
     Parameters
     ----------
     originals, avatars, **options
-        As for :func:`distance_to_closest`.
+        As for [`distance_to_closest`][polars_hidden_rate.distance_to_closest].
 
     Returns
     -------
@@ -226,7 +227,7 @@ def row_direct_match_protection(
         columns the two frames share); default every column the two frames
         share, less the keys.
     on, left_on, right_on
-        Key columns, as for :func:`~polars_hidden_rate.local_cloaking`: left out
+        Key columns, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]: left out
         of the default features (an avatar's key is not its content).
 
     Returns

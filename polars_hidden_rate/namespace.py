@@ -22,25 +22,30 @@ class AvatarNamespace(Generic[FrameT]):
     def local_cloaking(
         self, avatars: pl.DataFrame | pl.LazyFrame, **options: Unpack[CountOptions]
     ) -> FrameT:
-        """Forward to :func:`polars_hidden_rate.local_cloaking` with this frame as the originals."""
+        """Forward to [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking] with
+        this frame as the originals."""
         return api.local_cloaking(self._frame, avatars, **options)
 
     def hidden_rate(
         self, avatars: pl.DataFrame | pl.LazyFrame, **options: Unpack[CountOptions]
     ) -> float:
-        """Forward to :func:`polars_hidden_rate.hidden_rate` with this frame as the originals."""
+        """Forward to [`polars_hidden_rate.hidden_rate`][polars_hidden_rate.hidden_rate] with this
+        frame as the originals."""
         return api.hidden_rate(self._frame, avatars, **options)
 
     def distance_to_closest(self, avatars: AvatarsT, **options: Unpack[CountOptions]) -> AvatarsT:
-        """Forward to :func:`polars_hidden_rate.distance_to_closest` with this frame as the
-        originals: the avatars come back, with ``distance_to_closest``."""
+        """Forward to
+        [`polars_hidden_rate.distance_to_closest`][polars_hidden_rate.distance_to_closest] with this
+        frame as the originals: the avatars come back, with ``distance_to_closest``."""
         return metrics.distance_to_closest(self._frame, avatars, **options)
 
     def closest_distances_ratio(
         self, avatars: AvatarsT, **options: Unpack[CountOptions]
     ) -> AvatarsT:
-        """Forward to :func:`polars_hidden_rate.closest_distances_ratio` with this frame as the
-        originals: the avatars come back, with ``closest_distances_ratio``."""
+        """Forward to
+        [`polars_hidden_rate.closest_distances_ratio`][polars_hidden_rate.closest_distances_ratio]
+        with this frame as the originals: the avatars come back, with
+        ``closest_distances_ratio``."""
         return metrics.closest_distances_ratio(self._frame, avatars, **options)
 
     def row_direct_match_protection(
@@ -52,8 +57,9 @@ class AvatarNamespace(Generic[FrameT]):
         left_on: Keys | None = None,
         right_on: Keys | None = None,
     ) -> float:
-        """Forward to :func:`polars_hidden_rate.row_direct_match_protection` with this frame as
-        the originals."""
+        """Forward to
+        [`polars_hidden_rate.row_direct_match_protection`][polars_hidden_rate.row_direct_match_protection]
+        with this frame as the originals."""
         return metrics.row_direct_match_protection(
             self._frame, avatars, features=features, on=on, left_on=left_on, right_on=right_on
         )
@@ -66,7 +72,8 @@ class AvatarNamespace(Generic[FrameT]):
         confidence: float = 0.95,
         **options: Unpack[CountOptions],
     ) -> report.PrivacyReport:
-        """Forward to :func:`polars_hidden_rate.privacy_report` with this frame as the originals."""
+        """Forward to [`polars_hidden_rate.privacy_report`][polars_hidden_rate.privacy_report] with
+        this frame as the originals."""
         return report.privacy_report(
             self._frame, avatars, targets=targets, confidence=confidence, **options
         )

@@ -1,5 +1,5 @@
 """The documented import path of the nearest-two search (docs/api.md); it lives in
-:mod:`polars_hidden_rate.engine.nearest`."""
+`polars_hidden_rate.engine.nearest`."""
 
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.engine.scale import canonical_scale

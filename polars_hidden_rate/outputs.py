@@ -2,21 +2,21 @@
 (a file replaced atomically, a directory of parts staged beside its target), and the one step
 that makes a finished output visible.
 
-The rule (:func:`check_output`): an output's folder exists; the output is no input, nor holds
+The rule (`check_output`): an output's folder exists; the output is no input, nor holds
 one (by path once links are resolved, or by inode: hard links, bind mounts); and what is
 already there is of the kind that will be written (a regular file for a file, a real directory
 for a directory), never a FIFO, a socket or a device. It returns the identity of what is there,
 the one thing the run may replace.
 
-The step (:func:`publish`): a complete output, staged beside its target, takes the target's
+The step (`publish`): a complete output, staged beside its target, takes the target's
 name atomically and exclusively. A run creates a target that was absent when it started, or
 replaces the very file or directory it found then; if someone else created or replaced the
-target meanwhile (another run, most often), it fails with :class:`FileExistsError` and leaves
+target meanwhile (another run, most often), it fails with `FileExistsError` and leaves
 the target as the other left it.
 
-The writers: :func:`replace_atomically` writes a file into a private temporary file beside it;
-:func:`staged_directory` gives a private directory beside a dataset output, which
-:func:`write_counted_part` fills with one part per originals file (the local path and the
+The writers: `replace_atomically` writes a file into a private temporary file beside it;
+`staged_directory` gives a private directory beside a dataset output, which
+`write_counted_part` fills with one part per originals file (the local path and the
 cluster's workers write the same parts).
 """
 
@@ -105,7 +105,7 @@ def check_output(
     ValueError
         When ``path`` is an input file, or a directory holding one.
     FileExistsError
-        When something other than a ``kind`` is at ``path`` (see :func:`existing`).
+        When something other than a ``kind`` is at ``path`` (see `existing`).
     """
     check_folder(path, name)
     for role, files in inputs.items():
@@ -183,7 +183,7 @@ def ordinary_file_access(folder: Path) -> Access:
 
 def ordinary_directory_access(folder: Path) -> Access:
     """The mode an ordinary ``mkdir`` gives a new directory in ``folder``, as
-    :func:`ordinary_file_access` reads a file's."""
+    `ordinary_file_access` reads a file's."""
     probe = folder / f".{os.urandom(6).hex()}.probe"
     os.mkdir(probe, 0o777)
     try:
@@ -373,7 +373,7 @@ def replace_atomically(path: Path, write: Callable[[Path], object], *, name: str
 
     Only the file found at ``path`` now is replaced: a file created or replaced there
     meanwhile (by another run) is left as it is, and FileExistsError raised
-    (:func:`publish`). ``path`` must be absent or a regular file.
+    (`publish`). ``path`` must be absent or a regular file.
     """
     check_folder(path, name)
     found = existing(path, kind="file", name=name)
@@ -412,10 +412,10 @@ def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator
 
     - replacing the directory ``replaces``, its mode and group, and each part those of the
       replaced part of the same name (a part with none, the narrowest of the replaced files:
-      :func:`narrowest`);
+      `narrowest`);
     - new, the mode an ordinary ``mkdir`` and ``open`` give here (umask, default ACLs).
 
-    It then takes the name ``output`` (:func:`publish`): it
+    It then takes the name ``output`` (`publish`): it
     creates ``output``, or replaces ``replaces``, and fails with FileExistsError when someone
     created or replaced ``output`` meanwhile. On any error, or a stop, it is removed and
     ``output`` is left as it was.
@@ -478,8 +478,8 @@ def write_part(frame: pl.DataFrame, directory: Path, index: int) -> Path:
 def write_counted_part(
     source: Path, rows: int, counts: CountArray, directory: Path, index: int
 ) -> Path:
-    """Read the originals file ``source`` whole, give it its ``counts`` (:func:`with_counts`)
-    and write it as part ``index`` of ``directory`` (:func:`write_part`); a ComputeError when
+    """Read the originals file ``source`` whole, give it its ``counts`` (`with_counts`)
+    and write it as part ``index`` of ``directory`` (`write_part`); a ComputeError when
     it no longer holds the ``rows`` it held when counted."""
     frame = pl.read_parquet(source, glob=False)
     if frame.height != rows or len(counts) != rows:

@@ -1,9 +1,9 @@
 """The planner every entry point walks through: the options, checked once, and the plan.
 
-:func:`plan` checks a request against the schemas and returns a :class:`CountPlan`; nothing
+`plan` checks a request against the schemas and returns a `CountPlan`; nothing
 is read until it runs. The plan is the one place that picks where the work runs (this
-machine's CPU, the GPU, or a Dask cluster): :meth:`CountPlan.counts` for the counts,
-:meth:`CountPlan.nearest_two` for each avatar's two nearest originals.
+machine's CPU, the GPU, or a Dask cluster): `CountPlan.counts` for the counts,
+`CountPlan.nearest_two` for each avatar's two nearest originals.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ _FINGERPRINT = f"{RESERVED_PREFIX}_fingerprint"
 
 
 class ReadInspector(Protocol):
-    """Looks at the read the counts come from (:class:`~polars_hidden_rate.verdict.Inspector`):
+    """Looks at the read the counts come from (`Inspector`):
     columns to carry through it, a look before the counting and one after."""
 
     def carries(self) -> tuple[list[pl.Expr], list[pl.Expr]]: ...
@@ -106,7 +106,7 @@ class CountPlan:
         the caller no longer needs the arrays of ``aligned``: the CPU engine scales and
         reorders them in place rather than copying them (a read made here always is).
         With ``closer``, each hidden record's flag there says whether a rival is strictly
-        closer than its own avatar (:func:`~polars_hidden_rate.engine.closer_rivals`): the
+        closer than its own avatar (`closer_rivals`): the
         CPU engine finds it in the walk that counts.
         """
         if aligned is None:
@@ -138,12 +138,12 @@ class CountPlan:
         return counts if cap is None else np.minimum(counts, cap)
 
     def nearest_two(self, aligned: Aligned) -> NearestTwo:
-        """Each avatar's nearest two originals in ``aligned`` (:meth:`nearest_of`)."""
+        """Each avatar's nearest two originals in ``aligned`` (`nearest_of`)."""
         return self.nearest_of(aligned.originals, aligned.avatars)
 
     def nearest_of(self, points: Float64Array, queries: Float64Array) -> NearestTwo:
-        """Each query's nearest two ``points``: on :attr:`cluster` when given (the same
-        floats), else on this machine's CPU, whatever :attr:`device` (the walk is exact on the
+        """Each query's nearest two ``points``: on `cluster` when given (the same
+        floats), else on this machine's CPU, whatever `device` (the walk is exact on the
         CPU only)."""
         if self.cluster is not None:
             return distributed.nearest_two_distributed(
@@ -153,7 +153,7 @@ class CountPlan:
 
     def fitted(self) -> CountPlan:
         """This plan with its projection fitted on the originals now, so that the frames
-        :meth:`coordinates_of` reads share one space; as it is with ``coords``, or with a
+        `coordinates_of` reads share one space; as it is with ``coords``, or with a
         projection fitted beforehand."""
         if self.projection is None or self.projection.fitted is not None:
             return self
@@ -163,7 +163,7 @@ class CountPlan:
     def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:
         """``frame``'s coordinates (the ``role`` side) in this plan's space, read on their own
         and linked to nothing: for the measures between sets of any size (a record's distance
-        to the closest of another set). Call it on :meth:`fitted`."""
+        to the closest of another set). Call it on `fitted`."""
         if self.projection is None:
             return read_coordinates(frame, self.coords, role)
         return self.projection.coordinates_of(frame, role)
@@ -221,7 +221,7 @@ class CountPlan:
     def _read_and_count(
         self, source: CountPlan, carry: Sequence[pl.Expr] = ()
     ) -> tuple[Aligned, CountArray]:
-        """``source``'s read (with ``carry``) and its full counts; the :attr:`inspector`, if
+        """``source``'s read (with ``carry``) and its full counts; the `inspector`, if
         any, looks at that very read, and learns from the counting walk which hidden
         records have a rival strictly closer than their avatar."""
         if self.inspector is None:
@@ -261,9 +261,10 @@ def _require_counted(counts: pl.Series) -> pl.Series:
 class CountOptions(TypedDict, total=False):
     """The keyword options of every entry point, written once.
 
-    :func:`local_cloaking`, :func:`hidden_rate`, the ``avatar`` namespace and
-    :func:`~polars_hidden_rate.assert_hidden_rate` take them as keywords; an
-    unknown keyword is a TypeError.
+    [`local_cloaking`][polars_hidden_rate.local_cloaking],
+    [`hidden_rate`][polars_hidden_rate.hidden_rate], the ``avatar`` namespace and
+    [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] take them as keywords; an unknown
+    keyword is a TypeError.
 
     Attributes
     ----------
@@ -272,7 +273,7 @@ class CountOptions(TypedDict, total=False):
         expression that selects, ``pl.col("^Dim.*$")``), present and numeric
         in both frames; an unordered collection (a set) is refused, since
         ``ncp`` takes the first ones. When None, the raw ``features`` are projected
-        as the avatar method does (:class:`~polars_hidden_rate.Projection`,
+        as the avatar method does ([`Projection`][polars_hidden_rate.Projection],
         fitted on the originals when the counting runs).
     ncp
         Use the first ``ncp`` columns of ``coords`` (default all of them), or
@@ -280,7 +281,7 @@ class CountOptions(TypedDict, total=False):
         (default 5, capped at the dimensions available).
     on, left_on, right_on
         Key columns linking each original to its avatar, as in
-        :meth:`polars.DataFrame.join`; the counts are joined back on the keys, so
+        `polars.DataFrame.join`; the counts are joined back on the keys, so
         each record keeps its own count whatever order a lazy plan gives, and the
         originals stream. Default: row ``i`` of ``avatars`` is the avatar of row
         ``i`` of ``originals``, in the order the originals' plan gives, which are
@@ -338,7 +339,7 @@ def plan(
     *,
     caller: str = "plan",
 ) -> CountPlan:
-    """Check a request against the schemas and return its :class:`CountPlan`.
+    """Check a request against the schemas and return its `CountPlan`.
 
     ``caller`` names the public function in the error for an unknown option.
     """

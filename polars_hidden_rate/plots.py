@@ -31,8 +31,10 @@ def cloaking_histogram(per_record: pl.DataFrame, path: str | Path) -> Path:
     ----------
     per_record
         A frame with a ``local_cloaking`` column, such as the output of
-        :func:`polars_hidden_rate.local_cloaking`. With a ``k`` column too (the
-        output of :func:`polars_hidden_rate.cohort.sweep_k`), one outline per ``k``.
+        [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]. With a ``k``
+        column too (the output of
+        [`polars_hidden_rate.cohort.sweep_k`][polars_hidden_rate.cohort.sweep_k]), one outline per
+        ``k``.
     path
         The PNG file to write.
 
@@ -72,7 +74,7 @@ def k_curve(table: pl.DataFrame, path: str | Path) -> Path:
     ----------
     table
         Columns ``k``, ``hidden_rate`` and ``local_cloaking_median``, as
-        :func:`polars_hidden_rate.cohort.k_table` returns.
+        [`polars_hidden_rate.cohort.k_table`][polars_hidden_rate.cohort.k_table] returns.
     path
         The PNG file to write.
 

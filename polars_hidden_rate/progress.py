@@ -1,10 +1,10 @@
 """Progress on stderr: the stage a command is in and, for work counted in units, a bar with
 an estimate of the time left.
 
-Three modes, chosen from ``enabled`` and the stream (:func:`resolve_mode`):
+Three modes, chosen from ``enabled`` and the stream (`resolve_mode`):
 
 - ``"terminal"`` (``enabled=None`` or True on a terminal): one line redrawn in place, from
-  :data:`DELAY_SECONDS` into the command: the stage and its time, or the bar.
+  `DELAY_SECONDS` into the command: the stage and its time, or the bar.
 - ``"log"`` (``enabled=True`` off a terminal: ``progress=True``, CLI ``--progress``): plain
   lines for a log, one when a stage starts, one at each tenth of its units, one when it ends.
 - ``"off"`` (``enabled=False``, or None off a terminal).
@@ -43,7 +43,7 @@ def resolve_mode(enabled: bool | None, stream: TextIO) -> Mode:
 
 class Progress:
     """One stage: counts units of work done out of ``total`` (None: not counted in units) and
-    reports on ``stream`` in the mode :func:`resolve_mode` gives.
+    reports on ``stream`` in the mode `resolve_mode` gives.
 
     ``started`` is when the command started (default: now), from which the terminal's delay
     runs.
@@ -74,7 +74,7 @@ class Progress:
         self.shown = False
         self.tenths = 0
         self.closed = False
-        # Shared with a thread that redraws the line (:class:`Stages`).
+        # Shared with a thread that redraws the line (`Stages`).
         self.lock = lock if lock is not None else threading.RLock()
         if self.mode == "log":
             self._line(f"{self.label}: started")
@@ -124,7 +124,7 @@ class Progress:
         return f"{self.label} [{bar}] {share:6.1%} {elapsed:6.1f} s{estimate}"
 
     def redraw(self, now: float | None = None) -> None:
-        """On a terminal, redraw the line once the command has run :data:`DELAY_SECONDS`."""
+        """On a terminal, redraw the line once the command has run `DELAY_SECONDS`."""
         with self.lock:
             now = self.clock() if now is None else now
             if self.closed or self.mode != "terminal" or now - self.started < DELAY_SECONDS:
@@ -168,9 +168,9 @@ class Progress:
 class Stages:
     """The stages of one command, reported in one mode from its start.
 
-    :meth:`stage` opens each stage (reading, fitting, projecting, counting, nearest
+    `stage` opens each stage (reading, fitting, projecting, counting, nearest
     originals, writing); on a terminal a thread redraws the current one every
-    :data:`REFRESH_SECONDS`, so that a stage without units shows its time while it runs.
+    `REFRESH_SECONDS`, so that a stage without units shows its time while it runs.
     """
 
     def __init__(

@@ -1,10 +1,11 @@
 """The privacy report of a release: every metric once, against its target, as JSON or HTML.
 
-:func:`privacy_report` reads the coordinates once, counts the local cloaking,
-finds each avatar's two nearest originals on one kd-tree, and checks direct
-copies on the raw features; :class:`PrivacyReport` holds the values, compares
-them with the targets, and renders them (:meth:`PrivacyReport.to_dict`,
-:meth:`PrivacyReport.to_html`).
+[`privacy_report`][polars_hidden_rate.privacy_report] reads the coordinates once, counts the local
+cloaking, finds each avatar's two nearest originals on one kd-tree, and checks direct
+copies on the raw features; [`PrivacyReport`][polars_hidden_rate.PrivacyReport] holds the values,
+compares them with the targets, and renders them
+([`PrivacyReport.to_dict`][polars_hidden_rate.PrivacyReport.to_dict],
+[`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html]).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ LABELS: Mapping[str, MetricLabels] = MappingProxyType(
         ),
     }
 )
-"""The name of each metric of :data:`METRICS`, written once for both renderings."""
+"""The name of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], written once for both
+renderings."""
 
 # The metrics given in percent: a target in (0, 1] is a fraction given for a percentage.
 _PERCENTAGES = ("hidden_rate", "row_direct_match_protection")
@@ -143,7 +145,8 @@ class PrivacyReport:
     row_direct_match_protection
         Percentage of avatars that copy no original on the raw features.
     targets
-        The target of each metric of :data:`METRICS`; it passes when strictly above.
+        The target of each metric of [`METRICS`][polars_hidden_rate.report.METRICS]; it passes when
+        strictly above.
     space
         The space the local cloaking and the distances were measured in: the
         projection, its components kept of those available (``"FAMD, 5 of 28
@@ -178,7 +181,7 @@ class PrivacyReport:
     holdout: HoldoutFigures | None = field(default=None, compare=False)
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
-        """This report, stating what it measured (:mod:`polars_hidden_rate.provenance`)."""
+        """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
         return replace(self, provenance=MappingProxyType(dict(provenance)))
 
     def __post_init__(self) -> None:
@@ -186,7 +189,7 @@ class PrivacyReport:
 
     @property
     def values(self) -> dict[str, float]:
-        """The value of each metric of :data:`METRICS`."""
+        """The value of each metric of [`METRICS`][polars_hidden_rate.report.METRICS]."""
         return {name: float(getattr(self, name)) for name in METRICS}
 
     @property
@@ -200,14 +203,14 @@ class PrivacyReport:
         return all(self.checks.values())
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as plain Python values, ready for :func:`json.dumps`.
+        """The report as plain Python values, ready for `json.dumps`.
 
         The keys, stable across releases: ``n``, ``n_hidden``, ``space`` (the
         space of the local cloaking and the distances), ``confidence``,
         ``hidden_rate_interval`` (``[low, high]`` in percent), ``metrics`` (for
-        each name of :data:`METRICS`, in that order, ``{"value", "target",
-        "passed"}``), ``evidence``, ``holdout`` (the figures against a holdout,
-        :meth:`~polars_hidden_rate.holdout.HoldoutFigures.to_dict`, or None without one),
+        each name of [`METRICS`][polars_hidden_rate.report.METRICS], in that order, ``{"value",
+        "target", "passed"}``), ``evidence``, ``holdout`` (the figures against a holdout,
+        `to_dict`, or None without one),
         ``passed`` and ``provenance``.
         """
         checks = self.checks
@@ -235,7 +238,7 @@ class PrivacyReport:
         is not shown as 90 beside a target of 90), each target as given. The
         histograms give 0 a bar of its own (the originals not hidden, the avatars on
         an original) and the values past the 99th percentile one more, each labelled
-        with its count; their titles name the space of :attr:`space`.
+        with its count; their titles name the space of `space`.
 
         Parameters
         ----------
@@ -339,7 +342,8 @@ def privacy_report(
     holdout: pl.DataFrame | pl.LazyFrame | None = None,
     **options: Unpack[CountOptions],
 ) -> PrivacyReport:
-    """Measure an anonymization with every metric of :data:`METRICS`, against targets.
+    """Measure an anonymization with every metric of [`METRICS`][polars_hidden_rate.report.METRICS],
+    against targets.
 
     The coordinates are read once (the projection fitted once) for the local
     cloaking, the DCR and the NNDR; the direct matches read the raw features.
@@ -347,24 +351,25 @@ def privacy_report(
     Parameters
     ----------
     originals, avatars
-        As for :func:`~polars_hidden_rate.local_cloaking`; LazyFrames are collected.
+        As for [`local_cloaking`][polars_hidden_rate.local_cloaking]; LazyFrames are collected.
     targets
-        Targets overriding :data:`DEFAULT_TARGETS`, by metric name; a metric
-        passes when its value is strictly above its target.
+        Targets overriding [`DEFAULT_TARGETS`][polars_hidden_rate.report.DEFAULT_TARGETS], by metric
+        name; a metric passes when its value is strictly above its target.
     confidence
         The confidence level of the hidden rate's interval.
     allow_unlinked, by_row_order
-        The verdict options of :func:`~polars_hidden_rate.gate.cloaking_summary`: a link
+        The verdict options of `cloaking_summary`: a link
         that looks random, or a row-order link while both frames hold a key column, is
         refused unless they say otherwise.
     holdout
         Real records of the same population that the generator never saw, with the
         originals' columns and types (refused otherwise, before anything is read): the
         report then adds the membership attack, the DCR overfitting protection and the
-        holdout's own DCR and NNDR (:class:`~polars_hidden_rate.holdout.HoldoutFigures`),
-        in the same space. They have no target and do not decide :attr:`PrivacyReport.passed`.
+        holdout's own DCR and NNDR (`HoldoutFigures`),
+        in the same space. They have no target and do not decide
+        [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed].
     **options
-        The keyword options of :class:`~polars_hidden_rate.CountOptions`. The
+        The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions]. The
         raw features of the direct matches are ``features`` (default the columns
         both frames share, less the keys), also when ``coords`` are given. With
         ``cluster``, the counts and the distances both run on the Dask cluster;
@@ -410,8 +415,8 @@ def report_of_plan(
     confidence: float = 0.95,
     holdout: pl.LazyFrame | None = None,
 ) -> PrivacyReport:
-    """:func:`privacy_report` of a planned request, its evidence taken by ``inspector``;
-    ``holdout`` checked beforehand (:func:`~polars_hidden_rate.holdout.check_holdout`)."""
+    """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
+    taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`)."""
     checked_targets = check_targets(targets)
     level = check_confidence(confidence)
     request, space = _with_space(inspector.request)

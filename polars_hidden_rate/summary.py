@@ -1,7 +1,7 @@
 """Summaries of per-record local cloaking: the figures a gate reports, from a frame of counts,
 from order statistics (the cluster's, without the counts in one place), and histograms.
 
-The gates (:mod:`polars_hidden_rate.gate`, ``hidden-rate check``) and the dataset paths build
+The gates (`polars_hidden_rate.gate`, ``hidden-rate check``) and the dataset paths build
 their verdicts on these; nothing here counts.
 """
 
@@ -44,7 +44,7 @@ class CloakingSummary:
         ``hidden_rate >= min_rate`` (True when there is no ``min_rate``) and, when the
         evidence was gathered, own copies at most ``max_own_copies``.
     evidence
-        The link test, own copies and ties (:class:`~polars_hidden_rate.verdict.Evidence`),
+        The link test, own copies and ties (`Evidence`),
         or None where they were not gathered (a summary of a written file, a cluster run).
     max_own_copies
         The most own copies the gate allows, in percent (None: not gated).
@@ -146,7 +146,8 @@ def summarize(
     evidence: Evidence | None = None,
     max_own_copies: float | None = None,
 ) -> CloakingSummary:
-    """Summarise the output of :func:`polars_hidden_rate.local_cloaking`.
+    """Summarise the output of
+    [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking].
 
     Reads only its ``local_cloaking`` column, so a per-record file written once
     can be summarised without counting again.
@@ -239,7 +240,7 @@ def summary_from_order_statistics(
 
     The quartiles interpolate linearly between the order statistics at ``floor`` and
     ``ceil`` of ``q (n - 1)``, as Polars' ``quantile(q, "linear")`` and ``median`` do, so
-    the summary is :func:`~polars_hidden_rate.gate.summarize`'s, value for value, without
+    the summary is [`summarize`][polars_hidden_rate.gate.summarize]'s, value for value, without
     the counts in one place.
 
     Examples

@@ -1,8 +1,8 @@
-"""Where tasks run: here (:class:`LocalTasks`) or on a Dask cluster's workers
-(:class:`DaskTasks`), and what a driver needs to know of the workers to size its tasks.
+"""Where tasks run: here (`LocalTasks`) or on a Dask cluster's workers
+(`DaskTasks`), and what a driver needs to know of the workers to size its tasks.
 
 Every Dask run of the package (the fit's passes, the in-memory scatter path, the parquet
-pipeline) submits its tasks through one :class:`DaskTasks`: one place names the keys
+pipeline) submits its tasks through one `DaskTasks`: one place names the keys
 (``phr-<stage>-...-<run>``, so the dashboard groups a run's tasks by stage) and decides
 how results come back. Dask is imported only when a cluster is used.
 """
@@ -27,15 +27,15 @@ TASK_MEMORY_FRACTION = 0.25
 # Assumed memory per worker thread when a worker reports no memory limit.
 DEFAULT_THREAD_MEMORY = 2 << 30
 WORKERS_WAIT_SECONDS = 30
-"""How long :func:`worker_specs` waits for a worker when the cluster has none (workers that a
+"""How long `worker_specs` waits for a worker when the cluster has none (workers that a
 restart or a nanny brings back register a moment later)."""
 
 
 class Tasks(Protocol):
-    """Where the per-file tasks run: :class:`LocalTasks` here, :class:`DaskTasks` on workers.
+    """Where the per-file tasks run: `LocalTasks` here, `DaskTasks` on workers.
 
-    :meth:`run` starts a task and returns a handle to its result, which stays where it ran;
-    handles may be arguments of later tasks. :meth:`results` brings results here, in the
+    `run` starts a task and returns a handle to its result, which stays where it ran;
+    handles may be arguments of later tasks. `results` brings results here, in the
     order of ``handles``.
     """
 
@@ -58,8 +58,8 @@ class DaskTasks:
     """Every task runs on the workers of a Dask ``client``; a handle is a future.
 
     A task is keyed ``<prefix>-<name>-<run>``: ``name`` says the stage and the piece, and
-    the run's token keeps two runs on one cluster apart. :meth:`results` brings results
-    back one at a time, in order, so the driver holds one at a time; :meth:`gather` brings
+    the run's token keeps two runs on one cluster apart. `results` brings results
+    back one at a time, in order, so the driver holds one at a time; `gather` brings
     a whole stage's scalars at once.
     """
 
@@ -142,7 +142,7 @@ class WorkerSpec:
 
 def worker_specs(client: Client) -> list[WorkerSpec]:
     """Each worker's threads and memory limit, as the scheduler reports them; when there is
-    none yet, after waiting up to :data:`WORKERS_WAIT_SECONDS` for one."""
+    none yet, after waiting up to `WORKERS_WAIT_SECONDS` for one."""
     info = client.scheduler_info(n_workers=-1)["workers"]
     if not info:
         with contextlib.suppress(TimeoutError, OSError):
@@ -155,8 +155,8 @@ def worker_specs(client: Client) -> list[WorkerSpec]:
 
 
 def task_memory(workers: Sequence[WorkerSpec]) -> float:
-    """The bytes one task may hold: :data:`TASK_MEMORY_FRACTION` of the smallest worker
-    thread's memory (:data:`DEFAULT_THREAD_MEMORY` per thread where a worker reports no
+    """The bytes one task may hold: `TASK_MEMORY_FRACTION` of the smallest worker
+    thread's memory (`DEFAULT_THREAD_MEMORY` per thread where a worker reports no
     limit), whichever worker it lands on.
 
     Examples

@@ -1,12 +1,12 @@
 """What a verdict needs beside the counts: a link that carries something, and own copies.
 
-The gates (:func:`~polars_hidden_rate.gate.cloaking_summary`,
-:func:`~polars_hidden_rate.assert_hidden_rate`, ``hidden-rate check``) and the report
-refuse to judge a release whose link looks random (:mod:`polars_hidden_rate.linkage`), or
+The gates (`cloaking_summary`,
+[`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate], ``hidden-rate check``) and the report
+refuse to judge a release whose link looks random (`polars_hidden_rate.linkage`), or
 that is linked by row order while both frames hold a column that is a key; and they count
 the avatars identical to their own original on the raw features, and the records hidden
 only through ties. Everything here comes from the read that the counts come from
-(:class:`Inspector`), so a lazy plan that reorders its rows cannot make two reads disagree.
+(`Inspector`), so a lazy plan that reorders its rows cannot make two reads disagree.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ class VerdictOptions(TypedDict, total=False):
     ----------
     allow_unlinked
         Judge even when the link looks random (research on shuffled data); default False:
-        :class:`UnlinkedAvatarsError`.
+        `UnlinkedAvatarsError`.
     by_row_order
         Link by row order even though both frames hold a column unique per row with the
-        same values (a key); default False: :class:`AmbiguousLinkError`.
+        same values (a key); default False: `AmbiguousLinkError`.
     max_own_copies
         The largest percentage of avatars identical to their own original that passes;
-        default :data:`DEFAULT_MAX_OWN_COPIES`, ``100`` disables it.
+        default `DEFAULT_MAX_OWN_COPIES`, ``100`` disables it.
     """
 
     allow_unlinked: bool
@@ -58,7 +58,7 @@ VERDICT_OPTION_NAMES = frozenset(VerdictOptions.__annotations__)
 
 class UnlinkedAvatarsError(ComputeError):
     """The avatars do not look linked to the originals: the link test cannot reject a
-    random link. ``.test`` holds the :class:`~polars_hidden_rate.linkage.LinkTest`."""
+    random link. ``.test`` holds the `LinkTest`."""
 
     def __init__(self, message: str, test: LinkTest) -> None:
         super().__init__(message)
@@ -212,9 +212,9 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
 class Inspector:
     """Takes the verdict's evidence from the read the counts come from.
 
-    :meth:`carries` gives the raw features to carry through that read, :meth:`before`
+    `carries` gives the raw features to carry through that read, `before`
     runs the link test and counts own copies on it (and refuses a random link), and
-    :meth:`after` counts the records hidden only by ties once the counts are known.
+    `after` counts the records hidden only by ties once the counts are known.
     """
 
     request: CountPlan
@@ -258,7 +258,7 @@ class Inspector:
 
     def before(self, aligned: Aligned) -> Aligned:
         """Test the link and count own copies on ``aligned``; return it without the carried
-        features. Raises :class:`UnlinkedAvatarsError` on a link that looks random."""
+        features. Raises `UnlinkedAvatarsError` on a link that looks random."""
         self.link = link_test(aligned.originals, aligned.avatars)
         self.unseen = aligned.unseen
         if not self.link.linked and not self.verdict.allow_unlinked:
@@ -281,7 +281,7 @@ class Inspector:
 
     def after(self, counts: CountArray, closer: BoolArray) -> None:
         """Count the hidden records that no rival is strictly closer to than their avatar,
-        from the flags the counting set (:meth:`CountPlan.counts` with ``closer``)."""
+        from the flags the counting set (`CountPlan.counts` with ``closer``)."""
         self.hidden_by_ties_only = int(np.count_nonzero((counts > 0) & ~closer))
 
     def evidence(self) -> Evidence:

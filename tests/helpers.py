@@ -108,7 +108,7 @@ OFFSETS = (0.0, 1e6, 2.0**40, -(2.0**45) + 0.25)
 
 @st.composite
 def nearest_two_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`nearest_two_case` with drawn sizes, grid step and offset."""
+    """`nearest_two_case` with drawn sizes, grid step and offset."""
     return nearest_two_case(
         np.random.default_rng(draw(st.integers(0, 2**32 - 1))),
         n=draw(st.integers(1, 120)),
@@ -133,7 +133,7 @@ COUNT_KEYS = (
 
 
 def counts_of(summary: Any) -> dict[str, Any]:
-    """The count figures of a :class:`~polars_hidden_rate.gate.CloakingSummary` (or of its
+    """The count figures of a `CloakingSummary` (or of its
     dict): what two summaries of the same counts share, whatever evidence and provenance
     each carries."""
     data = summary if isinstance(summary, dict) else summary.to_dict()

@@ -1,6 +1,6 @@
 """The FAISS float32 error bound against its own derivation and against FAISS itself.
 
-:func:`~polars_hidden_rate.engine.flat.float32_error_bound` is what lets the flat band decide a
+`float32_error_bound` is what lets the flat band decide a
 pair in float32: a bound below the true error would count a rival wrongly, so the bound
 is pinned twice. First to its derivation (the comment in ``flat.py``), written out here
 term by term; then to FAISS's actual ``IndexFlatL2`` distances on data built to cancel,
@@ -71,8 +71,8 @@ def measured_ratios(
 ) -> Float64Array:
     """``|FAISS estimate - float64 d2| / bound`` for every (query, avatar) pair.
 
-    The pipeline of :meth:`flat.Search.count_in_flat`: the data are centred and scaled by
-    :meth:`flat.Search.prepare`, the avatars lifted by a zero coordinate, the queries by
+    The pipeline of `flat.Search.count_in_flat`: the data are centred and scaled by
+    `flat.Search.prepare`, the avatars lifted by a zero coordinate, the queries by
     ``s_i`` (float32, ``s_i^2 <= 4``) when ``lifted``; FAISS's distance less ``s_i^2`` is the
     estimate of the scaled ``d2``, the float64 direct differences of the raw coordinates
     times the same power of two.

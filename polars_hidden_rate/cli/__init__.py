@@ -3,12 +3,12 @@
 ``hidden-rate check ORIGINALS AVATARS`` exits 0 when the hidden rate passes
 ``--min-rate`` (or no threshold is given), 1 when it is below, and 2 on bad
 input, with a one-line message on stderr. It only reads files, calls the
-public API and prints; the metric lives in :mod:`polars_hidden_rate.api`.
+public API and prints; the metric lives in `polars_hidden_rate.api`.
 
-Here are the subcommands and :func:`main`; beside them, the parser (:mod:`.parser`), the stop
-signals (:mod:`.signals`) and the human forms of the results (:mod:`.formatting`). The files
-are written by :mod:`polars_hidden_rate.outputs`. ``python -m polars_hidden_rate.cli`` runs
-:func:`entry`, as the ``hidden-rate`` script does.
+Here are the subcommands and `main`; beside them, the parser (`parser`), the stop
+signals (`signals`) and the human forms of the results (`formatting`). The files
+are written by `polars_hidden_rate.outputs`. ``python -m polars_hidden_rate.cli`` runs
+`entry`, as the ``hidden-rate`` script does.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The ``hidden-rate`` script: :func:`main`, then exit with its code.
+    """The ``hidden-rate`` script: `main`, then exit with its code.
 
     After a stop signal, once the partial output is removed and the line printed, the
     process ends at once, without waiting for counting threads still at work.
@@ -130,7 +130,7 @@ def entry() -> NoReturn:
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """The two files as lazy frames (:func:`_scan`)."""
+    """The two files as lazy frames (`_scan`)."""
     return _scan(args, args.originals, "ORIGINALS"), _scan(args, args.avatars, "AVATARS")
 
 
@@ -165,7 +165,7 @@ def _count_options(args: argparse.Namespace) -> CountOptions:
 
 def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> None:
     """An output file may not be an input (the input would be lost), nor anything but a
-    regular file (:func:`polars_hidden_rate.outputs.check_output`, the rule of every output)."""
+    regular file (`polars_hidden_rate.outputs.check_output`, the rule of every output)."""
     if path is None:
         return
     inputs = {"ORIGINALS": [Path(args.originals)], "AVATARS": [Path(args.avatars)]}
@@ -256,7 +256,8 @@ def _writes_parts(args: argparse.Namespace) -> bool:
 
 def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> CloakingSummary:
     """``check`` from parquet files or directories into a directory of parts
-    (:func:`~polars_hidden_rate.dataset.local_cloaking_to_parquet`), on the cluster if given.
+    ([`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet]), on the cluster if
+    given.
 
     The parts are staged in this thread, so that a stop signal removes them."""
     if args.output is None:
@@ -318,7 +319,7 @@ def _scheduler_address(path: Path) -> str:
     """The address in the scheduler file ``path`` (``dask scheduler --scheduler-file``).
 
     A file being written (empty, or not yet a JSON object with an address) is read again
-    for up to :data:`CLUSTER_FILE_WAIT` seconds; then it is bad input, as a missing file is.
+    for up to `CLUSTER_FILE_WAIT` seconds; then it is bad input, as a missing file is.
     """
     deadline = time.monotonic() + CLUSTER_FILE_WAIT
     while True:
@@ -425,7 +426,7 @@ def write_atomically(
     inspector: Inspector | None = None,
 ) -> CloakingSummary:
     """Sink ``per_record`` into ``path``
-    (:func:`~polars_hidden_rate.outputs.replace_atomically`), parquet with
+    (`replace_atomically`), parquet with
     ``metadata``; summarise what was written, with the evidence ``inspector`` took from
     the read it was counted from."""
     kind = file_format(path, "--output")

@@ -21,7 +21,7 @@ class Interrupted(BaseException):
 
 @contextlib.contextmanager
 def stop_signals_raised() -> Iterator[list[int]]:
-    """Within the block, the stop signals raise :class:`Interrupted`; yield those received.
+    """Within the block, the stop signals raise `Interrupted`; yield those received.
 
     Only in the main thread (where Python runs signal handlers), and never for a signal
     that is ignored (as SIGHUP under ``nohup``). The previous handlers come back after.

@@ -1,7 +1,7 @@
 """Exact counts on a Dask cluster: the same engine, on shards of the data.
 
-:mod:`.shards` sizes the tasks, bounds blocks and shards by their boxes, prunes the pairs
-that cannot count and counts a block in a shard; :mod:`.arrays` scatters in-memory
-arrays (the ``cluster=`` path of the frame functions); :mod:`.dataset` runs the parquet
+`shards` sizes the tasks, bounds blocks and shards by their boxes, prunes the pairs
+that cannot count and counts a block in a shard; `arrays` scatters in-memory
+arrays (the ``cluster=`` path of the frame functions); `dataset` runs the parquet
 pipeline, where the workers read, link, count and write.
 """

@@ -3,10 +3,10 @@
 The count decomposes exactly over the avatars: ``c_i`` is the sum, over any
 partition of the avatars into shards, of the rivals of ``x_i`` in each shard.
 The driver brings the data to the engine's canonical scale and computes every
-threshold ``T_i`` from the link alone (:func:`engine.linked_arrays`), splits the
+threshold ``T_i`` from the link alone (`engine.linked_arrays`), splits the
 originals into query blocks and the avatars into shards, and submits one pure
 task per (block, shard) pair; each task is the single-machine building block
-:func:`engine.count_within`. The driver sums the partial counts, so the result
+`engine.count_within`. The driver sums the partial counts, so the result
 is the local result, bit for bit.
 
 Both sides are sorted by their first coordinate before they are cut, so a block
@@ -21,9 +21,9 @@ so a re-run never changes the result.
 
 The nearest two originals of each avatar (DCR, NNDR) decompose the same way over
 the originals: the two smallest ``d2`` over all of them are the two smallest of
-the per-shard two smallest. :func:`nearest_two_distributed` cuts the originals
+the per-shard two smallest. `nearest_two_distributed` cuts the originals
 into shards and the avatars into blocks, runs the single-machine walk
-(:func:`nearest.squared_nearest_two`) per pair, and merges on the driver; both
+(`nearest.squared_nearest_two`) per pair, and merges on the driver; both
 kinds of run share the scattering, the tasks and the recovery (``_ScatteredPairs``).
 """
 
@@ -71,7 +71,8 @@ def count_cloaking_distributed(
     threads: int | None = None,
     sizing: Sizing | None = None,
 ) -> CountArray:
-    """Exact local cloaking, counted on a Dask cluster; equal to :func:`engine.count_cloaking`.
+    """Exact local cloaking, counted on a Dask cluster; equal to
+    [`engine.count_cloaking`][polars_hidden_rate.count_cloaking].
 
     Parameters
     ----------
@@ -81,12 +82,12 @@ def count_cloaking_distributed(
     client
         A ``dask.distributed.Client``.
     tie_tol
-        Relative tie tolerance, as in :func:`engine.count_cloaking`.
+        Relative tie tolerance, as in [`engine.count_cloaking`][polars_hidden_rate.count_cloaking].
     threads
         Counting threads inside each task. None runs one per task: Dask already
         runs one task per worker thread, and more would oversubscribe the cores.
     sizing
-        Block and shard sizes; default :func:`size_tasks` for the client's workers.
+        Block and shard sizes; default `size_tasks` for the client's workers.
 
     Returns
     -------
@@ -176,12 +177,12 @@ def nearest_two_distributed(
     sizing: Sizing | None = None,
 ) -> NearestTwo:
     """Each avatar's nearest two originals, on a Dask cluster; bit-identical to
-    :func:`nearest.nearest_two`.
+    [`nearest.nearest_two`][polars_hidden_rate.neighbours.nearest_two].
 
     The two smallest ``d2`` over all originals are the two smallest of the per-shard
     two smallest, so the originals are cut into shards (a kd-tree each), the avatars
     into blocks, and the driver merges each pair's result
-    (:func:`nearest.merge_nearest_two`).
+    (`nearest.merge_nearest_two`).
 
     Parameters
     ----------
@@ -193,9 +194,9 @@ def nearest_two_distributed(
         A ``dask.distributed.Client``.
     threads
         Search threads inside each task; None runs one per task, as in
-        :func:`count_cloaking_distributed`.
+        `count_cloaking_distributed`.
     sizing
-        Avatar block and original shard sizes; default :func:`size_tasks` for the
+        Avatar block and original shard sizes; default `size_tasks` for the
         client's workers.
 
     Returns

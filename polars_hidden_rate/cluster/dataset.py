@@ -1,6 +1,6 @@
 """Local cloaking of parquet datasets on a Dask cluster: the workers read, link, count and write.
 
-:func:`count_and_write` runs :func:`~polars_hidden_rate.dataset.local_cloaking_to_parquet`
+`count_and_write` runs [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet]
 with ``cluster=``. The driver holds futures, file metadata, split points, boxes and
 scalars, never a column: its memory grows with the number of files, blocks and shards,
 not with the records. Every stage is a set of pure tasks, each a function of files and
@@ -9,27 +9,27 @@ files, and the counts cannot change.
 
 1. **Read** (one task per file of each side): the key columns (cast to the types both
    sides share), the coordinates as float64, and each record's global row. The task
-   checks what :func:`~polars_hidden_rate.frames.read_aligned` checks and returns
+   checks what `read_aligned` checks and returns
    scalars: rows, the largest ``|coordinate|``, missing values, null keys, and a sample
    of the first coordinate for the split points. The records stay on the worker, cut
    into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order).
 2. The driver sums those scalars, raises the local errors, and chooses the canonical
-   exponent (:func:`~polars_hidden_rate.engine.scale.exponent_for` of the global largest)
+   exponent (`exponent_for` of the global largest)
    and the split points: ``B - 1`` for query blocks and ``S - 1`` for avatar shards,
    quantiles of the sample of ``(first coordinate, row)`` pairs, as a distributed sort
    chooses them.
 3. **Link** (one task per bucket): an original and its avatar have the same key, so
    they meet in one bucket (Dask moves the pieces between workers, as its task-based
-   shuffle does). The task links them as locally (:func:`~polars_hidden_rate.frames.link_by_key`)
+   shuffle does). The task links them as locally (`link_by_key`)
    and reports its key problems, which the driver sums; it multiplies both sides
-   by ``2^e``, computes each ``T_i`` (:func:`~polars_hidden_rate.engine.own_thresholds`)
+   by ``2^e``, computes each ``T_i`` (`own_thresholds`)
    and cuts its originals by the block split points.
 4. **Shards** (one per range of avatars): each avatar file cuts its avatars by the
    shard split points; a shard task gathers its pieces and builds its kd-tree where
    it runs. **Blocks** gather their pieces from every bucket.
 5. The driver gathers the boxes and prunes (block, shard) pairs exactly
-   (:func:`~polars_hidden_rate.cluster.arrays.pairs_within_reach`); one **count** task per
-   pair left calls :func:`~polars_hidden_rate.engine.count_within`; a task per block sums
+   (`pairs_within_reach`); one **count** task per
+   pair left calls `count_within`; a task per block sums
    its partial counts.
 6. **Write** (one task per originals file): the totals are routed back to their files
    by row, the file is read again, given ``local_cloaking`` and ``hidden``, and written
@@ -560,7 +560,7 @@ def count_and_write(
 
 class _Pipeline:
     """One run's stages, each a method that submits its tasks, keyed
-    ``phr-<stage>-<index>-<run>``. :meth:`run` drops each stage's futures once the next
+    ``phr-<stage>-<index>-<run>``. `run` drops each stage's futures once the next
     stage's tasks are submitted, so Dask frees every stage's data as soon as the next stage
     has it; no future is kept on the pipeline itself."""
 
@@ -922,7 +922,7 @@ def _raise_read_errors(
     right_stats: Sequence[_ReadStats],
     client: Client,
 ) -> None:
-    """The errors of :func:`~polars_hidden_rate.frames.read_aligned`, in its order, from the
+    """The errors of `read_aligned`, in its order, from the
     read tasks' scalars: empty sides, missing or inexact coordinates, heights, null keys."""
     for side, stats, dataset in ((left, left_stats, originals), (right, right_stats, avatars)):
         rows = sum(s.rows for s in stats)

@@ -2,10 +2,10 @@
 and of shards, the exact pruning of (block, shard) pairs, and the count of one block in one
 shard.
 
-The in-memory scatter path (:mod:`.arrays`) and the parquet pipeline (:mod:`.dataset`) cut
+The in-memory scatter path (`arrays`) and the parquet pipeline (`dataset`) cut
 the queries into blocks and the indexed points into shards; the count of a record is the sum
 of its partial counts over the shards, each the engine's exact count
-(:func:`~polars_hidden_rate.engine.count_within`), so the result is the local one, bit for
+(`count_within`), so the result is the local one, bit for
 bit.
 """
 
@@ -52,10 +52,10 @@ def size_tasks(n_queries: int, n_points: int, dim: int, workers: Sequence[Worker
     """Choose block and shard sizes for ``workers``.
 
     A shard is capped by the memory of one worker thread (a task's temporaries
-    grow with its shard), by :data:`MAX_SHARD_ROWS`, and by an even split over
+    grow with its shard), by `MAX_SHARD_ROWS`, and by an even split over
     the workers, so that every worker stores some of the points. Blocks are cut
-    so that there are about :data:`TASKS_PER_THREAD` tasks per thread, within
-    ``[MIN_BLOCK_ROWS, MAX_BLOCK_ROWS]`` and at most :data:`MAX_TASKS` tasks.
+    so that there are about `TASKS_PER_THREAD` tasks per thread, within
+    ``[MIN_BLOCK_ROWS, MAX_BLOCK_ROWS]`` and at most `MAX_TASKS` tasks.
 
     Examples
     --------
@@ -104,10 +104,10 @@ def plan_tasks(
     blocks, avatar files to shards, blocks back to files), so a graph of ``F`` files has
     about ``F`` times the buckets, blocks and shards in tasks: sized by the threads, that
     is ``O(F x threads)`` at any size of data. There are more than
-    :data:`BUCKETS_PER_THREAD`, :data:`BLOCKS_PER_THREAD` and :data:`SHARDS_PER_THREAD` per
-    thread only where blocks and shards would pass :data:`BLOCK_ROWS` and
-    :data:`SHARD_ROWS` records, or a task's share of a thread's memory
-    (:func:`records_per_task`) would not hold them.
+    `BUCKETS_PER_THREAD`, `BLOCKS_PER_THREAD` and `SHARDS_PER_THREAD` per
+    thread only where blocks and shards would pass `BLOCK_ROWS` and
+    `SHARD_ROWS` records, or a task's share of a thread's memory
+    (`records_per_task`) would not hold them.
 
     Examples
     --------
@@ -130,8 +130,8 @@ def plan_tasks(
 
 def records_per_task(dim: int, workers: Sequence[WorkerSpec]) -> int:
     """The most records of one side a link, block or shard task holds: its share
-    (:func:`~polars_hidden_rate.tasks.task_memory`) of one thread's memory
-    at :data:`TASK_BYTES_PER_RECORD_COORD` bytes per coordinate."""
+    (`task_memory`) of one thread's memory
+    at `TASK_BYTES_PER_RECORD_COORD` bytes per coordinate."""
     return max(1, int(task_memory(workers) // (TASK_BYTES_PER_RECORD_COORD * (dim + 3))))
 
 
@@ -168,7 +168,7 @@ def pairs_within_reach(
     Block ``b`` spans ``[block_low[b], block_high[b]]`` with thresholds up to
     ``largest[b]``; shard ``s`` spans ``[shard_low[s], shard_high[s]]``. ``gap`` is
     the float64 per-coordinate gap between the boxes and ``reach`` the sum of
-    ``gap * gap`` in column order, like :func:`engine.squared_distances`. Rounding
+    ``gap * gap`` in column order, like `engine.squared_distances`. Rounding
     is monotone, so every pair's computed ``d2`` is at least ``reach``;
     ``reach > max T`` proves that no pair of the two counts. Only the boxes are
     needed, so a driver can prune without holding the data.
@@ -197,7 +197,7 @@ def pairs_in_reach(
     blocks: Sequence[Box | None], shards: Sequence[Box | None]
 ) -> list[tuple[int, int]]:
     """The (block, shard) pairs that may hold a pair within a block threshold, among the
-    blocks and shards that hold records (:func:`pairs_within_reach` on their boxes)."""
+    blocks and shards that hold records (`pairs_within_reach` on their boxes)."""
     kept_blocks = [(b, box) for b, box in enumerate(blocks) if box is not None]
     kept_shards = [(s, box) for s, box in enumerate(shards) if box is not None]
     if not kept_blocks or not kept_shards:

@@ -3,19 +3,19 @@
 Row ``i`` of ``originals`` is linked to row ``i`` of ``avatars``. For each ``i``
 the engine counts the rivals ``j != i`` with ``d2(x_i, y_j) <= T_i``, where
 ``T_i = d2(x_i, y_i) * (1 + tie_tol)`` and every ``d2`` is the float64 sum of
-squared direct differences, taken in column order (:func:`squared_distances`).
+squared direct differences, taken in column order (`squared_distances`).
 
 Two exact strategies share that definition, and ``"auto"`` (the default) runs
-the one a probe of the data predicts faster (:func:`choose_strategy`). ``"tree"``
-walks a compiled kd-tree in float64 (:mod:`polars_hidden_rate.engine.kdtree`). ``"flat"`` finds
+the one a probe of the data predicts faster (`choose_strategy`). ``"tree"``
+walks a compiled kd-tree in float64 (`polars_hidden_rate.engine.kdtree`). ``"flat"`` finds
 candidates in a FAISS flat index in float32: each float32 distance carries an
 error bound, a pair is decided in float32 only when it lies outside that bound,
 and every pair inside it is settled again in float64 by
-:func:`squared_distances`. The GPU path (:mod:`polars_hidden_rate.engine.gpu`) uses
+`squared_distances`. The GPU path (`polars_hidden_rate.engine.gpu`) uses
 the same float32 preparation and bound.
 
-:func:`count_cloaking` first brings both arrays, exactly, to one canonical scale
-(:func:`linked_arrays`): the counts do not change when every coordinate is
+[`count_cloaking`][polars_hidden_rate.count_cloaking] first brings both arrays, exactly, to one
+canonical scale (`linked_arrays`): the counts do not change when every coordinate is
 multiplied by a power of two, and no square overflows or underflows on the way.
 """
 
@@ -79,7 +79,7 @@ def count_cloaking(
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
-    The arrays are first brought exactly to one canonical scale (:func:`linked_arrays`),
+    The arrays are first brought exactly to one canonical scale (`linked_arrays`),
     so the counts do not change when every coordinate is multiplied by a power of two.
 
     Parameters
@@ -93,13 +93,13 @@ def count_cloaking(
     threads
         Threads to count with, at least 1; None uses all cores.
     strategy
-        How to find candidates; see :func:`count_within`. Counts never depend on it.
+        How to find candidates; see `count_within`. Counts never depend on it.
     progress
         Show a progress bar on stderr; None shows it only on a terminal.
     cap
         When given (at least 1), return ``min(c_i, cap)``: each record stops at its
         ``cap``-th rival, which costs less. ``cap=1`` gives the hidden flags
-        (:func:`hidden_flags`).
+        (`hidden_flags`).
     overwrite_input
         Let the engine scale both arrays in place and reorder the avatars into its
         kd-tree, when they are writable contiguous float64: two fewer copies of the
@@ -108,7 +108,7 @@ def count_cloaking(
         the same.
     closer
         A boolean array of one flag per original to fill, when given: whether a rival
-        is strictly closer than its own avatar (:func:`closer_rivals`), found by the same
+        is strictly closer than its own avatar (`closer_rivals`), found by the same
         walk (a hidden record without one is hidden only by ties).
 
     Returns
@@ -170,7 +170,7 @@ def hidden_flags(
 ) -> BoolArray:
     """Whether each original is hidden (``c_i > 0``), exactly, at the cost of its first rival.
 
-    The arguments are those of :func:`count_cloaking`; this is
+    The arguments are those of [`count_cloaking`][polars_hidden_rate.count_cloaking]; this is
     ``count_cloaking(..., cap=1) > 0``: the tree walk of a record stops at its
     first rival (a whole box within ``T_i`` settles it at once), and the flat
     strategy settles in float64 only the records that no sure rival hides.
@@ -208,8 +208,8 @@ def closer_rivals(
 
     A hidden record (``c_i > 0``) without one is hidden only by ties: every rival that
     hides it lies at its own avatar's distance (within ``tie_tol``). The arrays are
-    brought to the canonical scale as for :func:`count_cloaking`, so the answer does not
-    change when every coordinate is multiplied by a power of two.
+    brought to the canonical scale as for [`count_cloaking`][polars_hidden_rate.count_cloaking], so
+    the answer does not change when every coordinate is multiplied by a power of two.
 
     Examples
     --------
@@ -233,7 +233,7 @@ def _within_strictly(
     threads: int | None,
 ) -> BoolArray:
     """For the queries ``chosen``, whether an avatar other than their own lies within
-    ``below`` (:func:`strictly_below`; ``own``: their own avatars' rows, None for row ``i``),
+    ``below`` (`strictly_below`; ``own``: their own avatars' rows, None for row ``i``),
     by a walk of the tree capped at one."""
     closer = np.zeros(len(chosen), dtype=bool)
     apart = np.flatnonzero(below[chosen] >= 0)  # nothing lies strictly closer than 0
@@ -267,14 +267,14 @@ def count_within(
     go through it. It rescales nothing: ``thresholds`` are squared distances in
     the units of the coordinates as given, and a square beyond float64's range
     is inf (below it, 0) there. Bring the data to a sane scale first, as
-    :func:`count_cloaking` does with :func:`linked_arrays`.
+    [`count_cloaking`][polars_hidden_rate.count_cloaking] does with `linked_arrays`.
 
     Parameters
     ----------
     queries
         Originals, float64 of shape ``(m, d)``.
     thresholds
-        ``T_i`` for each query (see :func:`own_thresholds`), in the squared units
+        ``T_i`` for each query (see `own_thresholds`), in the squared units
         of ``queries``.
     own
         For each query, the row of ``avatars`` holding its own avatar, or -1
@@ -283,28 +283,28 @@ def count_within(
         index arrays.
     avatars
         The avatars to count, float64 of shape ``(s, d)``, or a
-        :class:`~polars_hidden_rate.engine.kdtree.KdTree` already built on them (the
+        `KdTree` already built on them (the
         ``"tree"`` strategy then reuses it; ``own`` still indexes the avatars).
     threads
         Threads to count with, at least 1 (no more than the machine's cores run);
         None uses all cores.
     strategy
         ``"tree"`` walks a compiled kd-tree of the avatars in float64 per query
-        (:mod:`polars_hidden_rate.engine.kdtree`). ``"flat"`` compares every query
+        (`polars_hidden_rate.engine.kdtree`). ``"flat"`` compares every query
         with every avatar in a FAISS flat index and settles the float32 band in
         float64. ``"auto"`` builds the tree, walks it for a small sample of the
         queries counting its work, and runs the strategy predicted faster
-        (:func:`choose_strategy`); a prebuilt tree always runs as ``"tree"``.
+        (`choose_strategy`); a prebuilt tree always runs as ``"tree"``.
     progress
         Show a progress bar on stderr; None shows it only on a terminal.
     cap
         When given (at least 1), each count is ``min(count, cap)``, found at less cost.
     overwrite_input
         Let the kd-tree reorder writable contiguous float64 ``avatars`` in place
-        instead of copying them (see :func:`count_cloaking`).
+        instead of copying them (see [`count_cloaking`][polars_hidden_rate.count_cloaking]).
     closer_than, closer
         With both: ``closer[i]`` receives whether an avatar counted for query ``i`` lies
-        within ``closer_than[i]`` (:func:`strictly_below` of its own ``d2``, for the
+        within ``closer_than[i]`` (`strictly_below` of its own ``d2``, for the
         rivals strictly closer than its own avatar). The tree finds it in the walk
         that counts; after a flat pass, a capped walk of the tree over the counted
         queries does.

@@ -3,7 +3,7 @@ nearest-two walk.
 
 Each is compiled without fastmath (it would fuse and reorder the sums), so every
 distance a kernel compares is the engine's definition
-(:func:`~polars_hidden_rate.engine.arrays.squared_distances`): direct differences,
+(`squared_distances`): direct differences,
 squared and summed in column order.
 """
 
@@ -179,7 +179,7 @@ def count_walk(
     whole only where it settles that too (wholly within ``strict[i]``, or wholly beyond it),
     and a walk stops at ``cap`` rivals only once it is known.
 
-    With a non-empty ``work`` (the probe of :meth:`KdTree.walk_work`), ``work[r]`` receives
+    With a non-empty ``work`` (the probe of `KdTree.walk_work`), ``work[r]`` receives
     the boxes tested and the points compared for query ``rows[r]``, and a walk stops (its
     count then unfinished) once ``boxes * costs[0] + points * costs[1]`` passes ``costs[2]``.
     """

@@ -2,10 +2,10 @@
 array crosses on its way in.
 
 Every count, on every path (the tree, the flat band, the GPU, the cluster's shards), is
-settled against :func:`squared_distances`: direct differences, squared and summed in
-column order, in float64. :func:`linked_arrays` brings linked coordinates to the
-canonical scale (:mod:`polars_hidden_rate.engine.scale`) and gives each record its
-threshold; :func:`coordinates` and :func:`linked_queries` check what a caller hands in.
+settled against `squared_distances`: direct differences, squared and summed in
+column order, in float64. `linked_arrays` brings linked coordinates to the
+canonical scale (`polars_hidden_rate.engine.scale`) and gives each record its
+threshold; `coordinates` and `linked_queries` check what a caller hands in.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def squared_distances(
 
     This is the definition every count is settled against: direct differences,
     squared and summed in column order. ``rows`` and ``cols`` may be slices (no
-    gather: :func:`own_thresholds` pairs row ``i`` with row ``i``).
+    gather: `own_thresholds` pairs row ``i`` with row ``i``).
     """
     pairs = len(range(len(originals))[rows]) if isinstance(rows, slice) else len(rows)
     total = np.zeros(pairs, dtype=np.float64)
@@ -56,7 +56,7 @@ def linked_arrays(
     """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
 
     Both arrays are multiplied by one power of two
-    (:func:`~polars_hidden_rate.engine.scale.canonical_scale`), exactly unless a
+    ([`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale]), exactly unless a
     coordinate falls below the normal range, before any ``d2`` is taken: data
     and the same data times ``2^k`` give bit-identical arrays, hence identical
     counts, and no square can overflow. With ``overwrite_input``, arrays that are

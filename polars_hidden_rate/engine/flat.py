@@ -1,11 +1,10 @@
 """The FAISS band: candidates from a flat index in float32, settled in float64.
 
 Queries and avatars are centred and scaled by a power of two for float32; each
-float32 distance FAISS returns carries an error bound (:func:`float32_error_bound`),
+float32 distance FAISS returns carries an error bound (`float32_error_bound`),
 a pair is decided in float32 only when it lies outside that bound, and every pair
-inside it is settled again in float64 by :func:`engine.squared_distances
-<polars_hidden_rate.engine.squared_distances>`. The flat strategy of the engine
-(:func:`count_flat`) and the GPU path (:mod:`polars_hidden_rate.engine.gpu`) share it.
+inside it is settled again in float64 by `engine.squared_distances`. The flat strategy of the engine
+(`count_flat`) and the GPU path (`polars_hidden_rate.engine.gpu`) share it.
 """
 
 from __future__ import annotations
@@ -104,7 +103,7 @@ class Search:
         )
 
     def lifted_avatars(self) -> npt.NDArray[np.float32]:
-        """Avatars with the extra coordinate 0 (see :meth:`count_in_flat`)."""
+        """Avatars with the extra coordinate 0 (see `count_in_flat`)."""
         return np.hstack([self.avatar_f32, np.zeros((len(self.avatar_f32), 1), np.float32)])
 
     def count_flat(self, bar: Progress, cap: int | None = None) -> CountArray:
@@ -132,7 +131,7 @@ class Search:
         FAISS takes one radius ``R``; query ``i`` gets its own through an extra
         coordinate ``s_i`` (zero for avatars): ``d2 + s_i^2 < R`` iff ``d2 < R - s_i^2``.
         A flat index may use the expanded form ``|x|^2 + |y|^2 - 2x.y``, hence the
-        bound of :func:`float32_error_bound`.
+        bound of `float32_error_bound`.
         """
         query_f32 = self.query_f32[rows]
         scaled_thresholds = self.scaled_thresholds[rows]
@@ -173,7 +172,7 @@ class Search:
         cap: int | None = None,
     ) -> CountArray:
         """Count the rivals of each query in ``rows`` from a range search's results, its own
-        avatar aside (at most ``cap``): :meth:`settle` on FAISS's float32 values as they are.
+        avatar aside (at most ``cap``): `settle` on FAISS's float32 values as they are.
 
         Query ``k`` holds the pairs ``lims[k]:lims[k + 1]`` of ``found`` (FAISS's lifted
         distances) and ``rival``. Its interval ``[found - s_k^2 - E_k, found - s_k^2 + E_k]``
@@ -181,7 +180,7 @@ class Search:
         it past ``T_k + s_k^2 + E_k``, each computed once per query, in float64, and moved by
         more than its rounding the safe way (toward settling): no pair needs a float64 copy,
         and only the band between the cutoffs is gathered and settled by
-        :func:`squared_distances`. The own avatar is counted like any other, then taken off
+        `squared_distances`. The own avatar is counted like any other, then taken off
         where it lies within ``T_k`` in float64, as the settled count would say.
         """
         lims = lims.astype(np.int64)  # FAISS gives size_t
@@ -228,7 +227,7 @@ class Search:
         Pair ``p`` joins query ``rows[owner[p]]`` to avatar ``rival[p]``, and its
         scaled squared distance lies in ``[at_least[p], at_most[p]]``. A pair whose
         interval lies on one side of the threshold is decided; the others are
-        settled in float64 by :func:`squared_distances`, but only for queries that
+        settled in float64 by `squared_distances`, but only for queries that
         the decided pairs leave below ``cap``.
         """
         not_own = rival != self.own[rows][owner]

@@ -3,17 +3,17 @@
 FAISS has no range search on the GPU, so candidates come from k-NN searches, as
 in FAISS's ``contrib/exhaustive_search.py``: a query whose k-th float32 distance
 lies beyond its reach (its threshold plus the engine's float32 error bound,
-:func:`flat.float32_error_bound`) has all its candidates among those k. A query
+`flat.float32_error_bound`) has all its candidates among those k. A query
 that still has more after the largest k the GPU allows (2048) is counted on the
-CPU by :func:`engine.count_within`. The data come through
-:func:`engine.linked_arrays`, at the CPU engine's canonical scale. The candidates
-are settled as the flat band settles them (:meth:`flat.Search.settle`): a pair is
+CPU by `engine.count_within`. The data come through
+`engine.linked_arrays`, at the CPU engine's canonical scale. The candidates
+are settled as the flat band settles them (`flat.Search.settle`): a pair is
 decided in float32 only when its error bound keeps it on one side of the threshold,
-and every other is settled in float64 by :func:`engine.squared_distances`, so the
+and every other is settled in float64 by `engine.squared_distances`, so the
 counts are those of the CPU path.
 
 This needs a FAISS build with GPU support (e.g. the ``faiss-gpu-cu12`` wheels in
-place of ``faiss-cpu``) and a CUDA GPU; without them :func:`require_gpu` raises.
+place of ``faiss-cpu``) and a CUDA GPU; without them `require_gpu` raises.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def count_cloaking_gpu(
     tie_tol: float = 1e-9,
     gpu_id: int = 0,
 ) -> CountArray:
-    """Exact local cloaking with FAISS's GPU flat index; equal to :func:`engine.count_cloaking`.
+    """Exact local cloaking with FAISS's GPU flat index; equal to
+    [`engine.count_cloaking`][polars_hidden_rate.count_cloaking].
 
     Parameters
     ----------
@@ -71,7 +72,7 @@ def count_cloaking_gpu(
         Float64 arrays of shape ``(n, d)``; row ``i`` of ``avatars`` is the
         avatar of row ``i`` of ``originals``.
     tie_tol
-        Relative tie tolerance, as in :func:`engine.count_cloaking`.
+        Relative tie tolerance, as in [`engine.count_cloaking`][polars_hidden_rate.count_cloaking].
     gpu_id
         The CUDA device FAISS runs on.
 
@@ -114,10 +115,10 @@ def count_within_knn(
     max_k: int = GPU_MAX_K,
     first_k: int = FIRST_K,
 ) -> CountArray:
-    """:func:`engine.count_within` with candidates from k-NN searches on ``make_index``'s index.
+    """`engine.count_within` with candidates from k-NN searches on ``make_index``'s index.
 
     Queries whose candidates outnumber ``max_k`` are counted by
-    :func:`engine.count_within` on the CPU.
+    `engine.count_within` on the CPU.
 
     Examples
     --------
@@ -177,7 +178,7 @@ def _settle(
     bound: Float64Array,
 ) -> CountArray:
     """Count the candidates of ``rows``, their own avatars aside, by the flat band's
-    settling (:meth:`flat.Search.settle`): a float32 distance ``e`` of query ``i`` puts its
+    settling (`flat.Search.settle`): a float32 distance ``e`` of query ``i`` puts its
     ``d2`` in ``[e - E_i, e + E_i]`` (rounded outwards), and only the pairs whose interval
     holds the threshold are settled in float64."""
     owner, slot = np.nonzero(found >= 0)  # FAISS marks a missing neighbour with -1

@@ -6,7 +6,7 @@ point by point is the float64 count itself. Boxes only skip work, and never
 change a count: the box bounds are computed with the same operations in the
 same order, and rounding is monotone, so every point's float64 ``d2`` lies
 within its node's computed ``[near, far]`` exactly (see
-:func:`~polars_hidden_rate.engine._kernels.count_walk`).
+`count_walk`).
 """
 
 from __future__ import annotations
@@ -69,10 +69,10 @@ class KdTree:
         overwrite_input: bool = False,
     ) -> KdTree:
         """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
-        (default :data:`LEAF_SIZE`).
+        (default `LEAF_SIZE`).
 
         With ``overwrite_input``, writable contiguous float64 ``avatars`` are reordered in
-        place and become :attr:`points` (no copy): for callers that own them.
+        place and become `points` (no copy): for callers that own them.
         """
         avatars = np.ascontiguousarray(avatars, dtype=np.float64)
         n = len(avatars)
@@ -166,7 +166,7 @@ class KdTree:
         return counts
 
     def near_positions(self, queries: Float64Array) -> IndexArray:
-        """The first position in :attr:`points` of a leaf near each query (descending towards
+        """The first position in `points` of a leaf near each query (descending towards
         the nearer child box): queries sorted by it walk nodes already in cache."""
         positions: IndexArray = self.begin[leaf_near(self.lower, self.upper, queries)]
         return positions
@@ -190,8 +190,8 @@ class KdTree:
         return reached
 
     def own_positions(self, own: IndexArray | None) -> IndexArray:
-        """Where each own avatar sits in :attr:`points` (-1 for none); for ``own=None``
-        (query ``i`` owns avatar ``i``), :attr:`position` itself."""
+        """Where each own avatar sits in `points` (-1 for none); for ``own=None``
+        (query ``i`` owns avatar ``i``), `position` itself."""
         if own is None:
             return self.position
         positions: IndexArray = np.where(own >= 0, self.position[np.maximum(own, 0)], -1)
@@ -212,7 +212,7 @@ class KdTree:
         """The boxes tested and the points compared (columns 0 and 1) by the walk of each
         query in ``rows``, on this thread, and the rivals it found (capped at ``cap``); a
         walk stops once ``boxes * box_cost + points * point_cost`` passes ``budget``.
-        ``own=None`` as in :meth:`count_rivals`. Only the sampled rows are copied."""
+        ``own=None`` as in `count_rivals`. Only the sampled rows are copied."""
         rows = np.asarray(rows, dtype=np.int64)
         mine = self.own_positions(rows if own is None else own[rows])
         work = np.zeros((len(rows), 2), dtype=np.int64)
@@ -225,5 +225,5 @@ class KdTree:
 
 def queries_per_task(queries: int, threads: int) -> int:
     """Queries per task handed to a thread: about four tasks per thread, within
-    :data:`MIN_QUERIES_PER_TASK` and :data:`QUERIES_PER_TASK`."""
+    `MIN_QUERIES_PER_TASK` and `QUERIES_PER_TASK`."""
     return min(max(queries // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)

@@ -3,9 +3,9 @@
 Distances follow the engine's definition: direct differences, squared and summed
 in column order, no fused multiply-add. Both arrays are first brought, exactly, to
 one canonical scale by a power of two
-(:func:`~polars_hidden_rate.engine.scale.canonical_scale`), so no square overflows and
+([`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale]), so no square overflows and
 the results are invariant under power-of-two rescaling. A kd-tree of the
-originals (:class:`~polars_hidden_rate.engine.kdtree.KdTree`) is built once and walked
+originals (`KdTree`) is built once and walked
 with the box bounds of its counting walk: a node is skipped only when its lower
 bound exceeds the current second-best, which can never drop a point that would
 change the two smallest ``d2`` (ties included).
@@ -29,7 +29,7 @@ class NearestTwo:
     """Per avatar, the distances to its nearest and second-nearest original.
 
     The distances are kept at the canonical scale
-    (:func:`~polars_hidden_rate.engine.scale.canonical_scale`); the properties give
+    ([`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale]); the properties give
     them in the input units.
 
     Attributes
@@ -126,7 +126,7 @@ def squared_nearest_two(tree: KdTree, queries: Float64Array, *, threads: int) ->
 
     ``d2`` is the exact float64 sum of squared differences in column order, so the two
     smallest over a union of trees are the two smallest of their results
-    (:func:`merge_nearest_two`).
+    (`merge_nearest_two`).
     """
     # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
     rows = np.argsort(tree.near_positions(queries), kind="stable")

@@ -1,7 +1,7 @@
 """The process's one thread pool, and the cores it may use.
 
 Compiled work releases the GIL, so the engine runs its tasks on threads:
-:func:`parallel_map` hands task indices to this thread and to helpers from one pool kept
+`parallel_map` hands task indices to this thread and to helpers from one pool kept
 for the whole process (starting threads per call would cost as much as a small count).
 """
 
@@ -29,7 +29,7 @@ def usable_cores() -> int:
 
 def parallel_map(threads: int, work: Callable[[int], T], tasks: int) -> Iterator[T]:
     """``work(0), ..., work(tasks - 1)``, yielded as they finish, on at most ``threads``
-    threads (and :data:`MAX_THREADS`): this one and helpers from the process's pool, each
+    threads (and `MAX_THREADS`): this one and helpers from the process's pool, each
     taking the next task from a shared counter (compiled work releases the GIL).
 
     An exception in a task stops the others from taking new tasks and is raised here,

@@ -40,8 +40,9 @@ def canonical_exponent(dim: int, tie_tol: float = 0.0) -> int:
 
 
 def exponent_for(largest: float, dim: int, tie_tol: float = 0.0) -> int:
-    """The ``e`` of :func:`canonical_scale` for data whose largest ``|coordinate|`` is
-    ``largest`` (0 when it is 0): what parts of the data, reduced to their largest, agree on.
+    """The ``e`` of [`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale] for data
+    whose largest ``|coordinate|`` is ``largest`` (0 when it is 0): what parts of the data, reduced
+    to their largest, agree on.
 
     Examples
     --------
@@ -57,7 +58,7 @@ def canonical_scale(
     names: Sequence[str] = (),
     overwrite_input: bool = False,
 ) -> tuple[tuple[Float64Array, ...], int]:
-    """Multiply every array by one power of two ``2^e`` (:func:`canonical_exponent`).
+    """Multiply every array by one power of two ``2^e`` (`canonical_exponent`).
 
     A distance ``s`` taken on the scaled arrays is ``np.ldexp(s, -e)`` in the input
     units, exactly.

@@ -40,7 +40,7 @@ PROBE_FLOOR_SECONDS = 0.05
 
 
 def check_strategy(strategy: object) -> Strategy:
-    """``strategy``, one of :data:`STRATEGIES`."""
+    """``strategy``, one of `STRATEGIES`."""
     if not (isinstance(strategy, str) and strategy in STRATEGIES):
         msg = f"`strategy` must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}"
         raise ValueError(msg)
@@ -62,7 +62,7 @@ def choose_strategy(
     the boxes it tests and the points it compares. The tree's time is predicted from
     that work, the flat pass's from the pairs it compares (every query with every
     avatar), both with costs measured on one machine (``docs/engine.md``). The probe walks
-    one query in :data:`PROBE_SHARE` and stops each walk at :data:`PROBE_BUDGET` times a
+    one query in `PROBE_SHARE` and stops each walk at `PROBE_BUDGET` times a
     flat pass's work per query: it costs a few percent of the run it chooses.
     """
     estimate = probe(tree, queries, thresholds, own, threads=threads, cap=cap)
@@ -71,7 +71,7 @@ def choose_strategy(
 
 @dataclass(frozen=True)
 class Estimate:
-    """Times predicted by :func:`probe` for the whole count, and what the probe walked."""
+    """Times predicted by `probe` for the whole count, and what the probe walked."""
 
     tree_seconds: float
     flat_seconds: float
@@ -90,7 +90,7 @@ def probe(
 ) -> Estimate:
     """Predict the tree's and the flat pass's times from the walks of a sample of queries.
 
-    See :func:`choose_strategy`. With fewer pairs than :data:`PROBE_FLOOR_SECONDS` of
+    See `choose_strategy`. With fewer pairs than `PROBE_FLOOR_SECONDS` of
     flat work, nothing is walked and the tree is predicted free.
     """
     n_queries, (n_avatars, dim) = len(queries), tree.points.shape

@@ -1,6 +1,6 @@
-"""Frames to coordinate arrays: the columns and link a request names (:mod:`.schema`), the type
-questions (:mod:`.dtypes`), what is wrong with the data as values (:mod:`.problems`), the aligned
-read (:mod:`.read`), and the files people pass (:mod:`.files`, :mod:`.datasets`).
+"""Frames to coordinate arrays: the columns and link a request names (`schema`), the type
+questions (`dtypes`), what is wrong with the data as values (`problems`), the aligned
+read (`read`), and the files people pass (`files`, `datasets`).
 
 The names below are this layer's interface; the modules above it import them from here.
 """

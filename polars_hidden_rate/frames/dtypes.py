@@ -56,9 +56,9 @@ def common_key_type(
 def common_feature_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.DataType | None:
     """The type both sides of feature ``name`` are compared in (None: as they are).
 
-    Unlike a key (:func:`common_key_type`), a feature is compared by value: text as String
+    Unlike a key (`common_key_type`), a feature is compared by value: text as String
     (categories by their text), integers as Int64 where it holds both, other numbers as
-    Float64 (where :func:`inexact_values` guards the comparison).
+    Float64 (where `inexact_values` guards the comparison).
     """
     if is_text(left) and is_text(right):
         return None if left == right == pl.String else pl.String()

@@ -86,8 +86,8 @@ def scan(
 ) -> pl.LazyFrame:
     """A lazy scan of ``path``, its format chosen by extension, its schema already read.
 
-    A csv file is read by :func:`scan_csv`, with ``separator`` (default: sniffed from its
-    header, see :func:`sniff_separator`), ``null_values`` as missing values, and decimal
+    A csv file is read by `scan_csv`, with ``separator`` (default: sniffed from its
+    header, see `sniff_separator`), ``null_values`` as missing values, and decimal
     commas throughout with ``decimal_comma``.
 
     Raises
@@ -128,12 +128,12 @@ def scan_csv(
 ) -> pl.LazyFrame:
     """A lazy scan of the csv file ``path``, read as people write one.
 
-    - The separator is ``separator``, or sniffed from the header (:func:`sniff_separator`),
+    - The separator is ``separator``, or sniffed from the header (`sniff_separator`),
       each file on its own. An explicit one that leaves the file one column, where the
       sniffer finds several, is refused.
     - Header names are stripped of spaces; one given twice is refused (Polars would rename one).
     - Blank lines at the end of the file are no records; a file without records is refused.
-    - A text column whose first :data:`CSV_INFER_ROWS` values are all numbers once stripped of
+    - A text column whose first `CSV_INFER_ROWS` values are all numbers once stripped of
       spaces (``1.5, 2.0``), or all numbers with a decimal comma when the separator is not a
       comma (``-0,801931``), is read as numbers (integers when all are, else Float64);
       ``decimal_comma`` reads every number of the file with a decimal comma. Other text is
@@ -220,7 +220,7 @@ def csv_header(path: Path) -> str:
 
 
 def sniff_separator(header: str) -> str:
-    """The separator of a csv file: whichever of :data:`CSV_SEPARATORS` its ``header`` holds
+    """The separator of a csv file: whichever of `CSV_SEPARATORS` its ``header`` holds
     most often outside quoted cells (a comma when it holds none)."""
     bare = _QUOTED.sub("", header)
     counts = [bare.count(separator) for separator in CSV_SEPARATORS]
@@ -297,9 +297,9 @@ def _text_columns(
     frame: pl.LazyFrame, schema: pl.Schema, null_values: Sequence[str], notations: Sequence[str]
 ) -> list[pl.Expr]:
     """Each text column of a csv, stripped, or as numbers when its first values all are, in
-    one of ``notations`` (:mod:`~polars_hidden_rate.frames.text_numbers` patterns).
+    one of ``notations`` (`text_numbers` patterns).
 
-    Decided from the first :data:`CSV_INFER_ROWS` rows, as Polars infers a type: a later
+    Decided from the first `CSV_INFER_ROWS` rows, as Polars infers a type: a later
     value that is no number fails the read, naming it."""
     text = [name for name, dtype in schema.items() if dtype == pl.String]
     if not text:

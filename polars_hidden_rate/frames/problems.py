@@ -1,6 +1,6 @@
 """What is wrong with the data of a link, as values: counted in pieces, summed, raised once.
 
-:class:`KeyProblems` (null, duplicated and unmatched keys) and :class:`CoordinateProblems`
+`KeyProblems` (null, duplicated and unmatched keys) and `CoordinateProblems`
 (no rows, missing values, values float64 does not hold exactly) are found without raising,
 so that the pieces of one read (a cluster's files and key buckets) each report theirs and
 the sum (``combine``) raises the error the whole read raises (``raise_first``), word for word.
@@ -42,7 +42,7 @@ def check_equal_heights(originals: int, avatars: int) -> None:
 def inexact_counts(
     frame: pl.DataFrame | pl.LazyFrame, dtypes: Mapping[str, pl.DataType]
 ) -> dict[str, int]:
-    """How many values of each column of ``dtypes`` break :func:`inexact_values`; columns
+    """How many values of each column of ``dtypes`` break `inexact_values`; columns
     without any left out (nothing is read when no type can break it)."""
     rules = {
         name: rule
@@ -66,7 +66,7 @@ def raise_inexact(
     hint: str = "rescale or recode it",
 ) -> None:
     """A ComputeError for the first column of ``counts`` with values that break
-    :func:`inexact_values`, if any."""
+    `inexact_values`, if any."""
     for name, count in counts.items():
         if not count:
             continue
@@ -86,7 +86,7 @@ def raise_inexact(
 
 
 class MissingValuesError(ComputeError):
-    """A ComputeError for null, NaN or infinite values (:func:`raise_missing`): callers that
+    """A ComputeError for null, NaN or infinite values (`raise_missing`): callers that
     can explain them (the projection names the features behind a coordinate) catch only it."""
 
 
@@ -125,7 +125,7 @@ def missing_values(
 def raise_missing(
     missing: MissingValues, what: str, *, rows: int | None = None, hint: str = ""
 ) -> None:
-    """A :class:`MissingValuesError` naming every column of ``what`` with missing values,
+    """A `MissingValuesError` naming every column of ``what`` with missing values,
     if any."""
     if not missing:
         return
@@ -140,10 +140,10 @@ def raise_missing(
 class CoordinateProblems:
     """What is wrong with the coordinates of one side, counted: whether it has rows, its
     missing values (null, NaN, infinite) and the values float64 does not hold exactly
-    (:func:`~polars_hidden_rate.frames.dtypes.inexact_values`).
+    (`inexact_values`).
 
-    :meth:`of` counts them in one frame (the local read, or one of a cluster's files);
-    :meth:`combine` sums the pieces of one side; :meth:`raise_first` raises what one read
+    `of` counts them in one frame (the local read, or one of a cluster's files);
+    `combine` sums the pieces of one side; `raise_first` raises what one read
     raises first: no rows, then missing values, then inexact ones.
     """
 
@@ -173,7 +173,7 @@ class CoordinateProblems:
     @classmethod
     def combine(cls, pieces: Sequence[CoordinateProblems]) -> CoordinateProblems:
         """The problems of one side read in ``pieces``, counted as one read counts them (the
-        missing values by kind, then by column, as :func:`missing_values` orders them)."""
+        missing values by kind, then by column, as `missing_values` orders them)."""
         first = pieces[0]
         missing: MissingValues = Counter()
         for kind in _KINDS:
@@ -210,9 +210,9 @@ Example = tuple[Any, ...]
 class KeyProblems:
     """What is wrong with the keys of a link, counted, each with an example key.
 
-    :func:`link_by_key` finds them without raising, so that the pieces of one link (a
-    cluster's key buckets) can each report theirs and the sum (:meth:`combine`) raises the
-    error one link would (:meth:`raise_first`). Side 0 is the originals, side 1 the avatars.
+    `link_by_key` finds them without raising, so that the pieces of one link (a
+    cluster's key buckets) can each report theirs and the sum (`combine`) raises the
+    error one link would (`raise_first`). Side 0 is the originals, side 1 the avatars.
     The example of a null key is the first in row order; of any other problem, the
     smallest key, so it does not depend on how the records were cut.
     """
@@ -293,7 +293,7 @@ def _first(examples: list[Example | None], names: Sequence[str]) -> Example | No
 
 
 def _smallest(examples: list[Example | None], names: Sequence[str]) -> Example | None:
-    """The smallest key in Polars' order (the order :func:`link_by_key` sorts by)."""
+    """The smallest key in Polars' order (the order `link_by_key` sorts by)."""
     if not examples:
         return None
     frame = pl.DataFrame(examples, schema=list(names), orient="row", infer_schema_length=None)

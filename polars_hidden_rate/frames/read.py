@@ -1,8 +1,8 @@
 """Linked coordinates from two frames: read the few columns needed, check them, align them.
 
-:func:`read_aligned` collects the coordinates of both frames as float64, the avatars in the
-originals' order, and raises what :class:`~polars_hidden_rate.frames.problems.KeyProblems`
-and :class:`~polars_hidden_rate.frames.problems.CoordinateProblems` find.
+`read_aligned` collects the coordinates of both frames as float64, the avatars in the
+originals' order, and raises what `KeyProblems`
+and `CoordinateProblems` find.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def read_aligned(
 def read_coordinates(frame: pl.LazyFrame, columns: Sequence[str], role: str) -> Float64Array:
     """Collect ``columns`` of one frame (the ``role`` side) as float64, on their own: for the
     measures that link no record to another (a distance to the closest record of another
-    set), checked as :func:`read_aligned` checks each side."""
+    set), checked as `read_aligned` checks each side."""
     columns = list(columns)
     collected = frame.select(columns).collect()
     CoordinateProblems.of(collected, columns, role).raise_first()

@@ -1,7 +1,7 @@
 """Frames as this package takes them: the columns a request names, and the link between sides.
 
 Plan-time checks use only the schemas, so a LazyFrame stays lazy; the data checks run when
-:func:`~polars_hidden_rate.frames.read.read_aligned` collects the few columns it needs.
+`read_aligned` collects the few columns it needs.
 """
 
 from __future__ import annotations

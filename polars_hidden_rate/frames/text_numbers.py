@@ -3,7 +3,7 @@
 A csv written with decimal commas (``-0,801931``) or with a space after each separator is read
 by Polars as text. Projected as categories, such a column makes every avatar value a modality
 the originals never had, and every record a tie: the hidden rate goes to 100 % silently.
-:mod:`polars_hidden_rate.frames.files` reads such files as numbers; :func:`refuse_text_numbers`
+`polars_hidden_rate.frames.files` reads such files as numbers; `refuse_text_numbers`
 stops a text feature that still holds them (a DataFrame built in Python) before it is projected.
 
 The patterns are written once here, in the syntax Python's ``re`` and Polars' regex share.

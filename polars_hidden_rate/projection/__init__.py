@@ -16,14 +16,14 @@ The components are the eigenvectors of the Gram matrix of the originals' scaled
 rows, found by an exact (LAPACK) eigendecomposition, each oriented so that its
 largest loading is positive. The fit takes two streaming passes over the
 originals (statistics, then the Gram matrix) and holds O(p^2) numbers, ``p``
-the scaled width; :meth:`Projection.transform` is a set of Polars expressions,
-so a LazyFrame stays lazy and each row's coordinates depend on that row alone.
+the scaled width; [`Projection.transform`][polars_hidden_rate.Projection.transform] is a set of
+Polars expressions, so a LazyFrame stays lazy and each row's coordinates depend on that row alone.
 
-Modules, one job each: :mod:`.types` (which columns, of which kind),
-:mod:`.passes` (the two streaming passes), :mod:`.partitioned` (those passes as a
-task per parquet file, merged in file order), :mod:`.scaling` (the scaling rule and
-its forms), :mod:`.model` (the fitted :class:`Projection`) and
-:mod:`.coordinates` (the hook into the metric).
+Modules, one job each: `types` (which columns, of which kind),
+`passes` (the two streaming passes), `partitioned` (those passes as a
+task per parquet file, merged in file order), `scaling` (the scaling rule and
+its forms), `model` (the fitted [`Projection`][polars_hidden_rate.Projection]) and
+`coordinates` (the hook into the metric).
 """
 
 from polars_hidden_rate.projection.coordinates import ProjectedCoordinates

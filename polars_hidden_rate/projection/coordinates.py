@@ -54,7 +54,7 @@ class ProjectedCoordinates:
 
     spec: FeatureSpec
     ncp: int | None
-    fitted: Projection | None = None  # fitted beforehand: :meth:`read` uses it
+    fitted: Projection | None = None  # fitted beforehand: `read` uses it
     auto: bool = False  # categorical="auto": integer columns are chosen when fitting
     defaulted: bool = False  # features not named: identifiers are refused when fitting
 
@@ -103,7 +103,7 @@ class ProjectedCoordinates:
 
     def fit_files(self, files: Sequence[Path], tasks: Tasks | None = None) -> Projection:
         """The projection of this request, fitted on parquet ``files`` by one task per file
-        (:meth:`Projection.fit_partitioned`)."""
+        ([`Projection.fit_partitioned`][polars_hidden_rate.Projection.fit_partitioned])."""
         scanned = pl.scan_parquet(list(files), glob=False)
         return Projection.fit_partitioned(files, **self._options(scanned), tasks=tasks)
 
@@ -122,7 +122,7 @@ class ProjectedCoordinates:
 
     def _read_distinct(self, originals: pl.LazyFrame) -> set[str]:
         """Refuse a default feature unique per row (an identifier); with ``auto``, the
-        integer features with at most :data:`AUTO_CATEGORIES` distinct values."""
+        integer features with at most `AUTO_CATEGORIES` distinct values."""
         schema = originals.collect_schema()
         discrete = [
             name
@@ -155,7 +155,7 @@ class ProjectedCoordinates:
         }
 
     def with_fit(self, projection: Projection) -> ProjectedCoordinates:
-        """This request with its projection already fitted: :meth:`read` fits nothing."""
+        """This request with its projection already fitted: `read` fits nothing."""
         return replace(self, fitted=projection)
 
     @staticmethod
@@ -182,7 +182,7 @@ class ProjectedCoordinates:
     ) -> Aligned:
         """Fit on the originals (unless fitted beforehand), transform both frames, and read
         the linked coordinates (with ``carry`` and ``carry_avatars``, as
-        :func:`~polars_hidden_rate.frames.read_aligned`).
+        `read_aligned`).
         """
         projection = self.fitted if self.fitted is not None else self.fit(originals)
         names = self.names(projection)
@@ -203,7 +203,7 @@ class ProjectedCoordinates:
 
     def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:
         """``frame``'s coordinates (the ``role`` side) in the fitted projection, read on their
-        own, linked to nothing; a missing coordinate is explained as in :meth:`read`."""
+        own, linked to nothing; a missing coordinate is explained as in `read`."""
         assert self.fitted is not None, "fit the projection first (with_fit)"
         projection = self.fitted
         names = self.names(projection)
@@ -220,7 +220,7 @@ class ProjectedCoordinates:
 def _raise_missing_features(
     frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str
 ) -> None:
-    """The errors of :meth:`ProjectedCoordinates.raise_missing_features`, in that order."""
+    """The errors of `ProjectedCoordinates.raise_missing_features`, in that order."""
     features = projection.scaling.features
     numbers = {
         f.name: gaps(f.name, schema[f.name], isinstance(f, CategoricalFeature), f.fill is not None)
@@ -297,7 +297,7 @@ def unseen_modalities(
 ) -> dict[str, int]:
     """For each categorical feature, the avatars whose value is none of the originals'
     modalities (missing values aside). Refuses a feature where they are more than
-    :data:`UNSEEN_LIMIT` of the avatars, naming examples of both sides."""
+    `UNSEEN_LIMIT` of the avatars, naming examples of both sides."""
     features = projection.scaling.categorical
     if not features:
         return {}
@@ -334,7 +334,7 @@ def unseen_modalities(
 
 def _numbers_as_text(originals: pl.LazyFrame, name: str, schema: pl.Schema) -> bool:
     """Whether a text column holds numbers in another notation: the fit refuses it with
-    its own, more useful message (:mod:`polars_hidden_rate.frames.text_numbers`)."""
+    its own, more useful message (`polars_hidden_rate.frames.text_numbers`)."""
     if schema[name].is_integer():
         return False
     values = originals.select(pl.col(name).cast(pl.String).drop_nulls().head(SNIFFED_VALUES))

@@ -56,8 +56,8 @@ def _decompose(gram: Float64Array) -> tuple[Float64Array, Float64Array]:
 class Projection:
     """A PCA, MCA or FAMD model fitted on the originals, as in the avatar method.
 
-    Build it with :meth:`Projection.fit`; apply it to any frame with the same
-    features with :meth:`transform`.
+    Build it with [`Projection.fit`][polars_hidden_rate.Projection.fit]; apply it to any frame with
+    the same features with [`transform`][polars_hidden_rate.Projection.transform].
 
     Attributes
     ----------
@@ -70,12 +70,12 @@ class Projection:
         ``p`` of them, descending.
     components
         The ``p x p`` orthonormal components (rows), in the order of
-        ``eigenvalues``; rows past :attr:`n_components` span directions the
+        ``eigenvalues``; rows past `n_components` span directions the
         originals do not vary along.
     n_components
         The number of dimensions available: the rank of the originals' scaled rows.
     ncp
-        The number of components :meth:`transform` adds.
+        The number of components [`transform`][polars_hidden_rate.Projection.transform] adds.
     """
 
     scaling: Scaling
@@ -109,7 +109,7 @@ class Projection:
             categorical MCA, a mix FAMD.
         ncp
             The number of components to keep; default 5, capped at the
-            dimensions available (:attr:`n_components`).
+            dimensions available (`n_components`).
         categorical
             Features to treat as categorical whatever their type, by name or
             selector: categories coded as integers, for example.
@@ -168,20 +168,20 @@ class Projection:
     ) -> Projection:
         """Fit the projection on the rows of parquet ``files``, one task per file.
 
-        The passes of :meth:`fit` run over each file alone (:mod:`.partitioned`); the
-        partials are merged in file order, so the fit is deterministic, holds no column,
-        and equals :meth:`fit` on the files' concatenation up to rounding (the
-        eigenvalues to about 1e-15 relative).
+        The passes of [`fit`][polars_hidden_rate.Projection.fit] run over each file alone
+        (`partitioned`); the partials are merged in file order, so the fit is deterministic, holds
+        no column, and equals [`fit`][polars_hidden_rate.Projection.fit] on the files' concatenation
+        up to rounding (the eigenvalues to about 1e-15 relative).
 
         Parameters
         ----------
         files
             Parquet files with the same schema, in order.
         features, ncp, categorical, impute
-            As for :meth:`fit`.
+            As for [`fit`][polars_hidden_rate.Projection.fit].
         tasks
-            Where the per-file tasks run: :class:`~polars_hidden_rate.tasks.DaskTasks` on a Dask
-            cluster's workers; default :class:`~polars_hidden_rate.tasks.LocalTasks`, here.
+            Where the per-file tasks run: `DaskTasks` on a Dask
+            cluster's workers; default `LocalTasks`, here.
 
         Returns
         -------
@@ -190,7 +190,7 @@ class Projection:
         Raises
         ------
         ValueError
-            ``files`` is empty; and as :meth:`fit`.
+            ``files`` is empty; and as [`fit`][polars_hidden_rate.Projection.fit].
         """
         paths = [Path(file) for file in files]
         if not paths:
@@ -314,9 +314,9 @@ class Projection:
         return with_inputs.with_columns(self.coordinates(names)).drop(self.scaling.input_names)
 
     def with_inputs(self, frame: FrameT) -> FrameT:
-        """``frame`` with the columns :meth:`coordinates` reads (reserved names, one per
-        feature): each feature scaled, or its modality looked up, once per row, whatever the
-        number of components.
+        """``frame`` with the columns [`coordinates`][polars_hidden_rate.Projection.coordinates]
+        reads (reserved names, one per feature): each feature scaled, or its modality looked up,
+        once per row, whatever the number of components.
 
         Raises
         ------
@@ -341,7 +341,7 @@ class Projection:
 
     def coordinates(self, names: Sequence[str]) -> list[pl.Expr]:
         """Expressions for the first ``len(names)`` coordinates of a frame that
-        :meth:`with_inputs` gave.
+        [`with_inputs`][polars_hidden_rate.Projection.with_inputs] gave.
 
         Each row's coordinates depend on that row alone, whatever the engine or batching.
         """
@@ -354,7 +354,8 @@ class Projection:
 
     def scaled(self, frame: pl.DataFrame | pl.LazyFrame) -> Float64Array:
         """The full scaled matrix of ``frame``: ``(n, p)`` float64, columns as
-        :attr:`scaled_columns`. Its rows times ``components.T`` are the coordinates."""
+        [`scaled_columns`][polars_hidden_rate.Projection.scaled_columns]. Its rows times
+        ``components.T`` are the coordinates."""
         data = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
         check_same_types(self.features, _fitted_schema(self.scaling), data.schema, "frame")
         nulls = data.select(self.features).null_count().row(0, named=True)
@@ -369,7 +370,8 @@ class Projection:
 
     @property
     def scaled_columns(self) -> list[str]:
-        """The columns of :meth:`scaled`: ``name``, or ``name=modality`` for each dummy."""
+        """The columns of [`scaled`][polars_hidden_rate.Projection.scaled]: ``name``, or
+        ``name=modality`` for each dummy."""
         return self.scaling.column_names
 
     def unscale(self, matrix: Float64Array) -> pl.DataFrame:

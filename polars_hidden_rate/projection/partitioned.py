@@ -1,7 +1,7 @@
 """The fit's passes over a list of parquet files: one task per file, partials merged in order.
 
-Each file's task runs the passes of :mod:`.passes` over that file's rows alone (blocks of
-:data:`~.passes.BLOCK_ROWS` rows, restarting at each file) and returns a partial: moments,
+Each file's task runs the passes of `passes` over that file's rows alone (blocks of
+`BLOCK_ROWS` rows, restarting at each file) and returns a partial: moments,
 modality counts, missing values, or a Gram matrix. The driver merges them in file order,
 whatever order the tasks finish in, so the fit is deterministic and holds O(files + p^2)
 numbers, never a column. It equals the fit of the files' concatenation up to rounding
@@ -88,7 +88,7 @@ def _gram_task(path: Path, scaling: Scaling) -> Float64Array:
 def imputed_values(
     files: Sequence[Path], spec: FeatureSpec, schema: pl.Schema, tasks: Tasks
 ) -> Fills:
-    """The fills of :func:`~.passes.imputed_values` on the files' concatenation, exactly
+    """The fills of `imputed_values` on the files' concatenation, exactly
     for a median or a mode (a mean up to rounding)."""
     statistics = imputation(spec)
     if not statistics:
@@ -108,7 +108,7 @@ def imputed_values(
 
 
 def _source(path: Path, names: Sequence[str], spec: FeatureSpec, schema: pl.Schema) -> pl.DataFrame:
-    """One file's imputed sources (:func:`~.passes.imputed_source`) of ``names``."""
+    """One file's imputed sources (`imputed_source`) of ``names``."""
     return (
         pl.scan_parquet(path, glob=False)
         .select(imputed_source(name, spec, schema).alias(name) for name in names)
@@ -284,7 +284,7 @@ def _ordered(values: Float64Array) -> IndexArray:
 
 
 def _from_key(key: int) -> float:
-    """The float of a key of :func:`_ordered`."""
+    """The float of a key of `_ordered`."""
     return float(_ordered(np.array([key], dtype=np.int64).view(np.float64)).view(np.float64)[0])
 
 

@@ -52,7 +52,7 @@ BLOCK_ROWS = 65536
 GRAM_BLOCK_VALUES = 1 << 22
 """Scaled values held per block in the Gram pass (32 MiB of float64)."""
 EXTREME_EXPONENTS = (-960, 1000)
-"""A numeric column is brought near 1 by a power of two (:class:`~.scaling.NumericFeature`)
+"""A numeric column is brought near 1 by a power of two (`NumericFeature`)
 when its largest magnitude, or its spread, is below ``2^-960``, or its largest beyond
 ``2^1000``: there its mean and spread would lose bits, or its deviations overflow."""
 
@@ -230,7 +230,7 @@ class FeaturePartial:
         )
 
     def add(self, block: pl.DataFrame, numeric: list[str], checked: list[str]) -> None:
-        """Count one block of :func:`feature_partial`'s columns: the numeric features as
+        """Count one block of `feature_partial`'s columns: the numeric features as
         float64, then the modalities, their gaps, and flags of inexact values (``checked``)."""
         categorical = list(self.counts)
         numbers = {name: pl.col(_column("value", k)) for k, name in enumerate(numeric)}
@@ -271,7 +271,7 @@ def _column(kind: str, k: int) -> str:
 def feature_partial(
     originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema, fills: Fills
 ) -> FeaturePartial:
-    """Pass 1 over ``originals``, in blocks of :data:`BLOCK_ROWS` rows, gaps filled by ``fills``."""
+    """Pass 1 over ``originals``, in blocks of `BLOCK_ROWS` rows, gaps filled by ``fills``."""
     numeric_fills, modality_fills = _split_fills(fills)
     numeric = spec.numeric
     categorical = [name for name in spec.names if name in spec.categorical]
@@ -302,7 +302,7 @@ def fitted_features(
     partial: FeaturePartial, spec: FeatureSpec, schema: pl.Schema, fills: Fills
 ) -> tuple[list[Feature], int]:
     """The features pass 1 fits from the originals' whole ``partial``: numbers held as text
-    (:func:`~polars_hidden_rate.frames.text_numbers.refuse_text_numbers`, on the modalities
+    (`refuse_text_numbers`, on the modalities
     counted), gaps and no rows are errors."""
     refuse_text_numbers(partial.counts, "originals")
     raise_missing(
@@ -365,7 +365,7 @@ def _split_fills(fills: Fills) -> tuple[dict[str, float], dict[str, Modality]]:
 
 
 def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
-    """Stop as soon as the scaled columns exceed :data:`MAX_WIDTH` (an identifier among them?)."""
+    """Stop as soon as the scaled columns exceed `MAX_WIDTH` (an identifier among them?)."""
     width = numeric + sum(len(tally) for tally in counts.values())
     if width > MAX_WIDTH:
         refuse_text_numbers(counts, "originals")  # a numeric column read as text, most likely

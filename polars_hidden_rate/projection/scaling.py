@@ -6,12 +6,12 @@ centre and the population standard deviation as divisor. A modality's indicator 
 ``profile`` where the row holds it and 0 elsewhere, with its share ``p`` as centre
 and ``sqrt(p)`` as divisor (``sqrt(p q)`` for MCA, ``q`` categorical columns, whose
 rows are profiles: ``profile = q / r`` over the ``r`` modalities the originals know;
-1 otherwise). :meth:`Scaling.expressions` writes that rule as Polars expressions, and
+1 otherwise). `Scaling.expressions` writes that rule as Polars expressions, and
 every other form (the numpy matrix, the coordinates, the inverse) is derived from it
-or from :attr:`Scaling.centres` and :attr:`Scaling.divisors`.
+or from `Scaling.centres` and `Scaling.divisors`.
 
 A numeric column of extreme magnitude is first multiplied by a power of two (exactly)
-that brings it near 1 (:attr:`NumericFeature.exponent`), so that a column whose spread
+that brings it near 1 (`NumericFeature.exponent`), so that a column whose spread
 is subnormal, or whose values are near the float64 maximum, is standardized as safely
 as any other.
 """
@@ -58,7 +58,7 @@ class NumericFeature:
 
     def values(self, schema: pl.Schema) -> pl.Expr:
         """The column's values as float64 times ``2^exponent``, gaps filled; NaN where float64
-        does not hold the value exactly (:func:`~polars_hidden_rate.frames.inexact_values`)."""
+        does not hold the value exactly (`inexact_values`)."""
         dtype = schema[self.name]
         values = times_power_of_two(numeric_values(self.name, dtype, self.fill), self.exponent)
         inexact = inexact_values(pl.col(self.name), dtype)
@@ -187,12 +187,12 @@ class Scaling:
 
     @property
     def input_names(self) -> list[str]:
-        """The columns of :meth:`inputs`: one per feature, by position, then the MCA profile."""
+        """The columns of `inputs`: one per feature, by position, then the MCA profile."""
         names = [f"{RESERVED_PREFIX}_input{i}" for i in range(len(self.features))]
         return [*names, _PROFILE] if self.model == "MCA" else names
 
     def inputs(self, schema: pl.Schema) -> list[pl.Expr]:
-        """What :meth:`coordinate` reads from a frame with ``schema``, each worked out once per
+        """What `coordinate` reads from a frame with ``schema``, each worked out once per
         row however many components are asked for: a numeric feature's scaled column, a
         categorical one's modality as its position among the originals' (their number for a
         modality they never had, null for a gap), and for MCA the row's profile."""
@@ -218,7 +218,7 @@ class Scaling:
 
     def coordinate(self, component: Float64Array) -> pl.Expr:
         """The scaled rows along ``component``, as a Polars expression of the columns of
-        :meth:`inputs` (a frame must have them first).
+        `inputs` (a frame must have them first).
 
         Numeric columns take their scaled value times the loading; a categorical
         column sums to one lookup, ``profile * v_x / d_x - sum_m v_m p_m / d_m``, for

@@ -168,7 +168,7 @@ def as_seconds(name: str, dtype: pl.DataType) -> pl.Expr:
 
 
 def from_seconds(values: Float64Array, name: str, dtype: pl.DataType) -> pl.Series:
-    """Inverse of :func:`as_seconds`: float64 values back to ``dtype``, integers rounded."""
+    """Inverse of `as_seconds`: float64 values back to ``dtype``, integers rounded."""
     if dtype == pl.Date:
         return pl.Series(name, np.rint(values / _SECONDS_PER_DAY)).cast(pl.Int32).cast(dtype)
     if isinstance(dtype, pl.Datetime | pl.Duration):
@@ -226,13 +226,13 @@ _INT128_LIMIT = 2.0**127
 
 
 def numeric_values(name: str, dtype: pl.DataType, fill: float | None = None) -> pl.Expr:
-    """A numeric feature as float64 (:func:`as_seconds`), NaN and nulls replaced by ``fill``."""
+    """A numeric feature as float64 (`as_seconds`), NaN and nulls replaced by ``fill``."""
     values = as_seconds(name, dtype)
     return values if fill is None else values.fill_nan(None).fill_null(fill)
 
 
 def modality_values(name: str, dtype: pl.DataType, fill: Modality | None = None) -> pl.Expr:
-    """A categorical feature's modalities (:func:`modality_key`), gaps replaced by ``fill``."""
+    """A categorical feature's modalities (`modality_key`), gaps replaced by ``fill``."""
     key = modality_key(name, dtype)
     return key if fill is None else key.fill_null(pl.lit(fill))
 
@@ -240,7 +240,7 @@ def modality_values(name: str, dtype: pl.DataType, fill: Modality | None = None)
 def gaps(name: str, dtype: pl.DataType, categorical: bool, filled: bool) -> pl.Expr:
     """A float64 expression whose nulls, NaN and infinities are the feature's missing values
     (``filled``: once its fill replaces nulls and NaN), for
-    :func:`~polars_hidden_rate.frames.missing_values`.
+    `missing_values`.
 
     A numeric feature counts as its values do; so does a numeric column taken as
     categorical (null and NaN are missing, infinities refused); any other categorical
