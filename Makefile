@@ -18,9 +18,11 @@ demo: $(STAMP)
 
 test: lint typecheck pytest docs
 
+# ruff, and the layering of CONTRIBUTING.md as a contract ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
 	$(PY) -m ruff check polars_hidden_rate tests benchmarks tools
 	$(PY) -m ruff format --check polars_hidden_rate tests benchmarks tools
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
