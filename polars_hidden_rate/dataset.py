@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Unpack
 
-import numpy as np
 import polars as pl
 
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
@@ -200,9 +199,7 @@ def _count_and_write_locally(
         counts = request.counts()
     else:
         aligned = inspector.read()
-        closer = np.zeros(len(aligned.originals), dtype=bool)
-        counts = request.counts(aligned, consume=True, closer=closer)
-        inspector.after(counts, closer)
+        counts = request.counts_for(inspector, aligned, consume=True)
         del aligned
     for index, partition in enumerate(originals.partitions):
         part = counts[partition.offset : partition.offset + partition.rows]

@@ -136,9 +136,7 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
     """`cloaking_summary` of a planned request, its evidence taken by ``inspector``."""
     request = inspector.request
     aligned = inspector.read()
-    closer = np.zeros(len(aligned.originals), dtype=bool)
-    counts = request.counts(aligned, cap=QUARTILE_CAP, closer=closer)
-    inspector.after(counts, closer)
+    counts = request.counts_for(inspector, aligned, cap=QUARTILE_CAP)
     if not quartiles_below(counts, QUARTILE_CAP):
         counts = request.counts(aligned, consume=True)
     return summarize(

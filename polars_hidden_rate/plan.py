@@ -55,7 +55,7 @@ class ReadInspector(Protocol):
 
     def before(self, aligned: Aligned) -> Aligned: ...
 
-    def after(self, counts: CountArray, closer: BoolArray) -> None: ...
+    def after(self, counts: CountArray, closer: BoolArray, strategy: str | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ class CountPlan:
         cap: int | None = None,
         consume: bool = False,
         closer: BoolArray | None = None,
+        chosen: list[str] | None = None,
     ) -> CountArray:
         """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read).
 
@@ -107,7 +108,8 @@ class CountPlan:
         reorders them in place rather than copying them (a read made here always is).
         With ``closer``, each hidden record's flag there says whether a rival is strictly
         closer than its own avatar (`closer_rivals`): the
-        CPU engine finds it in the walk that counts.
+        CPU engine finds it in the walk that counts. With ``chosen``, the strategy that ran
+        is appended to it (``"tree"`` or ``"flat"`` on the CPU, ``"gpu"``, ``"cluster"``).
         """
         if aligned is None:
             aligned, consume = self.read(), True
@@ -116,10 +118,12 @@ class CountPlan:
             counts = distributed.count_cloaking_distributed(
                 originals, avatars, client=self.cluster, tie_tol=self.tie_tol, threads=self.threads
             )
+            used = "cluster"
         elif self.device == "gpu":
             from polars_hidden_rate.engine import gpu  # FAISS is loaded when used
 
             counts = gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
+            used = "gpu"
         else:
             return engine.count_cloaking(
                 originals,
@@ -130,12 +134,32 @@ class CountPlan:
                 cap=cap,
                 overwrite_input=consume,
                 closer=closer,
+                chosen=chosen,  # type: ignore[arg-type]  # the engine appends its Strategy
             )
+        if chosen is not None:
+            chosen.append(used)
         if closer is not None:
             hidden = np.flatnonzero(counts > 0)
             closer[:] = False
             closer[hidden] = engine.closer_rivals(originals, avatars, hidden, threads=self.threads)
         return counts if cap is None else np.minimum(counts, cap)
+
+    def counts_for(
+        self,
+        inspector: ReadInspector,
+        aligned: Aligned,
+        *,
+        cap: int | None = None,
+        consume: bool = False,
+    ) -> CountArray:
+        """:meth:`counts` of ``aligned`` as ``inspector`` needs them: the counting walk also
+        flags the hidden records that have a rival strictly closer than their avatar, and
+        the inspector learns those flags and the strategy that ran."""
+        closer = np.zeros(len(aligned.originals), dtype=bool)
+        chosen: list[str] = []
+        counts = self.counts(aligned, cap=cap, consume=consume, closer=closer, chosen=chosen)
+        inspector.after(counts, closer, chosen[-1] if chosen else None)
+        return counts
 
     def nearest_two(self, aligned: Aligned) -> NearestTwo:
         """Each avatar's nearest two originals in ``aligned`` (`nearest_of`)."""
@@ -229,10 +253,7 @@ class CountPlan:
             return aligned, self.counts(aligned, consume=True)
         extra, extra_avatars = self.inspector.carries()
         aligned = self.inspector.before(source.read([*carry, *extra], extra_avatars))
-        closer = np.zeros(len(aligned.originals), dtype=bool)
-        counts = self.counts(aligned, consume=True, closer=closer)
-        self.inspector.after(counts, closer)
-        return aligned, counts
+        return aligned, self.counts_for(self.inspector, aligned, consume=True)
 
     def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
         """A hash of the columns that decide a record's count: its key and coordinates."""

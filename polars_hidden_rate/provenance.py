@@ -76,10 +76,14 @@ def with_fit(request: CountPlan) -> CountPlan:
     return replace(request, projection=projection.with_fit(projection.fit(request.originals)))
 
 
-def describe_settings(request: CountPlan, **more: Any) -> dict[str, Any]:
+def describe_settings(
+    request: CountPlan, *, strategy: str | None = None, **more: Any
+) -> dict[str, Any]:
     """Every setting ``request`` resolved: the space (coords, or the fitted projection's
     features, categorical columns and how they were chosen, kind, ncp of the available
-    components, imputation and fills), the link and the tie tolerance; plus ``more``."""
+    components, imputation and fills), the link, the tie tolerance and the engine (the
+    ``strategy`` that counted: ``"tree"``, ``"flat"``, ``"gpu"`` or ``"cluster"``; ``"auto"``
+    when the description precedes the count, as a file's metadata does); plus ``more``."""
     settings: dict[str, Any] = {}
     projection = request.projection
     if projection is None or projection.fitted is None:
@@ -108,7 +112,7 @@ def describe_settings(request: CountPlan, **more: Any) -> dict[str, Any]:
     )
     settings["tie_tol"] = request.tie_tol
     settings["engine"] = {
-        "strategy": "auto",
+        "strategy": strategy or "auto",
         "device": request.device,
         "cluster": request.cluster is not None,
     }

@@ -420,11 +420,10 @@ def report_of_plan(
     checked_targets = check_targets(targets)
     level = check_confidence(confidence)
     request, space = _with_space(inspector.request)
-    inspector = replace(inspector, request=request)
+    if request is not inspector.request:  # fitted here: the caller's inspector learns nothing
+        inspector = replace(inspector, request=request)
     aligned = inspector.read()
-    closer = np.zeros(len(aligned.originals), dtype=bool)
-    counts = request.counts(aligned, closer=closer)
-    inspector.after(counts, closer)
+    counts = request.counts_for(inspector, aligned)
     found = request.nearest_two(aligned)
     dcr, nndr = found.nearest, found.ratio
     figures = None
@@ -473,8 +472,10 @@ def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
     if request.projection is None:
         columns = len(request.coords)
         return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
-    fitted = request.projection.fitted or request.projection.fit(request.originals)
-    request = replace(request, projection=request.projection.with_fit(fitted))
+    request = request.fitted()
+    assert request.projection is not None
+    assert request.projection.fitted is not None
+    fitted = request.projection.fitted
     return request, f"{fitted.model}, {fitted.ncp} of {_plural(fitted.n_components, 'component')}"
 
 

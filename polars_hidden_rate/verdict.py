@@ -224,6 +224,8 @@ class Inspector:
     own_copies: int = 0
     hidden_by_ties_only: int | None = None
     unseen: Mapping[str, int] = field(default_factory=dict)
+    # The engine's strategy that counted (what "auto" chose), once counted.
+    strategy: str | None = None
 
     @classmethod
     def start(cls, request: CountPlan, verdict: Verdict) -> Inspector:
@@ -279,10 +281,12 @@ class Inspector:
             carried_avatars=aligned.carried_avatars.drop(names, strict=False),
         )
 
-    def after(self, counts: CountArray, closer: BoolArray) -> None:
+    def after(self, counts: CountArray, closer: BoolArray, strategy: str | None = None) -> None:
         """Count the hidden records that no rival is strictly closer to than their avatar,
-        from the flags the counting set (`CountPlan.counts` with ``closer``)."""
+        from the flags the counting set (`CountPlan.counts_for`), and keep the strategy
+        that counted."""
         self.hidden_by_ties_only = int(np.count_nonzero((counts > 0) & ~closer))
+        self.strategy = strategy
 
     def evidence(self) -> Evidence:
         assert self.link is not None, "inspect a read first"

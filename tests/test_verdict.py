@@ -354,6 +354,11 @@ def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
         == hashlib.sha256(o.read_bytes()).hexdigest()
     )
     assert got["provenance"]["settings"]["space"] == {"coords": COORDS, "ncp": 3}
+    # The strategy that counted, not the option: what "auto" chose.
+    engine_settings = got["provenance"]["settings"]["engine"]
+    assert engine_settings == {"strategy": "tree", "device": "cpu", "cluster": False}
+    report = run("report", str(o), str(a), "--coords", ",".join(COORDS), "--format", "json")
+    assert json.loads(report.stdout)["provenance"]["settings"]["engine"]["strategy"] == "tree"
     text = run("check", str(o), str(a), "--coords", ",".join(COORDS))
     for label in ("own copies", "hidden by ties only", "link test", "sha256", "versions"):
         assert label in text.stdout
@@ -373,6 +378,8 @@ def test_the_per_record_file_carries_the_provenance(tmp_path: Path) -> None:
     block = json.loads(metadata["polars_hidden_rate"])
     assert block["inputs"]["avatars"]["rows"] == 200
     assert block["settings"]["link"] == {"by": "row order"}
+    # The file is described before it is counted; the printed output after.
+    assert block["settings"]["engine"]["strategy"] == "auto"
     assert "own copies            0 (0.00 %)" in done.stdout
 
 
@@ -555,3 +562,15 @@ def test_own_copies_are_a_share_of_every_record_when_the_link_test_samples(
     assert summary.evidence is not None
     assert (summary.evidence.link.n, summary.evidence.n) == (100, 400)
     assert summary.evidence.own_copies_percent == 10.0
+
+
+@pytest.mark.parametrize("strategy", ["tree", "flat", "auto"])
+def test_the_engine_says_which_strategy_counted(strategy: str) -> None:
+    rng = np.random.default_rng(4)
+    originals = rng.integers(-2, 3, (300, 3)).astype(float)
+    avatars = originals + rng.integers(-1, 2, originals.shape)
+    chosen: list[engine.Strategy] = []
+    counts = engine.count_cloaking(originals, avatars, strategy=strategy, chosen=chosen)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(counts, brute_force_counts(originals, avatars, 1e-9))
+    assert len(chosen) == 1
+    assert chosen[0] == ("tree" if strategy == "auto" else strategy)  # small: no probe

@@ -225,24 +225,28 @@ def run_check(args: argparse.Namespace) -> int:
     if args.output is not None:
         file_format(args.output, "--output")
     request, inspector, inputs, _ = in_background(lambda: _planned(args, "check"))
-    settings = describe_settings(
-        request, min_rate=min_rate, max_own_copies=inspector.verdict.max_own_copies
-    )
+
+    def settings() -> dict[str, Any]:  # the strategy is known once counted
+        return describe_settings(
+            request,
+            strategy=inspector.strategy,
+            min_rate=min_rate,
+            max_own_copies=inspector.verdict.max_own_copies,
+        )
+
     if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
         summary = in_background(lambda: summarize_inspected(inspector, min_rate=min_rate))
-        block = provenance(inputs.result(), settings)
     else:
-        block = provenance(inputs.result(), settings)
         check_output_free(request.originals.collect_schema())
         per_record = replace(request, inspector=inspector).per_record()
         summary = write_atomically(
             per_record,
             args.output,
             min_rate=min_rate,
-            metadata=parquet_metadata(block),
+            metadata=parquet_metadata(provenance(inputs.result(), settings())),
             inspector=inspector,
         )
-    summary = summary.with_provenance(block)
+    summary = summary.with_provenance(provenance(inputs.result(), settings()))
     if not args.quiet:
         print(format_json(summary) if args.format == "json" else format_text(summary))
     return 0 if summary.passed else 1
@@ -287,7 +291,10 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             "avatars": describe_input(args.avatars, job.avatars.rows),
         }
         settings = describe_settings(
-            job.request, min_rate=min_rate, max_own_copies=args.max_own_copies
+            job.request,
+            strategy="cluster" if client is not None else None,
+            min_rate=min_rate,
+            max_own_copies=args.max_own_copies,
         )
         return summary.with_provenance(provenance(inputs, settings))
 
@@ -359,7 +366,9 @@ def run_report(args: argparse.Namespace) -> int:
     report = in_background(lambda: report_of_plan(inspector, targets=targets, holdout=holdout))
     block = provenance(
         inputs.result(),
-        describe_settings(request, max_own_copies=inspector.verdict.max_own_copies),
+        describe_settings(
+            request, strategy=inspector.strategy, max_own_copies=inspector.verdict.max_own_copies
+        ),
     )
     report = report.with_provenance(block)
     if args.html is not None:

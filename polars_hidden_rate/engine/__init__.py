@@ -76,6 +76,7 @@ def count_cloaking(
     cap: int | None = None,
     overwrite_input: bool = False,
     closer: BoolArray | None = None,
+    chosen: list[Strategy] | None = None,
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
@@ -110,6 +111,9 @@ def count_cloaking(
         A boolean array of one flag per original to fill, when given: whether a rival
         is strictly closer than its own avatar (`closer_rivals`), found by the same
         walk (a hidden record without one is hidden only by ties).
+    chosen
+        A list to append the strategy that ran to (``"tree"`` or ``"flat"``; what
+        ``"auto"`` chose), for the outputs that state how they were counted.
 
     Returns
     -------
@@ -156,6 +160,7 @@ def count_cloaking(
         overwrite_input=overwrite_input,
         closer_than=below,
         closer=closer,
+        chosen=chosen,
     )
 
 
@@ -260,6 +265,7 @@ def count_within(
     overwrite_input: bool = False,
     closer_than: npt.ArrayLike | None = None,
     closer: BoolArray | None = None,
+    chosen: list[Strategy] | None = None,
 ) -> CountArray:
     """For each query, count the avatars within its threshold, its own avatar aside.
 
@@ -308,6 +314,8 @@ def count_within(
         rivals strictly closer than its own avatar). The tree finds it in the walk
         that counts; after a flat pass, a capped walk of the tree over the counted
         queries does.
+    chosen
+        A list to append the strategy that ran to (what ``"auto"`` chose).
 
     Returns
     -------
@@ -346,6 +354,8 @@ def count_within(
             tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
             if strategy == "auto":
                 strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
+        if chosen is not None:
+            chosen.append(strategy)
         if strategy == "flat":
             from polars_hidden_rate.engine import flat  # FAISS is loaded when used
 
