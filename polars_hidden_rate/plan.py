@@ -35,6 +35,7 @@ from polars_hidden_rate.frames import (
     resolve_coords,
     resolve_link,
 )
+from polars_hidden_rate.progress import stage
 from polars_hidden_rate.projection import ProjectedCoordinates
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.tasks import require_client
@@ -82,13 +83,15 @@ class CountPlan:
 
         Without ``coords``, the projection is fitted on the originals here, at collect time.
         """
-        if self.projection is not None:
-            return self.projection.read(
-                self.originals, self.avatars, self.link, carry, carry_avatars
+        name = "reading" if self.projection is None else "reading and projecting"
+        with stage(name, enabled=self.progress):
+            if self.projection is not None:
+                return self.projection.read(
+                    self.originals, self.avatars, self.link, carry, carry_avatars
+                )
+            return read_aligned(
+                self.originals, self.avatars, self.coords, self.link, carry, carry_avatars
             )
-        return read_aligned(
-            self.originals, self.avatars, self.coords, self.link, carry, carry_avatars
-        )
 
     def counts(
         self,
@@ -169,11 +172,12 @@ class CountPlan:
         """Each query's nearest two ``points``: on `cluster` when given (the same
         floats), else on this machine's CPU, whatever `device` (the walk is exact on the
         CPU only)."""
-        if self.cluster is not None:
-            return distributed.nearest_two_distributed(
-                points, queries, client=self.cluster, threads=self.threads
-            )
-        return nearest_two(points, queries, threads=self.threads)
+        with stage("nearest originals", enabled=self.progress):
+            if self.cluster is not None:
+                return distributed.nearest_two_distributed(
+                    points, queries, client=self.cluster, threads=self.threads
+                )
+            return nearest_two(points, queries, threads=self.threads)
 
     def fitted(self) -> CountPlan:
         """This plan with its projection fitted on the originals now, so that the frames
@@ -181,7 +185,8 @@ class CountPlan:
         projection fitted beforehand."""
         if self.projection is None or self.projection.fitted is not None:
             return self
-        fit = self.projection.fit(self.originals)
+        with stage("fitting the projection", enabled=self.progress):
+            fit = self.projection.fit(self.originals)
         return replace(self, projection=self.projection.with_fit(fit))
 
     def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:

@@ -16,10 +16,11 @@ be given, so that the estimate is tested without waiting.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Literal, TextIO
 
@@ -59,6 +60,7 @@ class Progress:
         clock: Clock = time.monotonic,
         started: float | None = None,
         lock: threading.RLock | None = None,
+        on_close: Callable[[Progress], None] | None = None,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.mode = resolve_mode(enabled, self.stream)
@@ -76,6 +78,7 @@ class Progress:
         self.closed = False
         # Shared with a thread that redraws the line (`Stages`).
         self.lock = lock if lock is not None else threading.RLock()
+        self.on_close = on_close
         if self.mode == "log":
             self._line(f"{self.label}: started")
 
@@ -148,6 +151,8 @@ class Progress:
                     self.stream.write("\n")
                     self.stream.flush()
             self.closed = True
+            if self.on_close is not None:
+                self.on_close(self)
 
     def _line(self, text: str) -> None:
         self.stream.write(f"{PREFIX}{text}\n")
@@ -171,6 +176,7 @@ class Stages:
     `stage` opens each stage (reading, fitting, projecting, counting, nearest
     originals, writing); on a terminal a thread redraws the current one every
     `REFRESH_SECONDS`, so that a stage without units shows its time while it runs.
+    A stage opened inside another is the current one until it ends; then the outer one is.
     """
 
     def __init__(
@@ -186,6 +192,7 @@ class Stages:
         self.clock = clock
         self.started = clock()
         self.current: Progress | None = None
+        self._open: list[Progress] = []
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -204,8 +211,16 @@ class Stages:
                 clock=self.clock,
                 started=self.started,
                 lock=self._lock,
+                on_close=self._closed,
             )
+            self._open.append(self.current)
             return self.current
+
+    def _closed(self, stage: Progress) -> None:
+        with self._lock:
+            if stage in self._open:
+                self._open.remove(stage)
+            self.current = self._open[-1] if self._open else None
 
     def close(self) -> None:
         """Stop the terminal's redraws."""
@@ -229,6 +244,31 @@ class Stages:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# The stages of the command running in this process (a CLI command sets them), or None.
+_active: Stages | None = None
+
+
+@contextlib.contextmanager
+def reporting(stages: Stages) -> Iterator[Stages]:
+    """Report the stages the library opens (:func:`stage`) through ``stages`` meanwhile."""
+    global _active
+    previous, _active = _active, stages
+    try:
+        with stages:
+            yield stages
+    finally:
+        _active = previous
+
+
+def stage(name: str, total: int | None = None, *, enabled: bool | None = None) -> Progress:
+    """Open stage ``name`` (``total`` units, or None) of the running command (`reporting`),
+    unless ``enabled`` is False; without a command reporting, a `Progress` of its own,
+    ``enabled`` as given (None: on a terminal only)."""
+    if _active is not None and enabled is not False:
+        return _active.stage(name, total)
+    return Progress(total, enabled=enabled, label=name)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -9,7 +9,6 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -70,10 +69,7 @@ def describe_input(path: str | Path, rows: int | None) -> dict[str, Any]:
 def with_fit(request: CountPlan) -> CountPlan:
     """``request`` with its projection fitted now (nothing to do with ``coords``), so that
     the settings it resolved can be stated; the counts then use that very fit."""
-    projection = request.projection
-    if projection is None or projection.fitted is not None:
-        return request
-    return replace(request, projection=projection.with_fit(projection.fit(request.originals)))
+    return request.fitted()
 
 
 def describe_settings(

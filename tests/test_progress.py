@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -12,6 +16,7 @@ import pytest
 import polars_hidden_rate as phr
 from polars_hidden_rate import engine, progress
 from polars_hidden_rate.progress import Progress, Stages
+from tests.helpers import without_provenance
 
 
 class Terminal(io.StringIO):
@@ -184,3 +189,63 @@ def test_the_terminal_ticker_redraws_and_stops() -> None:
                     break
                 time.sleep(0.05)
     assert stream.getvalue().startswith("\rreading: ")
+
+
+def test_a_stage_inside_another_hands_the_line_back_when_it_ends() -> None:
+    clock = FakeClock()
+    stream = io.StringIO()
+    with Stages(True, stream=stream, clock=clock) as stages:
+        with stages.stage("writing"):
+            with stages.stage("counting", total=2) as bar:
+                bar.advance(2)
+            assert stages.current is not None
+            assert stages.current.label == "writing"
+        assert stages.current is None
+    assert stream.getvalue().splitlines() == [
+        "hidden-rate: writing: started",
+        "hidden-rate: counting: started",
+        "hidden-rate: counting: done in 0.0 s",
+        "hidden-rate: writing: done in 0.0 s",
+    ]
+
+
+def test_library_stages_are_silent_without_a_command_reporting() -> None:
+    assert progress._active is None
+    stream_stage = progress.stage("reading", enabled=False)
+    assert stream_stage.mode == "off"
+
+
+@pytest.mark.parametrize("command", ["check", "report"])
+def test_progress_names_every_stage_in_a_log(tmp_path: Path, command: str) -> None:
+    """Issue 22: ``--progress`` off a terminal: one plain line per stage event on stderr, from
+    the first stage on; the output and the exit code are those of a run without it."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 3))
+    originals = pl.DataFrame(x, schema=["x", "y", "z"], orient="row")
+    avatars = pl.DataFrame(
+        x + rng.normal(scale=0.3, size=x.shape), schema=["x", "y", "z"], orient="row"
+    )
+    o, a = tmp_path / "o.csv", tmp_path / "a.csv"
+    originals.write_csv(o)
+    avatars.write_csv(a)
+    script = Path(sys.executable).parent / "hidden-rate"
+    if not script.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    base = [str(script), command, str(o), str(a), "--format", "json"]
+    quiet = subprocess.run(base, capture_output=True, text=True, check=False)
+    shown = subprocess.run([*base, "--progress"], capture_output=True, text=True, check=False)
+    assert quiet.stderr == ""  # off a terminal, nothing unless asked
+    assert shown.returncode == quiet.returncode
+    strip = without_provenance
+    assert strip(json.loads(shown.stdout)) == strip(json.loads(quiet.stdout))
+    lines = shown.stderr.splitlines()
+    assert all(line.startswith("hidden-rate: ") for line in lines)
+    stages = [line.split(": ")[1] for line in lines if line.endswith(": started")]
+    expected = ["fitting the projection", "reading and projecting", "counting"]
+    if command == "report":
+        expected.append("nearest originals")
+    assert stages == expected
+    assert sum(line.endswith(" s") and ": done in " in line for line in lines) == len(expected)
+    assert "\r" not in shown.stderr
+    silent = subprocess.run([*base, "--progress", "--quiet"], capture_output=True, text=True)
+    assert silent.stderr == ""

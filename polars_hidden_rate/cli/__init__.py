@@ -54,6 +54,7 @@ from polars_hidden_rate.outputs import (
     staged_directory,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.progress import Stages, reporting, stage
 from polars_hidden_rate.provenance import (
     describe_input,
     describe_settings,
@@ -100,7 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args = parser.parse_args(argv)
             command: Callable[[argparse.Namespace], int] = args.command
-            return command(args)
+            if command is run_demo:
+                return command(args)
+            with reporting(Stages(False if args.quiet else True if args.progress else None)):
+                return command(args)
         except SystemExit as stop:  # --help, --version
             return stop.code if isinstance(stop.code, int) else 0
         except (UsageError, *BadInput) as error:
@@ -159,7 +163,7 @@ def _count_options(args: argparse.Namespace) -> CountOptions:
         "right_on": args.right_on,
         "tie_tol": args.tie_tol,
         "threads": args.threads,
-        "progress": False if args.quiet else None,
+        "progress": False if args.quiet else True if args.progress else None,
     }
 
 
@@ -447,7 +451,8 @@ def write_atomically(
             "csv": per_record.sink_csv,
             "ipc": per_record.sink_ipc,
         }
-        in_background(lambda: sinks[kind](temporary))
+        with stage("writing"):
+            in_background(lambda: sinks[kind](temporary))
         evidence = None if inspector is None else inspector.evidence()
         limit = None if inspector is None else inspector.verdict.max_own_copies
         summary = summarize(

@@ -189,6 +189,14 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
         "--quiet", action="store_true", help="print nothing and show no progress; use exit code"
     )
     command.add_argument(
+        "--progress",
+        action="store_true",
+        help=(
+            "report each stage on stderr also off a terminal, as plain log lines (start, "
+            "each tenth of the count, end); on a terminal it is shown anyway"
+        ),
+    )
+    command.add_argument(
         "--max-own-copies",
         type=float,
         default=DEFAULT_MAX_OWN_COPIES,

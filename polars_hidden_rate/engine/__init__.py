@@ -44,7 +44,7 @@ from polars_hidden_rate.engine.strategy import (
     choose_strategy,
     probe,
 )
-from polars_hidden_rate.progress import Progress
+from polars_hidden_rate.progress import stage
 
 __all__ = [
     "STRATEGIES",
@@ -347,7 +347,7 @@ def count_within(
             raise ValueError(msg)
     if strategy == "flat" and tree is not None:
         raise ValueError("the flat strategy takes the avatars, not a kd-tree")
-    with Progress(len(queries), enabled=progress) as bar:
+    with stage("counting", len(queries), enabled=progress) as bar:
         if strategy == "auto" and tree is not None:
             strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
         if strategy != "flat" and tree is None:
