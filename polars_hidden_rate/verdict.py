@@ -11,7 +11,7 @@ only through ties. Everything here comes from the read that the counts come from
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, cast
 
@@ -165,6 +165,31 @@ def copy_features(request: CountPlan) -> list[str]:
     return list(request.given_coords)
 
 
+def copy_columns(
+    request: CountPlan, features: Sequence[str]
+) -> tuple[list[pl.Expr], list[pl.Expr]]:
+    """The raw ``features`` of each side, in the type both are compared in."""
+    left = request.originals.collect_schema()
+    right = request.avatars.collect_schema()
+    sides: tuple[list[pl.Expr], list[pl.Expr]] = ([], [])
+    for k, name in enumerate(features):
+        common = common_feature_type(name, left[name], right[name])
+        for side in sides:
+            column = pl.col(name) if common is None else pl.col(name).cast(common)
+            side.append(column.alias(f"{_COPY}{k}"))
+    return sides
+
+
+def copy_fingerprints(request: CountPlan) -> tuple[pl.Expr, pl.Expr]:
+    """Per side, a 64-bit hash of each record's raw copy features (`copy_features`) in the
+    type both are compared in: where the raw features never meet (the cluster's link buckets
+    hold coordinates), an own copy is a record whose coordinates and hash both equal its
+    avatar's. A copy is always counted; a record that is not one is counted only when its
+    coordinates and its hash both collide with its avatar's (a chance of 2^-64 at most)."""
+    left, right = copy_columns(request, copy_features(request))
+    return pl.struct(left).hash(seed=0), pl.struct(right).hash(seed=0)
+
+
 def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
     """Refuse a row-order link while both frames hold a key: an integer or text column
     unique per row, without nulls, holding the same values in both frames."""
@@ -243,15 +268,7 @@ class Inspector:
         coordinate arrays are compared)."""
         if self.compares_arrays:
             return [], []
-        left = self.request.originals.collect_schema()
-        right = self.request.avatars.collect_schema()
-        sides: tuple[list[pl.Expr], list[pl.Expr]] = ([], [])
-        for k, name in enumerate(self.features):
-            common = common_feature_type(name, left[name], right[name])
-            for side in sides:
-                column = pl.col(name) if common is None else pl.col(name).cast(common)
-                side.append(column.alias(f"{_COPY}{k}"))
-        return sides
+        return copy_columns(self.request, self.features)
 
     def read(self) -> Aligned:
         """The request's read, with the raw features carried."""

@@ -431,7 +431,7 @@ def test_the_cluster_judges_the_link_as_locally(
         monkeypatch.setattr(linkage, "SAMPLE", sample)
     left, right = linked_case(300, seed=31, kind="gaussian")
     copied = left.select("id", *COORDS).head(40)  # forty avatars copy their original
-    right = pl.concat([right.filter(~pl.col("id").is_in(copied["id"])), copied])
+    right = pl.concat([right.filter(~pl.col("id").is_in(copied["id"].implode())), copied])
     originals = write_files(left, tmp_path / "o", 3)
     avatars = write_files(right.sample(fraction=1.0, shuffle=True, seed=2), tmp_path / "a", 2)
 
@@ -455,6 +455,8 @@ def test_the_cluster_judges_the_link_as_locally(
     assert remote.evidence.link == local.evidence.link
     assert remote.evidence.link.n == (300 if sample is None else sample)
     assert remote.evidence.own_copies == local.evidence.own_copies == 40
+    assert remote.evidence.hidden_by_ties_only == local.evidence.hidden_by_ties_only
+    assert local.evidence.hidden_by_ties_only is not None
     assert not remote.passed  # 13.3 % own copies > 10 %
     assert remote.failures == local.failures
     grid_left, grid_right = linked_case(300, seed=32)  # independent avatars: no link at all
@@ -472,3 +474,55 @@ def test_the_cluster_judges_the_link_as_locally(
     with pytest.raises(UnlinkedAvatarsError), staged_directory(job.output) as staging:
         job.write(staging)
     assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize("space", ["features", "fewer coords"])
+def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
+    threads_client: Any, tmp_path: Path, space: str
+) -> None:
+    """Issue 19 on a cluster, where the raw features never meet in a link bucket: own copies
+    on the projected features, or on every coordinate given when ``ncp`` counts on fewer, as
+    the local path finds them; and the records hidden by ties only. Grid data: exact ties
+    everywhere; 30 avatars copy their original; 20 more equal it on the first two coordinates
+    only, which a comparison of the coordinates read would take for copies."""
+    from polars_hidden_rate.dataset import plan_dataset
+    from polars_hidden_rate.verdict import Verdict
+
+    left, right = linked_case(300, seed=41)
+    right = right.sort("id")
+    ordered = left.sort("id")
+    copied = ordered.head(30).select("id", *COORDS)
+    near = ordered.slice(30, 20).select("id", *COORDS).with_columns(pl.col("Dim3") + 7.0)
+    keep = ~pl.col("id").is_in(pl.concat([copied, near])["id"].implode())
+    right = pl.concat([right.filter(keep), copied, near])
+    originals = write_files(left, tmp_path / "o", 3)
+    avatars = write_files(right.sample(fraction=1.0, shuffle=True, seed=3), tmp_path / "a", 2)
+    options: dict[str, Any] = (
+        {"features": COORDS, "ncp": 2} if space == "features" else {"coords": COORDS, "ncp": 2}
+    )
+
+    def judged(name: str, **extra: Any) -> phr.gate.CloakingSummary:
+        job = plan_dataset(
+            originals,
+            avatars,
+            tmp_path / name,
+            on="id",
+            verdict=Verdict(max_own_copies=100.0, allow_unlinked=True),
+            **options,
+            **extra,
+        )
+        with staged_directory(job.output) as staging:
+            return job.write(staging)
+
+    local = judged("local")
+    remote = judged("remote", cluster=threads_client)
+    assert local.evidence is not None
+    assert remote.evidence is not None
+    assert remote.evidence.own_copies == local.evidence.own_copies
+    assert local.evidence.own_copies is not None
+    assert local.evidence.own_copies >= 30  # the copies (a grid may add its own)
+    assert local.evidence.own_copies < 50  # not the near copies
+    assert remote.evidence.copy_features == local.evidence.copy_features == tuple(COORDS)
+    assert remote.evidence.hidden_by_ties_only == local.evidence.hidden_by_ties_only
+    assert local.evidence.hidden_by_ties_only is not None
+    assert local.evidence.hidden_by_ties_only > 0  # a grid ties

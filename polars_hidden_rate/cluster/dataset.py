@@ -93,6 +93,8 @@ from polars_hidden_rate.verdict import (
     UnlinkedAvatarsError,
     Verdict,
     compares_coordinates,
+    copy_features,
+    copy_fingerprints,
     unlinked_message,
 )
 
@@ -104,6 +106,7 @@ if TYPE_CHECKING:
 _KEY = f"{RESERVED_PREFIX}_key"
 _COORD = f"{RESERVED_PREFIX}_coord"
 _ID = f"{RESERVED_PREFIX}_id"
+_FINGERPRINT = f"{RESERVED_PREFIX}_fingerprint"
 _BUCKET = f"{RESERVED_PREFIX}_bucket"
 _AVATAR = "_avatar"
 
@@ -127,6 +130,9 @@ class _Side:
     names: tuple[str, ...]
     rows: int  # of the originals: row-order buckets are ranges of them
     projection: Projection | None = None  # fitted when the coordinates are projected
+    # A hash of the raw copy features, where they are not the coordinates read
+    # (verdict.copy_fingerprints): own copies are counted on coordinates and hash.
+    fingerprint: pl.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,7 @@ def read_partition(path: Path, side: _Side, offset: int, buckets: int, sample: i
     frame = scanned.select(
         *(key.alias(name) for key, name in zip(side.keys, keys, strict=False)),
         *(column.alias(name) for column, name in zip(side.coordinates, side.names, strict=True)),
+        *(() if side.fingerprint is None else (side.fingerprint.alias(_FINGERPRINT),)),
     ).collect()
     frame = frame.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + offset).alias(_ID))
     if not side.keys:  # by row order, the global row is the key
@@ -283,7 +290,7 @@ class _LinkSpec:
     avatar_splits: Splits
     originals: int  # files: the first pieces are the originals'
     sampled: IndexArray | None = None  # the link test's records (linkage.sampled_rows)
-    copies: bool = False  # count own copies on the coordinates (they are the given ones)
+    copies: bool = False  # count own copies (on the coordinates, and the fingerprints if read)
 
 
 @dataclass(frozen=True)
@@ -295,6 +302,9 @@ class _Queries:
     original_id: IndexArray
     avatar_id: IndexArray
     avatar_shard: IndexArray
+    # Below each own d2, for the rivals strictly closer (engine.strictly_below); empty when
+    # no verdict asks which records are hidden by ties only.
+    below: Float64Array = field(default_factory=lambda: np.empty(0))
 
     @classmethod
     def concat(cls, parts: Sequence[_Queries], dim: int) -> _Queries:
@@ -306,6 +316,7 @@ class _Queries:
             np.concatenate([p.original_id for p in parts]),
             np.concatenate([p.avatar_id for p in parts]),
             np.concatenate([p.avatar_shard for p in parts]),
+            np.concatenate([p.below for p in parts]),
         )
 
     def take(self, rows: IndexArray) -> _Queries:
@@ -315,6 +326,7 @@ class _Queries:
             self.original_id[rows],
             self.avatar_id[rows],
             self.avatar_shard[rows],
+            self.below[rows] if len(self.below) else self.below,
         )
 
 
@@ -352,12 +364,18 @@ def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
     avatars = np.ascontiguousarray(np.ldexp(raw_avatars, spec.exponent))
     original_id = left.get_column(_ID).to_numpy()
     avatar_id = right.get_column(_ID).to_numpy()[order]
+    thresholds = engine.own_thresholds(queries, avatars, spec.tie_tol)
+    below = np.empty(0)
+    if spec.copies:  # a verdict: which hidden records have a rival strictly closer
+        own = thresholds if spec.tie_tol == 0.0 else engine.own_thresholds(queries, avatars, 0.0)
+        below = engine.strictly_below(own)
     linked = _Queries(
         queries,
-        engine.own_thresholds(queries, avatars, spec.tie_tol),
+        thresholds,
         original_id,
         avatar_id,
         spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id),
+        below,
     )
     block = spec.query_splits.assign(raw[:, 0], original_id)
     sampled = (
@@ -365,7 +383,13 @@ def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
         if spec.sampled is None
         else np.isin(original_id, spec.sampled)
     )
-    copies = int(np.count_nonzero((raw == raw_avatars).all(axis=1))) if spec.copies else 0
+    copies = 0
+    if spec.copies:
+        same = (raw == raw_avatars).all(axis=1)
+        if _FINGERPRINT in left.columns:
+            fingerprints = right.get_column(_FINGERPRINT).to_numpy()[order]
+            same &= left.get_column(_FINGERPRINT).to_numpy() == fingerprints
+        copies = int(np.count_nonzero(same))
     evidence = _Evidence(original_id[sampled], raw[sampled], raw_avatars[sampled], copies)
     cut = tuple(linked.take(rows) for rows in _cut(block, blocks))
     return _Linked(problems, cut, evidence)
@@ -445,34 +469,48 @@ def block_box(block: _Queries) -> Box | None:
 
 def count_pair(
     block: _Queries, shard: _Shard, s: int, threads: int | None
-) -> tuple[IndexArray, CountArray]:
+) -> tuple[IndexArray, CountArray, IndexArray]:
     """Task: the block's partial counts over one shard (a pure function of its inputs), as
     the queries with a rival there and their counts: most queries have none in most shards,
-    so a block's partials, held until they are summed, stay small."""
+    so a block's partials, held until they are summed, stay small. With the block's
+    ``below``, also the queries with a rival there strictly closer than their own avatar."""
     own = np.full(len(block.queries), -1, dtype=np.int64)
     mine = block.avatar_shard == s
     own[mine] = shard.rows_of(block.avatar_id[mine])
-    counts = count_in_shard(block.queries, block.thresholds, own, shard.tree, threads)
+    closer = np.zeros(len(block.queries), dtype=bool) if len(block.below) else None
+    counts = count_in_shard(
+        block.queries, block.thresholds, own, shard.tree, threads, block.below, closer
+    )
     found = np.flatnonzero(counts)
-    return found, counts[found]
+    strictly = np.empty(0, dtype=np.int64) if closer is None else np.flatnonzero(closer)
+    return found, counts[found], strictly
 
 
 def sum_partials(
-    block: _Queries, *partials: tuple[IndexArray, CountArray]
-) -> tuple[IndexArray, CountArray]:
-    """Task: a block's counts, the sum of its partial counts; with its originals' rows."""
+    block: _Queries, *partials: tuple[IndexArray, CountArray, IndexArray]
+) -> tuple[IndexArray, CountArray, int]:
+    """Task: a block's counts, the sum of its partial counts, with its originals' rows; and
+    its records hidden by ties only (no rival strictly closer in any shard; 0 without
+    ``below``)."""
     total = np.zeros(len(block.queries), dtype=np.int64)
-    for rows, counts in partials:
+    closer = np.zeros(len(block.queries), dtype=bool)
+    for rows, counts, strictly in partials:
         total[rows] += counts  # each query once per partial
-    return block.original_id, total
+        closer[strictly] = True
+    ties_only = int(np.count_nonzero((total > 0) & ~closer)) if len(block.below) else 0
+    return block.original_id, total, ties_only
+
+
+def _ties_only(totals: tuple[IndexArray, CountArray, int]) -> int:
+    return totals[2]
 
 
 # --- 6. write -----------------------------------------------------------------------------
 
 
-def route(totals: tuple[IndexArray, CountArray], offsets: IndexArray) -> tuple[Any, ...]:
+def route(totals: tuple[IndexArray, CountArray, int], offsets: IndexArray) -> tuple[Any, ...]:
     """Task: a block's counts cut by originals file: (row in the file, count) for each."""
-    ids, counts = totals
+    ids, counts, _ = totals
     part = np.searchsorted(offsets, ids, side="right") - 1
     return tuple(
         (ids[rows] - offsets[p], counts[rows]) for p, rows in enumerate(_cut(part, len(offsets)))
@@ -601,11 +639,13 @@ class _Pipeline:
         totals = self.count(blocks, shards)
         del blocks, shards
         counts = self.counts_by_file(totals)
+        ties_only = None if evidence is None else self.ties_only(totals)
         del totals
         written = self.write(staging, counts)
         summary = self.summary(written, counts, min_rate)
         if evidence is None or verdict is None:
             return summary
+        evidence = replace(evidence, hidden_by_ties_only=ties_only)
         gated = replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies)
         return replace(gated, passed=summary.passed and not gated.copies_fail)
 
@@ -679,7 +719,7 @@ class _Pipeline:
             avatar_splits=Splits.from_sample(right_stats, plan.shards),
             originals=len(left_stats),
             sampled=sampled_rows(self.originals.rows),
-            copies=verdict is not None and compares_coordinates(request),
+            copies=verdict is not None,
         )
 
     # --- 3. link ---------------------------------------------------------------------------
@@ -771,7 +811,7 @@ class _Pipeline:
 
     def count(
         self, blocks: Sequence[Future[_Queries]], shards: Sequence[Future[_Shard]]
-    ) -> list[Future[tuple[IndexArray, CountArray]]]:
+    ) -> list[Future[tuple[IndexArray, CountArray, int]]]:
         """The pairs the boxes cannot exclude, one count task each; per block, the sum of
         its partial counts, with its originals' rows."""
         shard_boxes = self.gather(
@@ -780,7 +820,9 @@ class _Pipeline:
         block_boxes = self.gather(
             [self.submit(f"block-box-{b}", block_box, f) for b, f in enumerate(blocks)]
         )
-        partials: list[list[Future[tuple[IndexArray, CountArray]]]] = [[] for _ in blocks]
+        partials: list[list[Future[tuple[IndexArray, CountArray, IndexArray]]]] = [
+            [] for _ in blocks
+        ]
         for b, s in pairs_in_reach(block_boxes, shard_boxes):
             partials[b].append(
                 self.submit(
@@ -797,10 +839,15 @@ class _Pipeline:
             for b in range(len(blocks))
         ]
 
+    def ties_only(self, totals: Sequence[Future[tuple[IndexArray, CountArray, int]]]) -> int:
+        """The records hidden by ties only, summed over the blocks."""
+        found = [self.submit(f"ties-only-{b}", _ties_only, t) for b, t in enumerate(totals)]
+        return int(sum(self.gather(found)))
+
     # --- 6. write --------------------------------------------------------------------------
 
     def counts_by_file(
-        self, totals: Sequence[Future[tuple[IndexArray, CountArray]]]
+        self, totals: Sequence[Future[tuple[IndexArray, CountArray, int]]]
     ) -> list[Future[CountArray]]:
         """Each originals file's counts in its row order, routed back from every block."""
         offsets = np.array([part.offset for part in self.originals.partitions], dtype=np.int64)
@@ -875,9 +922,10 @@ def _sides(
         projection = request.projection.fit_files(files, DaskTasks(client, "phr-fit"))
         names = request.projection.names(projection)
     sides = []
-    for role, dataset, which, key_names in (
-        ("originals", originals, "left", link.left),
-        ("avatars", avatars, "right", link.right),
+    fingerprints = (None, None) if compares_coordinates(request) else copy_fingerprints(request)
+    for role, dataset, which, key_names, fingerprint in (
+        ("originals", originals, "left", link.left, fingerprints[0]),
+        ("avatars", avatars, "right", link.right, fingerprints[1]),
     ):
         keys = tuple(
             key.cast(pl.String) if _is_text(dtype, dataset.schema[name]) else key
@@ -902,6 +950,7 @@ def _sides(
                 names=tuple(names),
                 rows=originals.rows,
                 projection=projection,
+                fingerprint=fingerprint,
             )
         )
     return sides[0], sides[1]
@@ -990,7 +1039,5 @@ def _judge_link(
     test = link_test_of_sample(x, y, population)
     if not test.linked and not verdict.allow_unlinked:
         raise UnlinkedAvatarsError(unlinked_message(test, request), test)
-    if not compares_coordinates(request):  # the raw features never reach the workers together
-        return Evidence(population, test, None, ())
     copies = sum(p.own_copies for p in pieces)
-    return Evidence(population, test, copies, tuple(request.given_coords))
+    return Evidence(population, test, copies, tuple(copy_features(request)))

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate import engine
-from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.tasks import WorkerSpec, task_memory
 
@@ -221,8 +221,20 @@ def count_in_shard(
     own: npt.ArrayLike,
     shard: KdTree,
     threads: int | None,
+    closer_than: Float64Array | None = None,
+    closer: BoolArray | None = None,
 ) -> CountArray:
     """A block's partial counts over one shard's tree (``own``: each query's avatar row in
     the shard, else -1), a pure function of its inputs. ``threads=None`` counts on one
-    thread: Dask already runs a task per worker thread, and more would oversubscribe."""
-    return engine.count_within(queries, thresholds, own, shard, threads=threads or 1)
+    thread: Dask already runs a task per worker thread, and more would oversubscribe. With
+    ``closer_than`` and ``closer``, the walk also flags the queries with a rival in the
+    shard within ``closer_than`` (`engine.count_within`)."""
+    return engine.count_within(
+        queries,
+        thresholds,
+        own,
+        shard,
+        threads=threads or 1,
+        closer_than=closer_than if closer is not None else None,
+        closer=closer,
+    )
