@@ -22,6 +22,7 @@ in float64) rather than their square roots, which can merge two of them.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -87,19 +88,21 @@ class MembershipRisk:
             confidence,
         )
 
-    @property
+    @functools.cached_property
     def auc(self) -> float:
-        """[`auc`][polars_hidden_rate.MembershipRisk.auc] of the members against the holdout."""
+        """The AUC of the members against the holdout (``membership.auc``): the chance that a
+        member lies closer to the synthetic set than a holdout record, ties counting half."""
         return auc(self.members, self.holdout)
 
-    @property
+    @functools.cached_property
     def auc_interval(self) -> tuple[float, float]:
-        """[`auc_interval`][polars_hidden_rate.MembershipRisk.auc_interval] at `confidence`."""
+        """DeLong's interval of [`auc`][polars_hidden_rate.MembershipRisk.auc] at `confidence`
+        (``membership.auc_interval``)."""
         return auc_interval(self.members, self.holdout, self.confidence)
 
     def tpr_at_fpr(self, fpr: float = DEFAULT_FPR) -> float:
-        """[`tpr_at_fpr`][polars_hidden_rate.MembershipRisk.tpr_at_fpr]: the share of members found
-        at ``fpr`` false positives."""
+        """The share of members found at ``fpr`` false positives by the threshold attack
+        (``membership.tpr_at_fpr``: ties broken at random)."""
         return tpr_at_fpr(self.members, self.holdout, fpr)
 
     def to_dict(self) -> dict[str, float | int | list[float]]:

@@ -155,7 +155,7 @@ class CountPlan:
         cap: int | None = None,
         consume: bool = False,
     ) -> CountArray:
-        """:meth:`counts` of ``aligned`` as ``inspector`` needs them: the counting walk also
+        """`counts` of ``aligned`` as ``inspector`` needs them: the counting walk also
         flags the hidden records that have a rival strictly closer than their avatar, and
         the inspector learns those flags and the strategy that ran."""
         closer = np.zeros(len(aligned.originals), dtype=bool)

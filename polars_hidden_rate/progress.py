@@ -252,7 +252,7 @@ _active: Stages | None = None
 
 @contextlib.contextmanager
 def reporting(stages: Stages) -> Iterator[Stages]:
-    """Report the stages the library opens (:func:`stage`) through ``stages`` meanwhile."""
+    """Report the stages the library opens (`stage`) through ``stages`` meanwhile."""
     global _active
     previous, _active = _active, stages
     try:
