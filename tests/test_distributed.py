@@ -170,7 +170,14 @@ KILLABLE = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KILLABLE))
-def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: str) -> None:
+def test_results_stay_exact_when_a_worker_is_killed_mid_run(kind: str) -> None:
+    # A cluster of its own: the killed worker, and the nanny's restart of it on a loaded
+    # machine, can never leave the module's cluster empty for the tests after this one.
+    with local_cluster(processes=True) as client:
+        _kill_a_worker_mid_run(client, kind)
+
+
+def _kill_a_worker_mid_run(client: Any, kind: str) -> None:
     metric, (module, walk), (task_prefix, shard_prefix) = KILLABLE[kind]
     originals, avatars = adversarial("gaussian", 600, seed=6)
     left, right = linked_frames(originals, avatars, seed=7)
@@ -185,32 +192,23 @@ def test_results_stay_exact_when_a_worker_is_killed_mid_run(client: Any, kind: s
             outcome["error"] = exc
 
     runner = threading.Thread(target=measure)
-    try:
-        runner.start()
-        deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
-        while client.run_on_scheduler(_tasks_done, prefix=task_prefix) == 0:
-            assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
-            assert time.monotonic() < deadline, "no task finished within 180 s"
-            time.sleep(0.02)
-        # Kill a worker that holds a shard: its scattered data is lost with it.
-        victim = next(
-            address
-            for address, held in client.has_what().items()
-            if any(str(key).startswith(shard_prefix) for key in held)
-        )
-        pid = client.run(os.getpid, workers=[victim])[victim]
-        os.kill(pid, signal.SIGKILL)
-        assert runner.is_alive(), "the run ended before the worker was killed"
-        runner.join(timeout=120)
-        assert not runner.is_alive()
-    finally:
-        # Fresh workers, without the slow-down, once the nanny has brought the victim back
-        # (a restart racing that comeback can wait on a worker forever).
-        client.wait_for_workers(2, timeout=60)
-        client.restart()
-        # The restarted workers may register a moment after restart() returns: the next
-        # test of this module must not find the cluster empty (seen once in CI).
-        client.wait_for_workers(2, timeout=60)
+    runner.start()
+    deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
+    while client.run_on_scheduler(_tasks_done, prefix=task_prefix) == 0:
+        assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
+        assert time.monotonic() < deadline, "no task finished within 180 s"
+        time.sleep(0.02)
+    # Kill a worker that holds a shard: its scattered data is lost with it.
+    victim = next(
+        address
+        for address, held in client.has_what().items()
+        if any(str(key).startswith(shard_prefix) for key in held)
+    )
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)
+    assert runner.is_alive(), "the run ended before the worker was killed"
+    runner.join(timeout=120)
+    assert not runner.is_alive()
     assert "error" not in outcome, outcome.get("error")
     assert_frame_equal(outcome["frame"], expected)
 
