@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Literal
+
+AllComponents = Literal["all"]
+"""``ncp="all"``: every component of the scaled space, also the directions the originals do
+not span (saiph's ``nf=None``)."""
 
 
 class OptionTypeError(TypeError, ValueError):
@@ -65,6 +70,18 @@ def check_count(value: object, option: str, *, low: int = 1, or_none: bool = Fal
         msg = f"`{option}` must be at least {low}{alternative}, got {value!r}"
         raise ValueError(msg)
     return int(value)
+
+
+def check_ncp_option(ncp: object) -> int | AllComponents | None:
+    """``ncp`` as given: None (the default), ``"all"``, or an integer of at least 1."""
+    if ncp is None:
+        return None
+    if isinstance(ncp, str) and ncp == "all":
+        return "all"
+    if isinstance(ncp, bool) or not isinstance(ncp, numbers.Integral):
+        msg = f"`ncp` must be an integer or 'all', got {ncp!r} of type {type(ncp).__name__}"
+        raise OptionTypeError(msg)
+    return check_count(ncp, "ncp")
 
 
 def check_tie_tol(tie_tol: object) -> float:

@@ -18,7 +18,7 @@ from polars.exceptions import ComputeError
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
-from polars_hidden_rate.checks import check_threads, check_tie_tol
+from polars_hidden_rate.checks import AllComponents, check_threads, check_tie_tol
 from polars_hidden_rate.cluster import arrays as distributed
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.frames import (
@@ -304,7 +304,10 @@ class CountOptions(TypedDict, total=False):
     ncp
         Use the first ``ncp`` columns of ``coords`` (default all of them), or
         without ``coords`` the first ``ncp`` components of the projection
-        (default 5, capped at the dimensions available).
+        (default 5, or the rank of the originals when they span fewer; at most one per
+        column of the scaled space). ``"all"``: every column of ``coords``, or every
+        component of the scaled space, also the directions the originals do not span
+        (saiph's ``nf=None``).
     on, left_on, right_on
         Key columns linking each original to its avatar, as in
         `polars.DataFrame.join`; the counts are joined back on the keys, so
@@ -341,7 +344,7 @@ class CountOptions(TypedDict, total=False):
     """
 
     coords: ColumnSpec | None
-    ncp: int | None
+    ncp: int | AllComponents | None
     on: Keys | None
     left_on: Keys | None
     right_on: Keys | None

@@ -72,12 +72,21 @@ def with_fit(request: CountPlan) -> CountPlan:
     return request.fitted()
 
 
+def components_words(ncp: int, available: int, spanned: int) -> str:
+    """``"5 of 47 components (the originals span 28)"``: the components kept of those the
+    scaled space has, and the originals' rank where it is less (the components past it
+    measure how far synthetic records leave the originals' span)."""
+    words = f"{ncp} of {available} component{'' if available == 1 else 's'}"
+    return words if spanned >= available else f"{words} (the originals span {spanned})"
+
+
 def describe_settings(
     request: CountPlan, *, strategy: str | None = None, **more: Any
 ) -> dict[str, Any]:
     """Every setting ``request`` resolved: the space (coords, or the fitted projection's
     features, categorical columns and how they were chosen, kind, ncp of the available
-    components, imputation and fills), the link, the tie tolerance and the engine (the
+    components and how many the originals span, the ``ncp`` asked for (an integer, ``"all"`` or
+    None for the default), imputation and fills), the link, the tie tolerance and the engine (the
     ``strategy`` that counted: ``"tree"``, ``"flat"``, ``"gpu"`` or ``"cluster"``; ``"auto"``
     when the description precedes the count, as a file's metadata does); plus ``more``."""
     settings: dict[str, Any] = {}
@@ -93,7 +102,9 @@ def describe_settings(
             "categorical": categorical,
             "categorical_rule": projection.spec.categorical_rule,
             "ncp": fitted.ncp,
-            "components_available": fitted.n_components,
+            "ncp_requested": projection.ncp,
+            "components_available": fitted.max_ncp,
+            "components_spanned": fitted.n_components,
             "impute": projection.spec.impute,
             "fills": {
                 f.name: _plain(f.fill) for f in fitted.scaling.features if f.fill is not None

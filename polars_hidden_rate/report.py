@@ -33,6 +33,7 @@ from polars_hidden_rate.metrics import (
     row_direct_match_protection,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.verdict import (
     Evidence,
     Inspector,
@@ -468,7 +469,8 @@ def report_of_plan(
 
 def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
     """The request, its projection fitted (once: the read uses that fit), and the words for
-    its space: ``"FAMD, 5 of 28 components"``, or ``"coords Dim1, Dim2 (2 columns)"``."""
+    its space: ``"FAMD, 5 of 47 components (the originals span 28)"``, ``"PCA, 3 of 3
+    components"``, or ``"coords Dim1, Dim2 (2 columns)"``."""
     if request.projection is None:
         columns = len(request.coords)
         return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
@@ -476,7 +478,8 @@ def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
     assert request.projection is not None
     assert request.projection.fitted is not None
     fitted = request.projection.fitted
-    return request, f"{fitted.model}, {fitted.ncp} of {_plural(fitted.n_components, 'component')}"
+    words = components_words(fitted.ncp, fitted.max_ncp, fitted.n_components)
+    return request, f"{fitted.model}, {words}"
 
 
 def _plural(count: int, noun: str) -> str:

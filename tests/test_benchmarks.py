@@ -184,3 +184,74 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     assert stages["read-originals"]["first_s"] <= stages["write"]["first_s"]
     assert "| count-within |" in (tmp_path / "results" / "dataset.md").read_text()
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]
+
+
+def paper_layout(root: Path, n: int = 60) -> Path:
+    """A checkout of the paper's layout (WBCD, one round), its results computed as the paper's
+    notebook does: every component, the nearest two in float32 (FAISS's arithmetic)."""
+    import polars as pl
+
+    import polars_hidden_rate as phr
+
+    rng = np.random.default_rng(4)
+    folder = root / "datasets" / "WBCD" / "privacy"
+    folder.mkdir(parents=True)
+    (root / "datasets" / "results_df").mkdir()
+
+    def records(size: int) -> pl.DataFrame:
+        values = {f"v{j}": rng.integers(1, 11, size).astype(float) for j in range(4)}
+        return pl.DataFrame({**values, "Class": rng.choice([2.0, 4.0], size)})
+
+    train = records(n)
+    train.write_csv(folder / "holdout_0.csv")
+    every = phr.Projection.fit(train, categorical=["Class"], ncp="all")
+    x = every.transform(train).select(every.coordinate_columns()).to_numpy().astype(np.float32)
+    rows = []
+    for kind, stem in (("Reference", "remaining"), ("Avatar", "avatar")):
+        synthetic = pl.concat([records(25), train.head(3)])  # exact copies too: DCR 0
+        synthetic.write_csv(folder / f"{stem}_0.csv")
+        y = every.transform(synthetic).select(every.coordinate_columns()).to_numpy()
+        d2 = ((y.astype(np.float32)[:, None, :] - x[None, :, :]) ** 2).sum(axis=2)
+        first, second = np.sqrt(np.sort(d2, axis=1)[:, :2]).T.astype(float)
+        ratio = np.divide(first, second, out=np.ones_like(first), where=second > 0)
+        rows += [(a, b, kind, "round_0") for a, b in zip(first, ratio, strict=True)]
+    for kind, stem in (("Synthpop", "synthpop"), ("CT-GAN", "ctgan")):
+        synthetic = records(5)
+        # synthpop's files carry R's written-out row names: an unnamed first column.
+        written = synthetic.with_row_index("").with_columns(pl.col("").cast(pl.String))
+        (written if stem == "synthpop" else synthetic).write_csv(folder / f"{stem}_0.csv")
+        y = every.transform(synthetic).select(every.coordinate_columns()).to_numpy()
+        d2 = ((y[:, None, :] - x.astype(float)[None, :, :]) ** 2).sum(axis=2)
+        first, second = np.sqrt(np.sort(d2, axis=1)[:, :2]).T
+        rows += [(a, a / b, kind, "round_0") for a, b in zip(first, second, strict=True)]
+    pl.DataFrame(
+        rows, schema=["dcr_values", "nndr_values", "type", "round"], orient="row"
+    ).write_csv(root / "datasets" / "results_df" / "WBCD_DCR_NNDR_comparison_results.csv")
+    return root
+
+
+def test_the_paper_benchmark_agrees_within_float32_and_catches_a_wrong_value(
+    tmp_path: Path,
+) -> None:
+    import polars as pl
+
+    from benchmarks import bench_paper_dcr
+
+    root = paper_layout(tmp_path / "paper")
+    arguments = [str(root), "--datasets", "WBCD", "--rounds", "1", "--out", str(tmp_path)]
+    assert bench_paper_dcr.main(arguments) == 0
+    summary = json.loads((tmp_path / "paper_dcr.json").read_text())["summary"]
+    assert (summary["records"], summary["agree"]) == (66, 66)
+    # One DCR off by more than float32 explains: that record disagrees, and the target fails.
+    results = root / "datasets" / "results_df" / "WBCD_DCR_NNDR_comparison_results.csv"
+    paper = pl.read_csv(results)
+    paper = paper.with_columns(
+        pl.when(pl.int_range(pl.len()) == 7)
+        .then(pl.col("dcr_values") * 1.001)
+        .otherwise(pl.col("dcr_values"))
+    )
+    paper.write_csv(results)
+    assert bench_paper_dcr.main(arguments) == 1
+    summary = json.loads((tmp_path / "paper_dcr.json").read_text())["summary"]
+    assert summary["agree"] == 65
+    assert summary["cells"]["WBCD Reference"]["agree"] == 27

@@ -144,6 +144,13 @@ def test_full_space_distances_are_scaled_distances(
         full_y[:, : proj.ncp],
         atol=1e-9 * max(1.0, np.abs(full_y).max()),
     )
+    # ncp="all": every column of the scaled space, so the avatars keep the distance they have
+    # outside the originals' span (an unseen modality, a broken dependency).
+    every = Projection.fit(originals, ncp="all")
+    assert every.ncp == every.max_ncp == scaled_x.shape[1] >= every.n_components
+    expected = squared_distances(scaled_y, scaled_x)
+    got = squared_distances(coordinates(avatars, every), coordinates(originals, every))
+    np.testing.assert_allclose(got, expected, atol=1e-9 * max(1.0, float(expected.max())))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,6 +206,125 @@ def test_agrees_with_saiph(features: list[str], model: str) -> None:
     np.testing.assert_allclose(
         proj.explained_variance_ratio, fitted.explained_var_ratio[:rank], atol=1e-12
     )
+
+
+def saiph_frames(features: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """200 originals and 200 synthetic records; the synthetic ones break the originals'
+    exact dependencies (a modality they never had, weights that ignore the stage)."""
+    rng = np.random.default_rng(11)
+    n = 400
+    stage = rng.choice(STAGES, n)
+    frame = pl.DataFrame(
+        {
+            "age": rng.integers(20, 90, n),
+            "weight": rng.normal(70, 12, n),
+            "height": 150 + rng.gamma(4, 6, n),
+            "sex": rng.choice(["F", "M"], n, p=[0.6, 0.4]),
+            "stage": stage,
+            # Text, not Boolean: saiph's nf=None counts a Boolean column as one column
+            # (pd.get_dummies leaves it alone) and so keeps one component fewer than it has.
+            "smoker": np.where(stage == "IV", rng.random(n) < 0.6, rng.random(n) < 0.2).astype(str),
+            "site": rng.choice(["breast", "colon", "lung", "skin", "other"], n),
+        }
+    ).select(features)
+    originals, synthetic = frame.head(200), frame.tail(200)
+    if "site" in features:
+        synthetic = synthetic.with_columns(
+            pl.Series("site", ["bone"] * 9 + synthetic["site"][9:].to_list())
+        )
+    return originals, synthetic
+
+
+@pytest.mark.parametrize(
+    ("features", "model"),
+    [
+        (["age", "weight", "height"], "PCA"),
+        (["sex", "stage", "smoker", "site"], "MCA"),
+        (["age", "weight", "height", "sex", "stage", "smoker", "site"], "FAMD"),
+    ],
+)
+def test_every_component_is_saiphs_space(features: list[str], model: str) -> None:
+    # ncp="all" is saiph's nf=None: the counts and distances equal a float64 brute force on
+    # saiph's own coordinates, also along the directions the originals do not span.
+    saiph = pytest.importorskip("saiph")
+    originals, synthetic = saiph_frames(features)
+    fitted = saiph.fit(to_pandas(originals), nf=None)
+    x = saiph.transform(to_pandas(originals), fitted).to_numpy()
+    y = saiph.transform(to_pandas(synthetic), fitted).to_numpy()
+    every = Projection.fit(originals, ncp="all")
+    assert every.model == model
+    assert x.shape[1] == every.max_ncp == every.ncp
+    if model != "PCA":
+        assert every.n_components < every.max_ncp
+
+    d2 = squared_distances(y, x)
+    nearest_two = np.sqrt(np.sort(d2, axis=1)[:, :2])
+    dcr = phr.distance_to_closest(originals, synthetic, ncp="all")["distance_to_closest"]
+    np.testing.assert_allclose(dcr.to_numpy(), nearest_two[:, 0], rtol=1e-9, atol=1e-12)
+    nndr = phr.closest_distances_ratio(originals, synthetic, ncp="all")
+    np.testing.assert_allclose(
+        nndr["closest_distances_ratio"].to_numpy(),
+        np.divide(
+            nearest_two[:, 0], nearest_two[:, 1], out=np.ones(len(y)), where=nearest_two[:, 1] > 0
+        ),
+        rtol=1e-9,
+    )
+    counts = phr.local_cloaking(originals, synthetic, ncp="all")["local_cloaking"].to_numpy()
+    np.testing.assert_array_equal(counts, brute_force_counts(x, y, 1e-9))
+    # A synthetic set of another size is measured against every original all the same.
+    fewer = phr.distance_to_closest(originals, synthetic.head(37), ncp="all")
+    np.testing.assert_allclose(
+        fewer["distance_to_closest"].to_numpy(), nearest_two[:37, 0], rtol=1e-9, atol=1e-12
+    )
+    if model != "PCA":  # stopping at the rank loses the synthetic records' distance off the span
+        spanned = phr.distance_to_closest(originals, synthetic, ncp=every.n_components)
+        assert (spanned["distance_to_closest"].to_numpy() < nearest_two[:, 0] - 1e-6).any()
+
+
+def test_an_integer_ncp_takes_components_past_the_rank_up_to_the_scaled_width() -> None:
+    frame = cohort(60, seed=3)
+    features = ["age", "sex", "stage"]  # 1 number + 2 + 4 modalities: 7 columns, rank 5
+    every = Projection.fit(frame, features=features, ncp="all")
+    assert (every.ncp, every.max_ncp, every.n_components) == (7, 7, 5)
+    six = Projection.fit(frame, features=features, ncp=6)
+    assert six.ncp == 6
+    np.testing.assert_array_equal(coordinates(frame, six), coordinates(frame, every)[:, :6])
+    # Past the scaled width there is no component: refused, naming the width and "all".
+    with pytest.raises(ValueError, match=r"1 <= ncp <= 7, .*span 5.*'all'; got ncp=8"):
+        Projection.fit(frame, features=features, ncp=8)
+    # The default stays the method's 5.
+    assert Projection.fit(frame, features=features).ncp == 5
+
+
+@pytest.mark.parametrize(
+    ("ncp", "error", "match"),
+    [
+        ("ALL", ValueError, "integer or 'all', got 'ALL'"),
+        ("5", ValueError, "integer or 'all', got '5'"),
+        (2.0, TypeError, "integer or 'all', got 2.0 of type float"),
+        (True, TypeError, "integer or 'all', got True"),
+        (0, ValueError, "`ncp` must be at least 1, got 0"),
+    ],
+)
+def test_ncp_is_an_integer_or_all(ncp: object, error: type[Exception], match: str) -> None:
+    originals, avatars = cohort(30, seed=1), cohort(30, seed=2)
+    with pytest.raises(error, match=match):
+        Projection.fit(originals, ncp=ncp)  # type: ignore[arg-type]
+    with pytest.raises(error, match=match):
+        phr.local_cloaking(originals.lazy(), avatars.lazy(), ncp=ncp)  # type: ignore[arg-type]
+    with pytest.raises(error, match=match):
+        phr.hidden_rate(originals, avatars, coords=["age"], ncp=ncp)  # type: ignore[arg-type]
+
+
+def test_ncp_all_with_coords_takes_every_coords_column() -> None:
+    originals, avatars = cohort(40, seed=4), cohort(40, seed=5)
+    columns = ["age", "weight"]
+    every = phr.local_cloaking(originals, avatars, coords=columns, ncp="all")
+    assert every.equals(phr.local_cloaking(originals, avatars, coords=columns))
+    one = phr.local_cloaking(originals, avatars, coords=columns, ncp=1)
+    assert not every["local_cloaking"].equals(one["local_cloaking"])
+    with pytest.raises(ValueError, match=r"ncp <= 2 or be 'all', got ncp=3"):
+        phr.local_cloaking(originals, avatars, coords=columns, ncp=3)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,7 +745,7 @@ def test_plan_time_errors(
             "weight",
         ),
         (lambda o, a: (o.clear(), a.clear()), {}, NoDataError, "empty"),
-        (lambda o, a: (o, a), {"features": ["sex", "stage"], "ncp": 5}, ValueError, r"ncp <= 4"),
+        (lambda o, a: (o, a), {"features": ["sex", "stage"], "ncp": 7}, ValueError, r"ncp <= 6"),
         (
             lambda o, a: (o.with_columns(sex=pl.lit("F")), a),
             {"features": ["sex"]},
@@ -674,8 +800,8 @@ def test_projection_errors() -> None:
         proj.transform(frame.drop("sex"))
     with pytest.raises(SchemaError, match="age"):
         proj.transform(frame.with_columns(pl.col("age").cast(pl.String)))
-    with pytest.raises(ValueError, match="ncp <= 2"):
-        Projection.fit(frame, features=["age", "sex"], ncp=3)
+    with pytest.raises(ValueError, match="ncp <= 3"):
+        Projection.fit(frame, features=["age", "sex"], ncp=4)
     with pytest.raises(TypeError, match="ncp"):
         Projection.fit(frame, ncp=2.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="DataFrame or LazyFrame"):

@@ -104,6 +104,45 @@ def test_the_raw_release_through_the_script(tmp_path: Path) -> None:
     assert "impute=" in done.stderr
 
 
+def test_every_component_through_the_script(tmp_path: Path) -> None:
+    # --ncp all: every column of the scaled space (2 numbers, 3 + 2 modalities: 7), stated in
+    # the provenance and the report's space, and counted as the library counts it.
+    originals, avatars = raw_release(seed=8)
+    o = write_raw(originals, tmp_path / "originals.csv", ";")
+    a = write_raw(avatars, tmp_path / "avatars.csv", ";")
+    script = Path(sys.executable).parent / "hidden-rate"
+    if not script.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    options = ["--categorical", "stage", "--impute", "median"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(script), *args], capture_output=True, text=True, check=False)
+
+    done = run("check", str(o), str(a), "--ncp", "all", *options, "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    got = json.loads(done.stdout)
+    expected = phr.hidden_rate(
+        originals, avatars, features=FEATURES, ncp="all", categorical=["stage"], impute="median"
+    )
+    assert got["hidden_rate"] == expected
+    assert expected != expected_rate(originals, avatars)  # not the space of --ncp 4
+    space = got["provenance"]["settings"]["space"]
+    assert (space["ncp"], space["ncp_requested"]) == (7, "all")
+    assert (space["components_available"], space["components_spanned"]) == (7, 5)
+    done = run("report", str(o), str(a), "--ncp", "all", *options, "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    assert json.loads(done.stdout)["space"] == "FAMD, 7 of 7 components (the originals span 5)"
+    done = run("report", str(o), str(a), "--ncp", "all", *options)
+    assert "space                 FAMD, 7 of 7 components (the originals span 5)" in done.stdout
+    # A word that is not "all", and a width the space does not have: exit 2, one line.
+    for ncp, culprit in (("every", "'every'"), ("8", "1 <= ncp <= 7")):
+        done = run("check", str(o), str(a), "--ncp", ncp, *options)
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1
+        assert culprit in done.stderr
+        assert "'all'" in done.stderr
+
+
 def test_an_explicit_separator_and_null_values(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

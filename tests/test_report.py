@@ -620,8 +620,10 @@ def test_the_report_says_in_which_space_it_measured() -> None:
         originals, avatars, features=features, categorical=["group"], ncp=2, on="id"
     )
     fitted = phr.Projection.fit(originals, features=features, categorical=["group"], ncp=2)
-    space = f"FAMD, 2 of {fitted.n_components} components"
-    assert fitted.n_components > 2
+    # Of every component of the scaled space (3 numbers, 3 modalities), which the originals span
+    # but one of: the modalities of a variable sum to one.
+    space = "FAMD, 2 of 6 components (the originals span 5)"
+    assert (fitted.max_ncp, fitted.n_components) == (6, 5)
     assert report.space == space
     assert report.to_dict()["space"] == space
     page = report.to_html()
@@ -636,6 +638,10 @@ def test_the_report_says_in_which_space_it_measured() -> None:
     from polars_hidden_rate.cli import format_report
 
     assert "space                         PCA, 3 of 3 components" in format_report(pca)
+    every = phr.privacy_report(
+        originals, avatars, features=features, categorical=["group"], ncp="all", on="id"
+    )
+    assert every.space == "FAMD, 6 of 6 components (the originals span 5)"
 
 
 def test_values_beside_their_targets_show_the_digits_that_decide() -> None:

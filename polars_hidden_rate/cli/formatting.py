@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.report import LABELS, PrivacyReport
 from polars_hidden_rate.summary import CloakingSummary
 from polars_hidden_rate.verdict import Evidence
@@ -82,8 +83,10 @@ def _provenance_lines(block: Any) -> list[str]:
     if "projection" in space:
         fills = ", ".join(f"{k}={v!r}" for k, v in space["fills"].items()) or "none"
         lines += [
-            f"space                 {space['projection']}, {space['ncp']} of "
-            f"{space['components_available']} components",
+            f"space                 {space['projection']}, "
+            + components_words(
+                space["ncp"], space["components_available"], space["components_spanned"]
+            ),
             f"features              {', '.join(space['features'])}",
             f"categorical           {', '.join(space['categorical']) or 'none'} "
             f"({space['categorical_rule']})",

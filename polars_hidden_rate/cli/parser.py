@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal, NoReturn, get_args
 
 from polars_hidden_rate import __version__
+from polars_hidden_rate.checks import AllComponents
 from polars_hidden_rate.frames.files import CSV_NULL_VALUES
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.report import METRICS
@@ -145,7 +146,13 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
         metavar="F1,F2,...",
         help="raw columns to project (default: the columns the two files share)",
     )
-    command.add_argument("--ncp", type=int, metavar="N", help="number of components to use")
+    command.add_argument(
+        "--ncp",
+        type=_ncp,
+        metavar="N|all",
+        help="number of components to use (default 5); 'all': every component of the scaled "
+        "space, also the directions the originals do not span (saiph's nf=None)",
+    )
     command.add_argument(
         "--categorical",
         type=_names,
@@ -249,6 +256,17 @@ def _at_least(low: int) -> Callable[[str], int]:
         return number
 
     return parse
+
+
+def _ncp(value: str) -> int | AllComponents:
+    """``--ncp``: ``all``, or an integer (the library checks its range against the space)."""
+    if value == "all":
+        return "all"
+    try:
+        return int(value)
+    except ValueError:
+        msg = f"must be an integer or 'all', got {value!r}"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def _names(value: str) -> list[str]:

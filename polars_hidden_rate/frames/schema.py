@@ -19,7 +19,7 @@ from polars.exceptions import (
     SchemaError,
 )
 
-from polars_hidden_rate.checks import check_count
+from polars_hidden_rate.checks import AllComponents, check_ncp_option
 from polars_hidden_rate.frames.dtypes import common_key_type
 
 ColumnSpec = str | Sequence[str] | cs.Selector | pl.Expr
@@ -142,7 +142,7 @@ def shared_schema(originals: pl.Schema, avatars: pl.Schema) -> pl.Schema:
 
 def resolve_coords(
     coords: ColumnSpec,
-    ncp: int | None,
+    ncp: int | AllComponents | None,
     originals: pl.Schema,
     avatars: pl.Schema,
 ) -> list[str]:
@@ -159,15 +159,16 @@ def resolve_coords(
     return names[: check_ncp(ncp, len(names))]
 
 
-def check_ncp(ncp: int | None, available: int) -> int:
-    """``ncp`` itself, or ``available`` when None; ValueError unless 1 <= ncp <= available."""
-    if ncp is None:
+def check_ncp(ncp: object, available: int) -> int:
+    """``ncp`` itself, or ``available`` when None or ``"all"``; ValueError unless
+    1 <= ncp <= available."""
+    wanted = check_ncp_option(ncp)
+    if wanted is None or wanted == "all":
         return available
-    ncp = check_count(ncp, "ncp")
-    if ncp > available:
-        msg = f"`ncp` must satisfy 1 <= ncp <= {available}, got ncp={ncp}"
+    if wanted > available:
+        msg = f"`ncp` must satisfy 1 <= ncp <= {available} or be 'all', got ncp={wanted}"
         raise ValueError(msg)
-    return ncp
+    return wanted
 
 
 def resolve_link(

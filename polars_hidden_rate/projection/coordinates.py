@@ -13,7 +13,7 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import check_count
+from polars_hidden_rate.checks import AllComponents, check_ncp_option
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
     Aligned,
@@ -53,7 +53,7 @@ class ProjectedCoordinates:
     """A checked request to count in the projected space: fitted when the counting runs."""
 
     spec: FeatureSpec
-    ncp: int | None
+    ncp: int | AllComponents | None
     fitted: Projection | None = None  # fitted beforehand: `read` uses it
     auto: bool = False  # categorical="auto": integer columns are chosen when fitting
     defaulted: bool = False  # features not named: identifiers are refused when fitting
@@ -64,7 +64,7 @@ class ProjectedCoordinates:
         features: ColumnSpec | None,
         categorical: ColumnSpec | None,
         impute: Impute,
-        ncp: int | None,
+        ncp: int | AllComponents | None,
         originals: pl.Schema,
         avatars: pl.Schema,
         link: Link,
@@ -84,11 +84,12 @@ class ProjectedCoordinates:
             spec = replace(spec, categorical_rule=AUTO_RULE)
         if features is None:
             _refuse_index_names(spec.names)
-        wanted = None if ncp is None else check_count(ncp, "ncp")
-        if wanted is not None and not spec.categorical and not auto and wanted > len(spec.names):
+        wanted = check_ncp_option(ncp)
+        numeric = not spec.categorical and not auto  # one scaled column per feature: known now
+        if isinstance(wanted, int) and numeric and wanted > len(spec.names):
             msg = (
-                f"`ncp` must satisfy 1 <= ncp <= {len(spec.names)} (one per feature), "
-                f"got ncp={wanted}"
+                f"`ncp` must satisfy 1 <= ncp <= {len(spec.names)} (one per feature) or be "
+                f"'all', got ncp={wanted}"
             )
             raise ValueError(msg)
         return cls(spec, wanted, auto=auto, defaulted=features is None)

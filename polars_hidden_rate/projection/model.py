@@ -13,7 +13,7 @@ import polars as pl
 from polars.exceptions import ComputeError, DuplicateError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import check_count
+from polars_hidden_rate.checks import AllComponents, check_ncp_option
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, inexact_counts, raise_inexact
 from polars_hidden_rate.projection import partitioned
 from polars_hidden_rate.projection.passes import fit_features, gram
@@ -73,9 +73,11 @@ class Projection:
         ``eigenvalues``; rows past `n_components` span directions the
         originals do not vary along.
     n_components
-        The number of dimensions available: the rank of the originals' scaled rows.
+        The rank of the originals' scaled rows: the components along which they vary.
     ncp
-        The number of components [`transform`][polars_hidden_rate.Projection.transform] adds.
+        The number of components [`transform`][polars_hidden_rate.Projection.transform] adds:
+        at most [`max_ncp`][polars_hidden_rate.Projection.max_ncp], one per column of the
+        scaled space.
     """
 
     scaling: Scaling
@@ -91,7 +93,7 @@ class Projection:
         originals: pl.DataFrame | pl.LazyFrame,
         *,
         features: ColumnSpec | None = None,
-        ncp: int | None = None,
+        ncp: int | AllComponents | None = None,
         categorical: ColumnSpec | None = None,
         impute: Impute = "none",
     ) -> Projection:
@@ -108,8 +110,12 @@ class Projection:
             and Boolean columns are categorical. All numeric gives PCA, all
             categorical MCA, a mix FAMD.
         ncp
-            The number of components to keep; default 5, capped at the
-            dimensions available (`n_components`).
+            The number of components to keep: default 5 (the method's default; the rank
+            `n_components` when the originals span fewer); ``"all"`` keeps every
+            component of the scaled space (`max_ncp`, saiph's ``nf=None``), also the
+            directions the originals do not vary along, where synthetic records that
+            break the originals' exact dependencies have distance; an integer takes
+            the first ``ncp``, up to `max_ncp`.
         categorical
             Features to treat as categorical whatever their type, by name or
             selector: categories coded as integers, for example.
@@ -133,7 +139,7 @@ class Projection:
             A feature has null, NaN or infinite values (without ``impute``: null or
             NaN; with it: infinite, or no value at all to impute from).
         ValueError
-            ``ncp`` exceeds the dimensions available.
+            ``ncp`` exceeds `max_ncp`, the columns of the scaled space.
 
         Examples
         --------
@@ -150,7 +156,7 @@ class Projection:
         schema = frame.collect_schema()
         spec = FeatureSpec.resolve(features, categorical, impute, schema)
         names = list(spec.names)
-        wanted = None if ncp is None else check_count(ncp, "ncp")
+        wanted = check_ncp_option(ncp)
         fitted, n_rows = fit_features(frame, spec, schema)
         scaling = _scaling(fitted)
         return cls._from_gram(scaling, n_rows, gram(frame, scaling), names, wanted)
@@ -161,7 +167,7 @@ class Projection:
         files: Sequence[str | os.PathLike[str]],
         *,
         features: ColumnSpec | None = None,
-        ncp: int | None = None,
+        ncp: int | AllComponents | None = None,
         categorical: ColumnSpec | None = None,
         impute: Impute = "none",
         tasks: Tasks | None = None,
@@ -198,7 +204,7 @@ class Projection:
             raise ValueError(msg)
         schema = pl.scan_parquet(paths, glob=False).collect_schema()
         spec = FeatureSpec.resolve(features, categorical, impute, schema)
-        wanted = None if ncp is None else check_count(ncp, "ncp")
+        wanted = check_ncp_option(ncp)
         runner = LocalTasks() if tasks is None else tasks
         fitted, n_rows = partitioned.fit_features(paths, spec, schema, runner)
         scaling = _scaling(fitted)
@@ -212,28 +218,32 @@ class Projection:
         n_rows: int,
         gram: Float64Array,
         names: list[str],
-        wanted: int | None,
+        wanted: int | AllComponents | None,
     ) -> Projection:
         """The projection whose components are those of ``gram``; ``wanted`` is ``ncp``."""
         eigenvalues, components = _decompose(gram)
-        top = float(eigenvalues[0]) if len(eigenvalues) else 0.0
+        width = len(eigenvalues)
+        top = float(eigenvalues[0]) if width else 0.0
         rank = int(np.count_nonzero(eigenvalues > top * RANK_RTOL)) if top > 0 else 0
         if rank == 0:
             msg = f"the originals do not vary in the features {names}: there is nothing to project"
             raise ValueError(msg)
-        if wanted is not None and wanted > rank:
+        # An integer past the scaled width is refused, not capped: a gate states the space it
+        # measured, and the one asked for does not exist ("all" asks for every component).
+        if isinstance(wanted, int) and wanted > width:
             msg = (
-                f"`ncp` must satisfy 1 <= ncp <= {rank}, the dimensions the originals span in "
-                f"the projected space of {names}; got ncp={wanted}"
+                f"`ncp` must satisfy 1 <= ncp <= {width}, the columns of the scaled space of "
+                f"{names} (the originals span {rank} of them), or be 'all'; got ncp={wanted}"
             )
             raise ValueError(msg)
+        defaulted = min(DEFAULT_NCP, rank)
         return cls(
             scaling=scaling,
             n_rows=n_rows,
             eigenvalues=eigenvalues,
             components=components,
             n_components=rank,
-            ncp=wanted if wanted is not None else min(DEFAULT_NCP, rank),
+            ncp=defaulted if wanted is None else width if wanted == "all" else wanted,
         )
 
     def __repr__(self) -> str:
@@ -251,6 +261,13 @@ class Projection:
     def features(self) -> list[str]:
         """The projected columns, in order."""
         return [feature.name for feature in self.scaling.features]
+
+    @property
+    def max_ncp(self) -> int:
+        """The number of components there are, one per column of the scaled space: what
+        ``ncp="all"`` keeps. Those past `n_components` are directions the originals do not
+        vary along (their eigenvalues are 0)."""
+        return len(self.components)
 
     @property
     def explained_variance_ratio(self) -> Float64Array:
@@ -345,8 +362,8 @@ class Projection:
 
         Each row's coordinates depend on that row alone, whatever the engine or batching.
         """
-        if len(names) > self.n_components:
-            msg = f"asked for {len(names)} coordinates; the originals span {self.n_components}"
+        if len(names) > self.max_ncp:
+            msg = f"asked for {len(names)} coordinates; the scaled space has {self.max_ncp}"
             raise ValueError(msg)
         return [
             self.scaling.coordinate(self.components[k]).alias(name) for k, name in enumerate(names)
