@@ -350,10 +350,16 @@ def count_within(
     with stage("counting", len(queries), enabled=progress) as bar:
         if strategy == "auto" and tree is not None:
             strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
+        walked = tree
         if strategy != "flat" and tree is None:
             tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
+            # On duplicated avatars the walk runs on each distinct value once (the counts
+            # are the same); the flat pass takes the avatars themselves.
+            walked = tree.collapsed(threads=threads) or tree
             if strategy == "auto":
-                strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
+                strategy = choose_strategy(
+                    walked, queries, thresholds, own, threads=threads, cap=cap
+                )
         if chosen is not None:
             chosen.append(strategy)
         if strategy == "flat":
@@ -375,8 +381,8 @@ def count_within(
                     queries, tree, below, counted, given_own, threads
                 )
             return counts
-        assert tree is not None
-        return tree.count_rivals(
+        assert walked is not None
+        return walked.count_rivals(
             queries,
             thresholds,
             own,
