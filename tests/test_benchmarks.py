@@ -184,3 +184,39 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     assert stages["read-originals"]["first_s"] <= stages["write"]["first_s"]
     assert "| count-within |" in (tmp_path / "results" / "dataset.md").read_text()
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]
+
+
+def test_dense_harness_times_ours_and_ckdtree_and_checks_every_record(tmp_path: Path) -> None:
+    from benchmarks import bench_dense
+
+    arguments = ["--sizes", "500", "--repeat", "2", "--threads", "1", "--out", str(tmp_path)]
+    assert bench_dense.main(arguments) == 0
+    (cell,) = json.loads((tmp_path / "dense.json").read_text())["cells"]
+    assert cell["n"] == 500
+    assert set(cell["seconds"]) == {"ours", "ours-flags", "ckdtree"}
+    assert all(len(runs) == 2 for runs in cell["runs"].values())
+    assert cell["differ_from_ours"] == {"ours": 0, "ours-flags": 0, "ckdtree": 0}
+    assert cell["brute_force_mismatches"] == {"ours": 0, "ours-flags": 0, "ckdtree": 0}
+    assert cell["ratio"]["ours"] > 0
+    assert "| 500 |" in (tmp_path / "dense.md").read_text()
+
+
+@pytest.mark.parametrize("engine", ["ours-flags", "ckdtree"])
+def test_dense_harness_fails_on_a_count_that_differs(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import bench_dense
+
+    right = bench_dense.RUNNERS[engine]
+
+    def off_by_one(*args: object) -> np.ndarray:
+        counts = right(*args)  # type: ignore[arg-type]
+        counts[:3] += 1
+        return counts
+
+    monkeypatch.setitem(bench_dense.RUNNERS, engine, off_by_one)
+    arguments = ["--sizes", "300", "--repeat", "1", "--threads", "1", "--out", str(tmp_path)]
+    assert bench_dense.main(arguments) == 1
+    (cell,) = json.loads((tmp_path / "dense.json").read_text())["cells"]
+    assert cell["differ_from_ours"][engine] == 3
+    assert "| no |" in (tmp_path / "dense.md").read_text()
