@@ -574,6 +574,8 @@ def test_a_collapsed_tree_counts_what_the_plain_tree_counts(
     own = np.where(rng.random(n) < 0.7, rng.permutation(n), -1)
     tree = kdtree.KdTree.build(avatars)
     collapsed = tree.collapsed(threads=threads) or tree
+    # Built straight from the avatars (a sample of 2 told the duplicates), or None.
+    direct = kdtree.KdTree.build_collapsed(avatars, threads=threads, sample=2) or tree
     for rows, links in ((own, own), (None, np.arange(n))):
         rivals = np.where(links >= 0, links, rng.integers(0, n, n))
         thresholds = engine.own_thresholds(queries, avatars[rivals], 0.0)
@@ -588,6 +590,12 @@ def test_a_collapsed_tree_counts_what_the_plain_tree_counts(
         np.testing.assert_array_equal(closer, brute_force_closer(queries, below, links, avatars))
         plain = tree.count_rivals(queries, thresholds, rows, threads=threads, cap=cap)
         np.testing.assert_array_equal(counts, plain)
+        flags = np.zeros(n, dtype=bool)
+        found = direct.count_rivals(
+            queries, thresholds, rows, threads=threads, cap=cap, closer_than=below, closer=flags
+        )
+        np.testing.assert_array_equal(found, counts)
+        np.testing.assert_array_equal(flags, closer)
 
 
 def test_a_collapsed_tree_holds_each_distinct_avatar_once_with_its_copies() -> None:
@@ -613,9 +621,49 @@ def test_a_collapsed_tree_holds_each_distinct_avatar_once_with_its_copies() -> N
     assert collapsed.collapsed() is None  # once is enough
 
 
+def test_a_tree_collapsed_from_the_avatars_holds_each_once_with_its_copies() -> None:
+    rng = np.random.default_rng(4)
+    values = rng.integers(-2, 3, size=(30, 2)).astype(np.float64)
+    avatars = values[rng.integers(0, len(values), 20_000)]
+    avatars[: len(avatars) // 2] = rng.normal(size=(len(avatars) // 2, 2))  # half distinct
+    collapsed = kdtree.KdTree.build_collapsed(avatars)
+    assert collapsed is not None
+    assert collapsed.weights is not None
+    assert len(collapsed.points) == len(np.unique(avatars, axis=0))
+    np.testing.assert_array_equal(collapsed.points[collapsed.position], avatars)
+    np.testing.assert_array_equal(collapsed.points, avatars[collapsed.order])
+    np.testing.assert_array_equal(np.diff(collapsed.weights), np.bincount(collapsed.position))
+    # Below 4 samples of avatars, or with a sample mostly distinct, the plain tree decides.
+    assert kdtree.KdTree.build_collapsed(avatars[:16_384]) is None
+    avatars[: 7 * len(avatars) // 8] = rng.normal(size=(7 * len(avatars) // 8, 2))
+    assert kdtree.KdTree.build_collapsed(avatars) is None
+
+
 def test_distinct_avatars_keep_their_tree() -> None:
     avatars = np.random.default_rng(6).normal(size=(1_000, 3))
     assert kdtree.KdTree.build(avatars).collapsed() is None
+    assert kdtree.KdTree.build_collapsed(avatars, sample=8) is None
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("sample", [4, kdtree.COLLAPSE_SAMPLE])
+def test_heavy_duplicates_count_and_flag_as_the_brute_force(
+    monkeypatch: pytest.MonkeyPatch, strategy: engine.Strategy, sample: int
+) -> None:
+    """Told by a sample before any tree is built (sample 4), or by the plain tree: every
+    strategy gives the brute force's counts and closer flags, in place or not."""
+    monkeypatch.setattr(kdtree, "COLLAPSE_SAMPLE", sample)
+    rng = np.random.default_rng(9)
+    originals = rng.integers(-2, 3, size=(600, 3)).astype(np.float64)
+    avatars = originals[rng.permutation(len(originals))] + 0.5 * rng.integers(0, 2, (600, 3))
+    expected = brute_force_counts(originals, avatars, 1e-9)
+    d2 = ((originals[:, None, :] - avatars[None, :, :]) ** 2).sum(axis=2)
+    closer_expected = (d2 < np.diag(d2)[:, None]).any(axis=1)
+    for overwrite in (False, True):
+        x, y, closer = originals.copy(), avatars.copy(), np.zeros(len(originals), dtype=bool)
+        counts = count_cloaking(x, y, strategy=strategy, closer=closer, overwrite_input=overwrite)
+        np.testing.assert_array_equal(counts, expected)
+        np.testing.assert_array_equal(closer, closer_expected & (expected > 0))
 
 
 @pytest.mark.parametrize("strategy", ["auto", "tree"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,8 @@ PARALLEL_BUILD_MIN = 1 << 16
 # repeats the one before it in tree order: runs of identical avatars then straddle the
 # median splits, and every such boundary is walked down to a leaf by each query near it.
 COLLAPSE_SHARE = 4
+# Avatars drawn to tell heavy duplicates before any tree is built (`KdTree.build_collapsed`).
+COLLAPSE_SAMPLE = 4096
 # The cap of a count without one.
 _NO_CAP = int(np.iinfo(np.int64).max)
 
@@ -92,22 +94,32 @@ class KdTree:
         ):
             return None
         group, distinct = distinct_rows(self.points, self.points.view(np.uint64))
-        representative = np.empty(distinct, dtype=np.int64)
-        representative[group] = np.arange(len(group))  # any row of a group: all are equal
-        inner = KdTree.build(self.points[representative], threads=threads, overwrite_input=True)
-        copies = np.bincount(group, minlength=distinct)[inner.order]
-        weights = np.zeros(distinct + 1, dtype=np.int64)
-        np.cumsum(copies, out=weights[1:])
-        return KdTree(
-            inner.points,
-            self.order[representative[inner.order]],
-            inner.position[group[self.position]],
-            inner.begin,
-            inner.end,
-            inner.lower,
-            inner.upper,
-            weights,
+        inner, representative = _weighted_tree(self.points, group, distinct, threads)
+        return replace(
+            inner,
+            order=self.order[representative[inner.order]],
+            position=inner.position[group[self.position]],
         )
+
+    @classmethod
+    def build_collapsed(
+        cls, avatars: npt.ArrayLike, *, threads: int = 1, sample: int = COLLAPSE_SAMPLE
+    ) -> KdTree | None:
+        """The collapsed tree of ``avatars`` (see `collapsed`), built without the plain
+        one, when more than ``4 * sample`` avatars hold heavy duplicates: at most
+        ``1 - 1 / COLLAPSE_SHARE`` of ``sample`` of them, drawn with a fixed seed, are
+        distinct. Else None (the plain tree, then `collapsed`, decide)."""
+        avatars = np.ascontiguousarray(avatars, dtype=np.float64)
+        n = len(avatars)
+        if n <= 4 * sample:
+            return None
+        drawn = avatars[np.sort(np.random.default_rng(0).choice(n, sample, replace=False))]
+        _, seen = distinct_rows(drawn, drawn.view(np.uint64))
+        if seen * COLLAPSE_SHARE > (COLLAPSE_SHARE - 1) * sample:
+            return None
+        group, distinct = distinct_rows(avatars, avatars.view(np.uint64))
+        inner, representative = _weighted_tree(avatars, group, distinct, threads)
+        return replace(inner, order=representative[inner.order], position=inner.position[group])
 
     @classmethod
     def build(
@@ -281,3 +293,18 @@ def queries_per_task(queries: int, threads: int) -> int:
     """Queries per task handed to a thread: about four tasks per thread, within
     `MIN_QUERIES_PER_TASK` and `QUERIES_PER_TASK`."""
     return min(max(queries // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
+
+
+def _weighted_tree(
+    points: Float64Array, group: IndexArray, distinct: int, threads: int
+) -> tuple[KdTree, IndexArray]:
+    """The tree of one row of each group of ``points`` (``group`` from `distinct_rows`),
+    weighted by the group's size, and that row of each group. Its ``order`` and
+    ``position`` still refer to the groups; the caller maps them to its avatars."""
+    representative = np.empty(distinct, dtype=np.int64)
+    representative[group] = np.arange(len(group))  # any row of a group: all are equal
+    inner = KdTree.build(points[representative], threads=threads, overwrite_input=True)
+    copies = np.bincount(group, minlength=distinct)[inner.order]
+    weights = np.zeros(distinct + 1, dtype=np.int64)
+    np.cumsum(copies, out=weights[1:])
+    return replace(inner, weights=weights), representative
