@@ -186,12 +186,19 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]
 
 
-def test_dense_harness_times_ours_and_ckdtree_and_checks_every_record(tmp_path: Path) -> None:
+def test_dense_harness_times_ours_and_ckdtree_and_checks_every_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from benchmarks import bench_dense
 
     arguments = ["--sizes", "500", "--repeat", "2", "--threads", "1", "--out", str(tmp_path)]
+    arguments += ["--cache", str(tmp_path / "cases")]
+    assert bench_dense.main(arguments) == 0
+    (cached,) = (tmp_path / "cases").iterdir()
+    monkeypatch.setattr(bench_dense, "make_case", None)  # the second run reads the case kept
     assert bench_dense.main(arguments) == 0
     (cell,) = json.loads((tmp_path / "dense.json").read_text())["cells"]
+    assert cached.name == "discrete_n500_d3_seed0_ivf.npz"
     assert cell["n"] == 500
     assert set(cell["seconds"]) == {"ours", "ours-flags", "ckdtree"}
     assert all(len(runs) == 2 for runs in cell["runs"].values())
