@@ -646,16 +646,26 @@ def test_distinct_avatars_keep_their_tree() -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("sample", [4, kdtree.COLLAPSE_SAMPLE])
+@pytest.mark.parametrize("told_by", ["sample", "tree"])
 def test_heavy_duplicates_count_and_flag_as_the_brute_force(
-    monkeypatch: pytest.MonkeyPatch, strategy: engine.Strategy, sample: int
+    monkeypatch: pytest.MonkeyPatch, strategy: engine.Strategy, told_by: str
 ) -> None:
-    """Told by a sample before any tree is built (sample 4), or by the plain tree: every
-    strategy gives the brute force's counts and closer flags, in place or not."""
-    monkeypatch.setattr(kdtree, "COLLAPSE_SAMPLE", sample)
+    """Told by a sample before any tree is built, or by the plain tree: every strategy
+    gives the brute force's counts and closer flags, in place or not."""
+    monkeypatch.setattr(kdtree, "COLLAPSE_SAMPLE", 8 if told_by == "sample" else 10**9)
+    told: list[bool] = []
+    build_collapsed = kdtree.KdTree.build_collapsed
+
+    def spy(avatars: np.ndarray, **options: int) -> kdtree.KdTree | None:
+        found = build_collapsed(avatars, **options)
+        told.append(found is not None)
+        return found
+
+    monkeypatch.setattr(kdtree.KdTree, "build_collapsed", spy)
     rng = np.random.default_rng(9)
-    originals = rng.integers(-2, 3, size=(600, 3)).astype(np.float64)
-    avatars = originals[rng.permutation(len(originals))] + 0.5 * rng.integers(0, 2, (600, 3))
+    originals = rng.integers(-1, 2, size=(600, 3)).astype(np.float64)
+    avatars = originals[rng.permutation(len(originals))]
+    avatars[rng.random(len(avatars)) < 0.1] += 0.5  # a few more values, ties with them
     expected = brute_force_counts(originals, avatars, 1e-9)
     d2 = ((originals[:, None, :] - avatars[None, :, :]) ** 2).sum(axis=2)
     closer_expected = (d2 < np.diag(d2)[:, None]).any(axis=1)
@@ -664,6 +674,8 @@ def test_heavy_duplicates_count_and_flag_as_the_brute_force(
         counts = count_cloaking(x, y, strategy=strategy, closer=closer, overwrite_input=overwrite)
         np.testing.assert_array_equal(counts, expected)
         np.testing.assert_array_equal(closer, closer_expected & (expected > 0))
+    if strategy != "flat":
+        assert told == [told_by == "sample"] * 2
 
 
 @pytest.mark.parametrize("strategy", ["auto", "tree"])

@@ -103,12 +103,14 @@ class KdTree:
 
     @classmethod
     def build_collapsed(
-        cls, avatars: npt.ArrayLike, *, threads: int = 1, sample: int = COLLAPSE_SAMPLE
+        cls, avatars: npt.ArrayLike, *, threads: int = 1, sample: int | None = None
     ) -> KdTree | None:
         """The collapsed tree of ``avatars`` (see `collapsed`), built without the plain
         one, when more than ``4 * sample`` avatars hold heavy duplicates: at most
-        ``1 - 1 / COLLAPSE_SHARE`` of ``sample`` of them, drawn with a fixed seed, are
-        distinct. Else None (the plain tree, then `collapsed`, decide)."""
+        ``1 - 1 / COLLAPSE_SHARE`` of ``sample`` (default `COLLAPSE_SAMPLE`) of them,
+        drawn with a fixed seed, are distinct. Else None (the plain tree, then
+        `collapsed`, decide)."""
+        sample = COLLAPSE_SAMPLE if sample is None else sample
         avatars = np.ascontiguousarray(avatars, dtype=np.float64)
         n = len(avatars)
         if n <= 4 * sample:
