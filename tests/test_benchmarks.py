@@ -255,3 +255,46 @@ def test_the_paper_benchmark_agrees_within_float32_and_catches_a_wrong_value(
     summary = json.loads((tmp_path / "paper_dcr.json").read_text())["summary"]
     assert summary["agree"] == 65
     assert summary["cells"]["WBCD Reference"]["agree"] == 27
+
+
+def test_dense_harness_times_ours_and_ckdtree_and_checks_every_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import bench_dense
+
+    arguments = ["--sizes", "500", "--repeat", "2", "--threads", "1", "--out", str(tmp_path)]
+    arguments += ["--cache", str(tmp_path / "cases")]
+    assert bench_dense.main(arguments) == 0
+    (cached,) = (tmp_path / "cases").iterdir()
+    monkeypatch.setattr(bench_dense, "make_case", None)  # the second run reads the case kept
+    assert bench_dense.main(arguments) == 0
+    (cell,) = json.loads((tmp_path / "dense.json").read_text())["cells"]
+    assert cached.name == "discrete_n500_d3_seed0_ivf.npz"
+    assert cell["n"] == 500
+    assert set(cell["seconds"]) == {"ours", "ours-flags", "ckdtree"}
+    assert all(len(runs) == 2 for runs in cell["runs"].values())
+    assert cell["differ_from_ours"] == {"ours": 0, "ours-flags": 0, "ckdtree": 0}
+    assert cell["brute_force_mismatches"] == {"ours": 0, "ours-flags": 0, "ckdtree": 0}
+    assert cell["ratio"]["ours"] > 0
+    assert "| 500 |" in (tmp_path / "dense.md").read_text()
+
+
+@pytest.mark.parametrize("engine", ["ours-flags", "ckdtree"])
+def test_dense_harness_fails_on_a_count_that_differs(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import bench_dense
+
+    right = bench_dense.RUNNERS[engine]
+
+    def off_by_one(*args: object) -> np.ndarray:
+        counts = right(*args)  # type: ignore[arg-type]
+        counts[:3] += 1
+        return counts
+
+    monkeypatch.setitem(bench_dense.RUNNERS, engine, off_by_one)
+    arguments = ["--sizes", "300", "--repeat", "1", "--threads", "1", "--out", str(tmp_path)]
+    assert bench_dense.main(arguments) == 1
+    (cell,) = json.loads((tmp_path / "dense.json").read_text())["cells"]
+    assert cell["differ_from_ours"][engine] == 3
+    assert "| no |" in (tmp_path / "dense.md").read_text()

@@ -532,3 +532,174 @@ def test_tree_built_in_place_holds_the_copy_it_would_make(threads: int) -> None:
     np.testing.assert_array_equal(in_place.points, copied.points)
     np.testing.assert_array_equal(in_place.points, avatars[in_place.order])
     np.testing.assert_array_equal(in_place.order, copied.order)
+
+
+@st.composite
+def duplicated(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Avatars with many exact copies (a few values, some of them -0.0 beside 0.0), and
+    queries on the same grid: full of ties, zero thresholds and runs of identical avatars."""
+    n = draw(st.integers(2, 80))
+    d = draw(st.sampled_from([1, 2, 3, 5]))
+    values = st.sampled_from([-1.0, -0.5, -0.0, 0.0, 0.0, 0.5, 1.0])
+    avatars = draw(hnp.arrays(np.float64, (n, d), elements=values))
+    queries = draw(hnp.arrays(np.float64, (n, d), elements=values))
+    scale, offset = 2.0 ** draw(st.integers(-20, 20)), draw(st.sampled_from(OFFSETS))
+    return queries * scale + offset, avatars * scale + offset
+
+
+def brute_force_closer(
+    queries: np.ndarray, below: np.ndarray, own: np.ndarray, avatars: np.ndarray
+) -> np.ndarray:
+    """Whether an avatar ``j != own[i]`` lies within ``below[i]``, in float64."""
+    found: np.ndarray = brute_force_within(queries, below, own, avatars) > 0
+    return found
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    data=duplicated(),
+    seed=st.integers(0, 2**32 - 1),
+    cap=st.sampled_from([None, 1, 3]),
+    threads=st.sampled_from([1, 2]),
+)
+def test_a_collapsed_tree_counts_what_the_plain_tree_counts(
+    data: tuple[np.ndarray, np.ndarray], seed: int, cap: int | None, threads: int
+) -> None:
+    """Each distinct avatar once, weighted by its copies: the counts, the capped counts and
+    the closer flags are the brute force's, with the own avatar given, absent (-1) or
+    implied (own=None), thresholds at the own avatar's d2 or at an arbitrary rival's."""
+    queries, avatars = data
+    rng = np.random.default_rng(seed)
+    n = len(avatars)
+    own = np.where(rng.random(n) < 0.7, rng.permutation(n), -1)
+    tree = kdtree.KdTree.build(avatars)
+    collapsed = tree.collapsed(threads=threads) or tree
+    # Built straight from the avatars (a sample of 2 told the duplicates), or None.
+    direct = kdtree.KdTree.build_collapsed(avatars, threads=threads, sample=2) or tree
+    for rows, links in ((own, own), (None, np.arange(n))):
+        rivals = np.where(links >= 0, links, rng.integers(0, n, n))
+        thresholds = engine.own_thresholds(queries, avatars[rivals], 0.0)
+        below = engine.strictly_below(thresholds)
+        expected = brute_force_within(queries, thresholds, links, avatars)
+        closer = np.zeros(n, dtype=bool)
+        counts = collapsed.count_rivals(
+            queries, thresholds, rows, threads=threads, cap=cap, closer_than=below, closer=closer
+        )
+        capped = expected if cap is None else np.minimum(expected, cap)
+        np.testing.assert_array_equal(counts, capped)
+        np.testing.assert_array_equal(closer, brute_force_closer(queries, below, links, avatars))
+        plain = tree.count_rivals(queries, thresholds, rows, threads=threads, cap=cap)
+        np.testing.assert_array_equal(counts, plain)
+        flags = np.zeros(n, dtype=bool)
+        found = direct.count_rivals(
+            queries, thresholds, rows, threads=threads, cap=cap, closer_than=below, closer=flags
+        )
+        np.testing.assert_array_equal(found, counts)
+        np.testing.assert_array_equal(flags, closer)
+
+
+def test_a_collapsed_tree_holds_each_distinct_avatar_once_with_its_copies() -> None:
+    rng = np.random.default_rng(5)
+    values = rng.integers(-2, 3, size=(40, 3)).astype(np.float64)
+    avatars = values[rng.integers(0, len(values), 1_000)]
+    avatars[rng.random(avatars.shape) < 0.1] *= -1.0  # -0.0 beside 0.0: one value
+    tree = kdtree.KdTree.build(avatars)
+    collapsed = tree.collapsed()
+    assert collapsed is not None
+    assert collapsed.weights is not None
+    distinct = np.unique(avatars + 0.0, axis=0)
+    assert len(collapsed.points) == len(distinct)
+    assert collapsed.avatars == len(avatars)
+    np.testing.assert_array_equal(collapsed.points[collapsed.position], avatars)
+    np.testing.assert_array_equal(collapsed.points, avatars[collapsed.order])
+    copies = np.diff(collapsed.weights)
+    np.testing.assert_array_equal(copies, np.bincount(collapsed.position))
+    for node in range(len(collapsed.begin)):
+        inside = collapsed.points[collapsed.begin[node] : collapsed.end[node]]
+        assert (inside >= collapsed.lower[node]).all()
+        assert (inside <= collapsed.upper[node]).all()
+    assert collapsed.collapsed() is None  # once is enough
+
+
+def test_a_tree_collapsed_from_the_avatars_holds_each_once_with_its_copies() -> None:
+    rng = np.random.default_rng(4)
+    values = rng.integers(-2, 3, size=(30, 2)).astype(np.float64)
+    avatars = values[rng.integers(0, len(values), 20_000)]
+    avatars[: len(avatars) // 2] = rng.normal(size=(len(avatars) // 2, 2))  # half distinct
+    collapsed = kdtree.KdTree.build_collapsed(avatars)
+    assert collapsed is not None
+    assert collapsed.weights is not None
+    assert len(collapsed.points) == len(np.unique(avatars, axis=0))
+    np.testing.assert_array_equal(collapsed.points[collapsed.position], avatars)
+    np.testing.assert_array_equal(collapsed.points, avatars[collapsed.order])
+    np.testing.assert_array_equal(np.diff(collapsed.weights), np.bincount(collapsed.position))
+    # Below 4 samples of avatars, or with a sample mostly distinct, the plain tree decides.
+    assert kdtree.KdTree.build_collapsed(avatars[:16_384]) is None
+    avatars[:-100] = rng.normal(size=(len(avatars) - 100, 2))  # 1 in 200 repeats
+    assert kdtree.KdTree.build_collapsed(avatars) is None
+
+
+def test_distinct_avatars_keep_their_tree() -> None:
+    avatars = np.random.default_rng(6).normal(size=(1_000, 3))
+    assert kdtree.KdTree.build(avatars).collapsed() is None
+    assert kdtree.KdTree.build_collapsed(avatars, sample=8) is None
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("told_by", ["sample", "tree"])
+def test_heavy_duplicates_count_and_flag_as_the_brute_force(
+    monkeypatch: pytest.MonkeyPatch, strategy: engine.Strategy, told_by: str
+) -> None:
+    """Told by a sample before any tree is built, or by the plain tree: every strategy
+    gives the brute force's counts and closer flags, in place or not."""
+    monkeypatch.setattr(kdtree, "COLLAPSE_SAMPLE", 8 if told_by == "sample" else 10**9)
+    told: list[bool] = []
+    build_collapsed = kdtree.KdTree.build_collapsed
+
+    def spy(avatars: np.ndarray, **options: int) -> kdtree.KdTree | None:
+        found = build_collapsed(avatars, **options)
+        told.append(found is not None)
+        return found
+
+    monkeypatch.setattr(kdtree.KdTree, "build_collapsed", spy)
+    rng = np.random.default_rng(9)
+    originals = rng.integers(-1, 2, size=(600, 3)).astype(np.float64)
+    avatars = originals[rng.permutation(len(originals))]
+    avatars[rng.random(len(avatars)) < 0.1] += 0.5  # a few more values, ties with them
+    expected = brute_force_counts(originals, avatars, 1e-9)
+    d2 = ((originals[:, None, :] - avatars[None, :, :]) ** 2).sum(axis=2)
+    closer_expected = (d2 < np.diag(d2)[:, None]).any(axis=1)
+    for overwrite in (False, True):
+        x, y, closer = originals.copy(), avatars.copy(), np.zeros(len(originals), dtype=bool)
+        counts = count_cloaking(x, y, strategy=strategy, closer=closer, overwrite_input=overwrite)
+        np.testing.assert_array_equal(counts, expected)
+        np.testing.assert_array_equal(closer, closer_expected & (expected > 0))
+    if strategy != "flat":
+        assert told == [told_by == "sample"] * 2
+
+
+@pytest.mark.parametrize("strategy", ["auto", "tree"])
+def test_duplicated_avatars_are_counted_on_the_collapsed_tree(
+    monkeypatch: pytest.MonkeyPatch, strategy: engine.Strategy
+) -> None:
+    """The walk runs on each distinct avatar once (counts unchanged), and the probe predicts
+    a flat pass over every avatar, not over the distinct ones."""
+    walked: list[kdtree.KdTree] = []
+    count_rivals = kdtree.KdTree.count_rivals
+
+    def spy(tree: kdtree.KdTree, *args: object, **kwargs: object) -> np.ndarray:
+        walked.append(tree)
+        return count_rivals(tree, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kdtree.KdTree, "count_rivals", spy)
+    rng = np.random.default_rng(8)
+    originals = rng.integers(-2, 3, size=(3_000, 2)).astype(np.float64)
+    avatars = originals[rng.permutation(len(originals))]
+    counts = count_cloaking(originals, avatars, tie_tol=0.0, strategy=strategy)
+    np.testing.assert_array_equal(counts, brute_force_counts(originals, avatars, 0.0))
+    assert [len(tree.points) for tree in walked] == [25]
+    tree = kdtree.KdTree.build(avatars).collapsed()
+    assert tree is not None
+    x, limits = originals, engine.own_thresholds(originals, avatars, 0.0)
+    full = engine.probe(kdtree.KdTree.build(avatars), x, limits, None, threads=1)
+    assert engine.probe(tree, x, limits, None, threads=1).flat_seconds == full.flat_seconds

@@ -350,10 +350,21 @@ def count_within(
     with stage("counting", len(queries), enabled=progress) as bar:
         if strategy == "auto" and tree is not None:
             strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
+        walked = None
         if strategy != "flat" and tree is None:
-            tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
+            # On duplicated avatars the walk runs on each distinct value once (the counts
+            # are the same): heavy duplicates are told from a sample before any tree is
+            # built, lighter ones from the plain tree. The flat pass takes the avatars.
+            walked = KdTree.build_collapsed(points, threads=threads)
+            if walked is None:
+                tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
+                walked = tree.collapsed(threads=threads) or tree
             if strategy == "auto":
-                strategy = choose_strategy(tree, queries, thresholds, own, threads=threads, cap=cap)
+                strategy = choose_strategy(
+                    walked, queries, thresholds, own, threads=threads, cap=cap
+                )
+            if strategy == "tree":
+                tree = walked  # the plain tree's arrays are let go before the walk
         if chosen is not None:
             chosen.append(strategy)
         if strategy == "flat":
@@ -370,7 +381,8 @@ def count_within(
             if closer is not None and below is not None:
                 counted = np.flatnonzero(counts > 0)
                 if tree is None:  # the flat pass's points are the avatars as given
-                    tree, given_own = KdTree.build(points, threads=threads), own
+                    tree = walked or KdTree.build(points, threads=threads)
+                    given_own = own
                 closer[counted] = _within_strictly(
                     queries, tree, below, counted, given_own, threads
                 )

@@ -134,6 +134,61 @@ def permute_rows(values: Float64Array, order: IndexArray) -> None:
 
 
 @kernel
+def repeated_rows(points: Float64Array) -> int:
+    """How many rows equal the row before them (``==`` on every coordinate)."""
+    repeats = 0
+    for p in range(1, len(points)):
+        same = True
+        for k in range(points.shape[1]):
+            if points[p, k] != points[p - 1, k]:
+                same = False
+                break
+        if same:
+            repeats += 1
+    return repeats
+
+
+@kernel
+def distinct_rows(points: Float64Array, bits: npt.NDArray[np.uint64]) -> tuple[IndexArray, int]:
+    """``(group, m)``: rows ``p`` and ``q`` share ``group[p] == group[q]`` (in ``0:m``, numbered
+    in order of first appearance) exactly when they are equal on every coordinate (``==``:
+    -0.0 and 0.0 are one value, which gives every squared difference the same). ``bits`` is
+    ``points`` viewed as uint64, hashed by an open-addressing table."""
+    n, dim = points.shape
+    size = 1
+    while size < 2 * n:
+        size <<= 1
+    mask = np.uint64(size - 1)
+    table = np.full(size, -1, dtype=np.int64)  # the first row of each group seen
+    group = np.empty(n, dtype=np.int64)
+    groups = 0
+    for p in range(n):
+        h = np.uint64(14695981039346656037)
+        for k in range(dim):
+            word = np.uint64(0) if points[p, k] == 0.0 else bits[p, k]
+            h = (h ^ word) * np.uint64(1099511628211)
+            h ^= h >> np.uint64(29)
+        slot = h & mask
+        while True:
+            first = table[slot]
+            if first < 0:
+                table[slot] = p
+                group[p] = groups
+                groups += 1
+                break
+            same = True
+            for k in range(dim):
+                if points[first, k] != points[p, k]:
+                    same = False
+                    break
+            if same:
+                group[p] = group[first]
+                break
+            slot = (slot + np.uint64(1)) & mask
+    return group, groups
+
+
+@kernel
 def leaf_near(lower: Float64Array, upper: Float64Array, queries: Float64Array) -> IndexArray:
     """A leaf near each query (descending towards the nearer child box): orders the queries."""
     first_leaf = (len(lower) - 1) // 2
@@ -169,9 +224,14 @@ def count_walk(
     costs: Float64Array,
     strict: Float64Array | None,
     closer: npt.NDArray[np.bool_] | None,
+    weights: IndexArray | None,
 ) -> None:
     """``min(c_i, cap)`` into ``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of
     the tree per query, which stops once ``cap`` rivals are found.
+
+    With ``weights`` (None: every point is one avatar, and numba compiles the walk without
+    it), point ``p`` stands for ``weights[p + 1] - weights[p]`` identical avatars (a
+    collapsed tree, `KdTree.collapsed`): a box holds ``weights[end] - weights[begin]``.
 
     With ``strict`` (None: not asked, and numba compiles the walk without it), ``closer[i]``
     also receives whether a rival lies within
@@ -220,7 +280,8 @@ def count_walk(
                 continue
             lo, hi = begin[node], end[node]
             if far <= threshold and (found or far <= strictly or near > strictly):
-                rivals = hi - lo - (1 if lo <= mine < hi else 0)
+                inside = hi - lo if weights is None else weights[hi] - weights[lo]
+                rivals = inside - (1 if lo <= mine < hi else 0)
                 count += rivals
                 if far <= strictly and rivals > 0:
                     found = True
@@ -231,12 +292,16 @@ def count_walk(
                     for k in range(dim):
                         diff = queries[i, k] - points[p, k]
                         total += diff * diff
-                    if total <= threshold and p != mine:
-                        count += 1
-                        if not found and total <= strictly:
-                            found = True
-                        if count >= cap and found:
-                            break
+                    if total <= threshold:
+                        here = 1 if weights is None else weights[p + 1] - weights[p]
+                        if p == mine:
+                            here -= 1
+                        if here > 0:
+                            count += here
+                            if not found and total <= strictly:
+                                found = True
+                            if count >= cap and found:
+                                break
             else:
                 stack[top] = 2 * node + 1
                 stack[top + 1] = 2 * node + 2

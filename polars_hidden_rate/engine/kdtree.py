@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -21,9 +21,11 @@ import numpy.typing as npt
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
     count_walk,
+    distinct_rows,
     leaf_near,
     node_boxes,
     permute_rows,
+    repeated_rows,
     split_nodes,
 )
 from polars_hidden_rate.engine.arrays import linked_queries
@@ -38,6 +40,13 @@ MIN_QUERIES_PER_TASK = 256
 # for trees of at least this many avatars (below, starting threads costs more).
 SHARED_LEVELS = 3
 PARALLEL_BUILD_MIN = 1 << 16
+# A tree is collapsed (`KdTree.collapsed`) when at least one point in COLLAPSE_SHARE
+# repeats the one before it in tree order: runs of identical avatars then straddle the
+# median splits, and every such boundary is walked down to a leaf by each query near it
+# (measured: the discrete profile at d = 5, 6 % of repeats, counts 1.7 to 2.2 times faster).
+COLLAPSE_SHARE = 16
+# Avatars drawn to tell heavy duplicates before any tree is built (`KdTree.build_collapsed`).
+COLLAPSE_SAMPLE = 4096
 # The cap of a count without one.
 _NO_CAP = int(np.iinfo(np.int64).max)
 
@@ -49,6 +58,12 @@ class KdTree:
     ``points`` holds the avatars leaf by leaf (``points[p] = avatars[order[p]]``);
     node ``k`` holds positions ``begin[k]:end[k]`` and is bounded by
     ``lower[k]``, ``upper[k]``. ``position[j]`` is where avatar ``j`` went.
+
+    ``weights`` is None when each point is one avatar. In a collapsed tree
+    (`collapsed`) each point is one distinct avatar, standing for
+    ``weights[p + 1] - weights[p]`` identical ones (cumulative counts by position);
+    ``position[j]`` is then the point of avatar ``j``'s value and ``order[p]`` one
+    avatar of point ``p``.
     """
 
     points: Float64Array
@@ -58,6 +73,56 @@ class KdTree:
     end: IndexArray
     lower: Float64Array
     upper: Float64Array
+    weights: IndexArray | None = None
+
+    @property
+    def avatars(self) -> int:
+        """How many avatars the tree holds (more than its points when collapsed)."""
+        return len(self.position)
+
+    def collapsed(self, *, threads: int = 1) -> KdTree | None:
+        """This tree's avatars with each distinct value once, weighted by its copies, or
+        None when fewer than one point in `COLLAPSE_SHARE` repeats the one before it
+        (tree order; a pass over the points).
+
+        The counts do not change: identical avatars have the same float64 ``d2`` to any
+        query, so a point counts for all its copies (less the query's own avatar) exactly
+        when one of them would. On duplicated data the walk then stops at the boundaries
+        between distinct values instead of following each copy down to a leaf.
+        """
+        if self.weights is not None or repeated_rows(self.points) * COLLAPSE_SHARE < len(
+            self.points
+        ):
+            return None
+        group, distinct = distinct_rows(self.points, self.points.view(np.uint64))
+        inner, representative = _weighted_tree(self.points, group, distinct, threads)
+        return replace(
+            inner,
+            order=self.order[representative[inner.order]],
+            position=inner.position[group[self.position]],
+        )
+
+    @classmethod
+    def build_collapsed(
+        cls, avatars: npt.ArrayLike, *, threads: int = 1, sample: int | None = None
+    ) -> KdTree | None:
+        """The collapsed tree of ``avatars`` (see `collapsed`), built without the plain
+        one, when more than ``4 * sample`` avatars hold heavy duplicates: at most
+        ``1 - 1 / COLLAPSE_SHARE`` of ``sample`` (default `COLLAPSE_SAMPLE`) of them,
+        drawn with a fixed seed, are distinct. Else None (the plain tree, then
+        `collapsed`, decide)."""
+        sample = COLLAPSE_SAMPLE if sample is None else sample
+        avatars = np.ascontiguousarray(avatars, dtype=np.float64)
+        n = len(avatars)
+        if n <= 4 * sample:
+            return None
+        drawn = avatars[np.sort(np.random.default_rng(0).choice(n, sample, replace=False))]
+        _, seen = distinct_rows(drawn, drawn.view(np.uint64))
+        if seen * COLLAPSE_SHARE > (COLLAPSE_SHARE - 1) * sample:
+            return None
+        group, distinct = distinct_rows(avatars, avatars.view(np.uint64))
+        inner, representative = _weighted_tree(avatars, group, distinct, threads)
+        return replace(inner, order=representative[inner.order], position=inner.position[group])
 
     @classmethod
     def build(
@@ -128,9 +193,12 @@ class KdTree:
         ``cap``, each count is ``min(count, cap)`` and a walk stops at its
         ``cap``-th rival.
         """
-        queries, thresholds, own = linked_queries(queries, thresholds, own, self.points.shape)
+        shape = (self.avatars, self.points.shape[1])
+        queries, thresholds, own = linked_queries(queries, thresholds, own, shape)
         if own is None:  # in tree order: the tree's own arrays, no per-query copies
             own_position, rows = self.own_positions(None), self.order
+            if self.weights is not None:  # one point for many avatars: sort the queries
+                rows = np.argsort(self.position, kind="stable")
         else:
             # A query without its avatar here whose ball misses the root box counts 0 (the
             # walk's own first test): it is not walked, nor placed.
@@ -154,7 +222,7 @@ class KdTree:
             chosen = rows[task * size : (task + 1) * size]
             count_walk(self.points, self.begin, self.end, self.lower, self.upper, queries,
                    thresholds, own_position, chosen, limit, counts, no_work, no_costs,
-                   strict, found)  # fmt: skip
+                   strict, found, self.weights)  # fmt: skip
             return len(chosen)
 
         limit, no_work = _NO_CAP if cap is None else cap, np.zeros((0, 2), dtype=np.int64)
@@ -219,7 +287,8 @@ class KdTree:
         found = np.zeros(len(rows), dtype=np.int64)
         count_walk(self.points, self.begin, self.end, self.lower, self.upper, queries[rows],
                thresholds[rows], mine, np.arange(len(rows)), _NO_CAP if cap is None else cap,
-               found, work, np.array([box_cost, point_cost, budget]), None, None)  # fmt: skip
+               found, work, np.array([box_cost, point_cost, budget]), None, None,
+               self.weights)  # fmt: skip
         return work, found
 
 
@@ -227,3 +296,18 @@ def queries_per_task(queries: int, threads: int) -> int:
     """Queries per task handed to a thread: about four tasks per thread, within
     `MIN_QUERIES_PER_TASK` and `QUERIES_PER_TASK`."""
     return min(max(queries // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
+
+
+def _weighted_tree(
+    points: Float64Array, group: IndexArray, distinct: int, threads: int
+) -> tuple[KdTree, IndexArray]:
+    """The tree of one row of each group of ``points`` (``group`` from `distinct_rows`),
+    weighted by the group's size, and that row of each group. Its ``order`` and
+    ``position`` still refer to the groups; the caller maps them to its avatars."""
+    representative = np.empty(distinct, dtype=np.int64)
+    representative[group] = np.arange(len(group))  # any row of a group: all are equal
+    inner = KdTree.build(points[representative], threads=threads, overwrite_input=True)
+    copies = np.bincount(group, minlength=distinct)[inner.order]
+    weights = np.zeros(distinct + 1, dtype=np.int64)
+    np.cumsum(copies, out=weights[1:])
+    return replace(inner, weights=weights), representative

@@ -93,7 +93,8 @@ def probe(
     See `choose_strategy`. With fewer pairs than `PROBE_FLOOR_SECONDS` of
     flat work, nothing is walked and the tree is predicted free.
     """
-    n_queries, (n_avatars, dim) = len(queries), tree.points.shape
+    # A collapsed tree holds fewer points than avatars; a flat pass compares them all.
+    n_queries, n_avatars, dim = len(queries), tree.avatars, tree.points.shape[1]
     threads = max(1, min(threads, usable_cores()))
     flat_per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)
     flat_pass = n_queries * flat_per_query / threads + FLAT_CALL_COST
