@@ -9,7 +9,8 @@ from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.dataset import local_cloaking_to_parquet
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
-from polars_hidden_rate.holdout import dcr_overfitting_protection, membership_risk
+from polars_hidden_rate.holdout import dcr_overfitting_protection, inference_risk, membership_risk
+from polars_hidden_rate.inference import InferenceRisk
 from polars_hidden_rate.membership import MembershipRisk
 from polars_hidden_rate.metrics import (
     closest_distances_ratio,
@@ -23,6 +24,7 @@ from polars_hidden_rate.report import PrivacyReport, privacy_report
 __all__ = [
     "CountOptions",
     "HiddenRateTooLowError",
+    "InferenceRisk",
     "MembershipRisk",
     "PrivacyReport",
     "Projection",
@@ -34,6 +36,7 @@ __all__ = [
     "distance_to_closest",
     "hidden_rate",
     "hidden_rate_interval",
+    "inference_risk",
     "local_cloaking",
     "local_cloaking_to_parquet",
     "membership_risk",

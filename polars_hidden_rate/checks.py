@@ -97,3 +97,12 @@ def check_threads(threads: object) -> int | None:
 def check_cap(cap: object) -> int | None:
     """A cap on the counts: None (full counts) or an integer >= 1."""
     return None if cap is None else check_count(cap, "cap", or_none=True)
+
+
+def check_confidence(confidence: object) -> float:
+    """A confidence level: a number strictly between 0 and 1."""
+    level = check_real(confidence, "confidence", low=0.0, high=1.0)
+    if level in (0.0, 1.0):
+        msg = f"`confidence` must lie strictly between 0 and 1, got {confidence!r}"
+        raise ValueError(msg)
+    return level

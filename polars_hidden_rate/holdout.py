@@ -9,30 +9,44 @@ record one of the training
 - [`dcr_overfitting_protection`][polars_hidden_rate.dcr_overfitting_protection]: SDMetrics' DCR
 overfitting protection, the share of
   synthetic records closer to the training originals than to the holdout, mapped to a score.
+- [`inference_risk`][polars_hidden_rate.inference_risk]: the attribute inference attack
+  (anonymeter's): guess a target's secret from the synthetic record nearest to it on the
+  attributes the attacker knows, on the originals and on the holdout (the control)
+  (`polars_hidden_rate.inference`).
 
-Both measure in the space of [`local_cloaking`][polars_hidden_rate.local_cloaking]: the projection
-fitted on the originals (the training records) or the ``coords`` given, with the synthetic records
-and the holdout transformed by that same fitted model. No link is needed, and the three sets
-may have any sizes. Every distance is exact in float64, the three arrays brought to one
-power-of-two scale first, so every comparison between two distances is the float64 brute
-force's.
+The first two measure in the space of [`local_cloaking`][polars_hidden_rate.local_cloaking]: the
+projection fitted on the originals (the training records) or the ``coords`` given, with the
+synthetic records and the holdout transformed by that same fitted model. No link is needed,
+and the three sets may have any sizes. Every distance is exact in float64, the three arrays
+brought to one power-of-two scale first, so every comparison between two distances is the
+float64 brute force's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Unpack
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import polars as pl
-from polars.exceptions import SchemaError
+from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import check_confidence, check_real
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest_two
 from polars_hidden_rate.engine.scale import canonical_scale
-from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.frames import (
+    as_lazy,
+    common_feature_type,
+    inexact_counts,
+    is_text,
+    raise_inexact,
+)
+from polars_hidden_rate.frames.text_numbers import text_numbers_example
+from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
 from polars_hidden_rate.membership import MembershipRisk
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 
@@ -40,7 +54,9 @@ __all__ = [
     "DcrOverfitting",
     "HoldoutFigures",
     "HoldoutSpace",
+    "InferenceAttack",
     "dcr_overfitting_protection",
+    "inference_risk",
     "membership_risk",
 ]
 
@@ -251,6 +267,254 @@ def dcr_overfitting_protection(
     return DcrOverfitting.of_arrays(
         space.originals, space.synthetic, space.holdout, threads=space.threads
     )
+
+
+def inference_risk(
+    originals: pl.DataFrame | pl.LazyFrame,
+    synthetic: pl.DataFrame | pl.LazyFrame,
+    holdout: pl.DataFrame | pl.LazyFrame,
+    *,
+    known: str | Sequence[str],
+    secret: str,
+    secret_kind: SecretKind = "auto",
+    tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = 0.95,
+    **options: Unpack[CountOptions],
+) -> InferenceRisk:
+    """The attribute inference attack: knowing some attributes of a real record, how well
+    does the synthetic set give away another, beyond what it gives about any record of the
+    population?
+
+    The attacker takes the synthetic record nearest to the target on the ``known``
+    attributes and guesses its ``secret`` (anonymeter's inference evaluator). The nearest
+    record is found in the projection of the known attributes fitted on the originals, with
+    every component (``ncp="all"``): the Euclidean distance of the standardized known
+    attributes (numbers centred on the originals' mean and divided by their standard
+    deviation; each category an indicator centred on its share ``p`` and divided by
+    ``sqrt(p)``, as FAMD weighs them). Every target is attacked, the originals (the members)
+    and the holdout (the control); ties among nearest records are shared
+    ([`InferenceRisk`][polars_hidden_rate.InferenceRisk]).
+
+    Parameters
+    ----------
+    originals
+        The records the synthetic set was generated from (the members).
+    synthetic
+        The synthetic records, any number of them, with the ``known`` and ``secret`` columns.
+    holdout
+        Real records of the same population that the generator never saw, with the
+        originals' columns and types.
+    known
+        The attributes the attacker knows of a target: one or more columns.
+    secret
+        The attribute the attacker guesses, not among ``known``.
+    secret_kind
+        ``"categorical"``: a guess is right when equal to the secret (a missing value
+        matches a missing one); ``"numeric"``: when within ``tolerance * |secret|`` of it;
+        ``"auto"`` (default): numeric for a number column, categorical otherwise. A text
+        secret whose values are all numbers is refused under ``"auto"``: say which it is.
+    tolerance
+        The share of a numeric secret's magnitude a right guess may miss it by (anonymeter's
+        0.05); unused for a categorical secret.
+    confidence
+        The level of the rates' errors and of the risk's interval.
+    **options
+        ``categorical``, ``impute`` and ``ncp`` (default ``"all"``) choose the known
+        attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking];
+        ``threads``. ``coords`` and ``features`` are refused (the space is the known
+        attributes'); ``cluster`` and ``device="gpu"`` too.
+
+    Raises
+    ------
+    polars.exceptions.ColumnNotFoundError
+        When a known or secret column is missing from a set.
+    polars.exceptions.SchemaError
+        When the holdout's columns or types differ from the originals', or the secret's type
+        cannot be judged as asked, before anything is read.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"age": [30, 40, 50, 60], "ill": ["y", "n", "y", "n"]})
+    >>> synthetic = originals  # copies: every secret is given away
+    >>> holdout = pl.DataFrame({"age": [31, 41, 52, 58], "ill": ["n", "y", "n", "y"]})
+    >>> found = phr.inference_risk(originals, synthetic, holdout, known="age", secret="ill")
+    >>> found.members.successes, found.control.successes, round(found.risk, 3)
+    (4.0, 0.0, 0.676)
+    """
+    attack = InferenceAttack.of(known, secret, secret_kind, tolerance)
+    return attack.run(originals, synthetic, holdout, confidence=confidence, **options)
+
+
+@dataclass(frozen=True)
+class InferenceAttack:
+    """What [`inference_risk`][polars_hidden_rate.inference_risk] is asked, checked: the
+    attribute inference attack of a report is this, run on the report's sets."""
+
+    known: tuple[str, ...]
+    secret: str
+    secret_kind: SecretKind = "auto"
+    tolerance: float = DEFAULT_TOLERANCE
+
+    @classmethod
+    def of(
+        cls,
+        known: str | Sequence[str],
+        secret: str,
+        secret_kind: SecretKind = "auto",
+        tolerance: float = DEFAULT_TOLERANCE,
+    ) -> InferenceAttack:
+        """Check the names and settings, before any schema is looked at."""
+        names = [known] if isinstance(known, str) else list(known)
+        _check_attack(names, secret)
+        if secret_kind not in ("auto", "categorical", "numeric"):
+            msg = f"`secret_kind` must be 'auto', 'categorical' or 'numeric', got {secret_kind!r}"
+            raise ValueError(msg)
+        return cls(tuple(names), secret, secret_kind, check_real(tolerance, "tolerance", low=0.0))
+
+    def check(self, schemas: dict[str, pl.Schema]) -> Literal["categorical", "numeric"]:
+        """Check the columns in the three sets' schemas (originals, synthetic, holdout) and
+        return how the secret is judged."""
+        for role, schema in schemas.items():
+            for name in [*self.known, self.secret]:
+                if name not in schema:
+                    what = "secret" if name == self.secret else "known column"
+                    msg = f"{what} {name!r} is not a column of {role}"
+                    raise ColumnNotFoundError(msg)
+        return _secret_kind(
+            self.secret,
+            schemas["originals"][self.secret],
+            schemas["synthetic"][self.secret],
+            self.secret_kind,
+        )
+
+    def run(
+        self,
+        originals: pl.DataFrame | pl.LazyFrame,
+        synthetic: pl.DataFrame | pl.LazyFrame,
+        holdout: pl.DataFrame | pl.LazyFrame,
+        *,
+        confidence: float = 0.95,
+        **options: Unpack[CountOptions],
+    ) -> InferenceRisk:
+        """Check the sets (the holdout's schema first), read each once, and attack."""
+        for option in ("coords", "features"):
+            if options.get(option) is not None:
+                msg = (
+                    f"inference_risk() measures in the space of the `known` columns: drop "
+                    f"`{option}`"
+                )
+                raise ValueError(msg)
+        check_confidence(confidence)
+        names = list(self.known)
+        frames = {
+            "originals": as_lazy(originals, "originals"),
+            "synthetic": as_lazy(synthetic, "synthetic"),
+            "holdout": as_lazy(holdout, "holdout"),
+        }
+        schemas = {role: frame.collect_schema() for role, frame in frames.items()}
+        check_holdout(schemas["originals"], schemas["holdout"])
+        kind = self.check(schemas)
+        space_options: CountOptions = {
+            **options,
+            "features": names,
+            "ncp": options.get("ncp", "all"),
+        }
+        sets = (frames["originals"], frames["synthetic"], frames["holdout"])
+        _holdout_plan(*sets, space_options, "inference_risk")
+        # Read each set once, the secret with the known attributes: a lazy plan that gives its
+        # rows in another order on a second read cannot pair a record with another's secret.
+        read = {
+            role: frame.select([*names, self.secret]).collect() for role, frame in frames.items()
+        }
+        for role, frame in read.items():
+            if frame.height == 0:
+                raise NoDataError(f"{role} hold no record: there is nothing to attack")
+        space = HoldoutSpace.read(
+            read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
+        )
+        secrets = _secret_values(read, self.secret, kind, chosen=self.secret_kind != "auto")
+        found = InferenceRisk.of_arrays(
+            space.originals,
+            space.synthetic,
+            space.holdout,
+            secrets,
+            secret_kind=kind,
+            tolerance=self.tolerance,
+            threads=space.threads,
+            confidence=confidence,
+        )
+        return replace(found, known=self.known, secret=self.secret)
+
+
+def _check_attack(names: Sequence[object], secret: object) -> None:
+    if not names or not all(isinstance(name, str) for name in names):
+        msg = f"`known` must be one or more column names, got {names!r}"
+        raise TypeError(msg)
+    if len(set(names)) < len(names):
+        msg = f"`known` names a column twice: {names!r}"
+        raise ValueError(msg)
+    if not isinstance(secret, str):
+        msg = f"`secret` must be one column name, got {secret!r}"
+        raise TypeError(msg)
+    if secret in names:
+        msg = f"secret {secret!r} is among the known columns: the attacker would know it"
+        raise ValueError(msg)
+
+
+def _secret_kind(
+    secret: str, originals: pl.DataType, synthetic: pl.DataType, asked: SecretKind
+) -> Literal["categorical", "numeric"]:
+    """How the secret is judged; a SchemaError where its types cannot be compared so."""
+    common_feature_type(secret, originals, synthetic)  # refuses types that cannot be compared
+    numbers = originals.is_numeric() and synthetic.is_numeric()
+    if asked == "numeric" and not numbers:
+        msg = (
+            f"secret {secret!r} is {originals} in originals and {synthetic} in synthetic: "
+            "secret_kind='numeric' needs numbers"
+        )
+        raise SchemaError(msg)
+    if asked == "auto":
+        return "numeric" if numbers else "categorical"
+    return asked
+
+
+def _secret_values(
+    read: dict[str, pl.DataFrame],
+    secret: str,
+    kind: Literal["categorical", "numeric"],
+    *,
+    chosen: bool,
+) -> tuple[Float64Array, Float64Array, Float64Array]:
+    """The three sets' secrets as float64, in the order of their coordinates: numbers as
+    they are, categories as codes shared by the three sets; a missing value as NaN. Text that
+    holds numbers is refused unless the kind was ``chosen``."""
+    columns = [frame.get_column(secret) for frame in read.values()]
+    for (role, frame), column in zip(read.items(), columns, strict=True):
+        raise_inexact(inexact_counts(frame, {secret: column.dtype}), {secret: column.dtype},
+                      "secret", role)  # fmt: skip
+    if kind == "numeric":
+        return tuple(  # type: ignore[return-value]
+            column.cast(pl.Float64).fill_null(float("nan")).to_numpy() for column in columns
+        )
+    dtypes = [column.dtype for column in columns]
+    if all(is_text(dtype) for dtype in dtypes):
+        columns = [column.cast(pl.String) for column in columns]
+        found = text_numbers_example(columns[0].drop_nulls().unique().to_list())
+        if found is not None and not chosen:
+            example, how = found
+            msg = (
+                f"secret {secret!r} of originals is text but every value is a number written "
+                f"with {' and '.join(how)}, e.g. {example!r}: cast it to a number, or pass "
+                "secret_kind='categorical' to compare the texts"
+            )
+            raise ComputeError(msg)
+    elif len(set(dtypes)) > 1:
+        columns = [column.cast(pl.Float64) for column in columns]
+    codes = pl.concat(columns).rank("dense").cast(pl.Float64).fill_null(float("nan")).to_numpy()
+    ends = np.cumsum([len(column) for column in columns])
+    return codes[: ends[0]], codes[ends[0] : ends[1]], codes[ends[1] :]
 
 
 @dataclass(frozen=True)

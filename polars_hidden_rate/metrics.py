@@ -20,7 +20,7 @@ import polars as pl
 from polars.exceptions import DuplicateError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import check_count, check_real
+from polars_hidden_rate.checks import check_confidence, check_count
 from polars_hidden_rate.engine.nearest import NearestTwo
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
@@ -326,12 +326,3 @@ def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tup
     low = 0.0 if n_hidden == 0 else min(max(100.0 * (centre - half), 0.0), 100.0)
     high = 100.0 if n_hidden == n else min(max(100.0 * (centre + half), 0.0), 100.0)
     return low, high
-
-
-def check_confidence(confidence: object) -> float:
-    """A confidence level: a number strictly between 0 and 1."""
-    level = check_real(confidence, "confidence", low=0.0, high=1.0)
-    if level in (0.0, 1.0):
-        msg = f"`confidence` must lie strictly between 0 and 1, got {confidence!r}"
-        raise ValueError(msg)
-    return level

@@ -23,15 +23,11 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.checks import check_real
+from polars_hidden_rate.checks import check_confidence, check_real
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.holdout import HoldoutFigures, check_holdout
-from polars_hidden_rate.metrics import (
-    check_confidence,
-    hidden_rate_interval,
-    row_direct_match_protection,
-)
+from polars_hidden_rate.metrics import hidden_rate_interval, row_direct_match_protection
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.verdict import (

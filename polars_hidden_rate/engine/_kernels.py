@@ -370,3 +370,78 @@ def nearest_two_walk(
                 stack[top], bounds[top] = near, near_bound
                 top += 1
         best[i, 0], best[i, 1] = first, second
+
+
+@kernel
+def tied_match_walk(
+    points: Float64Array,
+    begin: IndexArray,
+    end: IndexArray,
+    lower: Float64Array,
+    upper: Float64Array,
+    queries: Float64Array,
+    nearest: Float64Array,
+    values: Float64Array,
+    secrets: Float64Array,
+    tolerance: float,
+    rows: IndexArray,
+    tied: CountArray,
+    matching: CountArray,
+) -> None:
+    """For each ``i`` in ``rows``: ``tied[i]``, the points within ``nearest[i]`` (the query's
+    nearest ``d2``: the points tied nearest), and ``matching[i]``, those among them whose
+    value matches ``secrets[i]`` (`values_match`). ``values`` are in tree order."""
+    dim = points.shape[1]
+    first_leaf = (len(begin) - 1) // 2
+    stack = np.empty(128, dtype=np.int64)
+    for i in rows:
+        threshold, secret = nearest[i], secrets[i]
+        total, found = 0, 0
+        stack[0] = 0
+        top = 1
+        while top > 0:
+            top -= 1
+            node = stack[top]
+            near, far = 0.0, 0.0
+            for k in range(dim):
+                q = queries[i, k]
+                below, above = lower[node, k] - q, q - upper[node, k]
+                gap = max(below, above, 0.0)
+                span = max(q - lower[node, k], upper[node, k] - q)
+                near += gap * gap
+                far += span * span
+            # near <= d2(p) <= far for every point p of the box, exactly (see count_walk).
+            if near > threshold:
+                continue
+            lo, hi = begin[node], end[node]
+            if far <= threshold:
+                total += hi - lo
+                for p in range(lo, hi):
+                    if values_match(values[p], secret, tolerance):
+                        found += 1
+            elif node >= first_leaf:
+                for p in range(lo, hi):
+                    d2 = 0.0
+                    for k in range(dim):
+                        diff = queries[i, k] - points[p, k]
+                        d2 += diff * diff
+                    if d2 <= threshold:
+                        total += 1
+                        if values_match(values[p], secret, tolerance):
+                            found += 1
+            else:
+                stack[top] = 2 * node + 1
+                stack[top + 1] = 2 * node + 2
+                top += 2
+        tied[i], matching[i] = total, found
+
+
+@kernel
+def values_match(guess: float, secret: float, tolerance: float) -> bool:
+    """Whether ``guess`` infers ``secret``: equal (NaN, a missing value, matches NaN only), or
+    within ``tolerance * |secret|`` of a finite ``secret``."""
+    if guess == secret or (guess != guess and secret != secret):
+        return True
+    if not np.isfinite(secret):
+        return False  # an infinite secret is matched only by its equal
+    return abs(guess - secret) <= tolerance * abs(secret)

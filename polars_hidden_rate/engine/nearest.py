@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.engine._kernels import nearest_two_walk
+from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate.engine._kernels import nearest_two_walk, tied_match_walk
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -155,3 +155,68 @@ def merge_nearest_two(best: Float64Array, other: Float64Array) -> None:
         np.maximum(best[:, 0], other[:, 0]), np.minimum(best[:, 1], other[:, 1])
     )
     best[:, 0] = first
+
+
+def tied_matches(
+    tree: KdTree,
+    values: Float64Array,
+    queries: Float64Array,
+    secrets: Float64Array,
+    tolerance: float,
+    *,
+    threads: int,
+) -> tuple[CountArray, CountArray]:
+    """For each query, how many points of ``tree`` are tied nearest to it, and how many of
+    those hold a value that matches its secret: the nearest-record guess of an attribute,
+    with ties shared (a guess drawn among the tied records is right with probability
+    ``matching / tied``, whatever their order).
+
+    Parameters
+    ----------
+    tree
+        The kd-tree of the guessing records (not collapsed: each point one record).
+    values
+        The guessing records' values, float64 of shape ``(s,)``, in their row order.
+    queries
+        The targets, at the tree's scale, float64 of shape ``(m, d)``.
+    secrets
+        Each target's value, float64 of shape ``(m,)``.
+    tolerance
+        A value matches a finite secret within ``tolerance * |secret|`` (0: equal only);
+        NaN matches NaN.
+
+    Returns
+    -------
+    tied, matching
+        int64 arrays of shape ``(m,)``; ``tied >= 1`` when the tree holds a point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tree = KdTree.build(np.array([[0.0], [2.0], [2.0], [-2.0]]))
+    >>> tied, matching = tied_matches(
+    ...     tree, np.array([1.0, 1.0, 3.0, 1.0]), np.array([[1.9], [0.0]]),
+    ...     np.array([1.0, 2.0]), 0.0, threads=1)
+    >>> tied.tolist(), matching.tolist()
+    ([2, 1], [1, 0])
+    """
+    assert tree.weights is None, "each point must stand for one record"
+    assert values.shape == (tree.avatars,), "one value per point of the tree"
+    assert secrets.shape == (len(queries),), "one secret per query"
+    tolerance = float(tolerance)
+    in_tree = np.ascontiguousarray(np.asarray(values, dtype=np.float64)[tree.order])
+    secrets = np.ascontiguousarray(secrets, dtype=np.float64)
+    nearest = np.ascontiguousarray(squared_nearest_two(tree, queries, threads=threads)[:, 0])
+    rows = np.argsort(tree.near_positions(queries), kind="stable")
+    tied = np.zeros(len(queries), dtype=np.int64)
+    matching = np.zeros(len(queries), dtype=np.int64)
+    size = queries_per_task(len(rows), threads)
+
+    def run(task: int) -> None:
+        chosen = rows[task * size : (task + 1) * size]
+        tied_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, queries,
+                        nearest, in_tree, secrets, tolerance, chosen, tied, matching)  # fmt: skip
+
+    for _ in parallel_map(threads, run, -(-len(rows) // size)):
+        pass
+    return tied, matching

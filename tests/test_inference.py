@@ -1,0 +1,299 @@
+"""The attribute inference attack (issue 23) against a float64 brute force over every
+(target, synthetic record) pair: ties among the nearest shared, Wilson's rates and the
+propagated interval as anonymeter defines them, order invariance, and bad input."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
+
+import polars_hidden_rate as phr
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.inference import InferenceRisk
+from tests.helpers import examples
+
+
+def brute_shares(
+    targets: Float64Array,
+    synthetic: Float64Array,
+    secrets: Float64Array,
+    guesses: Float64Array,
+    tolerance: float,
+) -> list[float]:
+    """Each target's chance of a right guess: the share of its tied-nearest synthetic records
+    whose value matches its secret."""
+    shares = []
+    for target, secret in zip(targets, secrets, strict=True):
+        d2 = np.zeros(len(synthetic))
+        for k in range(synthetic.shape[1]):
+            diff = target[k] - synthetic[:, k]
+            d2 += diff * diff
+        tied = guesses[d2 == d2.min()]
+        right = [
+            g == secret
+            or (math.isnan(g) and math.isnan(secret))
+            or (math.isfinite(secret) and abs(g - secret) <= tolerance * abs(secret))
+            for g in tied
+        ]
+        shares.append(sum(right) / len(tied))
+    return shares
+
+
+def anonymeter_risk(
+    members: list[float], control: list[float], confidence: float
+) -> tuple[float, float, float]:
+    """anonymeter's success_rate, residual_success and bind_value, written out."""
+    z = NormalDist().inv_cdf(0.5 * (1.0 + confidence))
+
+    def wilson(shares: list[float]) -> tuple[float, float]:
+        n, s = len(shares), math.fsum(shares)
+        rate = (s + 0.5 * z * z) / (n + z * z)
+        return rate, z / (n + z * z) * math.sqrt(s * (n - s) / n + 0.25 * z * z)
+
+    (a, da), (c, dc) = wilson(members), wilson(control)
+    residual = (a - c) / (1.0 - c)
+    error = math.sqrt((da / (1.0 - c)) ** 2 + (dc * (a - 1.0) / (1.0 - c) ** 2) ** 2)
+
+    def bound(x: float) -> float:
+        return min(max(x, 0.0), 1.0)
+
+    return bound(residual), bound(residual - error), bound(residual + error)
+
+
+points = st.lists(st.tuples(st.integers(-2, 2), st.integers(-2, 2)), min_size=1, max_size=30)
+# Dyadic values and tolerances, so that a guess can lie exactly on the tolerance's edge.
+values = st.sampled_from([0.0, 1.0, 3.0, 4.0, 5.0, -4.0, -3.0, 0.5, math.inf, math.nan])
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[Float64Array], list[Float64Array], float]:
+    coordinates, secrets = [], []
+    for _ in range(3):
+        rows = draw(points)
+        coordinates.append(np.array(rows, dtype=np.float64))
+        secrets.append(np.array(draw(st.lists(values, min_size=len(rows), max_size=len(rows)))))
+    return coordinates, secrets, draw(st.sampled_from([0.0, 0.25, 0.5]))
+
+
+@given(
+    case=cases(),
+    offset=st.sampled_from([0.0, 2.0**40, -(2.0**60)]),
+    unit=st.sampled_from([1.0, 2.0**-30, 2.0**300]),
+    kind=st.sampled_from(["numeric", "categorical"]),
+)
+@settings(max_examples=examples(300))
+def test_the_attack_equals_the_brute_force_on_integer_grids(
+    case: tuple[list[Float64Array], list[Float64Array], float],
+    offset: float,
+    unit: float,
+    kind: Literal["numeric", "categorical"],
+) -> None:
+    # Integer grids: many synthetic records tied nearest, copies, zero distances; an offset
+    # and a power-of-two unit that the shared scale must not let change a tie.
+    coordinates, secrets, tolerance = case
+    arrays = [c * unit + offset for c in coordinates]
+    found = InferenceRisk.of_arrays(
+        arrays[0], arrays[1], arrays[2], (secrets[0], secrets[1], secrets[2]),
+        secret_kind=kind, tolerance=tolerance, threads=1,
+    )  # fmt: skip
+    used = tolerance if kind == "numeric" else 0.0
+    members = brute_shares(arrays[0], arrays[1], secrets[0], secrets[1], used)
+    control = brute_shares(arrays[2], arrays[1], secrets[2], secrets[1], used)
+    assert found.members_success.tolist() == members
+    assert found.control_success.tolist() == control
+    assert found.members.successes == math.fsum(members)
+    risk, low, high = anonymeter_risk(members, control, 0.95)
+    assert found.risk == pytest.approx(risk, abs=1e-12)
+    assert found.risk_interval == pytest.approx((low, high), abs=1e-12)
+    assert (found.members.records, found.control.records) == (len(arrays[0]), len(arrays[2]))
+    assert found.tolerance == used
+
+
+@given(case=cases(), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=examples(100))
+def test_the_order_of_the_synthetic_records_changes_nothing(
+    case: tuple[list[Float64Array], list[Float64Array], float], seed: int
+) -> None:
+    # anonymeter takes the first of the tied records; sharing the ties makes the result a
+    # function of the sets, not of their order.
+    coordinates, secrets, tolerance = case
+    order = np.random.default_rng(seed).permutation(len(coordinates[1]))
+
+    def attack(synthetic: Float64Array, guesses: Float64Array) -> InferenceRisk:
+        return InferenceRisk.of_arrays(
+            coordinates[0], synthetic, coordinates[2], (secrets[0], guesses, secrets[2]),
+            secret_kind="numeric", tolerance=tolerance, threads=2,
+        )  # fmt: skip
+
+    before = attack(coordinates[1], secrets[1])
+    after = attack(coordinates[1][order], secrets[1][order])
+    assert before.members_success.tolist() == after.members_success.tolist()
+    assert before.control_success.tolist() == after.control_success.tolist()
+    assert (before.risk, before.risk_interval) == (after.risk, after.risk_interval)
+
+
+def test_copies_give_the_secrets_away_and_the_control_does_not() -> None:
+    rng = np.random.default_rng(5)
+    n = 400
+
+    def people(size: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "age": rng.integers(20, 80, size),
+                "sex": rng.choice(["f", "m"], size),
+                "weight": rng.normal(70.0, 12.0, size),
+                "ill": rng.choice(["a", "b", "c"], size),
+            }
+        )
+
+    originals, holdout = people(n), people(n)
+    copies = phr.inference_risk(
+        originals, originals, holdout, known=["age", "sex", "weight"], secret="ill"
+    )
+    assert copies.members.successes == n
+    assert copies.risk > 0.5
+    assert copies.risk_interval[0] < copies.risk < copies.risk_interval[1]
+    fresh = phr.inference_risk(
+        originals, people(n), holdout, known=["age", "sex", "weight"], secret="ill"
+    )
+    assert fresh.risk_interval[0] == 0.0  # a set of the population gives nothing away
+    assert fresh.members.successes < 0.5 * n
+    numeric = phr.inference_risk(
+        originals, originals, holdout, known=["age", "sex", "ill"], secret="weight"
+    )
+    assert numeric.secret_kind == "numeric"
+    assert numeric.tolerance == 0.05
+    # Records that share age, sex and illness tie: a copy is one of them, not always theirs.
+    assert 0.6 * n < numeric.members.successes < n
+    assert numeric.to_dict()["known"] == ["age", "sex", "ill"]
+    assert numeric.to_dict()["members"]["records"] == n  # type: ignore[index]
+
+
+def test_the_space_is_the_known_columns_projection_with_every_component() -> None:
+    rng = np.random.default_rng(9)
+    originals = pl.DataFrame(
+        {"x": rng.integers(0, 4, 60), "g": rng.choice(["a", "b"], 60), "s": rng.integers(0, 3, 60)}
+    )
+    synthetic = pl.DataFrame(
+        {"x": rng.integers(0, 4, 50), "g": rng.choice(["a", "b"], 50), "s": rng.integers(0, 3, 50)}
+    )
+    holdout = pl.DataFrame(
+        {"x": rng.integers(0, 4, 40), "g": rng.choice(["a", "b"], 40), "s": rng.integers(0, 3, 40)}
+    )
+    found = phr.inference_risk(
+        originals, synthetic.lazy(), holdout, known=["x", "g"], secret="s",
+        secret_kind="categorical",
+    )  # fmt: skip
+    projection = phr.Projection.fit(originals.select("x", "g"), ncp="all")
+    names = projection.coordinate_columns(projection.ncp)
+    x, y, h = (
+        projection.transform(f.select("x", "g")).select(names).to_numpy()
+        for f in (originals, synthetic, holdout)
+    )
+    codes = [f["s"].to_numpy().astype(np.float64) for f in (originals, synthetic, holdout)]
+    assert found.members_success.tolist() == brute_shares(x, y, codes[0], codes[1], 0.0)
+    assert found.control_success.tolist() == brute_shares(h, y, codes[2], codes[1], 0.0)
+    # Integer grids tie often: the shares are not all 0 or 1.
+    assert any(0.0 < share < 1.0 for share in found.members_success)
+
+
+def test_missing_secrets_match_missing_ones_and_categories_match_across_types() -> None:
+    originals = pl.DataFrame({"k": [0.0, 1.0, 2.0], "s": ["a", None, "b"]})
+    synthetic = pl.DataFrame({"k": [0.0, 1.0, 2.0], "s": ["a", None, "c"]}).with_columns(
+        pl.col("s").cast(pl.Categorical)
+    )
+    holdout = pl.DataFrame({"k": [0.0, 1.0], "s": [None, "a"]})
+    found = phr.inference_risk(originals, synthetic, holdout, known="k", secret="s")
+    assert found.secret_kind == "categorical"
+    assert found.members_success.tolist() == [1.0, 1.0, 0.0]
+    assert found.control_success.tolist() == [0.0, 0.0]
+    numbers = phr.inference_risk(
+        originals.with_columns(s=pl.Series([1.0, None, 8.0])),
+        synthetic.with_columns(s=pl.Series([1, None, 9], dtype=pl.Int32)),
+        holdout.with_columns(s=pl.Series([None, 1.0])),
+        known="k",
+        secret="s",
+        tolerance=0.125,
+    )
+    # 9 is within 0.125 * 8 = 1 of 8: a guess on the tolerance's edge is right.
+    assert numbers.members_success.tolist() == [1.0, 1.0, 1.0]
+    assert numbers.control_success.tolist() == [0.0, 0.0]
+
+
+def test_each_set_is_read_once() -> None:
+    # The secret and the known columns come from one read: a plan that gives its rows in
+    # another order on a second read cannot pair a record with another's secret.
+    reads = {"originals": 0, "synthetic": 0, "holdout": 0}
+    frames = {
+        "originals": pl.DataFrame({"k": [0.0, 1.0, 2.0, 3.0], "s": ["a", "b", "a", "b"]}),
+        "synthetic": pl.DataFrame({"k": [0.0, 1.0, 2.0], "s": ["a", "b", "b"]}),
+        "holdout": pl.DataFrame({"k": [0.5, 2.5], "s": ["a", "a"]}),
+    }
+
+    def reader(role: str) -> pl.LazyFrame:
+        def read() -> pl.DataFrame:
+            reads[role] += 1
+            return frames[role].sample(fraction=1.0, shuffle=True, seed=reads[role])
+
+        return pl.defer(read, schema=frames[role].schema)
+
+    phr.inference_risk(
+        reader("originals"), reader("synthetic"), reader("holdout"), known="k", secret="s"
+    )
+    assert reads == {"originals": 1, "synthetic": 1, "holdout": 1}
+
+
+def test_bad_requests_are_refused_before_anything_is_read() -> None:
+    def never() -> pl.DataFrame:
+        raise AssertionError("read")
+
+    schema = {"k": pl.Float64, "j": pl.Float64, "s": pl.String}
+    unread = pl.defer(never, schema=schema)
+    cases: list[tuple[dict[str, object], type[Exception], str]] = [
+        ({"known": "z", "secret": "s"}, ColumnNotFoundError, "known column 'z' is not a column"),
+        ({"known": "k", "secret": "t"}, ColumnNotFoundError, "secret 't' is not a column"),
+        ({"known": ["k", "s"], "secret": "s"}, ValueError, "secret 's' is among the known"),
+        ({"known": [], "secret": "s"}, TypeError, "`known` must be one or more column names"),
+        ({"known": ["k", "k"], "secret": "s"}, ValueError, "names a column twice"),
+        ({"known": "k", "secret": "s", "coords": ["k"]}, ValueError, "drop `coords`"),
+        ({"known": "k", "secret": "s", "features": ["k"]}, ValueError, "drop `features`"),
+        ({"known": "k", "secret": "s", "secret_kind": "numeric"}, SchemaError, "needs numbers"),
+        ({"known": "k", "secret": "s", "secret_kind": "x"}, ValueError, "`secret_kind` must"),
+    ]
+    for options, error, message in cases:
+        with pytest.raises(error, match=message):
+            phr.inference_risk(unread, unread, unread, **options)  # type: ignore[arg-type]
+    other = pl.defer(never, schema={**schema, "s": pl.Int64})
+    with pytest.raises(SchemaError, match="holdout column 's' is Int64"):
+        phr.inference_risk(unread, unread, other, known="k", secret="s")
+    with pytest.raises(SchemaError, match="feature 's' is String in originals but Int64"):
+        phr.inference_risk(unread, other, unread, known="k", secret="s")
+
+
+def test_bad_values_are_refused() -> None:
+    frame = pl.DataFrame({"k": [0.0, 1.0], "s": ["1,5", "2,25"]})
+    with pytest.raises(ComputeError, match="secret 's' of originals is text but every value"):
+        phr.inference_risk(frame, frame, frame, known="k", secret="s")
+    as_text = phr.inference_risk(frame, frame, frame, known="k", secret="s",
+                                 secret_kind="categorical")  # fmt: skip
+    assert as_text.members.successes == 2.0
+    numbers = pl.DataFrame({"k": [0.0, 1.0], "s": [1.0, 2.0]})
+    for tolerance in (-0.1, math.nan, math.inf):
+        with pytest.raises(ValueError, match="`tolerance` must be a finite number"):
+            phr.inference_risk(numbers, numbers, numbers, known="k", secret="s",
+                               tolerance=tolerance)  # fmt: skip
+    with pytest.raises(ValueError, match="`confidence` must lie strictly between 0 and 1"):
+        phr.inference_risk(numbers, numbers, numbers, known="k", secret="s", confidence=1.0)
+    with pytest.raises(NoDataError, match="synthetic hold no record"):
+        phr.inference_risk(numbers, numbers.head(0), numbers, known="k", secret="s")
+    huge = pl.DataFrame({"k": [0.0, 1.0], "s": [2**60, 1]})
+    with pytest.raises(ComputeError, match="secret 's' of originals has 1 integer value"):
+        phr.inference_risk(huge, huge, huge, known="k", secret="s")
