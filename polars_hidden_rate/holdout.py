@@ -527,6 +527,7 @@ class HoldoutFigures:
     overfitting: DcrOverfitting
     reference_distance_to_closest_median: float
     reference_closest_distances_ratio_median: float
+    inference: InferenceRisk | None = None
 
     @classmethod
     def of_arrays(
@@ -567,14 +568,16 @@ class HoldoutFigures:
             ),
             ("holdout DCR median", f"{self.reference_distance_to_closest_median:.4g}"),
             ("holdout NNDR median", f"{self.reference_closest_distances_ratio_median:.4g}"),
+            *([] if self.inference is None else _inference_rows(self.inference)),
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        """The figures as JSON values: ``membership``, ``dcr_overfitting_protection`` and
+        """The figures as JSON values: ``membership``, ``dcr_overfitting_protection``,
         ``reference`` (the holdout's ``records``, ``distance_to_closest_median`` and
-        ``closest_distances_ratio_median``)."""
+        ``closest_distances_ratio_median``) and ``inference`` (None unless asked)."""
         return {
             "membership": self.membership.to_dict(),
+            "inference": None if self.inference is None else self.inference.to_dict(),
             "dcr_overfitting_protection": self.overfitting.to_dict(),
             "reference": {
                 "records": len(self.membership.holdout),
@@ -582,6 +585,31 @@ class HoldoutFigures:
                 "closest_distances_ratio_median": self.reference_closest_distances_ratio_median,
             },
         }
+
+
+def _inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
+    low, high = found.risk_interval
+    level = f"{100 * found.confidence:g} %"
+    judged = (
+        "equal"
+        if found.secret_kind == "categorical"
+        else f"within {100 * found.tolerance:g} % of the secret"
+    )
+    return [
+        (
+            f"inference risk on {found.secret!r}",
+            f"{found.risk:.4f} ({low:.4f} to {high:.4f}, {level}; none 0)",
+        ),
+        (
+            "  attacker knows",
+            f"{', '.join(map(repr, found.known))}; a guess is right when {judged}",
+        ),
+        (
+            "  right guesses",
+            f"{100 * found.members.successes / found.members.records:.2f} % of originals, "
+            f"{100 * found.control.successes / found.control.records:.2f} % of the holdout",
+        ),
+    ]
 
 
 def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) -> Float64Array:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, NamedTuple, Unpack
@@ -26,7 +26,8 @@ from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import check_confidence, check_real
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.frames import as_lazy
-from polars_hidden_rate.holdout import HoldoutFigures, check_holdout
+from polars_hidden_rate.holdout import HoldoutFigures, InferenceAttack, check_holdout
+from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
 from polars_hidden_rate.metrics import hidden_rate_interval, row_direct_match_protection
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.provenance import components_words
@@ -337,6 +338,10 @@ def privacy_report(
     allow_unlinked: bool = False,
     by_row_order: bool = False,
     holdout: pl.DataFrame | pl.LazyFrame | None = None,
+    known: str | Sequence[str] | None = None,
+    secret: str | None = None,
+    secret_kind: SecretKind = "auto",
+    tolerance: float = DEFAULT_TOLERANCE,
     **options: Unpack[CountOptions],
 ) -> PrivacyReport:
     """Measure an anonymization with every metric of [`METRICS`][polars_hidden_rate.report.METRICS],
@@ -365,6 +370,10 @@ def privacy_report(
         holdout's own DCR and NNDR (`HoldoutFigures`),
         in the same space. They have no target and do not decide
         [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed].
+    known, secret, secret_kind, tolerance
+        With a holdout: the attribute inference attack of
+        [`inference_risk`][polars_hidden_rate.inference_risk] on these, added to the holdout's
+        figures (no target either). Its space is the known columns' own.
     **options
         The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions]. The
         raw features of the direct matches are ``features`` (default the columns
@@ -392,17 +401,50 @@ def privacy_report(
     check_targets(targets)
     check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
+    attack = inference_attack(known, secret, secret_kind, tolerance, holdout is not None)
     held_out = None
     if holdout is not None:
         held_out = as_lazy(holdout, "holdout")
         check_holdout(request.originals.collect_schema(), held_out.collect_schema())
+        if attack is not None:
+            attack.check(
+                {
+                    "originals": request.originals.collect_schema(),
+                    "synthetic": request.avatars.collect_schema(),
+                    "holdout": held_out.collect_schema(),
+                }
+            )
     verdict = Verdict.of({"allow_unlinked": allow_unlinked, "by_row_order": by_row_order})
     return report_of_plan(
         Inspector.start(request, verdict),
         targets=targets,
         confidence=confidence,
         holdout=held_out,
+        inference=attack,
     )
+
+
+def inference_attack(
+    known: str | Sequence[str] | None,
+    secret: str | None,
+    secret_kind: SecretKind,
+    tolerance: float,
+    with_holdout: bool,
+) -> InferenceAttack | None:
+    """The report's attribute inference attack, checked (None when not asked): it needs
+    both ``known`` and ``secret``, and a holdout to control it."""
+    if known is None and secret is None:
+        return None
+    if known is None or secret is None:
+        msg = "the attribute inference attack needs both `known` and `secret`"
+        raise ValueError(msg)
+    if not with_holdout:
+        msg = (
+            "the attribute inference attack (`known`, `secret`) needs a holdout to control it: "
+            "pass `holdout`"
+        )
+        raise ValueError(msg)
+    return InferenceAttack.of(known, secret, secret_kind, tolerance)
 
 
 def report_of_plan(
@@ -411,9 +453,11 @@ def report_of_plan(
     targets: Mapping[str, float] | None = None,
     confidence: float = 0.95,
     holdout: pl.LazyFrame | None = None,
+    inference: InferenceAttack | None = None,
 ) -> PrivacyReport:
     """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
-    taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`)."""
+    taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
+    ``inference`` attack (`inference_attack`) run on it."""
     checked_targets = check_targets(targets)
     level = check_confidence(confidence)
     request, space = _with_space(inspector.request)
@@ -432,6 +476,8 @@ def report_of_plan(
             threads=request.threads,
             confidence=level,
         )
+        if inference is not None:
+            figures = replace(figures, inference=_attack(inference, request, holdout, level))
     link = request.link
     protection = row_direct_match_protection(
         request.originals,
@@ -461,6 +507,21 @@ def report_of_plan(
         evidence=inspector.evidence(),
         holdout=figures,
     )
+
+
+def _attack(
+    attack: InferenceAttack, request: CountPlan, holdout: pl.LazyFrame, confidence: float
+) -> InferenceRisk:
+    """The attack on the report's sets, the known columns taken as the report's projection
+    takes them (categorical or not, gaps filled or not)."""
+    options: CountOptions = {"threads": request.threads}
+    if request.projection is not None:
+        spec = request.projection.spec
+        forced = [name for name in attack.known if name in spec.categorical]
+        if forced and not request.projection.auto:
+            options["categorical"] = forced
+        options["impute"] = spec.impute
+    return attack.run(request.originals, request.avatars, holdout, confidence=confidence, **options)
 
 
 def _with_space(request: CountPlan) -> tuple[CountPlan, str]:

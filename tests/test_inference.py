@@ -4,7 +4,11 @@ propagated interval as anonymeter defines them, order invariance, and bad input.
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 from statistics import NormalDist
 from typing import Literal
 
@@ -297,3 +301,89 @@ def test_bad_values_are_refused() -> None:
     huge = pl.DataFrame({"k": [0.0, 1.0], "s": [2**60, 1]})
     with pytest.raises(ComputeError, match="secret 's' of originals has 1 integer value"):
         phr.inference_risk(huge, huge, huge, known="k", secret="s")
+
+
+def release_with_holdout(seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Originals, their avatars (k = 5) and a holdout of the same population."""
+    rng = np.random.default_rng(seed)
+    population = pl.DataFrame(
+        {
+            "age": rng.integers(20, 80, 600),
+            "bmi": rng.normal(25, 4, 600),
+            "smoker": rng.choice(["y", "n"], 600),
+        }
+    )
+    originals, holdout = population.head(400), population.tail(200)
+    avatars = phr.avatarize(originals, k=5, ncp=3, seed=seed)
+    return originals, avatars, holdout
+
+
+def test_the_report_shows_the_attack_of_the_function() -> None:
+    originals, avatars, holdout = release_with_holdout()
+    options: phr.CountOptions = {"categorical": ["smoker"], "ncp": 3}
+    report = phr.privacy_report(
+        originals, avatars, holdout=holdout, known=["age", "smoker"], secret="bmi", **options
+    )
+    expected = phr.inference_risk(
+        originals, avatars, holdout, known=["age", "smoker"], secret="bmi",
+        categorical=["smoker"],
+    )  # fmt: skip
+    assert report.holdout is not None
+    assert report.to_dict()["holdout"]["inference"] == expected.to_dict()
+    assert report.holdout.inference is not None
+    assert report.holdout.inference.members_success.tolist() == expected.members_success.tolist()
+    labels = [label for label, _ in report.holdout.rows()]
+    assert "inference risk on 'bmi'" in labels
+    assert "inference risk on &#x27;bmi&#x27;" in report.to_html()
+    plain = phr.privacy_report(originals, avatars, holdout=holdout, **options)
+    assert plain.to_dict()["holdout"]["inference"] is None
+    assert plain.passed == report.passed  # the attack has no target
+
+
+def test_the_report_refuses_an_attack_it_cannot_run() -> None:
+    originals, avatars, holdout = release_with_holdout()
+    with pytest.raises(ValueError, match="needs a holdout"):
+        phr.privacy_report(originals, avatars, known="age", secret="bmi", ncp=3)
+    with pytest.raises(ValueError, match="needs both `known` and `secret`"):
+        phr.privacy_report(originals, avatars, holdout=holdout, secret="bmi", ncp=3)
+    with pytest.raises(ColumnNotFoundError, match="known column 'weight' is not a column"):
+        phr.privacy_report(originals, avatars, holdout=holdout, known="weight", secret="bmi", ncp=3)
+
+
+def test_the_attack_through_the_script(tmp_path: Path) -> None:
+    originals, avatars, holdout = release_with_holdout(seed=1)
+    paths = {}
+    for name, frame in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
+        paths[name] = tmp_path / f"{name}.csv"
+        frame.write_csv(paths[name])
+    script = Path(sys.executable).parent / "hidden-rate"
+    if not script.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    common = [str(script), "report", str(paths["originals"]), str(paths["avatars"]), "--ncp", "3"]
+    attack = ["--holdout", str(paths["holdout"]), "--known", "age,bmi", "--secret", "smoker"]
+    done = subprocess.run(
+        [*common, *attack, "--format", "json"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads(done.stdout)
+    expected = phr.inference_risk(
+        originals, avatars, holdout, known=["age", "bmi"], secret="smoker"
+    )
+    assert data["holdout"]["inference"] == expected.to_dict()
+    assert data["provenance"]["settings"]["inference"] == {
+        "known": ["age", "bmi"],
+        "secret": "smoker",
+        "secret_kind": "auto",
+        "tolerance": 0.05,
+    }
+    text = subprocess.run([*common, *attack], capture_output=True, text=True, check=False)
+    assert "inference risk on 'smoker'" in text.stdout
+    for extra, message in (
+        (["--known", "age", "--secret", "smoker"], "needs a holdout"),
+        ([*attack[:2], "--known", "age", "--secret", "nope"], "secret 'nope' is not a column"),
+        ([*attack, "--tolerance", "-1"], "`tolerance` must be a finite number"),
+    ):
+        refused = subprocess.run([*common, *extra], capture_output=True, text=True, check=False)
+        assert refused.returncode == 2, refused.stderr
+        assert message in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1

@@ -46,7 +46,7 @@ from polars_hidden_rate.gate import (
     summarize,
     summarize_inspected,
 )
-from polars_hidden_rate.holdout import check_holdout
+from polars_hidden_rate.holdout import InferenceAttack, check_holdout
 from polars_hidden_rate.outputs import (
     check_output,
     describe,
@@ -63,7 +63,7 @@ from polars_hidden_rate.provenance import (
     provenance,
     with_fit,
 )
-from polars_hidden_rate.report import check_targets, report_of_plan
+from polars_hidden_rate.report import check_targets, inference_attack, report_of_plan
 from polars_hidden_rate.tasks import EXTRA_HINT
 from polars_hidden_rate.verdict import Inspector, Verdict
 
@@ -189,11 +189,15 @@ def _verdict(args: argparse.Namespace) -> Verdict:
 
 
 def _planned(
-    args: argparse.Namespace, caller: str, holdout: Path | None = None
+    args: argparse.Namespace,
+    caller: str,
+    holdout: Path | None = None,
+    attack: InferenceAttack | None = None,
 ) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None]:
     """The inputs read, the request planned and fitted, its inspector, the inputs as the
     provenance states them (hashed in a thread of their own, beside the counting) and the
-    ``holdout`` file, if any, checked against the originals before anything is counted."""
+    ``holdout`` file, if any, checked against the originals (and the columns of the
+    inference ``attack``) before anything is counted."""
     originals, avatars = _read_inputs(args)
     verdict = _verdict(args)
     request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
@@ -204,6 +208,14 @@ def _planned(
     if holdout is not None:
         held_out = _scan(args, holdout, "HOLDOUT")
         check_holdout(request.originals.collect_schema(), held_out.collect_schema())
+        if attack is not None:
+            attack.check(
+                {
+                    "originals": request.originals.collect_schema(),
+                    "synthetic": request.avatars.collect_schema(),
+                    "holdout": held_out.collect_schema(),
+                }
+            )
         rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
     inputs = hashing.submit(
@@ -364,15 +376,25 @@ def run_report(args: argparse.Namespace) -> int:
     """``hidden-rate report``: every metric once, against its target; optionally as a page."""
     targets = check_targets(dict(args.target or []))
     _refuse_inputs(args.html, "--html", args)  # its folder too
-    request, inspector, inputs, holdout = in_background(
-        lambda: _planned(args, "report", args.holdout)
+    attack = inference_attack(
+        args.known, args.secret, args.secret_kind, args.tolerance, args.holdout is not None
     )
-    report = in_background(lambda: report_of_plan(inspector, targets=targets, holdout=holdout))
+    request, inspector, inputs, holdout = in_background(
+        lambda: _planned(args, "report", args.holdout, attack)
+    )
+    report = in_background(
+        lambda: report_of_plan(inspector, targets=targets, holdout=holdout, inference=attack)
+    )
+    more: dict[str, Any] = {"max_own_copies": inspector.verdict.max_own_copies}
+    if attack is not None:
+        more["inference"] = {
+            "known": list(attack.known),
+            "secret": attack.secret,
+            "secret_kind": attack.secret_kind,
+            "tolerance": attack.tolerance,
+        }
     block = provenance(
-        inputs.result(),
-        describe_settings(
-            request, strategy=inspector.strategy, max_own_copies=inspector.verdict.max_own_copies
-        ),
+        inputs.result(), describe_settings(request, strategy=inspector.strategy, **more)
     )
     report = report.with_provenance(block)
     if args.html is not None:

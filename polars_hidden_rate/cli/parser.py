@@ -10,6 +10,7 @@ from typing import Literal, NoReturn, get_args
 from polars_hidden_rate import __version__
 from polars_hidden_rate.checks import AllComponents
 from polars_hidden_rate.frames.files import CSV_NULL_VALUES
+from polars_hidden_rate.inference import DEFAULT_TOLERANCE
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.report import METRICS
 from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES
@@ -109,6 +110,35 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         help=(
             "real records the generator never saw, with the originals' columns: adds the "
             "membership attack, the DCR overfitting protection and the holdout's DCR and NNDR"
+        ),
+    )
+    report.add_argument(
+        "--known",
+        type=_names,
+        metavar="C1,C2,...",
+        help="with --holdout and --secret: the columns an attacker knows of a target",
+    )
+    report.add_argument(
+        "--secret",
+        metavar="COLUMN",
+        help=(
+            "with --holdout and --known: adds the attribute inference attack, guessing this "
+            "column from the synthetic record nearest on the known ones"
+        ),
+    )
+    report.add_argument(
+        "--secret-kind",
+        choices=["auto", "categorical", "numeric"],
+        default="auto",
+        help="right when equal (categorical) or within --tolerance (numeric); default by type",
+    )
+    report.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=(
+            "a numeric guess is right within this share of the secret's magnitude "
+            f"(default {DEFAULT_TOLERANCE:g})"
         ),
     )
     report.set_defaults(command=runners["report"])
