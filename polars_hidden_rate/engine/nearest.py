@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.engine._kernels import nearest_two_walk, tied_match_walk
+from polars_hidden_rate.engine._kernels import nearest_match_walk, nearest_two_walk
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -206,7 +206,6 @@ def tied_matches(
     tolerance = float(tolerance)
     in_tree = np.ascontiguousarray(np.asarray(values, dtype=np.float64)[tree.order])
     secrets = np.ascontiguousarray(secrets, dtype=np.float64)
-    nearest = np.ascontiguousarray(squared_nearest_two(tree, queries, threads=threads)[:, 0])
     rows = np.argsort(tree.near_positions(queries), kind="stable")
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
@@ -214,8 +213,8 @@ def tied_matches(
 
     def run(task: int) -> None:
         chosen = rows[task * size : (task + 1) * size]
-        tied_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, queries,
-                        nearest, in_tree, secrets, tolerance, chosen, tied, matching)  # fmt: skip
+        nearest_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, queries,
+                           in_tree, secrets, tolerance, chosen, tied, matching)  # fmt: skip
 
     for _ in parallel_map(threads, run, -(-len(rows) // size)):
         pass
