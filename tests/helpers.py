@@ -4,11 +4,13 @@ adversarial cases of the nearest-two search."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import strategies as st
 
@@ -144,3 +146,29 @@ def without_provenance(data: dict[str, Any]) -> dict[str, Any]:
     """A report's or summary's dict less what differs between two runs of one measurement
     (the provenance: times, paths)."""
     return {key: value for key, value in data.items() if key != "provenance"}
+
+
+def brute_shares(
+    targets: npt.NDArray[np.float64],
+    synthetic: npt.NDArray[np.float64],
+    secrets: npt.NDArray[np.float64],
+    guesses: npt.NDArray[np.float64],
+    tolerance: float,
+) -> list[float]:
+    """Each target's chance of a right guess: the share of its tied-nearest synthetic records
+    whose value matches its secret."""
+    shares = []
+    for target, secret in zip(targets, secrets, strict=True):
+        d2 = np.zeros(len(synthetic))
+        for k in range(synthetic.shape[1]):
+            diff = target[k] - synthetic[:, k]
+            d2 += diff * diff
+        tied = guesses[d2 == d2.min()]
+        right = [
+            g == secret
+            or (math.isnan(g) and math.isnan(secret))
+            or (math.isfinite(secret) and abs(g - secret) <= tolerance * abs(secret))
+            for g in tied
+        ]
+        shares.append(sum(right) / len(tied))
+    return shares

@@ -22,33 +22,7 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, Sc
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.inference import InferenceRisk
-from tests.helpers import examples
-
-
-def brute_shares(
-    targets: Float64Array,
-    synthetic: Float64Array,
-    secrets: Float64Array,
-    guesses: Float64Array,
-    tolerance: float,
-) -> list[float]:
-    """Each target's chance of a right guess: the share of its tied-nearest synthetic records
-    whose value matches its secret."""
-    shares = []
-    for target, secret in zip(targets, secrets, strict=True):
-        d2 = np.zeros(len(synthetic))
-        for k in range(synthetic.shape[1]):
-            diff = target[k] - synthetic[:, k]
-            d2 += diff * diff
-        tied = guesses[d2 == d2.min()]
-        right = [
-            g == secret
-            or (math.isnan(g) and math.isnan(secret))
-            or (math.isfinite(secret) and abs(g - secret) <= tolerance * abs(secret))
-            for g in tied
-        ]
-        shares.append(sum(right) / len(tied))
-    return shares
+from tests.helpers import brute_shares, examples
 
 
 def anonymeter_risk(
