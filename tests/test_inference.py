@@ -361,3 +361,21 @@ def test_the_attack_through_the_script(tmp_path: Path) -> None:
         assert refused.returncode == 2, refused.stderr
         assert message in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_the_report_on_a_cluster_gives_the_local_holdout_figures() -> None:
+    from tests.helpers import local_cluster
+
+    originals, avatars, holdout = release_with_holdout(seed=2)
+    options: dict[str, object] = {
+        "holdout": holdout,
+        "known": ["age", "smoker"],
+        "secret": "bmi",
+        "categorical": ["smoker"],
+        "ncp": 3,
+    }
+    local = phr.privacy_report(originals, avatars, **options)  # type: ignore[arg-type]
+    with local_cluster(processes=False) as client:
+        shared = phr.privacy_report(originals, avatars, cluster=client, **options)  # type: ignore[arg-type]
+    assert shared.to_dict()["holdout"] == local.to_dict()["holdout"]
+    assert shared.to_dict()["holdout"]["inference"] is not None
