@@ -445,7 +445,8 @@ class InferenceAttack:
             threads=space.threads,
             confidence=confidence,
         )
-        return replace(found, known=self.known, secret=self.secret)
+        ncp = space_options["ncp"]
+        return replace(found, known=self.known, secret=self.secret, ncp=ncp or "all")
 
 
 def _check_attack(names: Sequence[object], secret: object) -> None:

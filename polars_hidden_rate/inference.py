@@ -112,6 +112,9 @@ class InferenceRisk:
     known, secret
         The attributes the attacker knows and the one guessed (empty when computed from
         arrays).
+    ncp
+        The components of the known attributes' projection the distances used: ``"all"``
+        (the default of [`inference_risk`][polars_hidden_rate.inference_risk]) or a number.
     """
 
     risk: float
@@ -126,6 +129,7 @@ class InferenceRisk:
     confidence: float = 0.95
     known: tuple[str, ...] = ()
     secret: str = ""
+    ncp: int | str = "all"
 
     @classmethod
     def of_arrays(
@@ -205,6 +209,7 @@ class InferenceRisk:
             "synthetic": self.synthetic,
             "known": list(self.known),
             "secret": self.secret,
+            "ncp": self.ncp,
             "secret_kind": self.secret_kind,
             "tolerance": self.tolerance,
         }

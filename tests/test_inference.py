@@ -152,6 +152,12 @@ def test_copies_give_the_secrets_away_and_the_control_does_not() -> None:
     # Records that share age, sex and illness tie: a copy is one of them, not always theirs.
     assert 0.6 * n < numeric.members.successes < n
     assert numeric.to_dict()["known"] == ["age", "sex", "ill"]
+    assert numeric.to_dict()["ncp"] == "all"
+    fewer = phr.inference_risk(
+        originals, originals, holdout, known=["age", "sex", "ill"], secret="weight", ncp=2
+    )
+    assert fewer.to_dict()["ncp"] == 2
+    assert fewer.control.successes != numeric.control.successes  # another space
     assert numeric.to_dict()["members"]["records"] == n  # type: ignore[index]
 
 
