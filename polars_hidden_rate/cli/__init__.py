@@ -367,7 +367,9 @@ def run_report(args: argparse.Namespace) -> int:
     request, inspector, inputs, holdout = in_background(
         lambda: _planned(args, "report", args.holdout)
     )
-    report = in_background(lambda: report_of_plan(inspector, targets=targets, holdout=holdout))
+    report = in_background(
+        lambda: report_of_plan(inspector, targets=targets, holdout=holdout, known=args.known)
+    )
     block = provenance(
         inputs.result(),
         describe_settings(

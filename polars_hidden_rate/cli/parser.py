@@ -11,7 +11,7 @@ from polars_hidden_rate import __version__
 from polars_hidden_rate.checks import AllComponents
 from polars_hidden_rate.frames.files import CSV_NULL_VALUES
 from polars_hidden_rate.projection.types import Impute
-from polars_hidden_rate.report import METRICS
+from polars_hidden_rate.report import DEFAULT_TARGETS
 from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES
 
 PROG = "hidden-rate"
@@ -94,7 +94,16 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         type=_target,
         action="append",
         metavar="NAME=VALUE",
-        help=f"override a target (names: {', '.join(METRICS)}); may repeat",
+        help=f"override a target (names: {', '.join(DEFAULT_TARGETS)}); may repeat",
+    )
+    report.add_argument(
+        "--known",
+        type=_names,
+        metavar="A,B",
+        help=(
+            "the variables an attacker knows, comma-separated: adds the correlation protection "
+            "rate (target > 95), which then decides the verdict too"
+        ),
     )
     report.add_argument(
         "--html", type=Path, metavar="FILE", help="write the report as one self-contained page"
