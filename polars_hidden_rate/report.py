@@ -1,8 +1,9 @@
 """The privacy report of a release: every metric once, against its target, as JSON or HTML.
 
 [`privacy_report`][polars_hidden_rate.privacy_report] reads the coordinates once, counts the local
-cloaking, finds each avatar's two nearest originals on one kd-tree, and checks direct
-copies on the raw features; [`PrivacyReport`][polars_hidden_rate.PrivacyReport] holds the values,
+cloaking, finds each avatar's two nearest originals on one kd-tree, checks direct
+copies on the raw features and, given the variables an attacker knows, measures the
+correlation protection rate; [`PrivacyReport`][polars_hidden_rate.PrivacyReport] holds the values,
 compares them with the targets, and renders them
 ([`PrivacyReport.to_dict`][polars_hidden_rate.PrivacyReport.to_dict],
 [`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html]).

@@ -84,8 +84,11 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         description=(
             "Measure the hidden rate (with its 95 % Wilson interval), the median local "
             "cloaking, the median distance to the closest original (DCR), the median nearest "
-            "neighbour distance ratio (NNDR) and the row direct match protection, each against "
-            "its target. Exit codes: 0 all pass, 1 one fails, 2 bad input."
+            "neighbour distance ratio (NNDR) and the row direct match protection, and with "
+            "--known the correlation protection rate, each against its target (the column "
+            "direct match protection and the categorical hidden rate are shown as not "
+            "applicable: no public definition). Exit codes: 0 all pass, 1 one fails, 2 bad "
+            "input."
         ),
     )
     _add_measure_options(report)
