@@ -14,6 +14,7 @@ from polars_hidden_rate.inference import InferenceRisk
 from polars_hidden_rate.membership import MembershipRisk
 from polars_hidden_rate.metrics import (
     closest_distances_ratio,
+    correlation_protection_rate,
     distance_to_closest,
     hidden_rate_interval,
     row_direct_match_protection,
@@ -31,6 +32,7 @@ __all__ = [
     "assert_hidden_rate",
     "avatarize",
     "closest_distances_ratio",
+    "correlation_protection_rate",
     "count_cloaking",
     "dcr_overfitting_protection",
     "distance_to_closest",

@@ -64,18 +64,35 @@ class AvatarNamespace(Generic[FrameT]):
             self._frame, avatars, features=features, on=on, left_on=left_on, right_on=right_on
         )
 
+    def correlation_protection_rate(
+        self,
+        avatars: pl.DataFrame | pl.LazyFrame,
+        known: ColumnSpec,
+        *,
+        tolerance: float = metrics.CORRELATION_TOLERANCE,
+        hidden_rate: float | None = None,
+        **options: Unpack[CountOptions],
+    ) -> float:
+        """Forward to
+        [`polars_hidden_rate.correlation_protection_rate`][polars_hidden_rate.correlation_protection_rate]
+        with this frame as the originals."""
+        return metrics.correlation_protection_rate(
+            self._frame, avatars, known, tolerance=tolerance, hidden_rate=hidden_rate, **options
+        )
+
     def privacy_report(
         self,
         avatars: pl.DataFrame | pl.LazyFrame,
         *,
         targets: Mapping[str, float] | None = None,
         confidence: float = 0.95,
+        known: ColumnSpec | None = None,
         **options: Unpack[CountOptions],
     ) -> report.PrivacyReport:
         """Forward to [`polars_hidden_rate.privacy_report`][polars_hidden_rate.privacy_report] with
         this frame as the originals."""
         return report.privacy_report(
-            self._frame, avatars, targets=targets, confidence=confidence, **options
+            self._frame, avatars, targets=targets, confidence=confidence, known=known, **options
         )
 
 

@@ -1,8 +1,9 @@
 """The privacy report of a release: every metric once, against its target, as JSON or HTML.
 
 [`privacy_report`][polars_hidden_rate.privacy_report] reads the coordinates once, counts the local
-cloaking, finds each avatar's two nearest originals on one kd-tree, and checks direct
-copies on the raw features; [`PrivacyReport`][polars_hidden_rate.PrivacyReport] holds the values,
+cloaking, finds each avatar's two nearest originals on one kd-tree, checks direct
+copies on the raw features and, given the variables an attacker knows, measures the
+correlation protection rate; [`PrivacyReport`][polars_hidden_rate.PrivacyReport] holds the values,
 compares them with the targets, and renders them
 ([`PrivacyReport.to_dict`][polars_hidden_rate.PrivacyReport.to_dict],
 [`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html]).
@@ -25,10 +26,16 @@ import polars as pl
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import check_confidence, check_real
 from polars_hidden_rate.digits import decisive, exact
-from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.frames import ColumnSpec, as_lazy
 from polars_hidden_rate.holdout import HoldoutFigures, InferenceAttack, check_holdout
 from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
-from polars_hidden_rate.metrics import hidden_rate_interval, row_direct_match_protection
+from polars_hidden_rate.metrics import (
+    CorrelationProtection,
+    check_known,
+    correlation_protection,
+    hidden_rate_interval,
+    row_direct_match_protection,
+)
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.verdict import (
@@ -53,9 +60,25 @@ DEFAULT_TARGETS: Mapping[str, float] = MappingProxyType(
         "distance_to_closest_median": 0.2,
         "closest_distances_ratio_median": 0.3,
         "row_direct_match_protection": 90.0,
+        "correlation_protection_rate": 95.0,
     }
 )
-"""A metric passes when its value is strictly above its target."""
+"""A metric passes when its value is strictly above its target. The targets are those of the
+method's service (Octopize's client, docs/metrics.md); ``correlation_protection_rate``'s
+applies only when the report measures it (``known`` given)."""
+
+NO_PUBLIC_DEFINITION = "not applicable: no public definition"
+"""Why a metric of the service's table has no value here (docs/metrics.md)."""
+
+UNDEFINED_METRICS: Mapping[str, float] = MappingProxyType(
+    {"column_direct_match_protection": 50.0, "categorical_hidden_rate": 90.0}
+)
+"""The metrics of the service's release table whose definition is not public, and the
+service's target of each: shown, never computed, never deciding
+[`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed]."""
+
+NOT_MEASURED = "not computed: give `known`, the variables an attacker knows (--known)"
+"""Why a report has no correlation protection rate."""
 
 
 class MetricLabels(NamedTuple):
@@ -78,13 +101,22 @@ LABELS: Mapping[str, MetricLabels] = MappingProxyType(
         "row_direct_match_protection": MetricLabels(
             "direct match protection (%)", "Row direct match protection (%)"
         ),
+        "correlation_protection_rate": MetricLabels(
+            "correlation protection (%)", "Correlation protection rate (%)"
+        ),
+        "column_direct_match_protection": MetricLabels(
+            "column direct match prot. (%)", "Column direct match protection (%)"
+        ),
+        "categorical_hidden_rate": MetricLabels(
+            "categorical hidden rate (%)", "Categorical hidden rate (%)"
+        ),
     }
 )
 """The name of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], written once for both
 renderings."""
 
 # The metrics given in percent: a target in (0, 1] is a fraction given for a percentage.
-_PERCENTAGES = ("hidden_rate", "row_direct_match_protection")
+_PERCENTAGES = ("hidden_rate", "row_direct_match_protection", "correlation_protection_rate")
 
 # Per histogram: the per-record values (their median has the target), the texts, the x range,
 # and whether 0 has a bar of its own (a record not hidden, an avatar on an original).
@@ -143,8 +175,8 @@ class PrivacyReport:
     row_direct_match_protection
         Percentage of avatars that copy no original on the raw features.
     targets
-        The target of each metric of [`METRICS`][polars_hidden_rate.report.METRICS]; it passes when
-        strictly above.
+        The target of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], and of the
+        correlation protection rate; it passes when strictly above.
     space
         The space the local cloaking and the distances were measured in: the
         projection, its components kept of those available (``"FAMD, 5 of 28
@@ -153,6 +185,9 @@ class PrivacyReport:
     local_cloaking, distance_to_closest, closest_distances_ratio
         The per-record values (not compared, not in the dict): row ``i`` is the
         ``i``-th original as read, and the avatar linked to it.
+    correlation_protection
+        The correlation protection rate and its counts, when the report was given the
+        variables an attacker knows (``known``); None otherwise.
     """
 
     n: int
@@ -177,6 +212,7 @@ class PrivacyReport:
         default_factory=lambda: MappingProxyType({}), compare=False
     )
     holdout: HoldoutFigures | None = field(default=None, compare=False)
+    correlation_protection: CorrelationProtection | None = None
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
         """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
@@ -196,9 +232,48 @@ class PrivacyReport:
         return {name: value > self.targets[name] for name, value in self.values.items()}
 
     @property
+    def release_checks(self) -> dict[str, bool]:
+        """Whether each metric measured beside [`METRICS`][polars_hidden_rate.report.METRICS] is
+        strictly above its target: the correlation protection rate, when measured."""
+        if self.correlation_protection is None:
+            return {}
+        target = self.targets["correlation_protection_rate"]
+        return {"correlation_protection_rate": self.correlation_protection.rate > target}
+
+    @property
     def passed(self) -> bool:
-        """Every metric is above its target."""
-        return all(self.checks.values())
+        """Every metric measured is above its target: those of
+        [`METRICS`][polars_hidden_rate.report.METRICS] and, when measured, the correlation
+        protection rate. The metrics without a public definition never decide it."""
+        return all(self.checks.values()) and all(self.release_checks.values())
+
+    def release_table(self) -> dict[str, dict[str, Any]]:
+        """The service's metrics beside [`METRICS`][polars_hidden_rate.report.METRICS]: for each,
+        ``{"value", "target", "passed", "reason"}``, the value and verdict None (and the
+        reason a sentence) where it is not computed; the correlation protection rate adds
+        its counts (``known``, ``n``, ``unique``, ``singled_out``, ``hidden_rate``,
+        ``tolerance``)."""
+        target = self.targets["correlation_protection_rate"]
+        measured = self.correlation_protection
+        if measured is None:
+            protection: dict[str, Any] = {
+                "value": None,
+                "target": target,
+                "passed": None,
+                "reason": NOT_MEASURED,
+            }
+        else:
+            protection = {
+                **measured.to_dict(),
+                "target": target,
+                "passed": self.release_checks["correlation_protection_rate"],
+                "reason": None,
+            }
+        undefined = {
+            name: {"value": None, "target": value, "passed": None, "reason": NO_PUBLIC_DEFINITION}
+            for name, value in UNDEFINED_METRICS.items()
+        }
+        return {"correlation_protection_rate": protection, **undefined}
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain Python values, ready for `json.dumps`.
@@ -209,7 +284,10 @@ class PrivacyReport:
         each name of [`METRICS`][polars_hidden_rate.report.METRICS], in that order, ``{"value",
         "target", "passed"}``), ``evidence``, ``holdout`` (the figures against a holdout,
         `to_dict`, or None without one),
-        ``passed`` and ``provenance``.
+        ``passed`` and ``provenance``; then, for the service's metrics of
+        [`release_table`][polars_hidden_rate.PrivacyReport.release_table],
+        ``correlation_protection_rate``, ``column_direct_match_protection`` and
+        ``categorical_hidden_rate`` (value None, with the reason, where not computed).
         """
         checks = self.checks
         return {
@@ -226,6 +304,7 @@ class PrivacyReport:
             "holdout": None if self.holdout is None else self.holdout.to_dict(),
             "passed": self.passed,
             "provenance": dict(self.provenance),
+            **self.release_table(),
         }
 
     def to_html(self, title: str = "Privacy report") -> str:
@@ -251,6 +330,9 @@ class PrivacyReport:
             f'<td class="{"pass" if checks[name] else "fail"}">'
             f"{'pass' if checks[name] else 'FAIL'}</td></tr>"
             for name, value in self.values.items()
+        )
+        rows += "".join(
+            f"\n{_release_row(name, entry)}" for name, entry in self.release_table().items()
         )
         figures = "\n".join(
             _svg_histogram(
@@ -282,6 +364,7 @@ table {{ border-collapse: collapse; margin-bottom: 1.5em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: left; }}
 .pass {{ color: #1a7f37; font-weight: bold; }}
 .fail {{ color: #cf222e; font-weight: bold; }}
+.na {{ color: #6e7781; }}
 figure {{ display: inline-block; margin: 0 1em 1em 0; }}
 </style>
 </head>
@@ -312,7 +395,7 @@ def check_targets(targets: Mapping[str, float] | None) -> Mapping[str, float]:
         raise TypeError(msg)
     unknown = sorted(str(name) for name in targets if name not in DEFAULT_TARGETS)
     if unknown:
-        msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(METRICS)}"
+        msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(DEFAULT_TARGETS)}"
         raise ValueError(msg)
     checked = {
         name: check_real(value, f"targets[{name!r}]", low=-np.inf)
@@ -338,10 +421,10 @@ def privacy_report(
     allow_unlinked: bool = False,
     by_row_order: bool = False,
     holdout: pl.DataFrame | pl.LazyFrame | None = None,
-    known: str | Sequence[str] | None = None,
+    known: ColumnSpec | None = None,
     secret: str | None = None,
     secret_kind: SecretKind = "auto",
-    tolerance: float = DEFAULT_TOLERANCE,
+    secret_tolerance: float = DEFAULT_TOLERANCE,
     **options: Unpack[CountOptions],
 ) -> PrivacyReport:
     """Measure an anonymization with every metric of [`METRICS`][polars_hidden_rate.report.METRICS],
@@ -370,10 +453,18 @@ def privacy_report(
         holdout's own DCR and NNDR (`HoldoutFigures`),
         in the same space. They have no target and do not decide
         [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed].
-    known, secret, secret_kind, tolerance
-        With a holdout: the attribute inference attack of
-        [`inference_risk`][polars_hidden_rate.inference_risk] on these, added to the holdout's
-        figures (no target either). Its space is the known columns' own.
+    known
+        The variables an attacker knows (names or a selector, in both frames; checked
+        before anything is counted): the report then measures the
+        [`correlation_protection_rate`][polars_hidden_rate.correlation_protection_rate] with
+        its hidden rate, and that rate's target decides
+        [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed] too.
+    secret, secret_kind, secret_tolerance
+        With a holdout and ``known``: the attribute inference attack of
+        [`inference_risk`][polars_hidden_rate.inference_risk] on the column ``secret``
+        (``secret_kind`` and ``secret_tolerance`` are its ``secret_kind`` and ``tolerance``),
+        added to the holdout's figures (no target either). Its space is the known columns'
+        own.
     **options
         The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions]. The
         raw features of the direct matches are ``features`` (default the columns
@@ -401,7 +492,14 @@ def privacy_report(
     check_targets(targets)
     check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
-    attack = inference_attack(known, secret, secret_kind, tolerance, holdout is not None)
+    known_names = None
+    if known is not None:
+        known_names = check_known(
+            known, request.originals.collect_schema(), request.avatars.collect_schema()
+        )
+    attack = inference_attack(
+        known_names, secret, secret_kind, secret_tolerance, holdout is not None
+    )
     held_out = None
     if holdout is not None:
         held_out = as_lazy(holdout, "holdout")
@@ -420,23 +518,24 @@ def privacy_report(
         targets=targets,
         confidence=confidence,
         holdout=held_out,
+        known=known,
         inference=attack,
     )
 
 
 def inference_attack(
-    known: str | Sequence[str] | None,
+    known: Sequence[str] | None,
     secret: str | None,
     secret_kind: SecretKind,
     tolerance: float,
     with_holdout: bool,
 ) -> InferenceAttack | None:
-    """The report's attribute inference attack, checked (None when not asked): it needs
-    both ``known`` and ``secret``, and a holdout to control it."""
-    if known is None and secret is None:
+    """The report's attribute inference attack, checked (None without a ``secret``): it
+    needs the ``known`` columns (resolved to names) and a holdout to control it."""
+    if secret is None:
         return None
-    if known is None or secret is None:
-        msg = "the attribute inference attack needs both `known` and `secret`"
+    if known is None:
+        msg = "the attribute inference attack on `secret` needs the `known` columns too"
         raise ValueError(msg)
     if not with_holdout:
         msg = (
@@ -453,6 +552,7 @@ def report_of_plan(
     targets: Mapping[str, float] | None = None,
     confidence: float = 0.95,
     holdout: pl.LazyFrame | None = None,
+    known: ColumnSpec | None = None,
     inference: InferenceAttack | None = None,
 ) -> PrivacyReport:
     """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
@@ -460,6 +560,10 @@ def report_of_plan(
     ``inference`` attack (`inference_attack`) run on it."""
     checked_targets = check_targets(targets)
     level = check_confidence(confidence)
+    known_names = None
+    if known is not None:
+        schemas = (inspector.request.originals, inspector.request.avatars)
+        known_names = check_known(known, *(frame.collect_schema() for frame in schemas))
     request, space = _with_space(inspector.request)
     if request is not inspector.request:  # fitted here: the caller's inspector learns nothing
         inspector = replace(inspector, request=request)
@@ -488,6 +592,11 @@ def report_of_plan(
     )
     n, n_hidden = len(counts), int(np.count_nonzero(counts))
     low, high = hidden_rate_interval(n_hidden, n, level)
+    linkable = None
+    if known_names is not None:
+        linkable = correlation_protection(
+            request.originals, request.avatars, known_names, hidden_rate=100.0 * n_hidden / n
+        )
     return PrivacyReport(
         n=n,
         n_hidden=n_hidden,
@@ -506,6 +615,22 @@ def report_of_plan(
         closest_distances_ratio=nndr,
         evidence=inspector.evidence(),
         holdout=figures,
+        correlation_protection=linkable,
+    )
+
+
+def _release_row(name: str, entry: Mapping[str, Any]) -> str:
+    """One row of the metrics table for a metric of `PrivacyReport.release_table`: its value
+    and verdict, or why it has none."""
+    target = entry["target"]
+    if entry["value"] is None:
+        value, result = html.escape(entry["reason"]), '<td class="na">not computed</td>'
+    else:
+        value = html.escape(decisive(entry["value"], target, 4))
+        result = '<td class="pass">pass</td>' if entry["passed"] else '<td class="fail">FAIL</td>'
+    return (
+        f"<tr><td>{LABELS[name].page}</td><td>{value}</td>"
+        f"<td>&gt; {html.escape(exact(target))}</td>{result}</tr>"
     )
 
 

@@ -315,18 +315,21 @@ def test_the_report_shows_the_attack_of_the_function() -> None:
     labels = [label for label, _ in report.holdout.rows()]
     assert "inference risk on 'bmi'" in labels
     assert "inference risk on &#x27;bmi&#x27;" in report.to_html()
-    plain = phr.privacy_report(originals, avatars, holdout=holdout, **options)
+    plain = phr.privacy_report(
+        originals, avatars, holdout=holdout, known=["age", "smoker"], **options
+    )
     assert plain.to_dict()["holdout"]["inference"] is None
     assert plain.passed == report.passed  # the attack has no target
+    assert report.to_dict()["correlation_protection_rate"]["value"] is not None
 
 
 def test_the_report_refuses_an_attack_it_cannot_run() -> None:
     originals, avatars, holdout = release_with_holdout()
     with pytest.raises(ValueError, match="needs a holdout"):
         phr.privacy_report(originals, avatars, known="age", secret="bmi", ncp=3)
-    with pytest.raises(ValueError, match="needs both `known` and `secret`"):
+    with pytest.raises(ValueError, match="needs the `known` columns too"):
         phr.privacy_report(originals, avatars, holdout=holdout, secret="bmi", ncp=3)
-    with pytest.raises(ColumnNotFoundError, match="known column 'weight' is not a column"):
+    with pytest.raises(ColumnNotFoundError, match="known column 'weight' not found in originals"):
         phr.privacy_report(originals, avatars, holdout=holdout, known="weight", secret="bmi", ncp=3)
 
 
@@ -361,7 +364,7 @@ def test_the_attack_through_the_script(tmp_path: Path) -> None:
     for extra, message in (
         (["--known", "age", "--secret", "smoker"], "needs a holdout"),
         ([*attack[:2], "--known", "age", "--secret", "nope"], "secret 'nope' is not a column"),
-        ([*attack, "--tolerance", "-1"], "`tolerance` must be a finite number"),
+        ([*attack, "--secret-tolerance", "-1"], "`tolerance` must be a finite number"),
     ):
         refused = subprocess.run([*common, *extra], capture_output=True, text=True, check=False)
         assert refused.returncode == 2, refused.stderr

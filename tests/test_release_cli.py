@@ -308,6 +308,10 @@ def test_report_exit_codes_json_and_page(
         (["--target", "hidden_rate"], "NAME=VALUE"),
         (["--html", "{o}"], "--html"),
         (["--html", "{missing}/r.html"], "--html folder not found"),
+        (["--known", "agee"], "known column 'agee' not found in originals"),
+        (["--known", "age,id"], "known column 'id' not found in avatars"),
+        (["--known", "age,age"], "names a column twice"),
+        (["--known", "age,"], "empty column name"),
     ],
 )
 def test_report_bad_input_is_one_line_and_exit_2(
@@ -323,3 +327,49 @@ def test_report_bad_input_is_one_line_and_exit_2(
     assert err.count("\n") == 1
     assert message in err
     assert o.read_bytes() == before
+
+
+def test_report_known_adds_the_correlation_protection_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    originals, avatars = raw_release(seed=9)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    easy = [f"--target={name}=-1" for name in phr.report.METRICS]
+    args = ["report", str(o), str(a), *OPTIONS, *easy, "--known", "stage,smoker, age"]
+    expected = phr.correlation_protection_rate(
+        originals.drop("id"),
+        avatars,
+        ["stage", "smoker", "age"],
+        features=FEATURES,
+        ncp=4,
+        categorical=["stage"],
+        impute="median",
+    )
+    code = main([*args, "--format", "json"])
+    got = json.loads(capsys.readouterr().out)["correlation_protection_rate"]
+    assert got["value"] == expected
+    assert got["known"] == ["stage", "smoker", "age"]
+    assert got["passed"] is (expected > 95.0)
+    assert got["reason"] is None
+    # The rate decides the verdict: every other target met, the exit code is the rate's.
+    assert code == (0 if expected > 95.0 else 1)
+    assert main([*args, "--target", "correlation_protection_rate=-1", "--quiet"]) == 0
+    assert main([*args, "--target", "correlation_protection_rate=100", "--quiet"]) == 1
+    main(args)
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    shown = next(line for line in lines if line[:3] == ["correlation", "protection", "(%)"])
+    assert shown[-4:-1] == ["target", ">", "95"]
+    assert (next(line for line in lines if line[:2] == ["column", "direct"])[:9]) == [
+        "column",
+        "direct",
+        "match",
+        "prot.",
+        "(%)",
+        "not",
+        "applicable:",
+        "no",
+        "public",
+    ]
+    verdict = next(line for line in lines if line[0] == "report")
+    assert verdict[2:] == [str(5 + (expected > 95.0)), "of", "6"]  # the rate counts

@@ -293,8 +293,27 @@ def test_report_dict_keys_and_json() -> None:
         "holdout",
         "passed",
         "provenance",
+        "correlation_protection_rate",
+        "column_direct_match_protection",
+        "categorical_hidden_rate",
     ]
     assert data["holdout"] is None  # without a holdout
+    # Without `known` the correlation protection rate is not measured; the two metrics
+    # without a public definition never are: null, with the reason, and no verdict.
+    assert data["correlation_protection_rate"] == {
+        "value": None,
+        "target": 95.0,
+        "passed": None,
+        "reason": "not computed: give `known`, the variables an attacker knows (--known)",
+    }
+    undefined = (("column_direct_match_protection", 50.0), ("categorical_hidden_rate", 90.0))
+    for name, target in undefined:
+        assert data[name] == {
+            "value": None,
+            "target": target,
+            "passed": None,
+            "reason": "not applicable: no public definition",
+        }
     assert list(data["evidence"]) == [
         "own_copies",
         "own_copies_percent",
@@ -401,6 +420,24 @@ def test_html_page() -> None:
         ["Distance to closest record (DCR), median", "0.5", "> 0.2", "pass"],
         ["Nearest neighbour distance ratio (NNDR), median", "0.1", "> 0.3", "FAIL"],
         ["Row direct match protection (%)", "100", "> 90", "pass"],
+        [
+            "Correlation protection rate (%)",
+            "not computed: give `known`, the variables an attacker knows (--known)",
+            "> 95",
+            "not computed",
+        ],
+        [
+            "Column direct match protection (%)",
+            "not applicable: no public definition",
+            "> 50",
+            "not computed",
+        ],
+        [
+            "Categorical hidden rate (%)",
+            "not applicable: no public definition",
+            "> 90",
+            "not computed",
+        ],
     ]
     for label in (
         "local cloaking",
@@ -668,6 +705,13 @@ def test_values_beside_their_targets_show_the_digits_that_decide() -> None:
         ["0.20001", "> 0.2", "pass"],
         ["0.3", "> 0.3", "FAIL"],
         ["90.00004", "> 90", "pass"],
+        [
+            "not computed: give `known`, the variables an attacker knows (--known)",
+            "> 95",
+            "not computed",
+        ],
+        ["not applicable: no public definition", "> 50", "not computed"],
+        ["not applicable: no public definition", "> 90", "not computed"],
     ]
     assert "20,000 records; 17,999 hidden" in close.to_html()
     lines = [line.split() for line in format_report(close).splitlines()]

@@ -377,13 +377,15 @@ def run_report(args: argparse.Namespace) -> int:
     targets = check_targets(dict(args.target or []))
     _refuse_inputs(args.html, "--html", args)  # its folder too
     attack = inference_attack(
-        args.known, args.secret, args.secret_kind, args.tolerance, args.holdout is not None
+        args.known, args.secret, args.secret_kind, args.secret_tolerance, args.holdout is not None
     )
     request, inspector, inputs, holdout = in_background(
         lambda: _planned(args, "report", args.holdout, attack)
     )
     report = in_background(
-        lambda: report_of_plan(inspector, targets=targets, holdout=holdout, inference=attack)
+        lambda: report_of_plan(
+            inspector, targets=targets, holdout=holdout, known=args.known, inference=attack
+        )
     )
     more: dict[str, Any] = {"max_own_copies": inspector.verdict.max_own_copies}
     if attack is not None:

@@ -126,8 +126,17 @@ def format_report(report: PrivacyReport) -> str:
         f"{'hidden rate interval':<30}{report.hidden_rate_low:.2f} to "
         f"{report.hidden_rate_high:.2f} % (Wilson, {confidence})"
     )
-    met = sum(checks.values())
-    lines.append(f"{'report':<30}{'PASS' if report.passed else 'FAIL'}: {met} of {len(checks)}")
+    for name, entry in report.release_table().items():
+        bound = f"target > {exact(entry['target']):<8}"
+        if entry["value"] is None:
+            lines.append(f"{LABELS[name].text:<30}{entry['reason']} ({bound.rstrip()})")
+        else:
+            shown = decisive(entry["value"], entry["target"], 4)
+            verdict = "PASS" if entry["passed"] else "FAIL"
+            lines.append(f"{LABELS[name].text:<30}{shown:<12}{bound}{verdict}")
+    gates = {**checks, **report.release_checks}
+    met = sum(gates.values())
+    lines.append(f"{'report':<30}{'PASS' if report.passed else 'FAIL'}: {met} of {len(gates)}")
     if report.holdout is not None:
         lines.extend(f"{label:<30}{value}" for label, value in report.holdout.rows())
     lines.extend(_evidence_lines(report.evidence))

@@ -12,7 +12,7 @@ from polars_hidden_rate.checks import AllComponents
 from polars_hidden_rate.frames.files import CSV_NULL_VALUES
 from polars_hidden_rate.inference import DEFAULT_TOLERANCE
 from polars_hidden_rate.projection.types import Impute
-from polars_hidden_rate.report import METRICS
+from polars_hidden_rate.report import DEFAULT_TARGETS
 from polars_hidden_rate.verdict import DEFAULT_MAX_OWN_COPIES
 
 PROG = "hidden-rate"
@@ -85,8 +85,11 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         description=(
             "Measure the hidden rate (with its 95 % Wilson interval), the median local "
             "cloaking, the median distance to the closest original (DCR), the median nearest "
-            "neighbour distance ratio (NNDR) and the row direct match protection, each against "
-            "its target. Exit codes: 0 all pass, 1 one fails, 2 bad input."
+            "neighbour distance ratio (NNDR) and the row direct match protection, and with "
+            "--known the correlation protection rate, each against its target (the column "
+            "direct match protection and the categorical hidden rate are shown as not "
+            "applicable: no public definition). Exit codes: 0 all pass, 1 one fails, 2 bad "
+            "input."
         ),
     )
     _add_measure_options(report)
@@ -95,7 +98,17 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         type=_target,
         action="append",
         metavar="NAME=VALUE",
-        help=f"override a target (names: {', '.join(METRICS)}); may repeat",
+        help=f"override a target (names: {', '.join(DEFAULT_TARGETS)}); may repeat",
+    )
+    report.add_argument(
+        "--known",
+        type=_names,
+        metavar="A,B",
+        help=(
+            "the variables an attacker knows, comma-separated: adds the correlation protection "
+            "rate (target > 95), which then decides the verdict too, and with --holdout and "
+            "--secret the attribute inference attack"
+        ),
     )
     report.add_argument(
         "--html", type=Path, metavar="FILE", help="write the report as one self-contained page"
@@ -113,12 +126,6 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         ),
     )
     report.add_argument(
-        "--known",
-        type=_names,
-        metavar="C1,C2,...",
-        help="with --holdout and --secret: the columns an attacker knows of a target",
-    )
-    report.add_argument(
         "--secret",
         metavar="COLUMN",
         help=(
@@ -130,10 +137,10 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         "--secret-kind",
         choices=["auto", "categorical", "numeric"],
         default="auto",
-        help="right when equal (categorical) or within --tolerance (numeric); default by type",
+        help="right when equal (categorical) or within --secret-tolerance (numeric); by type",
     )
     report.add_argument(
-        "--tolerance",
+        "--secret-tolerance",
         type=float,
         default=DEFAULT_TOLERANCE,
         help=(

@@ -1,0 +1,65 @@
+"""Counts of points strictly inside open boxes, by group: the matching step of
+[`correlation_protection_rate`][polars_hidden_rate.correlation_protection_rate].
+
+A point matches a query when it belongs to the query's group and lies strictly between the
+query's bounds in every column. The bounds are given, already rounded as the caller defines
+them; nothing here adds or rounds, so each comparison is one float64 comparison.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine._kernels import open_box_counts
+
+
+def count_in_boxes(
+    points: Float64Array,
+    point_groups: IndexArray,
+    lower: Float64Array,
+    upper: Float64Array,
+    query_groups: IndexArray,
+    n_groups: int,
+    cap: int = 2,
+) -> CountArray:
+    """How many points of each query's group lie strictly inside its box, capped at ``cap``.
+
+    Parameters
+    ----------
+    points
+        ``(m, d)`` float64 values, ``d >= 1``, no NaN.
+    point_groups
+        ``(m,)`` group of each point, in ``[0, n_groups)``.
+    lower, upper
+        ``(q, d)`` bounds of each query's box: a point ``p`` is inside when
+        ``lower[c] < p[c] < upper[c]`` for every ``c`` (a NaN bound holds nothing).
+    query_groups
+        ``(q,)`` group of each query, in ``[0, n_groups)``.
+    n_groups
+        Number of groups.
+    cap
+        Counting stops there (at least 1).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(q,)`` int64 counts in ``[0, cap]``.
+    """
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    point_groups = np.asarray(point_groups, dtype=np.int64)
+    order = np.lexsort((points[:, 0], point_groups))
+    sorted_points = np.ascontiguousarray(points[order])
+    sorted_groups = point_groups[order]
+    group_ids = np.arange(n_groups, dtype=np.int64)
+    starts = np.searchsorted(sorted_groups, group_ids, side="left").astype(np.int64)
+    ends = np.searchsorted(sorted_groups, group_ids, side="right").astype(np.int64)
+    return open_box_counts(
+        sorted_points,
+        starts,
+        ends,
+        np.asarray(query_groups, dtype=np.int64),
+        np.ascontiguousarray(lower, dtype=np.float64),
+        np.ascontiguousarray(upper, dtype=np.float64),
+        int(cap),
+    )
