@@ -33,7 +33,7 @@ import polars as pl
 from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import check_confidence, check_real
+from polars_hidden_rate.checks import AllComponents, check_confidence, check_real
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest_two
@@ -416,11 +416,9 @@ class InferenceAttack:
         schemas = {role: frame.collect_schema() for role, frame in frames.items()}
         check_holdout(schemas["originals"], schemas["holdout"])
         kind = self.check(schemas)
-        space_options: CountOptions = {
-            **options,
-            "features": names,
-            "ncp": options.get("ncp", "all"),
-        }
+        asked = options.get("ncp")
+        ncp: int | AllComponents = "all" if asked is None else asked  # every one unless asked
+        space_options: CountOptions = {**options, "features": names, "ncp": ncp}
         sets = (frames["originals"], frames["synthetic"], frames["holdout"])
         _holdout_plan(*sets, space_options, "inference_risk")
         # Read each set once, the secret with the known attributes: a lazy plan that gives its
@@ -445,8 +443,7 @@ class InferenceAttack:
             threads=space.threads,
             confidence=confidence,
         )
-        ncp = space_options["ncp"]
-        return replace(found, known=self.known, secret=self.secret, ncp=ncp or "all")
+        return replace(found, known=self.known, secret=self.secret, ncp=ncp)
 
 
 def _check_attack(names: Sequence[object], secret: object) -> None:

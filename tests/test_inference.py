@@ -157,6 +157,10 @@ def test_copies_give_the_secrets_away_and_the_control_does_not() -> None:
         originals, originals, holdout, known=["age", "sex", "ill"], secret="weight", ncp=2
     )
     assert fewer.to_dict()["ncp"] == 2
+    unset = phr.inference_risk(
+        originals, originals, holdout, known=["age", "sex", "ill"], secret="weight", ncp=None
+    )
+    assert unset.to_dict() == numeric.to_dict()  # None is the default: every component
     assert fewer.control.successes != numeric.control.successes  # another space
     assert numeric.to_dict()["members"]["records"] == n  # type: ignore[index]
 
