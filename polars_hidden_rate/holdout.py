@@ -33,17 +33,19 @@ import polars as pl
 from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import AllComponents, check_confidence, check_real
+from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest_two
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import (
+    ColumnSpec,
     as_lazy,
     common_feature_type,
     inexact_counts,
     is_text,
     raise_inexact,
+    resolve_columns,
 )
 from polars_hidden_rate.frames.text_numbers import text_numbers_example
 from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
@@ -274,7 +276,7 @@ def inference_risk(
     synthetic: pl.DataFrame | pl.LazyFrame,
     holdout: pl.DataFrame | pl.LazyFrame,
     *,
-    known: str | Sequence[str],
+    known: ColumnSpec,
     secret: str,
     secret_kind: SecretKind = "auto",
     tolerance: float = DEFAULT_TOLERANCE,
@@ -293,7 +295,10 @@ def inference_risk(
     deviation; each category an indicator centred on its share ``p`` and divided by
     ``sqrt(p)``, as FAMD weighs them). Every target is attacked, the originals (the members)
     and the holdout (the control); ties among nearest records are shared
-    ([`InferenceRisk`][polars_hidden_rate.InferenceRisk]).
+    ([`InferenceRisk`][polars_hidden_rate.InferenceRisk]), a record being tied nearest when its
+    squared distance is within ``tie_tol`` (relative, default 1e-9) of the nearest's, as a
+    rival ties with one's own avatar in the local cloaking: the projection's roundings do not
+    split two records at the same distance.
 
     Parameters
     ----------
@@ -321,16 +326,27 @@ def inference_risk(
     **options
         ``categorical``, ``impute`` and ``ncp`` (default ``"all"``) choose the known
         attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking];
-        ``threads``. ``coords`` and ``features`` are refused (the space is the known
-        attributes'); ``cluster`` and ``device="gpu"`` too.
+        ``tie_tol``; ``threads``. ``coords`` and ``features`` are refused (the space is the
+        known attributes'), and so are the link options ``on``, ``left_on`` and ``right_on``
+        (the attack needs no link), ``cluster`` and ``device="gpu"``.
 
     Raises
     ------
     polars.exceptions.ColumnNotFoundError
-        When a known or secret column is missing from a set.
+        When a known or secret column is missing from a set, before anything is read.
+    polars.exceptions.DuplicateError
+        When ``known`` names a column twice.
     polars.exceptions.SchemaError
         When the holdout's columns or types differ from the originals', or the secret's type
         cannot be judged as asked, before anything is read.
+    polars.exceptions.ComputeError
+        When a known column or the secret holds values that cannot be measured: gaps without
+        ``impute``, integers beyond 2^53 that float64 does not hold, text that holds numbers.
+    polars.exceptions.NoDataError
+        When a set holds no record.
+    ValueError, TypeError
+        For a bad option (the message names it); NotImplementedError for ``cluster`` or
+        ``device="gpu"``.
 
     Examples
     --------
@@ -343,7 +359,10 @@ def inference_risk(
     >>> found.members.successes, found.control.successes, round(found.risk, 3)
     (4.0, 0.0, 0.676)
     """
-    attack = InferenceAttack.of(known, secret, secret_kind, tolerance)
+    schema = as_lazy(originals, "originals").collect_schema()
+    attack = InferenceAttack.of(
+        resolve_columns(known, schema, "originals", "known"), secret, secret_kind, tolerance
+    )
     return attack.run(originals, synthetic, holdout, confidence=confidence, **options)
 
 
@@ -360,13 +379,13 @@ class InferenceAttack:
     @classmethod
     def of(
         cls,
-        known: str | Sequence[str],
+        known: Sequence[str],
         secret: str,
         secret_kind: SecretKind = "auto",
         tolerance: float = DEFAULT_TOLERANCE,
     ) -> InferenceAttack:
-        """Check the names and settings, before any schema is looked at."""
-        names = [known] if isinstance(known, str) else list(known)
+        """Check the settings, ``known`` resolved to names (`resolve_columns`) beforehand."""
+        names = list(known)
         _check_attack(names, secret)
         if secret_kind not in ("auto", "categorical", "numeric"):
             msg = f"`secret_kind` must be 'auto', 'categorical' or 'numeric', got {secret_kind!r}"
@@ -377,11 +396,10 @@ class InferenceAttack:
         """Check the columns in the three sets' schemas (originals, synthetic, holdout) and
         return how the secret is judged."""
         for role, schema in schemas.items():
-            for name in [*self.known, self.secret]:
-                if name not in schema:
-                    what = "secret" if name == self.secret else "known column"
-                    msg = f"{what} {name!r} is not a column of {role}"
-                    raise ColumnNotFoundError(msg)
+            resolve_columns(list(self.known), schema, role, "known")
+            if self.secret not in schema:
+                msg = f"secret {self.secret!r} not found in {role}; available: {schema.names()}"
+                raise ColumnNotFoundError(msg)
         return _secret_kind(
             self.secret,
             schemas["originals"][self.secret],
@@ -399,14 +417,17 @@ class InferenceAttack:
         **options: Unpack[CountOptions],
     ) -> InferenceRisk:
         """Check the sets (the holdout's schema first), read each once, and attack."""
-        for option in ("coords", "features"):
+        for option in ("coords", "features", "on", "left_on", "right_on"):
             if options.get(option) is not None:
-                msg = (
-                    f"inference_risk() measures in the space of the `known` columns: drop "
-                    f"`{option}`"
+                why = (
+                    "the space is the `known` columns'"
+                    if option in ("coords", "features")
+                    else ("the attack needs no link between the sets")
                 )
+                msg = f"inference_risk() takes no `{option}`: {why}"
                 raise ValueError(msg)
         check_confidence(confidence)
+        tie_tol = check_tie_tol(options.get("tie_tol", 1e-9))
         names = list(self.known)
         frames = {
             "originals": as_lazy(originals, "originals"),
@@ -428,22 +449,27 @@ class InferenceAttack:
         }
         for role, frame in read.items():
             if frame.height == 0:
-                raise NoDataError(f"{role} hold no record: there is nothing to attack")
-        space = HoldoutSpace.read(
-            read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
-        )
+                raise NoDataError(f"{role}: no record, so there is nothing to attack")
         secrets = _secret_values(read, self.secret, kind, chosen=self.secret_kind != "auto")
+        request = _holdout_plan(
+            read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
+        ).fitted()
+        fitted = request.projection.fitted if request.projection is not None else None
         found = InferenceRisk.of_arrays(
-            space.originals,
-            space.synthetic,
-            space.holdout,
+            request.coordinates_of(request.originals, "originals"),
+            request.coordinates_of(request.avatars, "synthetic"),
+            request.coordinates_of(read["holdout"].lazy(), "holdout"),
             secrets,
             secret_kind=kind,
             tolerance=self.tolerance,
-            threads=space.threads,
+            tie_tol=tie_tol,
+            threads=request.threads,
             confidence=confidence,
         )
-        return replace(found, known=self.known, secret=self.secret, ncp=ncp)
+        categorical = () if fitted is None else tuple(f.name for f in fitted.scaling.categorical)
+        return replace(
+            found, known=self.known, secret=self.secret, ncp=ncp, categorical=categorical
+        )
 
 
 def _check_attack(names: Sequence[object], secret: object) -> None:
@@ -465,7 +491,14 @@ def _secret_kind(
     secret: str, originals: pl.DataType, synthetic: pl.DataType, asked: SecretKind
 ) -> Literal["categorical", "numeric"]:
     """How the secret is judged; a SchemaError where its types cannot be compared so."""
-    common_feature_type(secret, originals, synthetic)  # refuses types that cannot be compared
+    try:
+        common_feature_type(secret, originals, synthetic)
+    except SchemaError:
+        msg = (
+            f"secret {secret!r} is {originals} in originals but {synthetic} in synthetic; "
+            "cast one side to the other's type first"
+        )
+        raise SchemaError(msg) from None
     numbers = originals.is_numeric() and synthetic.is_numeric()
     if asked == "numeric" and not numbers:
         msg = (
@@ -489,14 +522,16 @@ def _secret_values(
     they are, categories as codes shared by the three sets; a missing value as NaN. Text that
     holds numbers is refused unless the kind was ``chosen``."""
     columns = [frame.get_column(secret) for frame in read.values()]
-    for (role, frame), column in zip(read.items(), columns, strict=True):
-        raise_inexact(inexact_counts(frame, {secret: column.dtype}), {secret: column.dtype},
-                      "secret", role)  # fmt: skip
+    dtypes = [column.dtype for column in columns]
+    if kind == "numeric" or (len(set(dtypes)) > 1 and not all(map(is_text, dtypes))):
+        # Compared as float64, which must hold every value.
+        for (role, frame), column in zip(read.items(), columns, strict=True):
+            raise_inexact(inexact_counts(frame, {secret: column.dtype}), {secret: column.dtype},
+                          "secret", role)  # fmt: skip
     if kind == "numeric":
         return tuple(  # type: ignore[return-value]
             column.cast(pl.Float64).fill_null(float("nan")).to_numpy() for column in columns
         )
-    dtypes = [column.dtype for column in columns]
     if all(is_text(dtype) for dtype in dtypes):
         columns = [column.cast(pl.String) for column in columns]
         found = text_numbers_example(columns[0].drop_nulls().unique().to_list())
@@ -593,10 +628,11 @@ def _inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
         if found.secret_kind == "categorical"
         else f"within {100 * found.tolerance:g} % of the secret"
     )
+    members, control = found.members, found.control
     return [
         (
             f"inference risk on {found.secret!r}",
-            f"{found.risk:.4f} ({low:.4f} to {high:.4f}, {level}; none 0)",
+            f"{found.risk:.4f} ({low:.4f} to {high:.4f}, {level}; 0: no more than on the holdout)",
         ),
         (
             "  attacker knows",
@@ -604,8 +640,9 @@ def _inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
         ),
         (
             "  right guesses",
-            f"{100 * found.members.successes / found.members.records:.2f} % of originals, "
-            f"{100 * found.control.successes / found.control.records:.2f} % of the holdout",
+            f"{100 * members.successes / members.records:.2f} % of originals, "
+            f"{100 * control.successes / control.records:.2f} % of the holdout (Wilson rates "
+            f"{100 * members.rate:.2f} % and {100 * control.rate:.2f} %, which the risk compares)",
         ),
     ]
 

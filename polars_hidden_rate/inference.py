@@ -12,8 +12,10 @@ gives about any record of the population is the control's.
 
 - Ties are shared: when several synthetic records are nearest, a guess drawn at random
   among them is right with probability ``matching / tied``, and that is the target's
-  success, whatever the records' order (anonymeter takes the first). Both are counted
-  exactly in float64, so the successes sum fractions (correctly rounded, `math.fsum`).
+  success, whatever the records' order (anonymeter takes the first). A record is tied
+  nearest when its squared distance is at most the nearest's times ``1 + tie_tol``; both
+  counts are exact in float64 (`tied_matches`), and the successes sum fractions (correctly
+  rounded, `math.fsum`).
 - Rates are Wilson's centres with their normal errors at ``confidence`` (anonymeter's
   ``success_rate``); the risk is ``(members - control) / (1 - control)``, its error
   propagated to first order (anonymeter's ``residual_success``), then both cut to [0, 1]
@@ -115,6 +117,10 @@ class InferenceRisk:
     ncp
         The components of the known attributes' projection the distances used: ``"all"``
         (the default of [`inference_risk`][polars_hidden_rate.inference_risk]) or a number.
+    categorical
+        The known attributes projected as categories (empty when computed from arrays).
+    tie_tol
+        The relative tolerance within which a record ties with the nearest.
     """
 
     risk: float
@@ -130,6 +136,8 @@ class InferenceRisk:
     known: tuple[str, ...] = ()
     secret: str = ""
     ncp: int | str = "all"
+    categorical: tuple[str, ...] = ()
+    tie_tol: float = 1e-9
 
     @classmethod
     def of_arrays(
@@ -141,6 +149,7 @@ class InferenceRisk:
         *,
         secret_kind: Literal["categorical", "numeric"],
         tolerance: float = DEFAULT_TOLERANCE,
+        tie_tol: float = 1e-9,
         threads: int | None = None,
         confidence: float = 0.95,
     ) -> InferenceRisk:
@@ -173,12 +182,22 @@ class InferenceRisk:
         threads = threads or usable_cores()
         tree = KdTree.build(points, threads=threads)
         shares = [
-            _success(*tied_matches(tree, secrets[1], queries, values, tolerance, threads=threads))
+            _success(
+                *tied_matches(
+                    tree, secrets[1], queries, values, tolerance, tie_tol=tie_tol, threads=threads
+                )
+            )
             for queries, values in ((members, secrets[0]), (others, secrets[2]))
         ]
         attack, control = (
             SuccessRate.wilson(math.fsum(share), len(share), confidence) for share in shares
         )
+        if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
+            msg = (
+                f"the control guessed every secret at confidence={confidence!r}: no residual "
+                "risk can be measured; use a usual confidence level such as 0.95"
+            )
+            raise ValueError(msg)
         residual = (attack.rate - control.rate) / (1.0 - control.rate)
         error = math.hypot(
             attack.error / (1.0 - control.rate),
@@ -195,6 +214,7 @@ class InferenceRisk:
             secret_kind,
             tolerance,
             confidence,
+            tie_tol=tie_tol,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -210,6 +230,8 @@ class InferenceRisk:
             "known": list(self.known),
             "secret": self.secret,
             "ncp": self.ncp,
+            "categorical": list(self.categorical),
+            "tie_tol": self.tie_tol,
             "secret_kind": self.secret_kind,
             "tolerance": self.tolerance,
         }

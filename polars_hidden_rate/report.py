@@ -533,6 +533,12 @@ def inference_attack(
     """The report's attribute inference attack, checked (None without a ``secret``): it
     needs the ``known`` columns (resolved to names) and a holdout to control it."""
     if secret is None:
+        if secret_kind != "auto" or tolerance != DEFAULT_TOLERANCE:
+            msg = (
+                "`secret_kind` and `secret_tolerance` set the attribute inference attack: give "
+                "its `secret` (and `known`, and a holdout)"
+            )
+            raise ValueError(msg)
         return None
     if known is None:
         msg = "the attribute inference attack on `secret` needs the `known` columns too"
@@ -567,6 +573,11 @@ def report_of_plan(
     request, space = _with_space(inspector.request)
     if request is not inspector.request:  # fitted here: the caller's inspector learns nothing
         inspector = replace(inspector, request=request)
+    # The attack first: its reads can refuse values (a secret of text that holds numbers)
+    # before the longer count runs.
+    attacked = None
+    if holdout is not None and inference is not None:
+        attacked = _attack(inference, request, holdout, level)
     aligned = inspector.read()
     counts = request.counts_for(inspector, aligned)
     found = request.nearest_two(aligned)
@@ -580,8 +591,7 @@ def report_of_plan(
             threads=request.threads,
             confidence=level,
         )
-        if inference is not None:
-            figures = replace(figures, inference=_attack(inference, request, holdout, level))
+        figures = replace(figures, inference=attacked)
     link = request.link
     protection = row_direct_match_protection(
         request.originals,
@@ -639,13 +649,16 @@ def _attack(
 ) -> InferenceRisk:
     """The attack on the report's sets, the known columns taken as the report's projection
     takes them (categorical or not, gaps filled or not)."""
-    options: CountOptions = {"threads": request.threads}
-    if request.projection is not None:
-        spec = request.projection.spec
-        forced = [name for name in attack.known if name in spec.categorical]
-        if forced and not request.projection.auto:
+    options: CountOptions = {"threads": request.threads, "tie_tol": request.tie_tol}
+    projection = request.projection
+    if projection is not None:
+        assert projection.fitted is not None, "the report fits its projection first"
+        # The fit's categories, whichever rule chose them (by type, named, or "auto").
+        chosen = {f.name for f in projection.fitted.scaling.categorical}
+        forced = [name for name in attack.known if name in chosen]
+        if forced:
             options["categorical"] = forced
-        options["impute"] = spec.impute
+        options["impute"] = projection.spec.impute
     return attack.run(request.originals, request.avatars, holdout, confidence=confidence, **options)
 
 

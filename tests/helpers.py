@@ -154,21 +154,50 @@ def brute_shares(
     secrets: npt.NDArray[np.float64],
     guesses: npt.NDArray[np.float64],
     tolerance: float,
+    tie_tol: float = 0.0,
 ) -> list[float]:
     """Each target's chance of a right guess: the share of its tied-nearest synthetic records
-    whose value matches its secret."""
+    (within ``1 + tie_tol`` of the nearest ``d2``) whose value matches its secret."""
     shares = []
     for target, secret in zip(targets, secrets, strict=True):
         d2 = np.zeros(len(synthetic))
         for k in range(synthetic.shape[1]):
             diff = target[k] - synthetic[:, k]
             d2 += diff * diff
-        tied = guesses[d2 == d2.min()]
+        tied = guesses[d2 <= d2.min() * (1.0 + tie_tol)]
         right = [
             g == secret
             or (math.isnan(g) and math.isnan(secret))
             or (math.isfinite(secret) and abs(g - secret) <= tolerance * abs(secret))
             for g in tied
         ]
+        shares.append(sum(right) / len(tied))
+    return shares
+
+
+def exact_integer_shares(
+    originals: npt.NDArray[np.int64],
+    targets: npt.NDArray[np.int64],
+    synthetic: npt.NDArray[np.int64],
+    secrets: npt.NDArray[np.float64],
+    guesses: npt.NDArray[np.float64],
+) -> list[float]:
+    """`brute_shares` in exact integer arithmetic, for integer columns standardized by the
+    originals' population variance: ``d2 = sum_c delta_c^2 / var_c``, and ``var_c = S_c / n^2``
+    with ``S_c = n sum x^2 - (sum x)^2`` an integer, so ``d2 * prod S / n^2`` is the integer
+    ``sum_c delta_c^2 prod_{k != c} S_k``: the true ties, none split by a rounding."""
+    n = len(originals)
+    spreads = [
+        n * int((column.astype(object) ** 2).sum()) - int(column.astype(object).sum()) ** 2
+        for column in originals.T
+    ]
+    weights = [math.prod(spreads[:c] + spreads[c + 1 :]) for c in range(len(spreads))]
+    shares = []
+    for target, secret in zip(targets, secrets, strict=True):
+        delta = (synthetic - target).astype(object)
+        scaled = (delta**2 * np.array(weights, dtype=object)).sum(axis=1)
+        nearest = min(scaled)
+        tied = guesses[np.array([value == nearest for value in scaled])]
+        right = [g == secret or (math.isnan(g) and math.isnan(secret)) for g in tied]
         shares.append(sum(right) / len(tied))
     return shares

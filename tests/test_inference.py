@@ -14,15 +14,22 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
+import polars.selectors as cs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
+from polars.exceptions import (
+    ColumnNotFoundError,
+    ComputeError,
+    DuplicateError,
+    NoDataError,
+    SchemaError,
+)
 
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.inference import InferenceRisk
-from tests.helpers import brute_shares, examples
+from tests.helpers import brute_shares, exact_integer_shares, examples
 
 
 def anonymeter_risk(
@@ -66,6 +73,7 @@ def cases(draw: st.DrawFn) -> tuple[list[Float64Array], list[Float64Array], floa
     offset=st.sampled_from([0.0, 2.0**40, -(2.0**60)]),
     unit=st.sampled_from([1.0, 2.0**-30, 2.0**300]),
     kind=st.sampled_from(["numeric", "categorical"]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 0.25]),
 )
 @settings(max_examples=examples(300))
 def test_the_attack_equals_the_brute_force_on_integer_grids(
@@ -73,18 +81,20 @@ def test_the_attack_equals_the_brute_force_on_integer_grids(
     offset: float,
     unit: float,
     kind: Literal["numeric", "categorical"],
+    tie_tol: float,
 ) -> None:
     # Integer grids: many synthetic records tied nearest, copies, zero distances; an offset
-    # and a power-of-two unit that the shared scale must not let change a tie.
+    # and a power-of-two unit that the shared scale must not let change a tie; a tie
+    # tolerance of 1/4, with which a d2 of 5 ties with a nearest of 4 exactly on its edge.
     coordinates, secrets, tolerance = case
     arrays = [c * unit + offset for c in coordinates]
     found = InferenceRisk.of_arrays(
         arrays[0], arrays[1], arrays[2], (secrets[0], secrets[1], secrets[2]),
-        secret_kind=kind, tolerance=tolerance, threads=1,
+        secret_kind=kind, tolerance=tolerance, tie_tol=tie_tol, threads=1,
     )  # fmt: skip
     used = tolerance if kind == "numeric" else 0.0
-    members = brute_shares(arrays[0], arrays[1], secrets[0], secrets[1], used)
-    control = brute_shares(arrays[2], arrays[1], secrets[2], secrets[1], used)
+    members = brute_shares(arrays[0], arrays[1], secrets[0], secrets[1], used, tie_tol)
+    control = brute_shares(arrays[2], arrays[1], secrets[2], secrets[1], used, tie_tol)
     assert found.members_success.tolist() == members
     assert found.control_success.tolist() == control
     assert found.members.successes == math.fsum(members)
@@ -154,9 +164,9 @@ def test_copies_give_the_secrets_away_and_the_control_does_not() -> None:
     assert numeric.to_dict()["known"] == ["age", "sex", "ill"]
     assert numeric.to_dict()["ncp"] == "all"
     fewer = phr.inference_risk(
-        originals, originals, holdout, known=["age", "sex", "ill"], secret="weight", ncp=2
+        originals, originals, holdout, known=["age", "sex", "ill"], secret="weight", ncp=1
     )
-    assert fewer.to_dict()["ncp"] == 2
+    assert fewer.to_dict()["ncp"] == 1
     unset = phr.inference_risk(
         originals, originals, holdout, known=["age", "sex", "ill"], secret="weight", ncp=None
     )
@@ -165,32 +175,41 @@ def test_copies_give_the_secrets_away_and_the_control_does_not() -> None:
     assert numeric.to_dict()["members"]["records"] == n  # type: ignore[index]
 
 
-def test_the_space_is_the_known_columns_projection_with_every_component() -> None:
+def test_the_space_is_the_known_columns_standardized_ties_unsplit() -> None:
+    # Integer columns: records at the same standardized distance in exact arithmetic (as
+    # [3, 4, 2] and [3, 2, 2] from [3, 3, 2]) tie, though the projection's roundings can
+    # make their float64 distances differ by an ulp; tie_tol keeps them tied.
     rng = np.random.default_rng(9)
-    originals = pl.DataFrame(
-        {"x": rng.integers(0, 4, 60), "g": rng.choice(["a", "b"], 60), "s": rng.integers(0, 3, 60)}
-    )
-    synthetic = pl.DataFrame(
-        {"x": rng.integers(0, 4, 50), "g": rng.choice(["a", "b"], 50), "s": rng.integers(0, 3, 50)}
-    )
-    holdout = pl.DataFrame(
-        {"x": rng.integers(0, 4, 40), "g": rng.choice(["a", "b"], 40), "s": rng.integers(0, 3, 40)}
-    )
+
+    def people(size: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "a": rng.integers(0, 5, size),
+                "b": rng.integers(0, 5, size),
+                "c": rng.integers(0, 4, size),
+                "s": rng.integers(0, 3, size),
+            }
+        )
+
+    originals, synthetic, holdout = people(300), people(250), people(200)
     found = phr.inference_risk(
-        originals, synthetic.lazy(), holdout, known=["x", "g"], secret="s",
+        originals, synthetic.lazy(), holdout, known=["a", "b", "c"], secret="s",
         secret_kind="categorical",
     )  # fmt: skip
-    projection = phr.Projection.fit(originals.select("x", "g"), ncp="all")
-    names = projection.coordinate_columns(projection.ncp)
-    x, y, h = (
-        projection.transform(f.select("x", "g")).select(names).to_numpy()
-        for f in (originals, synthetic, holdout)
-    )
+    known = ["a", "b", "c"]
+    x, y, h = (f.select(known).to_numpy() for f in (originals, synthetic, holdout))
     codes = [f["s"].to_numpy().astype(np.float64) for f in (originals, synthetic, holdout)]
-    assert found.members_success.tolist() == brute_shares(x, y, codes[0], codes[1], 0.0)
-    assert found.control_success.tolist() == brute_shares(h, y, codes[2], codes[1], 0.0)
-    # Integer grids tie often: the shares are not all 0 or 1.
-    assert any(0.0 < share < 1.0 for share in found.members_success)
+    members = exact_integer_shares(x, x, y, codes[0], codes[1])
+    assert found.members_success.tolist() == members
+    assert found.control_success.tolist() == exact_integer_shares(x, h, y, codes[2], codes[1])
+    assert any(0.0 < share < 1.0 for share in members)  # ties between secrets
+    assert found.to_dict()["tie_tol"] == 1e-9
+    # The literal comparison splits some of those ties: that is why tie_tol is 1e-9.
+    literal = phr.inference_risk(
+        originals, synthetic, holdout, known=known, secret="s", secret_kind="categorical",
+        tie_tol=0.0,
+    )  # fmt: skip
+    assert literal.members_success.tolist() != members
 
 
 def test_missing_secrets_match_missing_ones_and_categories_match_across_types() -> None:
@@ -246,13 +265,20 @@ def test_bad_requests_are_refused_before_anything_is_read() -> None:
     schema = {"k": pl.Float64, "j": pl.Float64, "s": pl.String}
     unread = pl.defer(never, schema=schema)
     cases: list[tuple[dict[str, object], type[Exception], str]] = [
-        ({"known": "z", "secret": "s"}, ColumnNotFoundError, "known column 'z' is not a column"),
-        ({"known": "k", "secret": "t"}, ColumnNotFoundError, "secret 't' is not a column"),
+        (
+            {"known": "z", "secret": "s"},
+            ColumnNotFoundError,
+            "known column 'z' not found in originals",
+        ),
+        ({"known": "k", "secret": "t"}, ColumnNotFoundError, "secret 't' not found in originals"),
         ({"known": ["k", "s"], "secret": "s"}, ValueError, "secret 's' is among the known"),
-        ({"known": [], "secret": "s"}, TypeError, "`known` must be one or more column names"),
-        ({"known": ["k", "k"], "secret": "s"}, ValueError, "names a column twice"),
-        ({"known": "k", "secret": "s", "coords": ["k"]}, ValueError, "drop `coords`"),
-        ({"known": "k", "secret": "s", "features": ["k"]}, ValueError, "drop `features`"),
+        ({"known": [], "secret": "s"}, ColumnNotFoundError, "`known` selects no column"),
+        ({"known": ["k", "k"], "secret": "s"}, DuplicateError, "names a column twice"),
+        ({"known": cs.all(), "secret": "s"}, ValueError, "secret 's' is among the known"),
+        ({"known": "k", "secret": "s", "coords": ["k"]}, ValueError, "takes no `coords`"),
+        ({"known": "k", "secret": "s", "features": ["k"]}, ValueError, "takes no `features`"),
+        ({"known": "k", "secret": "s", "on": "j"}, ValueError, "takes no `on`: the attack"),
+        ({"known": "k", "secret": "s", "tie_tol": -1.0}, ValueError, "`tie_tol` must"),
         ({"known": "k", "secret": "s", "secret_kind": "numeric"}, SchemaError, "needs numbers"),
         ({"known": "k", "secret": "s", "secret_kind": "x"}, ValueError, "`secret_kind` must"),
     ]
@@ -262,7 +288,9 @@ def test_bad_requests_are_refused_before_anything_is_read() -> None:
     other = pl.defer(never, schema={**schema, "s": pl.Int64})
     with pytest.raises(SchemaError, match="holdout column 's' is Int64"):
         phr.inference_risk(unread, unread, other, known="k", secret="s")
-    with pytest.raises(SchemaError, match="feature 's' is String in originals but Int64"):
+    with pytest.raises(
+        SchemaError, match="secret 's' is String in originals but Int64 in synthetic"
+    ):
         phr.inference_risk(unread, other, unread, known="k", secret="s")
 
 
@@ -280,7 +308,7 @@ def test_bad_values_are_refused() -> None:
                                tolerance=tolerance)  # fmt: skip
     with pytest.raises(ValueError, match="`confidence` must lie strictly between 0 and 1"):
         phr.inference_risk(numbers, numbers, numbers, known="k", secret="s", confidence=1.0)
-    with pytest.raises(NoDataError, match="synthetic hold no record"):
+    with pytest.raises(NoDataError, match="synthetic: no record"):
         phr.inference_risk(numbers, numbers.head(0), numbers, known="k", secret="s")
     huge = pl.DataFrame({"k": [0.0, 1.0], "s": [2**60, 1]})
     with pytest.raises(ComputeError, match="secret 's' of originals has 1 integer value"):
@@ -367,7 +395,10 @@ def test_the_attack_through_the_script(tmp_path: Path) -> None:
     assert "inference risk on 'smoker'" in text.stdout
     for extra, message in (
         (["--known", "age", "--secret", "smoker"], "needs a holdout"),
-        ([*attack[:2], "--known", "age", "--secret", "nope"], "secret 'nope' is not a column"),
+        (
+            [*attack[:2], "--known", "age", "--secret", "nope"],
+            "secret 'nope' not found in originals",
+        ),
         ([*attack, "--secret-tolerance", "-1"], "`tolerance` must be a finite number"),
     ):
         refused = subprocess.run([*common, *extra], capture_output=True, text=True, check=False)
@@ -392,3 +423,50 @@ def test_the_report_on_a_cluster_gives_the_local_holdout_figures() -> None:
         shared = phr.privacy_report(originals, avatars, cluster=client, **options)  # type: ignore[arg-type]
     assert shared.to_dict()["holdout"] == local.to_dict()["holdout"]
     assert shared.to_dict()["holdout"]["inference"] is not None
+
+
+def test_the_report_attacks_the_known_columns_as_its_projection_takes_them() -> None:
+    # An integer column the report's FAMD takes as categorical ("auto": few distinct values)
+    # is categorical in the attack too, and the report's imputation fills the attack's gaps.
+    rng = np.random.default_rng(4)
+
+    def people(size: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "age": rng.normal(50, 10, size),
+                "grp": rng.integers(0, 4, size),
+                "bmi": rng.normal(25, 4, size),
+                "ill": rng.choice(["y", "n"], size),
+            }
+        ).with_columns(
+            pl.when(pl.int_range(pl.len()) % 17 == 0).then(None).otherwise("age").alias("age")
+        )
+
+    originals, holdout = people(400), people(200)
+    avatars = people(400)
+    report = phr.privacy_report(
+        originals, avatars, holdout=holdout, known=["age", "grp"], secret="ill",
+        categorical="auto", impute="median", ncp=3, allow_unlinked=True,
+    )  # fmt: skip
+    expected = phr.inference_risk(
+        originals, avatars, holdout, known=["age", "grp"], secret="ill", categorical=["grp"],
+        impute="median",
+    )  # fmt: skip
+    as_numbers = phr.inference_risk(
+        originals, avatars, holdout, known=["age", "grp"], secret="ill", impute="median"
+    )
+    assert report.holdout is not None
+    assert report.holdout.inference is not None
+    assert report.holdout.inference.to_dict() == expected.to_dict()
+    assert expected.categorical == ("grp",)
+    assert as_numbers.to_dict() != expected.to_dict()
+
+
+def test_the_report_refuses_attack_settings_without_an_attack() -> None:
+    originals, avatars, holdout = release_with_holdout()
+    for settings_ in ({"secret_kind": "numeric"}, {"secret_tolerance": 0.1}):
+        with pytest.raises(ValueError, match="give its `secret`"):
+            phr.privacy_report(originals, avatars, holdout=holdout, ncp=3, **settings_)
+    frame = pl.DataFrame({"k": [0.0, 1.0, 2.0], "s": ["a", "b", "c"]})
+    with pytest.raises(ValueError, match="no residual risk can be measured"):
+        phr.inference_risk(frame, frame, frame, known="k", secret="s", confidence=1e-17)

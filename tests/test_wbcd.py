@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 import polars_hidden_rate as phr
-from tests.helpers import brute_force_counts, brute_shares, hidden_share
+from tests.helpers import brute_force_counts, exact_integer_shares, hidden_share
 
 
 def scaled_coordinates(wbcd_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -53,10 +53,10 @@ def test_wbcd_column_order_changes_no_count(wbcd_dir: Path) -> None:
     assert forward["local_cloaking"].equals(backward["local_cloaking"])
 
 
-def test_wbcd_inference_attack_equals_the_brute_force(wbcd_dir: Path) -> None:
+def test_wbcd_inference_attack_equals_the_exact_brute_force(wbcd_dir: Path) -> None:
     # The real release's duplicates tie many avatars nearest to one original: the shares of a
-    # right guess must be the brute force's over every tied avatar, and a holdout that is the
-    # originals themselves, reshuffled, must give a risk of exactly 0.
+    # right guess must be those of the exact standardized distance, over every tied avatar,
+    # and a holdout that is the originals themselves, reshuffled, must give a risk of 0.
     originals = pl.read_csv(wbcd_dir / "originals.csv").drop("Sample_code_number")
     avatars = pl.read_csv(wbcd_dir / "avatars_k20.csv")
     known = ["Clump_Thickness", "Uniformity_of_Cell_Size", "Bare_Nuclei"]
@@ -64,13 +64,9 @@ def test_wbcd_inference_attack_equals_the_brute_force(wbcd_dir: Path) -> None:
     found = phr.inference_risk(
         originals, avatars, shuffled, known=known, secret="Class", secret_kind="categorical"
     )
-    projection = phr.Projection.fit(originals.select(known), ncp="all")
-    names = projection.coordinate_columns(projection.ncp)
-    x, y = (
-        projection.transform(f.select(known)).select(names).to_numpy() for f in (originals, avatars)
-    )
+    x, y = (f.select(known).to_numpy() for f in (originals, avatars))
     secrets = [f["Class"].to_numpy().astype(np.float64) for f in (originals, avatars)]
-    expected = brute_shares(x, y, secrets[0], secrets[1], 0.0)
+    expected = exact_integer_shares(x, x, y, secrets[0], secrets[1])
     assert found.members_success.tolist() == expected
     assert any(0.0 < share < 1.0 for share in expected)  # ties between classes
     assert found.members.successes == found.control.successes

@@ -373,13 +373,14 @@ def nearest_two_walk(
 
 
 @kernel
-def nearest_match_walk(
+def tied_match_walk(
     points: Float64Array,
     begin: IndexArray,
     end: IndexArray,
     lower: Float64Array,
     upper: Float64Array,
     queries: Float64Array,
+    thresholds: Float64Array,
     values: Float64Array,
     secrets: Float64Array,
     tolerance: float,
@@ -387,55 +388,52 @@ def nearest_match_walk(
     tied: CountArray,
     matching: CountArray,
 ) -> None:
-    """For each ``i`` in ``rows``: ``tied[i]``, the points at the query's nearest ``d2`` (the
-    points tied nearest), and ``matching[i]``, those among them whose value matches
-    ``secrets[i]`` (`values_match`). ``values`` are in tree order. One depth-first walk per
-    query, nearer child first, that skips a node only when its lower bound exceeds the nearest
-    ``d2`` found so far: a node at that bound may hold a tie."""
+    """For each ``i`` in ``rows``: ``tied[i]``, the points within ``thresholds[i]`` (the
+    query's nearest ``d2`` and the tie tolerance: the points tied nearest), and
+    ``matching[i]``, those among them whose value matches ``secrets[i]`` (`values_match`).
+    ``values`` are in tree order."""
     dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
-    bounds = np.empty(128, dtype=np.float64)
     for i in rows:
-        secret = secrets[i]
-        first, total, found = np.inf, 0, 0
-        stack[0], bounds[0] = 0, 0.0
+        threshold, secret = thresholds[i], secrets[i]
+        total, found = 0, 0
+        stack[0] = 0
         top = 1
         while top > 0:
             top -= 1
-            # near <= d2(p) for every point p of the node, exactly (see count_walk).
-            if bounds[top] > first:
-                continue
             node = stack[top]
-            if node >= first_leaf:
-                for p in range(begin[node], end[node]):
+            near, far = 0.0, 0.0
+            for k in range(dim):
+                q = queries[i, k]
+                below, above = lower[node, k] - q, q - upper[node, k]
+                gap = max(below, above, 0.0)
+                span = max(q - lower[node, k], upper[node, k] - q)
+                near += gap * gap
+                far += span * span
+            # near <= d2(p) <= far for every point p of the box, exactly (see count_walk).
+            if near > threshold:
+                continue
+            lo, hi = begin[node], end[node]
+            if far <= threshold:
+                total += hi - lo
+                for p in range(lo, hi):
+                    if values_match(values[p], secret, tolerance):
+                        found += 1
+            elif node >= first_leaf:
+                for p in range(lo, hi):
                     d2 = 0.0
                     for k in range(dim):
                         diff = queries[i, k] - points[p, k]
                         d2 += diff * diff
-                    if d2 < first:
-                        first, total, found = d2, 0, 0
-                    if d2 == first:
+                    if d2 <= threshold:
                         total += 1
                         if values_match(values[p], secret, tolerance):
                             found += 1
-                continue
-            left, right = 2 * node + 1, 2 * node + 2
-            near_left, near_right = 0.0, 0.0
-            for k in range(dim):
-                q = queries[i, k]
-                gap = max(lower[left, k] - q, q - upper[left, k], 0.0)
-                near_left += gap * gap
-                gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
-                near_right += gap * gap
-            near, far = (left, right) if near_left <= near_right else (right, left)
-            near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
-            if far_bound <= first:
-                stack[top], bounds[top] = far, far_bound
-                top += 1
-            if near_bound <= first:
-                stack[top], bounds[top] = near, near_bound
-                top += 1
+            else:
+                stack[top] = 2 * node + 1
+                stack[top + 1] = 2 * node + 2
+                top += 2
         tied[i], matching[i] = total, found
 
 

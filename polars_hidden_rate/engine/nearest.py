@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.engine._kernels import nearest_match_walk, nearest_two_walk
+from polars_hidden_rate.engine._kernels import nearest_two_walk, tied_match_walk
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -164,12 +164,18 @@ def tied_matches(
     secrets: Float64Array,
     tolerance: float,
     *,
+    tie_tol: float,
     threads: int,
 ) -> tuple[CountArray, CountArray]:
     """For each query, how many points of ``tree`` are tied nearest to it, and how many of
     those hold a value that matches its secret: the nearest-record guess of an attribute,
     with ties shared (a guess drawn among the tied records is right with probability
     ``matching / tied``, whatever their order).
+
+    A point is tied nearest when its ``d2`` is at most the nearest's times ``1 + tie_tol``,
+    as a rival ties with one's own avatar in a count (`own_thresholds`): two records at the
+    same distance in exact arithmetic can differ by a rounding in the coordinates of a
+    projection, and ``tie_tol`` keeps them tied.
 
     Parameters
     ----------
@@ -184,6 +190,8 @@ def tied_matches(
     tolerance
         A value matches a finite secret within ``tolerance * |secret|`` (0: equal only);
         NaN matches NaN.
+    tie_tol
+        The relative tie tolerance on ``d2``, at least 0.
 
     Returns
     -------
@@ -196,7 +204,7 @@ def tied_matches(
     >>> tree = KdTree.build(np.array([[0.0], [2.0], [2.0], [-2.0]]))
     >>> tied, matching = tied_matches(
     ...     tree, np.array([1.0, 1.0, 3.0, 1.0]), np.array([[1.9], [0.0]]),
-    ...     np.array([1.0, 2.0]), 0.0, threads=1)
+    ...     np.array([1.0, 2.0]), 0.0, tie_tol=0.0, threads=1)
     >>> tied.tolist(), matching.tolist()
     ([2, 1], [1, 0])
     """
@@ -206,6 +214,8 @@ def tied_matches(
     tolerance = float(tolerance)
     in_tree = np.ascontiguousarray(np.asarray(values, dtype=np.float64)[tree.order])
     secrets = np.ascontiguousarray(secrets, dtype=np.float64)
+    nearest = squared_nearest_two(tree, queries, threads=threads)[:, 0]
+    thresholds = np.ascontiguousarray(nearest * (1.0 + tie_tol))
     rows = np.argsort(tree.near_positions(queries), kind="stable")
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
@@ -213,8 +223,9 @@ def tied_matches(
 
     def run(task: int) -> None:
         chosen = rows[task * size : (task + 1) * size]
-        nearest_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, queries,
-                           in_tree, secrets, tolerance, chosen, tied, matching)  # fmt: skip
+        tied_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, queries,
+                        thresholds, in_tree, secrets, tolerance, chosen, tied,
+                        matching)  # fmt: skip
 
     for _ in parallel_map(threads, run, -(-len(rows) // size)):
         pass
