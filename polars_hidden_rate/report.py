@@ -33,6 +33,7 @@ from polars_hidden_rate.metrics import (
     row_direct_match_protection,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.progress import stage
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.verdict import (
     Evidence,
@@ -425,17 +426,32 @@ def report_of_plan(
         inspector = replace(inspector, request=request)
     aligned = inspector.read()
     counts = request.counts_for(inspector, aligned)
-    found = request.nearest_two(aligned)
-    dcr, nndr = found.nearest, found.ratio
     figures = None
-    if holdout is not None:
-        figures = HoldoutFigures.of_arrays(
-            aligned.originals,
-            aligned.avatars,
-            request.coordinates_of(holdout, "holdout"),
-            threads=request.threads,
-            confidence=level,
-        )
+    if holdout is None:
+        found = request.nearest_two(aligned)
+    else:
+        held_out = request.coordinates_of(holdout, "holdout")
+        if request.cluster is None:
+            # The avatars' walk through the originals' tree also gives the DCR overfitting's
+            # distances to the training records: walked once, in one scale for all three.
+            with stage("nearest records, with the holdout", enabled=request.progress):
+                found, figures = HoldoutFigures.with_nearest(
+                    aligned.originals,
+                    aligned.avatars,
+                    held_out,
+                    threads=request.threads,
+                    confidence=level,
+                )
+        else:
+            found = request.nearest_two(aligned)
+            figures = HoldoutFigures.of_arrays(
+                aligned.originals,
+                aligned.avatars,
+                held_out,
+                threads=request.threads,
+                confidence=level,
+            )
+    dcr, nndr = found.nearest, found.ratio
     link = request.link
     protection = row_direct_match_protection(
         request.originals,
