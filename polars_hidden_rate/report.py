@@ -425,11 +425,11 @@ def report_of_plan(
     if request is not inspector.request:  # fitted here: the caller's inspector learns nothing
         inspector = replace(inspector, request=request)
     aligned = inspector.read()
-    counts = request.counts_for(inspector, aligned)
     figures = None
-    if holdout is None:
-        found = request.nearest_two(aligned)
+    if holdout is None:  # the read's arrays are needed by nothing else: taken in place
+        counts, found = request.counts_and_nearest_two(inspector, aligned)
     else:
+        counts = request.counts_for(inspector, aligned)
         held_out = request.coordinates_of(holdout, "holdout")
         if request.cluster is None:
             # The avatars' walk through the originals' tree also gives the DCR overfitting's

@@ -307,6 +307,13 @@ class KdTree:
         return work, found
 
 
+def restore_rows(points: Float64Array, position: IndexArray) -> None:
+    """Put the `points` of a plain tree, the avatars reordered in place by ``KdTree.build(...,
+    overwrite_input=True)``, back in their row order with its `position`: ``points[j]`` is
+    then avatar ``j`` again, and the tree no longer walks (a pass over them, no copy)."""
+    permute_rows(points, position)
+
+
 def queries_per_task(queries: int, threads: int) -> int:
     """Queries per task handed to a thread: about four tasks per thread, within
     `MIN_QUERIES_PER_TASK` and `QUERIES_PER_TASK`."""

@@ -72,7 +72,11 @@ class NearestTwo:
 
 
 def nearest_two(
-    originals: Float64Array, avatars: Float64Array, *, threads: int | None = None
+    originals: Float64Array,
+    avatars: Float64Array,
+    *,
+    threads: int | None = None,
+    overwrite_input: bool = False,
 ) -> NearestTwo:
     """The nearest and second-nearest original of every avatar, exactly in float64.
 
@@ -84,6 +88,10 @@ def nearest_two(
         Float64 array of shape ``(m, d)``: the queries.
     threads
         Threads to search with; None uses all cores.
+    overwrite_input
+        Scale both arrays in place and reorder the originals into the kd-tree, when they
+        are writable contiguous float64: no copy of them, for callers that own them and do
+        not use them afterwards (their contents are then unspecified).
 
     Returns
     -------
@@ -100,20 +108,22 @@ def nearest_two(
     >>> found.nearest.tolist(), found.second.tolist(), found.ratio.tolist()
     ([0.5, 0.0, 2.0], [0.5, 2.0, 3.0], [1.0, 0.0, 0.6666666666666666])
     """
-    points, queries, exponent = scaled_pair(originals, avatars)
+    points, queries, exponent = scaled_pair(originals, avatars, overwrite_input=overwrite_input)
     threads = threads or usable_cores()
-    tree = KdTree.build(points, threads=threads)
+    tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
     return NearestTwo.from_squared(squared_nearest_two(tree, queries, threads=threads), exponent)
 
 
 def scaled_pair(
-    originals: Float64Array, avatars: Float64Array
+    originals: Float64Array, avatars: Float64Array, *, overwrite_input: bool = False
 ) -> tuple[Float64Array, Float64Array, int]:
     """Both arrays at the canonical scale, and its exponent; at least one original is needed.
 
     Every path (local, Dask) scales here, once, so their distances are the same floats.
     """
-    (points, queries), exponent = canonical_scale(originals, avatars)
+    (points, queries), exponent = canonical_scale(
+        originals, avatars, overwrite_input=overwrite_input
+    )
     if len(points) == 0:
         msg = "there are no originals to measure the avatars' distances to"
         raise ValueError(msg)
