@@ -301,6 +301,7 @@ class HoldoutFigures:
         *,
         threads: int | None = None,
         confidence: float = 0.95,
+        overwrite_input: bool = False,
     ) -> tuple[NearestTwo, HoldoutFigures]:
         """The figures and each synthetic record's two nearest originals (a report's DCR and
         NNDR: `nearest_two` of the originals and the synthetic records), from walks they
@@ -313,8 +314,11 @@ class HoldoutFigures:
         the holdout's reference DCR too, wherever the scale of the pair that `nearest_two`
         would take is that of the three (else those walk on their own, as before): every
         number is the one the separate functions give, bit for bit.
+
+        With ``overwrite_input``, the caller no longer needs the three arrays: where every
+        walk is shared they are scaled and become the trees' points in place (no copy).
         """
-        walks = _SharedWalks.of(originals, synthetic, holdout, threads)
+        walks = _SharedWalks.of(originals, synthetic, holdout, threads, overwrite_input)
         if walks.same_as_dcr:
             found = NearestTwo.from_squared(walks.synthetic_to_originals(), walks.exponent)
         else:
@@ -381,23 +385,32 @@ class _SharedWalks:
         holdout: Float64Array,
         *,
         threads: int,
+        overwrite_input: bool = False,
     ) -> None:
         # NaN checks in the order of the separate walks: the reference's pair first.
-        (scaled_o, scaled_h, scaled_s), self.exponent = canonical_scale(
-            originals, holdout, synthetic, names=("originals", "holdout", "synthetic")
+        o_largest, h_largest, s_largest = (
+            largest_magnitude(np.asarray(array), name)
+            for array, name in ((originals, "originals"), (holdout, "holdout"),
+                                (synthetic, "synthetic"))
+        )  # fmt: skip
+        largest = max(o_largest, h_largest, s_largest)
+        dim = np.shape(originals)[1] if np.ndim(originals) == 2 else 0
+        self.exponent = exponent_for(largest, dim)
+        # The pairs' own scales (`nearest_two` of two sets): where one is that of the three,
+        # its walk on these arrays gives the very floats of the pair's; else the pair walks
+        # on its own, from the arrays as given (which must then be kept).
+        self.same_as_dcr = exponent_for(max(o_largest, s_largest), dim) == self.exponent
+        self.same_as_reference = exponent_for(max(o_largest, h_largest), dim) == self.exponent
+        in_place = overwrite_input and self.same_as_dcr and self.same_as_reference
+        (scaled_o, scaled_h, scaled_s), _ = canonical_scale(
+            originals, holdout, synthetic, overwrite_input=in_place
         )
         if len(scaled_o) == 0:
             raise ValueError("there are no originals to measure the avatars' distances to")
         if len(scaled_s) == 0:
             raise ValueError("there are no synthetic records to measure the distances to")
-        largest = [largest_magnitude(np.asarray(a)) for a in (originals, synthetic, holdout)]
-        dim = scaled_o.shape[1]
-        # The pairs' own scales (`nearest_two` of two sets): where one is that of the three,
-        # its walk on these arrays gives the very floats of the pair's.
-        self.same_as_dcr = exponent_for(max(largest[0], largest[1]), dim) == self.exponent
-        self.same_as_reference = exponent_for(max(largest[0], largest[2]), dim) == self.exponent
         # All zeros: canonical_scale hands back the arrays as given, the caller's.
-        owned = max(largest) != 0.0
+        owned = in_place or largest != 0.0
         self.threads = threads
         self.originals = KdTree.build(scaled_o, threads=threads, overwrite_input=owned)
         self.synthetic = KdTree.build(scaled_s, threads=threads, overwrite_input=owned)
@@ -411,8 +424,15 @@ class _SharedWalks:
         synthetic: Float64Array,
         holdout: Float64Array,
         threads: int | None,
+        overwrite_input: bool = False,
     ) -> _SharedWalks:
-        return cls(originals, synthetic, holdout, threads=threads or usable_cores())
+        return cls(
+            originals,
+            synthetic,
+            holdout,
+            threads=threads or usable_cores(),
+            overwrite_input=overwrite_input,
+        )
 
     def synthetic_to_originals(self) -> Float64Array:
         """Each synthetic record's two smallest ``d2`` to the originals, in its row order."""

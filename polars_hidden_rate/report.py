@@ -441,6 +441,7 @@ def report_of_plan(
                     held_out,
                     threads=request.threads,
                     confidence=level,
+                    overwrite_input=True,  # the read's and the holdout's: not needed after
                 )
         else:
             found = request.nearest_two(aligned)

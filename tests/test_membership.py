@@ -200,6 +200,14 @@ def test_the_report_s_shared_walks_give_the_separate_figures_bit_for_bit(
     assert figures.reference_closest_distances_ratio_median == float(np.median(reference.ratio))
     without_dcr = HoldoutFigures.of_arrays(o, s, h, threads=threads, confidence=0.9)
     assert without_dcr.to_dict() == figures.to_dict()
+    taken = [a.copy() for a in (o, s, h)]  # arrays the walks may take over: the same figures
+    found_in_place, in_place = HoldoutFigures.with_nearest(
+        *taken, threads=threads, confidence=0.9, overwrite_input=True
+    )
+    assert in_place.to_dict() == figures.to_dict()
+    np.testing.assert_array_equal(in_place.membership.members, risk.members)
+    np.testing.assert_array_equal(found_in_place.nearest, alone.nearest)
+    np.testing.assert_array_equal(found_in_place.ratio, alone.ratio)
     # And the brute force: the members' scores at the shared scale rank as its d2 do.
     members_d2, holdout_d2 = brute_nearest_d2(o, s), brute_nearest_d2(h, s)
     assert figures.membership.auc == brute_auc(list(members_d2), list(holdout_d2))
@@ -215,7 +223,7 @@ def test_a_set_far_larger_than_the_others_keeps_the_pairs_scales(huge: str) -> N
         h = np.ldexp(h, 1450).astype(np.float64) + 2.0**1000
     else:
         s = np.ldexp(s, 1450).astype(np.float64) + 2.0**1000
-    found, figures = HoldoutFigures.with_nearest(o, s, h)
+    found, figures = HoldoutFigures.with_nearest(o, s, h, overwrite_input=huge == "holdout")
     alone = nearest_two(o, s)
     np.testing.assert_array_equal(found.nearest, alone.nearest)
     np.testing.assert_array_equal(found.ratio, alone.ratio)
