@@ -6,30 +6,93 @@ Both read the same in-memory frames with ``coords``; the report adds one kd-tree
 of the originals (DCR, NNDR), the direct-match join and the summaries. With a holdout of as
 many records of the same population (another draw of the profile), the report also runs the
 membership attack, the DCR overfitting protection and the holdout's DCR/NNDR (issue 23: the
-target is within 3x of local cloaking alone). Prints the seconds of each (best of
-``--repeat``) and their ratios.
+target is within 3x of local cloaking alone). The three runs are taken in turn, ``--repeat``
+times, so that a change in the machine's load reaches all three; prints and writes
+(``<out>/<name>.json`` and ``.md``) the best seconds of each and their ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from benchmarks.common import parse_sizes
+from benchmarks.common import header, parse_sizes, seconds, write_results
 from benchmarks.data import make_case, make_originals
 
+RUNS = ("local_cloaking", "privacy_report", "with_holdout")
 
-def best_of(repeat: int, run: Callable[[], object]) -> float:
-    times = []
+
+def timed(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def measure(n: int, dims: int, repeat: int, threads: int | None) -> dict[str, Any]:
+    """The best of ``repeat`` turns of the three runs at ``n`` records, and every time."""
+    import polars_hidden_rate as phr
+
+    x, y = make_case(n, dims, threads=threads)
+    names = [f"Dim{k + 1}" for k in range(dims)]
+    originals, avatars = pl.DataFrame(x, schema=names), pl.DataFrame(y, schema=names)
+    holdout = pl.DataFrame(make_originals(n, dims, seed=1), schema=names)
+    options: phr.CountOptions = {"coords": names, "threads": threads}
+    phr.privacy_report(  # compile
+        originals.head(1000), avatars.head(1000), holdout=holdout.head(1000), **options
+    )
+    runs: dict[str, Callable[[], object]] = {
+        "local_cloaking": partial(phr.local_cloaking, originals, avatars, **options),
+        "privacy_report": partial(phr.privacy_report, originals, avatars, **options),
+        "with_holdout": partial(phr.privacy_report, originals, avatars, holdout=holdout, **options),
+    }
+    times: dict[str, list[float]] = {name: [] for name in RUNS}
     for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name in RUNS:
+            times[name].append(timed(runs[name]))
+    best = {name: min(values) for name, values in times.items()}
+    return {
+        "n": n,
+        "dims": dims,
+        "seconds": best,
+        "all_seconds": times,
+        "ratio": {name: best[name] / best["local_cloaking"] for name in RUNS[1:]},
+    }
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    load = ", ".join(f"{v:.2f}" for v in payload["machine"]["load_average"])
+    after = ", ".join(f"{v:.2f}" for v in payload["machine"]["load_average_after"])
+    lines = [
+        f"Measured {payload['date']} on {payload['machine']['cpus_usable']} of "
+        f"{payload['machine']['cpus']} CPUs ({payload['machine']['cpu_model']}), load average "
+        f"before {load}, after {after}.",
+        "",
+        f"Command: `{payload['command']}`",
+        "",
+        "| n | d | local_cloaking | privacy_report | ratio | with a holdout of n | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for cell in payload["cells"]:
+        s, r = cell["seconds"], cell["ratio"]
+        lines.append(
+            f"| {cell['n']:,} | {cell['dims']} | {seconds(s['local_cloaking'])} | "
+            f"{seconds(s['privacy_report'])} | {r['privacy_report']:.2f} | "
+            f"{seconds(s['with_holdout'])} | {r['with_holdout']:.2f} |"
+        )
+    lines += [
+        "",
+        f"Seconds, the best of {payload['repeat']} turns of the three runs taken in turn, "
+        "from in-memory frames (`coords`) to the result.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,28 +101,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dims", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--name", default="report")
     args = parser.parse_args(argv)
 
-    import polars_hidden_rate as phr
-
+    given = sys.argv[1:] if argv is None else argv
+    payload = header(["python", "-m", "benchmarks.bench_report", *given])
+    payload["repeat"] = args.repeat
+    cells = []
     for n in parse_sizes(args.sizes):
-        x, y = make_case(n, args.dims, threads=args.threads)
-        names = [f"Dim{k + 1}" for k in range(args.dims)]
-        originals, avatars = pl.DataFrame(x, schema=names), pl.DataFrame(y, schema=names)
-        options = {"coords": names, "threads": args.threads}
-        phr.privacy_report(originals.head(1000), avatars.head(1000), **options)  # compile
-        alone = best_of(args.repeat, partial(phr.local_cloaking, originals, avatars, **options))
-        report = best_of(args.repeat, partial(phr.privacy_report, originals, avatars, **options))
-        holdout = pl.DataFrame(make_originals(n, args.dims, seed=1), schema=names)
-        with_holdout = best_of(
-            args.repeat,
-            partial(phr.privacy_report, originals, avatars, holdout=holdout, **options),
-        )
+        cell = measure(n, args.dims, args.repeat, args.threads)
+        cells.append(cell)
+        s, r = cell["seconds"], cell["ratio"]
         print(
-            f"n={n} d={args.dims}: local_cloaking {alone:.2f} s, privacy_report {report:.2f} s "
-            f"(ratio {report / alone:.2f}), with a holdout of {n:,} {with_holdout:.2f} s "
-            f"(ratio {with_holdout / alone:.2f})"
+            f"n={n} d={args.dims}: local_cloaking {s['local_cloaking']:.2f} s, privacy_report "
+            f"{s['privacy_report']:.2f} s (ratio {r['privacy_report']:.2f}), with a holdout "
+            f"of {n:,} {s['with_holdout']:.2f} s (ratio {r['with_holdout']:.2f})",
+            flush=True,
         )
+    payload["cells"] = cells
+    payload["machine"]["load_average_after"] = header()["machine"]["load_average"]
+    paths = write_results(args.out, args.name, payload, markdown(payload))
+    print("wrote " + ", ".join(str(path) for path in paths))
 
 
 if __name__ == "__main__":

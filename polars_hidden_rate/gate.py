@@ -136,7 +136,8 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
     """`cloaking_summary` of a planned request, its evidence taken by ``inspector``."""
     request = inspector.request
     aligned = inspector.read()
-    counts = request.counts_for(inspector, aligned, cap=QUARTILE_CAP)
+    # Counted in place (no copy of the coordinates), the arrays left for a count in full.
+    counts = request.counts_for(inspector, aligned, cap=QUARTILE_CAP, consume=True, reuse=True)
     if not quartiles_below(counts, QUARTILE_CAP):
         counts = request.counts(aligned, consume=True)
     return summarize(

@@ -36,8 +36,13 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest_two
-from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.engine.nearest import (
+    NearestTwo,
+    nearest_two,
+    squared_nearest,
+    squared_nearest_two,
+)
+from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
 from polars_hidden_rate.frames import (
     ColumnSpec,
     as_lazy,
@@ -216,8 +221,16 @@ class DcrOverfitting:
         threads = threads or usable_cores()
         to_training = _nearest_squared(training, queries, threads)
         to_holdout = _nearest_squared(others, queries, threads)
-        closer = int(np.count_nonzero(to_training < to_holdout)) / len(queries)
-        return cls(min(2.0 * (1.0 - closer), 1.0), closer, len(queries), len(training), len(others))
+        return cls.of_distances(to_training, to_holdout, len(training), len(others))
+
+    @classmethod
+    def of_distances(
+        cls, to_training: Float64Array, to_holdout: Float64Array, originals: int, holdout: int
+    ) -> DcrOverfitting:
+        """From each synthetic record's ``d2`` to its nearest training original and to its
+        nearest holdout record, at one scale."""
+        closer = int(np.count_nonzero(to_training < to_holdout)) / len(to_training)
+        return cls(min(2.0 * (1.0 - closer), 1.0), closer, len(to_training), originals, holdout)
 
     def to_dict(self) -> dict[str, float | int]:
         """The figures as JSON values."""
@@ -572,15 +585,43 @@ class HoldoutFigures:
         threads: int | None = None,
         confidence: float = 0.95,
     ) -> HoldoutFigures:
-        reference = nearest_two(originals, holdout, threads=threads)
-        return cls(
-            MembershipRisk.of_arrays(
-                originals, synthetic, holdout, threads=threads, confidence=confidence
-            ),
-            DcrOverfitting.of_arrays(originals, synthetic, holdout, threads=threads),
-            float(np.median(reference.nearest)),
-            float(np.median(reference.ratio)),
-        )
+        """The figures from the three sets' coordinates (`with_nearest`, less the synthetic
+        records' nearest originals)."""
+        walks = _SharedWalks.of(originals, synthetic, holdout, threads)
+        return walks.figures(originals, holdout, confidence)
+
+    @classmethod
+    def with_nearest(
+        cls,
+        originals: Float64Array,
+        synthetic: Float64Array,
+        holdout: Float64Array,
+        *,
+        threads: int | None = None,
+        confidence: float = 0.95,
+        overwrite_input: bool = False,
+    ) -> tuple[NearestTwo, HoldoutFigures]:
+        """The figures and each synthetic record's two nearest originals (a report's DCR and
+        NNDR: `nearest_two` of the originals and the synthetic records), from walks they
+        share.
+
+        The three arrays are brought to one canonical scale once and each set gets one
+        kd-tree (its scaled copy reordered in place, no other copy). The walk of the
+        synthetic records through the originals' tree gives both the DCR and the DCR
+        overfitting's distances to the training records, and the originals' tree serves
+        the holdout's reference DCR too, wherever the scale of the pair that `nearest_two`
+        would take is that of the three (else those walk on their own, as before): every
+        number is the one the separate functions give, bit for bit.
+
+        With ``overwrite_input``, the caller no longer needs the three arrays: where every
+        walk is shared they are scaled and become the trees' points in place (no copy).
+        """
+        walks = _SharedWalks.of(originals, synthetic, holdout, threads, overwrite_input)
+        if walks.same_as_dcr:
+            found = NearestTwo.from_squared(walks.synthetic_to_originals(), walks.exponent)
+        else:
+            found = nearest_two(originals, synthetic, threads=walks.threads)
+        return found, walks.figures(originals, holdout, confidence)
 
     def rows(self) -> list[tuple[str, str]]:
         """The figures as (label, value) lines, for the text and the page of a report."""
@@ -649,8 +690,124 @@ def _inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
 
 def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) -> Float64Array:
     tree = KdTree.build(points, threads=threads)
-    nearest: Float64Array = squared_nearest_two(tree, queries, threads=threads)[:, 0]
-    return nearest
+    return squared_nearest(tree, queries, threads=threads)
+
+
+def _in_rows(values: Float64Array, tree: KdTree) -> Float64Array:
+    """Values given per point of ``tree`` (in tree order), back in the rows as given."""
+    rows = np.empty_like(values)
+    rows[tree.order] = values
+    return rows
+
+
+class _SharedWalks:
+    """The three sets at one canonical scale, each the points of its own kd-tree (its
+    scaled copy reordered in place: ``tree.order`` maps a point back to its row), and the
+    walks between them that several figures share, each walked once."""
+
+    def __init__(
+        self,
+        originals: Float64Array,
+        synthetic: Float64Array,
+        holdout: Float64Array,
+        *,
+        threads: int,
+        overwrite_input: bool = False,
+    ) -> None:
+        # NaN checks in the order of the separate walks: the reference's pair first.
+        o_largest, h_largest, s_largest = (
+            largest_magnitude(np.asarray(array), name)
+            for array, name in ((originals, "originals"), (holdout, "holdout"),
+                                (synthetic, "synthetic"))
+        )  # fmt: skip
+        largest = max(o_largest, h_largest, s_largest)
+        dim = np.shape(originals)[1] if np.ndim(originals) == 2 else 0
+        self.exponent = exponent_for(largest, dim)
+        # The pairs' own scales (`nearest_two` of two sets): where one is that of the three,
+        # its walk on these arrays gives the very floats of the pair's; else the pair walks
+        # on its own, from the arrays as given (which must then be kept).
+        self.same_as_dcr = exponent_for(max(o_largest, s_largest), dim) == self.exponent
+        self.same_as_reference = exponent_for(max(o_largest, h_largest), dim) == self.exponent
+        in_place = overwrite_input and self.same_as_dcr and self.same_as_reference
+        (scaled_o, scaled_h, scaled_s), _ = canonical_scale(
+            originals, holdout, synthetic, overwrite_input=in_place
+        )
+        if len(scaled_o) == 0:
+            raise ValueError("there are no originals to measure the avatars' distances to")
+        if len(scaled_s) == 0:
+            raise ValueError("there are no synthetic records to measure the distances to")
+        # All zeros: canonical_scale hands back the arrays as given, the caller's.
+        owned = in_place or largest != 0.0
+        self.threads = threads
+        self.originals = KdTree.build(scaled_o, threads=threads, overwrite_input=owned)
+        self.synthetic = KdTree.build(scaled_s, threads=threads, overwrite_input=owned)
+        self.holdout = KdTree.build(scaled_h, threads=threads, overwrite_input=owned)
+        self._to_originals: Float64Array | None = None
+
+    @classmethod
+    def of(
+        cls,
+        originals: Float64Array,
+        synthetic: Float64Array,
+        holdout: Float64Array,
+        threads: int | None,
+        overwrite_input: bool = False,
+    ) -> _SharedWalks:
+        return cls(
+            originals,
+            synthetic,
+            holdout,
+            threads=threads or usable_cores(),
+            overwrite_input=overwrite_input,
+        )
+
+    def synthetic_to_originals(self) -> Float64Array:
+        """Each synthetic record's two smallest ``d2`` to the originals, in its row order."""
+        if self._to_originals is None:
+            best = squared_nearest_two(self.originals, self.synthetic.points, threads=self.threads)
+            rows = np.empty_like(best)
+            rows[self.synthetic.order] = best
+            self._to_originals = rows
+        return self._to_originals
+
+    def figures(
+        self, originals: Float64Array, holdout: Float64Array, confidence: float
+    ) -> HoldoutFigures:
+        threads = self.threads
+        if self.same_as_reference:
+            reference = NearestTwo.from_squared(
+                squared_nearest_two(self.originals, self.holdout.points, threads=threads),
+                self.exponent,
+            )  # in the holdout's tree order: the medians do not depend on it
+        else:
+            reference = nearest_two(originals, holdout, threads=threads)
+        membership = MembershipRisk(
+            _in_rows(squared_nearest(self.synthetic, self.originals.points, threads=threads),
+                     self.originals),
+            _in_rows(squared_nearest(self.synthetic, self.holdout.points, threads=threads),
+                     self.holdout),
+            len(self.synthetic.points),
+            confidence,
+        )  # fmt: skip
+        if self._to_originals is not None:
+            to_training = self._to_originals[:, 0]
+        else:
+            to_training = _in_rows(
+                squared_nearest(self.originals, self.synthetic.points, threads=threads),
+                self.synthetic,
+            )
+        to_holdout = _in_rows(
+            squared_nearest(self.holdout, self.synthetic.points, threads=threads), self.synthetic
+        )
+        overfitting = DcrOverfitting.of_distances(
+            to_training, to_holdout, len(self.originals.points), len(self.holdout.points)
+        )
+        return HoldoutFigures(
+            membership,
+            overfitting,
+            float(np.median(reference.nearest)),
+            float(np.median(reference.ratio)),
+        )
 
 
 def _holdout_plan(

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import squared_nearest_two
+from polars_hidden_rate.engine.nearest import squared_nearest
 from polars_hidden_rate.engine.scale import canonical_scale
 
 DEFAULT_FPR = 0.1
@@ -82,28 +82,46 @@ class MembershipRisk:
         threads = threads or usable_cores()
         tree = KdTree.build(points, threads=threads)
         return cls(
-            squared_nearest_two(tree, members, threads=threads)[:, 0],
-            squared_nearest_two(tree, others, threads=threads)[:, 0],
+            squared_nearest(tree, members, threads=threads),
+            squared_nearest(tree, others, threads=threads),
             len(points),
             confidence,
         )
 
     @functools.cached_property
+    def _sorted(self) -> _Sorted:
+        # Every figure needs both sides sorted: sorted once, for all of them.
+        return _Sorted.of(self.members, self.holdout)
+
+    @functools.cached_property
+    def _auc_and_interval(self) -> tuple[float, tuple[float, float] | None]:
+        # One placement of each side for both (its arrays are let go afterwards); no
+        # interval at a confidence out of range, refused when asked for.
+        of_members, of_holdout = self._sorted.placements()
+        interval = None
+        if 0.0 < self.confidence < 1.0:
+            interval = _interval_of(of_members, of_holdout, self.confidence)
+        return _auc_of(of_members, of_holdout), interval
+
+    @property
     def auc(self) -> float:
         """The AUC of the members against the holdout (``membership.auc``): the chance that a
         member lies closer to the synthetic set than a holdout record, ties counting half."""
-        return auc(self.members, self.holdout)
+        return self._auc_and_interval[0]
 
-    @functools.cached_property
+    @property
     def auc_interval(self) -> tuple[float, float]:
         """DeLong's interval of [`auc`][polars_hidden_rate.MembershipRisk.auc] at `confidence`
         (``membership.auc_interval``)."""
-        return auc_interval(self.members, self.holdout, self.confidence)
+        _check_confidence(self.confidence)
+        interval = self._auc_and_interval[1]
+        assert interval is not None
+        return interval
 
     def tpr_at_fpr(self, fpr: float = DEFAULT_FPR) -> float:
         """The share of members found at ``fpr`` false positives by the threshold attack
         (``membership.tpr_at_fpr``: ties broken at random)."""
-        return tpr_at_fpr(self.members, self.holdout, fpr)
+        return self._sorted.tpr_at_fpr(fpr)
 
     def to_dict(self) -> dict[str, float | int | list[float]]:
         """The figures as JSON values."""
@@ -136,19 +154,72 @@ class Placements:
         return 2 * self.beats + self.ties
 
 
+@dataclass(frozen=True)
+class _Sorted:
+    """Both sides' scores, checked, and each sorted once: what every figure starts from."""
+
+    members: Float64Array
+    holdout: Float64Array
+    members_sorted: Float64Array
+    holdout_sorted: Float64Array
+
+    @classmethod
+    def of(cls, members: npt.ArrayLike, holdout: npt.ArrayLike) -> _Sorted:
+        m, h = _scores("members", members), _scores("holdout", holdout)
+        return cls(m, h, np.sort(m), np.sort(h))
+
+    def placements(self) -> tuple[Placements, Placements]:
+        m, h = self.members, self.holdout
+        below = np.searchsorted(self.holdout_sorted, m, side="left")
+        through = np.searchsorted(self.holdout_sorted, m, side="right")
+        of_members = Placements(len(h) - through, through - below)
+        below = np.searchsorted(self.members_sorted, h, side="left")
+        through = np.searchsorted(self.members_sorted, h, side="right")
+        of_holdout = Placements(below, through - below)
+        return of_members, of_holdout
+
+    def tpr_at_fpr(self, fpr: float) -> float:
+        _check_fpr(fpr)
+        m, h = self.members_sorted, self.holdout_sorted
+        # The distinct scores: two sorted runs, merged by a stable sort in linear time.
+        merged = np.concatenate([m, h])
+        merged.sort(kind="stable")
+        thresholds = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
+        false_pos = np.concatenate([[0], np.searchsorted(h, thresholds, side="right")]) / len(h)
+        true_pos = np.concatenate([[0], np.searchsorted(m, thresholds, side="right")]) / len(m)
+        # The last point at or below `fpr` holds the highest TPR there (both rise together).
+        last = int(np.searchsorted(false_pos, fpr, side="right")) - 1
+        if last == len(false_pos) - 1:
+            return float(true_pos[last])
+        step = (fpr - false_pos[last]) / (false_pos[last + 1] - false_pos[last])
+        return float(true_pos[last] + step * (true_pos[last + 1] - true_pos[last]))
+
+
 def placements(members: npt.ArrayLike, holdout: npt.ArrayLike) -> tuple[Placements, Placements]:
     """The placements of each member among the holdout and of each holdout record among the
     members, from one sort of each side: O((m + h) log(m + h))."""
-    m = _scores("members", members)
-    h = _scores("holdout", holdout)
-    m_sorted, h_sorted = np.sort(m), np.sort(h)
-    below = np.searchsorted(h_sorted, m, side="left")
-    through = np.searchsorted(h_sorted, m, side="right")
-    of_members = Placements(len(h) - through, through - below)
-    below = np.searchsorted(m_sorted, h, side="left")
-    through = np.searchsorted(m_sorted, h, side="right")
-    of_holdout = Placements(below, through - below)
-    return of_members, of_holdout
+    return _Sorted.of(members, holdout).placements()
+
+
+def _auc_of(of_members: Placements, of_holdout: Placements) -> float:
+    m, h = len(of_members.beats), len(of_holdout.beats)
+    return _ratio(int(of_members.halves().sum()), 2 * m * h)
+
+
+def _interval_of(
+    of_members: Placements, of_holdout: Placements, confidence: float
+) -> tuple[float, float]:
+    _check_confidence(confidence)
+    m, h = len(of_members.beats), len(of_holdout.beats)
+    centre = _auc_of(of_members, of_holdout)
+    if m < 2 or h < 2:
+        return 0.0, 1.0
+    v_members = of_members.halves() / (2.0 * h)
+    v_holdout = of_holdout.halves() / (2.0 * m)
+    variance = float(np.var(v_members, ddof=1)) / m + float(np.var(v_holdout, ddof=1)) / h
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    spread = z * math.sqrt(variance)
+    return max(0.0, centre - spread), min(1.0, centre + spread)
 
 
 def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
@@ -164,8 +235,7 @@ def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
     >>> auc([1.0, 1.0], [1.0])
     0.5
     """
-    of_members, _ = placements(members, holdout)
-    return _ratio(int(of_members.halves().sum()), 2 * len(of_members.beats) * _size(holdout))
+    return _auc_of(*placements(members, holdout))
 
 
 def auc_interval(
@@ -178,20 +248,8 @@ def auc_interval(
     the sample variance. With one record on a side the variance is not defined; the
     interval is then [0, 1].
     """
-    if not 0.0 < confidence < 1.0:
-        msg = f"`confidence` must lie in (0, 1), got {confidence!r}"
-        raise ValueError(msg)
-    of_members, of_holdout = placements(members, holdout)
-    m, h = len(of_members.beats), len(of_holdout.beats)
-    centre = _ratio(int(of_members.halves().sum()), 2 * m * h)
-    if m < 2 or h < 2:
-        return 0.0, 1.0
-    v_members = of_members.halves() / (2.0 * h)
-    v_holdout = of_holdout.halves() / (2.0 * m)
-    variance = float(np.var(v_members, ddof=1)) / m + float(np.var(v_holdout, ddof=1)) / h
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    spread = z * math.sqrt(variance)
-    return max(0.0, centre - spread), min(1.0, centre + spread)
+    _check_confidence(confidence)  # before the scores are looked at
+    return _interval_of(*placements(members, holdout), confidence)
 
 
 def tpr_at_fpr(members: npt.ArrayLike, holdout: npt.ArrayLike, fpr: float = DEFAULT_FPR) -> float:
@@ -209,19 +267,20 @@ def tpr_at_fpr(members: npt.ArrayLike, holdout: npt.ArrayLike, fpr: float = DEFA
     >>> tpr_at_fpr([1.0, 2.0], [1.0, 2.0], fpr=0.25)
     0.25
     """
+    _check_fpr(fpr)  # before the scores are looked at
+    return _Sorted.of(members, holdout).tpr_at_fpr(fpr)
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        msg = f"`confidence` must lie in (0, 1), got {confidence!r}"
+        raise ValueError(msg)
+
+
+def _check_fpr(fpr: float) -> None:
     if not 0.0 <= fpr <= 1.0:
         msg = f"`fpr` must lie in [0, 1], got {fpr!r}"
         raise ValueError(msg)
-    m, h = np.sort(_scores("members", members)), np.sort(_scores("holdout", holdout))
-    thresholds = np.unique(np.concatenate([m, h]))
-    false_pos = np.concatenate([[0], np.searchsorted(h, thresholds, side="right")]) / len(h)
-    true_pos = np.concatenate([[0], np.searchsorted(m, thresholds, side="right")]) / len(m)
-    # The last point at or below `fpr` holds the highest TPR there (both rise together).
-    last = int(np.searchsorted(false_pos, fpr, side="right")) - 1
-    if last == len(false_pos) - 1:
-        return float(true_pos[last])
-    step = (fpr - false_pos[last]) / (false_pos[last + 1] - false_pos[last])
-    return float(true_pos[last] + step * (true_pos[last + 1] - true_pos[last]))
 
 
 def _scores(name: str, values: npt.ArrayLike) -> Float64Array:
@@ -236,10 +295,6 @@ def _scores(name: str, values: npt.ArrayLike) -> Float64Array:
         msg = f"`{name}` holds NaN scores"
         raise ValueError(msg)
     return scores
-
-
-def _size(values: npt.ArrayLike) -> int:
-    return len(np.asarray(values))
 
 
 def _ratio(numerator: int, denominator: int) -> float:

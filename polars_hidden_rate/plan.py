@@ -21,6 +21,7 @@ from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
 from polars_hidden_rate.checks import AllComponents, check_threads, check_tie_tol
 from polars_hidden_rate.cluster import arrays as distributed
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
+from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
     Aligned,
@@ -99,6 +100,7 @@ class CountPlan:
         *,
         cap: int | None = None,
         consume: bool = False,
+        reuse: bool = False,
         closer: BoolArray | None = None,
         chosen: list[str] | None = None,
     ) -> CountArray:
@@ -108,7 +110,9 @@ class CountPlan:
         ``cap``-th rival (``cap=1`` gives the hidden flags at the cost of the first rival);
         the cluster and GPU paths count in full and cap afterwards. With ``consume``,
         the caller no longer needs the arrays of ``aligned``: the CPU engine scales and
-        reorders them in place rather than copying them (a read made here always is).
+        reorders them in place rather than copying them (a read made here always is); with
+        ``reuse`` too, the arrays are left at the canonical scale in their row order, which
+        a second count of them takes as they are (`count_cloaking`'s ``restore_order``).
         With ``closer``, each hidden record's flag there says whether a rival is strictly
         closer than its own avatar (`closer_rivals`): the
         CPU engine finds it in the walk that counts. With ``chosen``, the strategy that ran
@@ -136,6 +140,7 @@ class CountPlan:
                 progress=self.progress,
                 cap=cap,
                 overwrite_input=consume,
+                restore_order=reuse,
                 closer=closer,
                 chosen=chosen,  # type: ignore[arg-type]  # the engine appends its Strategy
             )
@@ -154,15 +159,53 @@ class CountPlan:
         *,
         cap: int | None = None,
         consume: bool = False,
+        reuse: bool = False,
     ) -> CountArray:
         """`counts` of ``aligned`` as ``inspector`` needs them: the counting walk also
         flags the hidden records that have a rival strictly closer than their avatar, and
         the inspector learns those flags and the strategy that ran."""
         closer = np.zeros(len(aligned.originals), dtype=bool)
         chosen: list[str] = []
-        counts = self.counts(aligned, cap=cap, consume=consume, closer=closer, chosen=chosen)
+        counts = self.counts(
+            aligned, cap=cap, consume=consume, reuse=reuse, closer=closer, chosen=chosen
+        )
         inspector.after(counts, closer, chosen[-1] if chosen else None)
         return counts
+
+    def counts_and_nearest_two(
+        self, inspector: ReadInspector, aligned: Aligned
+    ) -> tuple[CountArray, NearestTwo]:
+        """`counts_for` ``inspector`` and `nearest_two` of ``aligned``, whose arrays the
+        caller no longer needs: the same values as the two, with no copy of the arrays on
+        this machine's CPU where the counts' canonical scale is the distances' (``tie_tol``
+        below 1: the power of two does not depend on it there).
+
+        The arrays are scaled in place once; the count takes them as they are (its own
+        scaling then multiplies by 1), reorders the avatars into its tree and puts them
+        back; the nearest originals' tree then takes the originals in place. Elsewhere, or
+        at another scale, the count copies them and the distances read them as given."""
+        largest = max(
+            largest_magnitude(aligned.originals, "originals"),
+            largest_magnitude(aligned.avatars, "avatars"),
+        )
+        dim = aligned.originals.shape[1] if aligned.originals.ndim == 2 else 0
+        exponent = exponent_for(largest, dim, self.tie_tol)
+        if (
+            self.cluster is not None
+            or self.device != "cpu"
+            or exponent != exponent_for(largest, dim)
+            or len(aligned.originals) == 0
+        ):
+            return self.counts_for(inspector, aligned), self.nearest_two(aligned)
+        (originals, avatars), _ = canonical_scale(
+            aligned.originals, aligned.avatars, tie_tol=self.tie_tol, overwrite_input=True
+        )
+        scaled = replace(aligned, originals=originals, avatars=avatars)
+        counts = self.counts_for(inspector, scaled, consume=True, reuse=True)
+        with stage("nearest originals", enabled=self.progress):
+            found = nearest_two(originals, avatars, threads=self.threads, overwrite_input=True)
+        # Found at the scale of the arrays as given times 2^exponent: in their units again.
+        return counts, replace(found, exponent=found.exponent + exponent)
 
     def nearest_two(self, aligned: Aligned) -> NearestTwo:
         """Each avatar's nearest two originals in ``aligned`` (`nearest_of`)."""

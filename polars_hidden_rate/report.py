@@ -37,6 +37,7 @@ from polars_hidden_rate.metrics import (
     row_direct_match_protection,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.progress import stage
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.verdict import (
     Evidence,
@@ -579,18 +580,35 @@ def report_of_plan(
     if holdout is not None and inference is not None:
         attacked = _attack(inference, request, holdout, level)
     aligned = inspector.read()
-    counts = request.counts_for(inspector, aligned)
-    found = request.nearest_two(aligned)
-    dcr, nndr = found.nearest, found.ratio
     figures = None
-    if holdout is not None:
-        figures = HoldoutFigures.of_arrays(
-            aligned.originals,
-            aligned.avatars,
-            request.coordinates_of(holdout, "holdout"),
-            threads=request.threads,
-            confidence=level,
-        )
+    if holdout is None:  # the read's arrays are needed by nothing else: taken in place
+        counts, found = request.counts_and_nearest_two(inspector, aligned)
+    else:
+        counts = request.counts_for(inspector, aligned)
+        held_out = request.coordinates_of(holdout, "holdout")
+        if request.cluster is None:
+            # The avatars' walk through the originals' tree also gives the DCR overfitting's
+            # distances to the training records: walked once, in one scale for all three.
+            with stage("nearest records, with the holdout", enabled=request.progress):
+                found, figures = HoldoutFigures.with_nearest(
+                    aligned.originals,
+                    aligned.avatars,
+                    held_out,
+                    threads=request.threads,
+                    confidence=level,
+                    overwrite_input=True,  # the read's and the holdout's: not needed after
+                )
+        else:
+            found = request.nearest_two(aligned)
+            figures = HoldoutFigures.of_arrays(
+                aligned.originals,
+                aligned.avatars,
+                held_out,
+                threads=request.threads,
+                confidence=level,
+            )
+    dcr, nndr = found.nearest, found.ratio
+    if figures is not None:
         figures = replace(figures, inference=attacked)
     link = request.link
     protection = row_direct_match_protection(

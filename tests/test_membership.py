@@ -18,6 +18,8 @@ from polars.exceptions import NoDataError, SchemaError
 
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine.nearest import nearest_two
+from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures
 from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
 from tests.helpers import examples
 
@@ -167,6 +169,82 @@ def test_membership_scores_rank_as_float64_brute_force_distances(
     assert (risk.members == 0.0).tolist() == (members_d2 == 0.0).tolist()
     assert risk.to_dict()["members"] == len(originals)
     assert risk.to_dict()["synthetic"] == len(synthetic)
+
+
+@given(
+    case=grids, holdout_unit=st.sampled_from([1.0, 4.0, 2.0**-20]), threads=st.sampled_from([1, 3])
+)
+@settings(max_examples=examples(200))
+def test_the_report_s_shared_walks_give_the_separate_figures_bit_for_bit(
+    case: tuple[list[tuple[int, int]], ...], holdout_unit: float, threads: int
+) -> None:
+    # A holdout scaled by 4 (or shrunk) puts the three sets' scale off the pairs' scales
+    # now and then: those walks then run on their own, and every figure stays the same.
+    originals, synthetic, holdout, offset, unit = case
+    o, s = (np.array(a, dtype=np.float64) * unit + offset for a in (originals, synthetic))
+    h = np.array(holdout, dtype=np.float64) * unit * holdout_unit + offset
+    given_arrays = [a.copy() for a in (o, s, h)]
+    found, figures = HoldoutFigures.with_nearest(o, s, h, threads=threads, confidence=0.9)
+    for before, after in zip(given_arrays, (o, s, h), strict=True):
+        np.testing.assert_array_equal(before, after)  # the caller's arrays, untouched
+    alone = nearest_two(o, s)
+    np.testing.assert_array_equal(found.nearest, alone.nearest)
+    np.testing.assert_array_equal(found.ratio, alone.ratio)
+    risk = MembershipRisk.of_arrays(o, s, h, confidence=0.9)
+    np.testing.assert_array_equal(figures.membership.members, risk.members)
+    np.testing.assert_array_equal(figures.membership.holdout, risk.holdout)
+    assert figures.membership.to_dict() == risk.to_dict()
+    assert figures.overfitting == DcrOverfitting.of_arrays(o, s, h)
+    reference = nearest_two(o, h)
+    assert figures.reference_distance_to_closest_median == float(np.median(reference.nearest))
+    assert figures.reference_closest_distances_ratio_median == float(np.median(reference.ratio))
+    without_dcr = HoldoutFigures.of_arrays(o, s, h, threads=threads, confidence=0.9)
+    assert without_dcr.to_dict() == figures.to_dict()
+    taken = [a.copy() for a in (o, s, h)]  # arrays the walks may take over: the same figures
+    found_in_place, in_place = HoldoutFigures.with_nearest(
+        *taken, threads=threads, confidence=0.9, overwrite_input=True
+    )
+    assert in_place.to_dict() == figures.to_dict()
+    np.testing.assert_array_equal(in_place.membership.members, risk.members)
+    np.testing.assert_array_equal(found_in_place.nearest, alone.nearest)
+    np.testing.assert_array_equal(found_in_place.ratio, alone.ratio)
+    # And the brute force: the members' scores at the shared scale rank as its d2 do.
+    members_d2, holdout_d2 = brute_nearest_d2(o, s), brute_nearest_d2(h, s)
+    assert figures.membership.auc == brute_auc(list(members_d2), list(holdout_d2))
+
+
+@pytest.mark.parametrize("huge", ["holdout", "synthetic"])
+def test_a_set_far_larger_than_the_others_keeps_the_pairs_scales(huge: str) -> None:
+    # At the scale of all three, the distances among the two tiny sets would underflow to
+    # 0: the report's DCR (or the holdout's reference DCR) then walks at its pair's scale.
+    rng = np.random.default_rng(5)
+    o, s, h = (rng.integers(-3, 4, (30, 2)).astype(np.float64) * 2.0**-450 for _ in range(3))
+    if huge == "holdout":
+        h = np.ldexp(h, 1450).astype(np.float64) + 2.0**1000
+    else:
+        s = np.ldexp(s, 1450).astype(np.float64) + 2.0**1000
+    found, figures = HoldoutFigures.with_nearest(o, s, h, overwrite_input=huge == "holdout")
+    alone = nearest_two(o, s)
+    np.testing.assert_array_equal(found.nearest, alone.nearest)
+    np.testing.assert_array_equal(found.ratio, alone.ratio)
+    reference = nearest_two(o, h)
+    assert figures.reference_distance_to_closest_median == float(np.median(reference.nearest))
+    assert figures.reference_closest_distances_ratio_median == float(np.median(reference.ratio))
+    tiny = reference if huge == "synthetic" else alone
+    assert 0.0 < float(tiny.nearest.max()) < 2.0**-440  # not lost to an underflow
+
+
+def test_the_shared_walks_leave_arrays_of_zeros_as_given() -> None:
+    # Every coordinate 0: the scale hands back the caller's arrays, which no tree may reorder.
+    zeros = np.zeros((5, 2))
+    ones = np.ones((3, 2))
+    found, figures = HoldoutFigures.with_nearest(zeros, zeros[:2], ones)
+    assert found.nearest.tolist() == [0.0, 0.0]
+    assert figures.overfitting.closer_to_training == 1.0
+    np.testing.assert_array_equal(zeros, np.zeros((5, 2)))
+    _, figures = HoldoutFigures.with_nearest(zeros, zeros[:2], zeros)
+    assert figures.membership.auc == 0.5  # every score 0: ties only
+    np.testing.assert_array_equal(zeros, np.zeros((5, 2)))
 
 
 def frames_of(case: tuple[list[tuple[int, int]], ...]) -> list[pl.DataFrame]:

@@ -15,6 +15,7 @@ from polars_hidden_rate.engine.nearest import (
     merge_nearest_two,
     nearest_two,
     scaled_pair,
+    squared_nearest,
     squared_nearest_two,
 )
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -32,6 +33,27 @@ def test_nearest_two_equals_brute_force(case: tuple[np.ndarray, np.ndarray], thr
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(second == 0, 1.0, np.sqrt(first) / np.sqrt(second))
     np.testing.assert_array_equal(found.ratio, ratio)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(case=nearest_two_cases(), threads=st.sampled_from([1, 3]))
+def test_the_nearest_alone_is_the_first_of_the_two(
+    case: tuple[np.ndarray, np.ndarray], threads: int
+) -> None:
+    # The walk that prunes at the nearest finds the same float as the brute force's smallest.
+    originals, avatars = case
+    points, queries, _ = scaled_pair(originals, avatars)
+    tree = KdTree.build(points)
+    first, _ = brute_force_two(points, queries)
+    np.testing.assert_array_equal(squared_nearest(tree, queries, threads=threads), first)
+
+
+def test_near_positions_on_threads_are_those_of_one_thread() -> None:
+    originals, avatars = make_case(20_000, 3)
+    tree = KdTree.build(originals)
+    one = tree.near_positions(avatars)
+    np.testing.assert_array_equal(tree.near_positions(avatars, threads=3), one)
+    assert len(np.unique(one)) > 100  # the queries reach many leaves
 
 
 @settings(max_examples=examples(80), deadline=None)

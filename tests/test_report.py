@@ -12,11 +12,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError, SchemaError
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.report import DEFAULT_TARGETS, METRICS, PrivacyReport
-from tests.helpers import brute_force_counts
+from tests.helpers import brute_force_counts, examples
 
 DIMS = ["Dim1", "Dim2", "Dim3"]
 
@@ -248,6 +250,33 @@ def test_wilson_interval_is_symmetric_and_checked() -> None:
     for bad in (0.0, 1.0, 1.5, math.nan):
         with pytest.raises(ValueError, match="confidence"):
             phr.hidden_rate_interval(1, 2, bad)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 80),
+    unit=st.sampled_from([1.0, 2.0**-30, 2.0**300]),
+    offset=st.sampled_from([0.0, 2.0**40, -(2.0**45) + 0.25]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 3.0]),
+)
+def test_report_counts_and_distances_equal_the_brute_force(
+    seed: int, n: int, unit: float, offset: float, tie_tol: float
+) -> None:
+    # The read's arrays are counted, then measured, in place, on one scaling of them (a
+    # tie_tol of 3 needs another scale for the counts: then on copies): the same floats.
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, (n, 3)) * unit + offset
+    y = (rng.integers(-3, 4, (n, 3)) + rng.integers(-1, 2, (n, 3))) * unit + offset
+    y[rng.random(n) < 0.2] = x[rng.integers(0, n)]  # copies of an original, distances 0
+    originals, avatars = (pl.DataFrame(a, schema=DIMS) for a in (x, y))
+    report = phr.privacy_report(
+        originals, avatars, coords=DIMS, tie_tol=tie_tol, allow_unlinked=True
+    )
+    np.testing.assert_array_equal(report.local_cloaking, brute_force_counts(x, y, tie_tol))
+    dcr, nndr = brute_force_distances(x, y)
+    np.testing.assert_array_equal(report.distance_to_closest, dcr)
+    np.testing.assert_array_equal(report.closest_distances_ratio, nndr)
 
 
 def test_report_values_match_the_free_functions() -> None:

@@ -34,7 +34,7 @@ from polars_hidden_rate.engine.arrays import (
     squared_distances,
     strictly_below,
 )
-from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.kdtree import KdTree, restore_rows
 from polars_hidden_rate.engine.parallel import usable_cores
 from polars_hidden_rate.engine.strategy import (
     STRATEGIES,
@@ -75,6 +75,7 @@ def count_cloaking(
     progress: bool | None = False,
     cap: int | None = None,
     overwrite_input: bool = False,
+    restore_order: bool = False,
     closer: BoolArray | None = None,
     chosen: list[Strategy] | None = None,
 ) -> CountArray:
@@ -107,6 +108,12 @@ def count_cloaking(
         data (80 bytes per record at d = 5), for callers that own the arrays and do
         not use them afterwards. Their contents are then unspecified; the counts are
         the same.
+    restore_order
+        With ``overwrite_input``, put the avatars back in their row order after the count
+        (one pass over them): both arrays are then the inputs at the canonical scale, which
+        a second count scales no further (its power of two is then 1), so counting them
+        again gives the same counts. For a caller that may count the same arrays twice (a
+        capped count, then a full one) without a copy of them.
     closer
         A boolean array of one flag per original to fill, when given: whether a rival
         is strictly closer than its own avatar (`closer_rivals`), found by the same
@@ -158,6 +165,7 @@ def count_cloaking(
         progress=progress,
         cap=cap,
         overwrite_input=overwrite_input,
+        restore_order=restore_order,
         closer_than=below,
         closer=closer,
         chosen=chosen,
@@ -263,6 +271,7 @@ def count_within(
     progress: bool | None = False,
     cap: int | None = None,
     overwrite_input: bool = False,
+    restore_order: bool = False,
     closer_than: npt.ArrayLike | None = None,
     closer: BoolArray | None = None,
     chosen: list[Strategy] | None = None,
@@ -308,6 +317,9 @@ def count_within(
     overwrite_input
         Let the kd-tree reorder writable contiguous float64 ``avatars`` in place
         instead of copying them (see [`count_cloaking`][polars_hidden_rate.count_cloaking]).
+    restore_order
+        With ``overwrite_input``, put reordered ``avatars`` back in their row order after
+        the count.
     closer_than, closer
         With both: ``closer[i]`` receives whether an avatar counted for query ``i`` lies
         within ``closer_than[i]`` (`strictly_below` of its own ``d2``, for the
@@ -347,6 +359,8 @@ def count_within(
             raise ValueError(msg)
     if strategy == "flat" and tree is not None:
         raise ValueError("the flat strategy takes the avatars, not a kd-tree")
+    # The avatars' array and where each avatar went, when the tree reordered it in place.
+    reordered: tuple[Float64Array, IndexArray] | None = None
     with stage("counting", len(queries), enabled=progress) as bar:
         if strategy == "auto" and tree is not None:
             strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
@@ -358,6 +372,8 @@ def count_within(
             walked = KdTree.build_collapsed(points, threads=threads)
             if walked is None:
                 tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
+                if restore_order and tree.points is points:
+                    reordered = tree.points, tree.position
                 walked = tree.collapsed(threads=threads) or tree
             if strategy == "auto":
                 strategy = choose_strategy(
@@ -386,15 +402,18 @@ def count_within(
                 closer[counted] = _within_strictly(
                     queries, tree, below, counted, given_own, threads
                 )
-            return counts
-        assert tree is not None
-        return tree.count_rivals(
-            queries,
-            thresholds,
-            own,
-            threads=threads,
-            cap=cap,
-            advance=bar.advance,
-            closer_than=below,
-            closer=closer,
-        )
+        else:
+            assert tree is not None
+            counts = tree.count_rivals(
+                queries,
+                thresholds,
+                own,
+                threads=threads,
+                cap=cap,
+                advance=bar.advance,
+                closer_than=below,
+                closer=closer,
+            )
+    if reordered is not None:
+        restore_rows(*reordered)
+    return counts

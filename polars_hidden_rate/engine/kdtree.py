@@ -233,11 +233,26 @@ class KdTree:
             closer[:] = found
         return counts
 
-    def near_positions(self, queries: Float64Array) -> IndexArray:
+    def near_positions(self, queries: Float64Array, *, threads: int = 1) -> IndexArray:
         """The first position in `points` of a leaf near each query (descending towards
-        the nearer child box): queries sorted by it walk nodes already in cache."""
-        positions: IndexArray = self.begin[leaf_near(self.lower, self.upper, queries)]
-        return positions
+        the nearer child box): queries sorted by it walk nodes already in cache. On
+        ``threads`` threads, by blocks of queries (a descent per query: a third of a
+        nearest walk's time on one thread, measured at 1e6 x 5)."""
+        size = queries_per_task(len(queries), threads)
+        blocks = -(-len(queries) // size)
+        if threads <= 1 or blocks <= 1:
+            positions: IndexArray = self.begin[leaf_near(self.lower, self.upper, queries)]
+            return positions
+        leaves = np.empty(len(queries), dtype=np.int64)
+
+        def descend(block: int) -> None:
+            part = slice(block * size, (block + 1) * size)
+            leaves[part] = leaf_near(self.lower, self.upper, queries[part])
+
+        for _ in parallel_map(threads, descend, blocks):
+            pass
+        found: IndexArray = self.begin[leaves]
+        return found
 
     def reaches(self, queries: Float64Array, thresholds: Float64Array) -> npt.NDArray[np.bool_]:
         """Whether each query's ball may reach the tree's box: the walk's test at the root,
@@ -290,6 +305,13 @@ class KdTree:
                found, work, np.array([box_cost, point_cost, budget]), None, None,
                self.weights)  # fmt: skip
         return work, found
+
+
+def restore_rows(points: Float64Array, position: IndexArray) -> None:
+    """Put the `points` of a plain tree, the avatars reordered in place by ``KdTree.build(...,
+    overwrite_input=True)``, back in their row order with its `position`: ``points[j]`` is
+    then avatar ``j`` again, and the tree no longer walks (a pass over them, no copy)."""
+    permute_rows(points, position)
 
 
 def queries_per_task(queries: int, threads: int) -> int:

@@ -72,7 +72,11 @@ class NearestTwo:
 
 
 def nearest_two(
-    originals: Float64Array, avatars: Float64Array, *, threads: int | None = None
+    originals: Float64Array,
+    avatars: Float64Array,
+    *,
+    threads: int | None = None,
+    overwrite_input: bool = False,
 ) -> NearestTwo:
     """The nearest and second-nearest original of every avatar, exactly in float64.
 
@@ -84,6 +88,10 @@ def nearest_two(
         Float64 array of shape ``(m, d)``: the queries.
     threads
         Threads to search with; None uses all cores.
+    overwrite_input
+        Scale both arrays in place and reorder the originals into the kd-tree, when they
+        are writable contiguous float64: no copy of them, for callers that own them and do
+        not use them afterwards (their contents are then unspecified).
 
     Returns
     -------
@@ -100,20 +108,22 @@ def nearest_two(
     >>> found.nearest.tolist(), found.second.tolist(), found.ratio.tolist()
     ([0.5, 0.0, 2.0], [0.5, 2.0, 3.0], [1.0, 0.0, 0.6666666666666666])
     """
-    points, queries, exponent = scaled_pair(originals, avatars)
+    points, queries, exponent = scaled_pair(originals, avatars, overwrite_input=overwrite_input)
     threads = threads or usable_cores()
-    tree = KdTree.build(points, threads=threads)
+    tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
     return NearestTwo.from_squared(squared_nearest_two(tree, queries, threads=threads), exponent)
 
 
 def scaled_pair(
-    originals: Float64Array, avatars: Float64Array
+    originals: Float64Array, avatars: Float64Array, *, overwrite_input: bool = False
 ) -> tuple[Float64Array, Float64Array, int]:
     """Both arrays at the canonical scale, and its exponent; at least one original is needed.
 
     Every path (local, Dask) scales here, once, so their distances are the same floats.
     """
-    (points, queries), exponent = canonical_scale(originals, avatars)
+    (points, queries), exponent = canonical_scale(
+        originals, avatars, overwrite_input=overwrite_input
+    )
     if len(points) == 0:
         msg = "there are no originals to measure the avatars' distances to"
         raise ValueError(msg)
@@ -128,9 +138,22 @@ def squared_nearest_two(tree: KdTree, queries: Float64Array, *, threads: int) ->
     smallest over a union of trees are the two smallest of their results
     (`merge_nearest_two`).
     """
+    return _walk(tree, queries, threads, 2)
+
+
+def squared_nearest(tree: KdTree, queries: Float64Array, *, threads: int) -> Float64Array:
+    """The ``d2`` of each query's nearest point of ``tree`` (``inf`` where it has none): the
+    first column of `squared_nearest_two`, the same floats, by a walk that prunes at the
+    nearest rather than the second (a quarter faster at d = 5)."""
+    nearest: Float64Array = _walk(tree, queries, threads, 1)[:, 0]
+    return nearest
+
+
+def _walk(tree: KdTree, queries: Float64Array, threads: int, columns: int) -> Float64Array:
+    """``best`` of ``columns`` (1 or 2) smallest ``d2`` per query, on ``threads`` threads."""
     # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
-    rows = np.argsort(tree.near_positions(queries), kind="stable")
-    best = np.empty((len(queries), 2), dtype=np.float64)
+    rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
+    best = np.empty((len(queries), columns), dtype=np.float64)
     size = queries_per_task(len(rows), threads)
 
     def run(task: int) -> None:
@@ -214,9 +237,8 @@ def tied_matches(
     tolerance = float(tolerance)
     in_tree = np.ascontiguousarray(np.asarray(values, dtype=np.float64)[tree.order])
     secrets = np.ascontiguousarray(secrets, dtype=np.float64)
-    nearest = squared_nearest_two(tree, queries, threads=threads)[:, 0]
-    thresholds = np.ascontiguousarray(nearest * (1.0 + tie_tol))
-    rows = np.argsort(tree.near_positions(queries), kind="stable")
+    thresholds = squared_nearest(tree, queries, threads=threads) * (1.0 + tie_tol)
+    rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
     size = queries_per_task(len(rows), threads)

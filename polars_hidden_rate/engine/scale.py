@@ -52,6 +52,20 @@ def exponent_for(largest: float, dim: int, tie_tol: float = 0.0) -> int:
     return 0 if largest == 0.0 else canonical_exponent(dim, tie_tol) - math.frexp(largest)[1]
 
 
+def largest_magnitude(array: Float64Array, name: str | None = None) -> float:
+    """The largest ``|coordinate|`` of ``array`` (0 when empty); a NaN or infinite one is a
+    ValueError naming ``name``: with `exponent_for`, the exponent that
+    [`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale] gives any set of arrays
+    (that of their largest), told without scaling them."""
+    # max and min rather than abs(): no temporary as large as the array
+    magnitude = max(float(array.max(initial=0.0)), -float(array.min(initial=0.0)))
+    if not math.isfinite(magnitude):
+        what = f"`{name}`" if name is not None else "coordinates"
+        msg = f"{what} hold NaN or infinite coordinates; the counts need finite ones"
+        raise ValueError(msg)
+    return magnitude
+
+
 def canonical_scale(
     *arrays: Float64Array,
     tie_tol: float = 0.0,
@@ -96,13 +110,7 @@ def canonical_scale(
         raise ValueError(msg)
     largest = 0.0
     for k, array in enumerate(checked):
-        # max and min rather than abs(): no temporary as large as the array
-        magnitude = max(float(array.max(initial=0.0)), -float(array.min(initial=0.0)))
-        if not math.isfinite(magnitude):
-            name = f"`{names[k]}`" if k < len(names) else "coordinates"
-            msg = f"{name} hold NaN or infinite coordinates; the counts need finite ones"
-            raise ValueError(msg)
-        largest = max(largest, magnitude)
+        largest = max(largest, largest_magnitude(array, names[k] if k < len(names) else None))
     if largest == 0.0:
         return tuple(checked), 0
     exponent = exponent_for(largest, dims.pop(), tie_tol)
