@@ -6,8 +6,11 @@ Both read the same in-memory frames with ``coords``; the report adds one kd-tree
 of the originals (DCR, NNDR), the direct-match join and the summaries. With a holdout of as
 many records of the same population (another draw of the profile), the report also runs the
 membership attack, the DCR overfitting protection and the holdout's DCR/NNDR (issue 23: the
-target is within 3x of local cloaking alone). The three runs are taken in turn, ``--repeat``
-times, so that a change in the machine's load reaches all three; prints and writes
+target is within 3x of local cloaking alone); ``with_attack`` adds the attribute inference
+attack on a categorical secret (4 classes drawn at random) from the first three coordinates as
+the known columns, and with them the correlation protection rate. The runs are taken in turn,
+``--repeat`` times, so that a change in the machine's load reaches all of them; prints and
+writes
 (``<out>/<name>.json`` and ``.md``) the best seconds of each and their ratios.
 """
 
@@ -21,12 +24,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from benchmarks.common import header, parse_sizes, seconds, write_results
 from benchmarks.data import make_case, make_originals
 
-RUNS = ("local_cloaking", "privacy_report", "with_holdout")
+RUNS = ("local_cloaking", "privacy_report", "with_holdout", "with_attack")
 
 
 def timed(run: Callable[[], object]) -> float:
@@ -36,7 +40,7 @@ def timed(run: Callable[[], object]) -> float:
 
 
 def measure(n: int, dims: int, repeat: int, threads: int | None) -> dict[str, Any]:
-    """The best of ``repeat`` turns of the three runs at ``n`` records, and every time."""
+    """The best of ``repeat`` turns of the runs at ``n`` records, and every time."""
     import polars_hidden_rate as phr
 
     x, y = make_case(n, dims, threads=threads)
@@ -47,10 +51,20 @@ def measure(n: int, dims: int, repeat: int, threads: int | None) -> dict[str, An
     phr.privacy_report(  # compile
         originals.head(1000), avatars.head(1000), holdout=holdout.head(1000), **options
     )
+    rng = np.random.default_rng(2)
+
+    def with_secret(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(s=pl.Series(rng.choice(["a", "b", "c", "d"], frame.height)))
+
+    attacked = [with_secret(frame) for frame in (originals, avatars, holdout)]
+    attack: dict[str, Any] = {"known": names[:3], "secret": "s"}
     runs: dict[str, Callable[[], object]] = {
         "local_cloaking": partial(phr.local_cloaking, originals, avatars, **options),
         "privacy_report": partial(phr.privacy_report, originals, avatars, **options),
         "with_holdout": partial(phr.privacy_report, originals, avatars, holdout=holdout, **options),
+        "with_attack": partial(
+            phr.privacy_report, attacked[0], attacked[1], holdout=attacked[2], **attack, **options
+        ),
     }
     times: dict[str, list[float]] = {name: [] for name in RUNS}
     for _ in range(repeat):
@@ -76,19 +90,21 @@ def markdown(payload: dict[str, Any]) -> str:
         "",
         f"Command: `{payload['command']}`",
         "",
-        "| n | d | local_cloaking | privacy_report | ratio | with a holdout of n | ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| n | d | local_cloaking | privacy_report | ratio | with a holdout of n | ratio "
+        "| and the inference attack | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for cell in payload["cells"]:
         s, r = cell["seconds"], cell["ratio"]
         lines.append(
             f"| {cell['n']:,} | {cell['dims']} | {seconds(s['local_cloaking'])} | "
             f"{seconds(s['privacy_report'])} | {r['privacy_report']:.2f} | "
-            f"{seconds(s['with_holdout'])} | {r['with_holdout']:.2f} |"
+            f"{seconds(s['with_holdout'])} | {r['with_holdout']:.2f} | "
+            f"{seconds(s['with_attack'])} | {r['with_attack']:.2f} |"
         )
     lines += [
         "",
-        f"Seconds, the best of {payload['repeat']} turns of the three runs taken in turn, "
+        f"Seconds, the best of {payload['repeat']} turns of the runs taken in turn, "
         "from in-memory frames (`coords`) to the result.",
         "",
     ]
@@ -116,7 +132,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"n={n} d={args.dims}: local_cloaking {s['local_cloaking']:.2f} s, privacy_report "
             f"{s['privacy_report']:.2f} s (ratio {r['privacy_report']:.2f}), with a holdout "
-            f"of {n:,} {s['with_holdout']:.2f} s (ratio {r['with_holdout']:.2f})",
+            f"of {n:,} {s['with_holdout']:.2f} s (ratio {r['with_holdout']:.2f}), and the "
+            f"inference attack {s['with_attack']:.2f} s (ratio {r['with_attack']:.2f})",
             flush=True,
         )
     payload["cells"] = cells

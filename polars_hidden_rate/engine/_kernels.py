@@ -457,6 +457,7 @@ def values_match(guess: float, secret: float, tolerance: float) -> bool:
     return abs(guess - secret) <= tolerance * abs(secret)
 
 
+@kernel
 def open_box_counts(
     points: Float64Array,
     starts: IndexArray,
