@@ -6,7 +6,11 @@ then runs, each in its own process so that its peak memory can be read:
 - ``ours``: ``pl.scan_parquet(o).avatar.local_cloaking(pl.scan_parquet(a),
   coords=..., on="id").sink_parquet(out)``;
 - ``ckdtree``: the same data loaded into numpy (coordinates and key only,
-  avatars aligned by key), counted with scipy's cKDTree, and the counts written.
+  avatars aligned by key), counted with scipy's cKDTree, and the counts written;
+- ``gate``: ``hidden-rate check o a --on id --coords ... --min-rate 20 --quiet`` (no
+  ``--output``: the gate of an ETL pipeline), in the child's own process;
+- ``report``: ``hidden-rate report o a --on id --coords ... --quiet`` (issue 22 item 3:
+  both must fit where the counts do).
 
 Reports wall time and peak resident memory (the child's own ``VmHWM``) of each,
 checks that the counts agree record by record, and writes
@@ -49,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DIMS = 5
 COORDS = [f"Dim{k + 1}" for k in range(DIMS)]
 MEMORY_GOAL_GIB = 4.0
-RUNNERS = ("ours", "ckdtree")
+RUNNERS = ("ours", "ckdtree", "gate", "report")
+PEERS = ("ours", "ckdtree")  # the two whose counts are compared key by key
 INPUTS = ("originals.parquet", "avatars.parquet")
 
 
@@ -107,6 +112,18 @@ def work(runner: str, originals: Path, avatars: Path, result: Path, threads: int
         originals_lf.avatar.local_cloaking(
             pl.scan_parquet(avatars), coords=COORDS, on="id", threads=threads, progress=False
         ).sink_parquet(result)
+    elif runner in ("gate", "report"):
+        from polars_hidden_rate.cli import main as command_line
+
+        command = "check" if runner == "gate" else "report"
+        gate = ["--min-rate", "20"] if runner == "gate" else []
+        code = command_line(
+            [command, str(originals), str(avatars), "--on", "id", "--coords", ",".join(COORDS),
+             "--threads", str(threads), "--quiet", *gate]
+        )  # fmt: skip
+        if code not in (0, 1):  # 1 is a verdict, not a failure of the run
+            msg = f"hidden-rate {command} exited {code}"
+            raise RuntimeError(msg)
     elif runner == "ckdtree":
         left = pl.read_parquet(originals, columns=["id", *COORDS])
         right = pl.read_parquet(avatars, columns=["id", *COORDS])
@@ -316,7 +333,13 @@ def markdown(payload: dict[str, Any]) -> str:
             else f"**{goals['faster']}**; "
         )
         + f"peak RSS under {goals.get('memory_goal_gib', MEMORY_GOAL_GIB):g} GiB: "
-        f"**{goals['memory']}**.",
+        f"**{goals['memory']}**"
+        + "".join(
+            f"; {name}'s: **{goals[f'memory_{name}']}**"
+            for name in ("gate", "report")
+            if f"memory_{name}" in goals
+        )
+        + ".",
         "",
     ]
     return "\n".join(lines)
@@ -400,8 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs[runner] = run_child(runner, directory, args.threads, args.timeout)
             print(f"  {runs[runner]}", file=sys.stderr, flush=True)
         payload["runs"] = runs
-        if len(runs) == len(RUNNERS):
-            payload["check"] = verify(directory, n, runs)
+        if all(name in runs for name in PEERS):
+            payload["check"] = verify(directory, n, {name: runs[name] for name in PEERS})
         elif args.check_sample and runs.get("ours", {}).get("status") == "ok":
             print(f"checking {args.check_sample} records by brute force ...", file=sys.stderr)
             payload["check"] = verify_sample(
@@ -423,6 +446,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "memory": ours.get("status") == "ok" and ours["peak_rss_mib"] < args.memory_goal * 1024,
         "memory_goal_gib": args.memory_goal,
+        **{
+            f"memory_{name}": runs[name].get("status") == "ok"
+            and runs[name]["peak_rss_mib"] < args.memory_goal * 1024
+            for name in ("gate", "report")
+            if name in runs
+        },
     }
     text = markdown(payload)
     paths = write_results(args.out, args.name, payload, text)

@@ -315,3 +315,17 @@ def test_dense_harness_fails_on_a_count_that_differs(
     (cell,) = json.loads((tmp_path / "dense.json").read_text())["cells"]
     assert cell["differ_from_ours"][engine] == 3
     assert "| no |" in (tmp_path / "dense.md").read_text()
+
+
+def test_the_parquet_bench_runs_the_gate_and_the_report(tmp_path: Path) -> None:
+    # Issue 22 item 3 measures `check` without `--output` and `report` where the counts run;
+    # a run that exits 2 (bad input) fails, a verdict (exit 1) does not.
+    from benchmarks import bench_parquet
+
+    bench_parquet.write_inputs(tmp_path, 600, profile="gaussian", seed=0, threads=1)
+    inputs = (tmp_path / "originals.parquet", tmp_path / "avatars.parquet")
+    for runner in ("gate", "report"):
+        spent = bench_parquet.work(runner, *inputs, tmp_path / f"result-{runner}.parquet", 1)
+        assert spent > 0
+    with pytest.raises(RuntimeError, match="exited 2"):
+        bench_parquet.work("gate", inputs[0], tmp_path / "missing.parquet", tmp_path / "x", 1)
