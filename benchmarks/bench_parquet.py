@@ -444,7 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             and peer.get("status") == "ok"
             and ours["seconds"] < peer["seconds"]
         ),
-        "memory": ours.get("status") == "ok" and ours["peak_rss_mib"] < args.memory_goal * 1024,
+        "memory": (
+            None  # ours did not run: nothing measured
+            if not ours
+            else ours.get("status") == "ok" and ours["peak_rss_mib"] < args.memory_goal * 1024
+        ),
         "memory_goal_gib": args.memory_goal,
         **{
             f"memory_{name}": runs[name].get("status") == "ok"
