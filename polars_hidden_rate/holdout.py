@@ -485,13 +485,9 @@ class InferenceAttack:
         )
 
 
-def _check_attack(names: Sequence[object], secret: object) -> None:
-    if not names or not all(isinstance(name, str) for name in names):
-        msg = f"`known` must be one or more column names, got {names!r}"
-        raise TypeError(msg)
-    if len(set(names)) < len(names):
-        msg = f"`known` names a column twice: {names!r}"
-        raise ValueError(msg)
+def _check_attack(names: Sequence[str], secret: object) -> None:
+    """The secret against the known names, which `resolve_columns` (or `check_known`) has
+    already checked: present, none twice, at least one."""
     if not isinstance(secret, str):
         msg = f"`secret` must be one column name, got {secret!r}"
         raise TypeError(msg)
