@@ -21,6 +21,8 @@ multiplied by a power of two, and no square overflows or underflows on the way.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import numpy.typing as npt
 
@@ -316,10 +318,12 @@ def count_within(
         When given (at least 1), each count is ``min(count, cap)``, found at less cost.
     overwrite_input
         Let the kd-tree reorder writable contiguous float64 ``avatars`` in place
-        instead of copying them (see [`count_cloaking`][polars_hidden_rate.count_cloaking]).
+        instead of copying them (see [`count_cloaking`][polars_hidden_rate.count_cloaking]);
+        with ``own=None``, the rows of writable contiguous ``queries``, ``thresholds`` and
+        ``closer_than`` move with them (the walk then reads them in sequence).
     restore_order
-        With ``overwrite_input``, put reordered ``avatars`` back in their row order after
-        the count.
+        With ``overwrite_input``, put reordered ``avatars`` (and what moved with them) back
+        in their row order after the count.
     closer_than, closer
         With both: ``closer[i]`` receives whether an avatar counted for query ``i`` lies
         within ``closer_than[i]`` (`strictly_below` of its own ``d2``, for the
@@ -361,6 +365,8 @@ def count_within(
         raise ValueError("the flat strategy takes the avatars, not a kd-tree")
     # The avatars' array and where each avatar went, when the tree reordered it in place.
     reordered: tuple[Float64Array, IndexArray] | None = None
+    # Where each query went, when the tree took the queries along (`_in_tree_order`).
+    moved: IndexArray | None = None
     with stage("counting", len(queries), enabled=progress) as bar:
         if strategy == "auto" and tree is not None:
             strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
@@ -371,9 +377,18 @@ def count_within(
             # built, lighter ones from the plain tree. The flat pass takes the avatars.
             walked = KdTree.build_collapsed(points, threads=threads)
             if walked is None:
-                tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
+                along = _along(points, queries, thresholds, below) if own is None else ()
+                tree = KdTree.build(
+                    points,
+                    threads=threads,
+                    overwrite_input=overwrite_input,
+                    companions=along if overwrite_input else (),
+                )
                 if restore_order and tree.points is points:
                     reordered = tree.points, tree.position
+                if along and overwrite_input:
+                    moved = tree.order
+                    tree = _in_tree_order(tree, fresh=restore_order)
                 walked = tree.collapsed(threads=threads) or tree
             if strategy == "auto":
                 strategy = choose_strategy(
@@ -414,6 +429,60 @@ def count_within(
                 closer_than=below,
                 closer=closer,
             )
+    if moved is not None:  # back in the queries' row order
+        del tree, walked  # the boxes first
+        in_rows = np.empty_like(counts)
+        in_rows[moved] = counts
+        counts = in_rows
+        if closer is not None:
+            closer[moved] = closer.copy()
+        if restore_order:
+            position = reordered[1] if reordered else _positions(moved)
+            for rows in _along(points, queries, thresholds, below):
+                restore_rows(rows, position)
     if reordered is not None:
         restore_rows(*reordered)
     return counts
+
+
+def _along(
+    points: Float64Array,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    below: Float64Array | None,
+) -> tuple[Float64Array, ...]:
+    """The queries, their thresholds and ``below`` as 2-D rows that a tree built on
+    ``points`` may take along (`KdTree.build`'s ``companions``), or () where one of them is
+    not a writable C-order array of its own."""
+    arrays = [queries, thresholds] if below is None else [queries, thresholds, below]
+    own = all(
+        array.flags.c_contiguous
+        and array.flags.writeable
+        and len(array) == len(points)
+        and not np.shares_memory(array, points)
+        for array in arrays
+    )
+    return tuple(array.reshape(len(array), -1) for array in arrays) if own else ()
+
+
+def _in_tree_order(tree: KdTree, *, fresh: bool) -> KdTree:
+    """The tree as if its avatars had been given in its own order, for queries that its
+    build moved with the avatars (query ``p`` then owns point ``p``): the walk reads the
+    queries, thresholds and counts in sequence rather than each query at a random place
+    (7 % of the walk at 1e7 records). No count changes: each query keeps its values, its
+    threshold and its own avatar. The identity takes the place of ``tree.position``
+    unless ``fresh`` (the caller still needs it)."""
+    if fresh:
+        identity = np.arange(len(tree.order), dtype=np.int64)
+    else:
+        identity = tree.position
+        for start in range(0, len(identity), 1 << 20):  # no second array of that length
+            stop = min(start + (1 << 20), len(identity))
+            identity[start:stop] = np.arange(start, stop, dtype=np.int64)
+    return replace(tree, order=identity, position=identity)
+
+
+def _positions(order: IndexArray) -> IndexArray:
+    position = np.empty_like(order)
+    position[order] = np.arange(len(order), dtype=np.int64)
+    return position

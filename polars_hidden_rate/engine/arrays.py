@@ -15,7 +15,12 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.checks import check_tie_tol
+from polars_hidden_rate.engine._kernels import gather_column
+from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
+
+# Rows a thread gathers per task (`gather_into`).
+GATHER_ROWS = 1 << 20
 
 
 def squared_distances(
@@ -141,3 +146,23 @@ def linked_queries(
         msg = f"own rows must lie in [-1, {avatars_shape[0]}), got {own.min()}..{own.max()}"
         raise ValueError(msg)
     return queries, thresholds, own
+
+
+def gather_into(out: Float64Array, column: int, values: Float64Array, rows: IndexArray) -> None:
+    """``out[:, column] = values[rows]`` on every core, with no array of ``len(rows)`` in
+    between: random reads, which the cores wait on side by side (the avatars' columns in the
+    originals' order: 24 s on one core at 1e8 records)."""
+    assert out.shape[0] == len(rows)
+    assert 0 <= column < out.shape[1]
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if len(rows) and not (rows.min() >= 0 and rows.max() < len(values)):
+        raise IndexError("a row to gather is out of range")
+    tasks = -(-len(rows) // GATHER_ROWS)
+
+    def gather(task: int) -> None:
+        start = task * GATHER_ROWS
+        gather_column(out, column, values, rows, start, min(start + GATHER_ROWS, len(rows)))
+
+    for _ in parallel_map(usable_cores(), gather, tasks):
+        pass

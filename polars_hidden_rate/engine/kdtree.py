@@ -132,15 +132,28 @@ class KdTree:
         *,
         threads: int = 1,
         overwrite_input: bool = False,
+        companions: tuple[Float64Array, ...] = (),
     ) -> KdTree:
         """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
         (default `LEAF_SIZE`).
 
         With ``overwrite_input``, writable contiguous float64 ``avatars`` are reordered in
-        place and become `points` (no copy): for callers that own them.
+        place and become `points` (no copy): for callers that own them. The rows of each of
+        ``companions`` (writable C-order 2-D float64 arrays of as many rows, the caller's)
+        are reordered with them: row ``p`` of each then belongs to point ``p``.
         """
         avatars = np.ascontiguousarray(avatars, dtype=np.float64)
-        n = len(avatars)
+        # The splits move the rows themselves: the caller's array, or a copy of it.
+        points = avatars if overwrite_input and avatars.flags.writeable else avatars.copy()
+        n = len(points)
+        for rows in companions:
+            assert rows.dtype == np.float64
+            assert rows.ndim == 2
+            assert rows.flags.c_contiguous
+            assert rows.flags.writeable
+            assert len(rows) == n
+        # numba iterates no empty tuple: an array of no columns moves nothing.
+        companions = companions or (np.empty((0, 0)),)
         depth = max(0, math.ceil(math.log2(max(n, 1) / (leaf_size or LEAF_SIZE))))
         order = np.arange(n, dtype=np.int64)
         begin = np.zeros((1 << (depth + 1)) - 1, dtype=np.int64)
@@ -149,20 +162,15 @@ class KdTree:
         # The top levels in one thread, then the subtrees below them side by side.
         if threads > 1 and n >= PARALLEL_BUILD_MIN and depth > SHARED_LEVELS:
             top = SHARED_LEVELS
-            split_nodes(avatars, order, begin, end, 0, top, 0)
+            split_nodes(points, order, companions, begin, end, 0, top, 0)
             for _ in parallel_map(
                 threads,
-                lambda part: split_nodes(avatars, order, begin, end, top, depth, part),
+                lambda part: split_nodes(points, order, companions, begin, end, top, depth, part),
                 1 << top,
             ):
                 pass
         else:
-            split_nodes(avatars, order, begin, end, 0, depth, 0)
-        if overwrite_input and avatars.flags.writeable:
-            permute_rows(avatars, order)
-            points = avatars
-        else:
-            points = avatars[order]
+            split_nodes(points, order, companions, begin, end, 0, depth, 0)
         lower, upper = node_boxes(points, begin, end, depth)
         position = np.empty(n, dtype=np.int64)
         position[order] = np.arange(n, dtype=np.int64)

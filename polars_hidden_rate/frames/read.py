@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine.arrays import gather_into
 from polars_hidden_rate.frames.problems import CoordinateProblems, check_equal_heights, link_by_key
 from polars_hidden_rate.frames.schema import Link
 
@@ -104,7 +105,10 @@ def _to_float64(columns: list[pl.Series], rows: np.ndarray | None = None) -> Flo
     columns.reverse()
     for k in range(out.shape[1]):
         values = columns.pop().cast(pl.Float64).to_numpy()
-        out[:, k] = values if rows is None else values[rows]
+        if rows is None:
+            out[:, k] = values
+        else:
+            gather_into(out, k, values, rows)
     return out
 
 
