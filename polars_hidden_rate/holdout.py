@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
-from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
@@ -689,6 +689,12 @@ def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) 
     return squared_nearest(tree, queries, threads=threads)
 
 
+def _as_kept(tree: KdTree) -> IndexArray:
+    """The queries in the order they come: a tree's own points, whose neighbours are
+    already together (no sort by a leaf near each)."""
+    return np.arange(len(tree.points), dtype=np.int64)
+
+
 def _in_rows(values: Float64Array, tree: KdTree) -> Float64Array:
     """Values given per point of ``tree`` (in tree order), back in the rows as given."""
     rows = np.empty_like(values)
@@ -760,7 +766,12 @@ class _SharedWalks:
     def synthetic_to_originals(self) -> Float64Array:
         """Each synthetic record's two smallest ``d2`` to the originals, in its row order."""
         if self._to_originals is None:
-            best = squared_nearest_two(self.originals, self.synthetic.points, threads=self.threads)
+            best = squared_nearest_two(
+                self.originals,
+                self.synthetic.points,
+                threads=self.threads,
+                rows=_as_kept(self.synthetic),
+            )
             rows = np.empty_like(best)
             rows[self.synthetic.order] = best
             self._to_originals = rows
@@ -772,16 +783,21 @@ class _SharedWalks:
         threads = self.threads
         if self.same_as_reference:
             reference = NearestTwo.from_squared(
-                squared_nearest_two(self.originals, self.holdout.points, threads=threads),
+                squared_nearest_two(
+                    self.originals,
+                    self.holdout.points,
+                    threads=threads,
+                    rows=_as_kept(self.holdout),
+                ),
                 self.exponent,
             )  # in the holdout's tree order: the medians do not depend on it
         else:
             reference = nearest_two(originals, holdout, threads=threads)
         membership = MembershipRisk(
-            _in_rows(squared_nearest(self.synthetic, self.originals.points, threads=threads),
-                     self.originals),
-            _in_rows(squared_nearest(self.synthetic, self.holdout.points, threads=threads),
-                     self.holdout),
+            _in_rows(squared_nearest(self.synthetic, self.originals.points, threads=threads,
+                                     rows=_as_kept(self.originals)), self.originals),
+            _in_rows(squared_nearest(self.synthetic, self.holdout.points, threads=threads,
+                                     rows=_as_kept(self.holdout)), self.holdout),
             len(self.synthetic.points),
             confidence,
         )  # fmt: skip
@@ -789,12 +805,15 @@ class _SharedWalks:
             to_training = self._to_originals[:, 0]
         else:
             to_training = _in_rows(
-                squared_nearest(self.originals, self.synthetic.points, threads=threads),
+                squared_nearest(self.originals, self.synthetic.points, threads=threads,
+                                rows=_as_kept(self.synthetic)),
                 self.synthetic,
-            )
+            )  # fmt: skip
         to_holdout = _in_rows(
-            squared_nearest(self.holdout, self.synthetic.points, threads=threads), self.synthetic
-        )
+            squared_nearest(self.holdout, self.synthetic.points, threads=threads,
+                            rows=_as_kept(self.synthetic)),
+            self.synthetic,
+        )  # fmt: skip
         overfitting = DcrOverfitting.of_distances(
             to_training, to_holdout, len(self.originals.points), len(self.holdout.points)
         )

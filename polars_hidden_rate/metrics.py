@@ -18,6 +18,7 @@ from statistics import NormalDist
 from typing import Any, TypeVar, Unpack
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 from polars.exceptions import DuplicateError, SchemaError
 
@@ -271,16 +272,68 @@ def row_direct_match_protection(
     for frame, schema, role in ((left, left_schema, "originals"), (right, right_schema, "avatars")):
         dtypes = {n: schema[n] for n in as_float}
         raise_inexact(inexact_counts(frame, dtypes), dtypes, "feature", role, hint)
-    copies = right.select(columns).join(
-        left.select(columns).unique(), on=names, how="semi", nulls_equal=True
-    )
-    matched, total = (
-        int(frame.item())
-        for frame in pl.collect_all([copies.select(pl.len()), right.select(pl.len())])
-    )
-    if total == 0:
+    compared = {n: left_schema[n] if t is None else t for n, t in common.items()}
+    left_rows, right_rows = left.select(columns), right.select(columns)
+    # A join of every row would hold both sides in hash tables (about 200 bytes per record
+    # at 1e7): the rows' hashes find the few values both sides may share, and the join
+    # settles only the rows that hold one of them. Equal rows have equal hashes.
+    found = _shared_hashes(left_rows, right_rows, compared)
+    if found is None:
         raise nothing_to_measure("avatars")
+    total, candidates = found
+    if len(candidates) == 0:
+        return 100.0
+    hashes = pl.Series("hash", candidates, dtype=pl.UInt64)
+    copies = right_rows.filter(_row_hash(compared).is_in(hashes)).join(
+        left_rows.filter(_row_hash(compared).is_in(hashes)).unique(),
+        on=names,
+        how="semi",
+        nulls_equal=True,
+    )
+    matched = int(copies.select(pl.len()).collect().item())
     return 100.0 * (total - matched) / total
+
+
+def _row_hash(dtypes: dict[str, pl.DataType]) -> pl.Expr:
+    """One hash per row of these columns, equal for rows that Polars' join calls equal: each
+    float is first made canonical (-0.0 as 0.0, one NaN), whatever the hash does with them."""
+    fields = []
+    for name, dtype in dtypes.items():
+        column = pl.col(name)
+        if dtype.is_float():
+            column = (
+                pl.when(column.is_nan())
+                .then(pl.lit(float("nan"), dtype))
+                .otherwise(
+                    column + pl.lit(0.0, dtype)  # -0.0 + 0.0 is 0.0
+                )
+            )
+        fields.append(column.alias(name))
+    return pl.struct(fields).hash(seed=0x5EED).alias("hash")
+
+
+def _shared_hashes(
+    left: pl.LazyFrame, right: pl.LazyFrame, dtypes: dict[str, pl.DataType]
+) -> tuple[int, npt.NDArray[np.uint64]] | None:
+    """The number of right rows and the row hashes both sides hold (sorted, distinct); None
+    when the right side has no row. Each side's hashes are 8 bytes per record."""
+    found = [
+        frame.select(_row_hash(dtypes)).collect().to_series().to_numpy(writable=True)
+        for frame in (left, right)
+    ]
+    if len(found[1]) == 0:
+        return None
+    for hashes in found:
+        hashes.sort()
+    ours, theirs = found
+    total = len(theirs)
+    if len(ours) == 0:
+        return total, np.empty(0, dtype=np.uint64)
+    at = np.searchsorted(ours, theirs)
+    np.minimum(at, len(ours) - 1, out=at)
+    held = ours[at] == theirs
+    del at
+    return total, np.unique(theirs[held])
 
 
 CORRELATION_TOLERANCE = 0.05

@@ -203,7 +203,9 @@ class CountPlan:
         scaled = replace(aligned, originals=originals, avatars=avatars)
         counts = self.counts_for(inspector, scaled, consume=True, reuse=True)
         with stage("nearest originals", enabled=self.progress):
-            found = nearest_two(originals, avatars, threads=self.threads, overwrite_input=True)
+            found = nearest_two(
+                originals, avatars, threads=self.threads, overwrite_input=True, linked=True
+            )
         # Found at the scale of the arrays as given times 2^exponent: in their units again.
         return counts, replace(found, exponent=found.exponent + exponent)
 

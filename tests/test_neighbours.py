@@ -48,6 +48,35 @@ def test_the_nearest_alone_is_the_first_of_the_two(
     np.testing.assert_array_equal(squared_nearest(tree, queries, threads=threads), first)
 
 
+@settings(max_examples=examples(150), deadline=None)
+@given(case=nearest_two_cases(), threads=st.sampled_from([1, 3]), seed=st.integers(0, 2**32 - 1))
+def test_any_walk_order_gives_the_brute_force(
+    case: tuple[np.ndarray, np.ndarray], threads: int, seed: int
+) -> None:
+    """The queries' order is the walk's choice, never the result's: a random order, and
+    ``linked`` (the avatars in their originals' order in the tree), give the brute force."""
+    originals, avatars = case
+    points, queries, _ = scaled_pair(originals, avatars)
+    tree = KdTree.build(points)
+    first, second = brute_force_two(points, queries)
+    rows = np.random.default_rng(seed).permutation(len(queries))
+    found = squared_nearest_two(tree, queries, threads=threads, rows=rows)
+    np.testing.assert_array_equal(found, np.column_stack([first, second]))
+    np.testing.assert_array_equal(squared_nearest(tree, queries, threads=threads, rows=rows), first)
+    linked = avatars[: len(originals)]
+    if len(linked) < len(originals):  # as many avatars as originals: repeat the last ones
+        linked = np.concatenate([linked, originals[len(linked) :] + 0.5])
+    expected = nearest_two(originals, linked, threads=threads)
+    got = nearest_two(originals.copy(), linked.copy(), threads=threads, linked=True)
+    np.testing.assert_array_equal(got.nearest, expected.nearest)
+    np.testing.assert_array_equal(got.second, expected.second)
+
+
+def test_linked_avatars_are_one_per_original() -> None:
+    with pytest.raises(ValueError, match="linked avatars need one per original, got 2 for 3"):
+        nearest_two(np.zeros((3, 2)), np.zeros((2, 2)), linked=True)
+
+
 def test_near_positions_on_threads_are_those_of_one_thread() -> None:
     originals, avatars = make_case(20_000, 3)
     tree = KdTree.build(originals)
