@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError, SchemaError
 
 import polars_hidden_rate as phr
+from polars_hidden_rate import metrics
 from polars_hidden_rate.report import DEFAULT_TARGETS, METRICS, PrivacyReport
 from tests.helpers import brute_force_counts, examples
 
@@ -194,6 +195,51 @@ def test_direct_matches_with_nulls_nan_and_mixed_types() -> None:
     assert phr.row_direct_match_protection(originals, avatars) == 100.0
     assert originals.avatar.row_direct_match_protection(avatars, features=["city"]) == 0.0  # type: ignore[attr-defined]
     assert phr.row_direct_match_protection(originals, avatars, features=["age"]) == 20.0
+
+
+def _as_joined(value: object) -> object:
+    """A value as Polars' join compares it: -0.0 as 0.0, every NaN one value."""
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else value + 0.0
+    return value
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, -0.0, 1.5, float("nan"), None]),
+            st.sampled_from(["a", "b", None]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    picks=st.lists(st.integers(0, 11), min_size=1, max_size=12),
+    collide=st.booleans(),
+)
+def test_direct_matches_equal_a_set_of_the_originals(
+    rows: list[tuple[float | None, str | None]],
+    picks: list[int],
+    collide: bool,
+) -> None:
+    """Against a brute force: an avatar is a copy when its values, as the join compares
+    them, are an original's. With every row hashed alike, the join alone must settle each
+    candidate: the hashes only choose the rows it looks at."""
+    originals = pl.DataFrame(rows, schema={"x": pl.Float64, "s": pl.String}, orient="row")
+    copied = [rows[i % len(rows)] for i in picks]
+    avatars = pl.DataFrame(
+        [(None if x is None else x * 2 if i % 3 == 0 else x, t) for i, (x, t) in enumerate(copied)],
+        schema={"x": pl.Float64, "s": pl.String},
+        orient="row",
+    )
+    seen = {tuple(map(_as_joined, row)) for row in originals.rows()}
+    copies = sum(tuple(map(_as_joined, row)) in seen for row in avatars.rows())
+    expected = 100.0 * (avatars.height - copies) / avatars.height
+    with pytest.MonkeyPatch.context() as patch:
+        if collide:
+            alike = (pl.struct("x", "s").hash() * 0 + 7).alias("hash")
+            patch.setattr(metrics, "_row_hash", lambda dtypes: alike)
+        assert phr.row_direct_match_protection(originals, avatars) == pytest.approx(expected)
 
 
 def test_direct_matches_refuse_what_cannot_be_compared() -> None:
