@@ -7,6 +7,7 @@ import json
 import math
 from decimal import Decimal
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -524,11 +525,14 @@ def test_html_page() -> None:
     assert page.texts.count("originals") == 1
 
 
-def test_benchmark_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_benchmark_script_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from benchmarks import bench_report
 
-    bench_report.main(["--sizes", "300", "--dims", "3", "--repeat", "1", "--threads", "1"])
+    # Into tmp_path: a test must not overwrite the measured results in benchmarks/results.
+    arguments = ["--sizes", "300", "--dims", "3", "--repeat", "1", "--threads", "1"]
+    bench_report.main([*arguments, "--out", str(tmp_path)])
     assert "n=300 d=3: local_cloaking" in capsys.readouterr().out
+    assert (tmp_path / "report.md").exists()
 
 
 def test_report_in_the_projected_space_and_its_checks() -> None:
