@@ -387,8 +387,12 @@ Overall: <span class="{"pass" if self.passed else "fail"}">{verdict}</span>.</p>
 """
 
 
-def check_targets(targets: Mapping[str, float] | None) -> Mapping[str, float]:
-    """The default targets, with ``targets`` overriding some; unknown names are refused."""
+def check_targets(
+    targets: Mapping[str, float] | None, *, known: object = ...
+) -> Mapping[str, float]:
+    """The default targets, with ``targets`` overriding some; unknown names are refused, and
+    so is a target for the correlation protection rate where ``known`` is None (given as
+    None: a report that does not measure it would judge nothing against it)."""
     if targets is None:
         return DEFAULT_TARGETS
     if not isinstance(targets, Mapping):
@@ -397,6 +401,12 @@ def check_targets(targets: Mapping[str, float] | None) -> Mapping[str, float]:
     unknown = sorted(str(name) for name in targets if name not in DEFAULT_TARGETS)
     if unknown:
         msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(DEFAULT_TARGETS)}"
+        raise ValueError(msg)
+    if known is None and "correlation_protection_rate" in targets:
+        msg = (
+            "a target for 'correlation_protection_rate' needs `known`, the variables an "
+            "attacker knows (--known): without them the rate is not measured"
+        )
         raise ValueError(msg)
     checked = {
         name: check_real(value, f"targets[{name!r}]", low=-np.inf)
@@ -490,7 +500,7 @@ def privacy_report(
     >>> report.to_dict()["metrics"]["distance_to_closest_median"]
     {'value': 0.25, 'target': 0.2, 'passed': True}
     """
-    check_targets(targets)
+    check_targets(targets, known=known)
     check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
     known_names = None
@@ -565,7 +575,7 @@ def report_of_plan(
     """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
     taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
     ``inference`` attack (`inference_attack`) run on it."""
-    checked_targets = check_targets(targets)
+    checked_targets = check_targets(targets, known=known)
     level = check_confidence(confidence)
     known_names = None
     if known is not None:

@@ -323,6 +323,11 @@ def test_the_report_measures_it_and_gates_on_it() -> None:
     assert without.correlation_protection is None
     assert without.release_checks == {}
     assert without.checks == report.checks  # the five metrics decide as before
+    # A target for it, without `known`, would judge nothing: refused, never ignored.
+    with pytest.raises(ValueError, match="'correlation_protection_rate' needs `known`"):
+        phr.privacy_report(
+            originals, avatars, coords="Dim1", targets={"correlation_protection_rate": 90}
+        )
 
 
 def passing(**fields: Any) -> PrivacyReport:

@@ -374,7 +374,8 @@ def _scheduler_address(path: Path) -> str:
 
 def run_report(args: argparse.Namespace) -> int:
     """``hidden-rate report``: every metric once, against its target; optionally as a page."""
-    targets = check_targets(dict(args.target or []))
+    targets = dict(args.target or [])
+    check_targets(targets, known=args.known)  # before anything is read
     _refuse_inputs(args.html, "--html", args)  # its folder too
     attack = inference_attack(
         args.known, args.secret, args.secret_kind, args.secret_tolerance, args.holdout is not None
