@@ -116,11 +116,11 @@ def nearest_two(
     ([0.5, 0.0, 2.0], [0.5, 2.0, 3.0], [1.0, 0.0, 0.6666666666666666])
     """
     points, queries, exponent = scaled_pair(originals, avatars, overwrite_input=overwrite_input)
-    threads = threads or usable_cores()
-    tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
     if linked and len(queries) != len(points):
         msg = f"linked avatars need one per original, got {len(queries)} for {len(points)}"
         raise ValueError(msg)
+    threads = threads or usable_cores()
+    tree = KdTree.build(points, threads=threads, overwrite_input=overwrite_input)
     rows = tree.order if linked else None
     found = squared_nearest_two(tree, queries, threads=threads, rows=rows)
     del tree, rows  # before the distances: at 1e8 records, 29 bytes each
@@ -180,7 +180,9 @@ def _walk(
     if rows is None:
         # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
         rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
+    # The kernels check no index: the order must name every query, and only them.
     assert len(rows) == len(queries), "every query once"
+    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
     best = np.empty((len(queries), columns), dtype=np.float64)
     size = queries_per_task(len(rows), threads)
 
