@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
-from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
@@ -689,12 +689,6 @@ def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) 
     return squared_nearest(tree, queries, threads=threads)
 
 
-def _as_kept(tree: KdTree) -> IndexArray:
-    """The queries in the order they come: a tree's own points, whose neighbours are
-    already together (no sort by a leaf near each)."""
-    return np.arange(len(tree.points), dtype=np.int64)
-
-
 def _in_rows(values: Float64Array, tree: KdTree) -> Float64Array:
     """Values given per point of ``tree`` (in tree order), back in the rows as given."""
     rows = np.empty_like(values)
@@ -763,57 +757,42 @@ class _SharedWalks:
             overwrite_input=overwrite_input,
         )
 
+    def _walk(self, tree: KdTree, of: KdTree, *, two: bool = False) -> Float64Array:
+        """The ``d2`` of each point of ``of`` to its nearest point of ``tree`` (with ``two``,
+        its two nearest), in ``of``'s tree order: its points walked as they come, neighbours
+        already together (no sort by a leaf near each)."""
+        walk = squared_nearest_two if two else squared_nearest
+        kept = np.arange(len(of.points), dtype=np.int64)
+        return walk(tree, of.points, threads=self.threads, rows=kept)
+
     def synthetic_to_originals(self) -> Float64Array:
         """Each synthetic record's two smallest ``d2`` to the originals, in its row order."""
         if self._to_originals is None:
-            best = squared_nearest_two(
-                self.originals,
-                self.synthetic.points,
-                threads=self.threads,
-                rows=_as_kept(self.synthetic),
+            self._to_originals = _in_rows(
+                self._walk(self.originals, self.synthetic, two=True), self.synthetic
             )
-            rows = np.empty_like(best)
-            rows[self.synthetic.order] = best
-            self._to_originals = rows
         return self._to_originals
 
     def figures(
         self, originals: Float64Array, holdout: Float64Array, confidence: float
     ) -> HoldoutFigures:
-        threads = self.threads
         if self.same_as_reference:
             reference = NearestTwo.from_squared(
-                squared_nearest_two(
-                    self.originals,
-                    self.holdout.points,
-                    threads=threads,
-                    rows=_as_kept(self.holdout),
-                ),
-                self.exponent,
+                self._walk(self.originals, self.holdout, two=True), self.exponent
             )  # in the holdout's tree order: the medians do not depend on it
         else:
-            reference = nearest_two(originals, holdout, threads=threads)
+            reference = nearest_two(originals, holdout, threads=self.threads)
         membership = MembershipRisk(
-            _in_rows(squared_nearest(self.synthetic, self.originals.points, threads=threads,
-                                     rows=_as_kept(self.originals)), self.originals),
-            _in_rows(squared_nearest(self.synthetic, self.holdout.points, threads=threads,
-                                     rows=_as_kept(self.holdout)), self.holdout),
+            _in_rows(self._walk(self.synthetic, self.originals), self.originals),
+            _in_rows(self._walk(self.synthetic, self.holdout), self.holdout),
             len(self.synthetic.points),
             confidence,
-        )  # fmt: skip
+        )
         if self._to_originals is not None:
             to_training = self._to_originals[:, 0]
         else:
-            to_training = _in_rows(
-                squared_nearest(self.originals, self.synthetic.points, threads=threads,
-                                rows=_as_kept(self.synthetic)),
-                self.synthetic,
-            )  # fmt: skip
-        to_holdout = _in_rows(
-            squared_nearest(self.holdout, self.synthetic.points, threads=threads,
-                            rows=_as_kept(self.synthetic)),
-            self.synthetic,
-        )  # fmt: skip
+            to_training = _in_rows(self._walk(self.originals, self.synthetic), self.synthetic)
+        to_holdout = _in_rows(self._walk(self.holdout, self.synthetic), self.synthetic)
         overfitting = DcrOverfitting.of_distances(
             to_training, to_holdout, len(self.originals.points), len(self.holdout.points)
         )
