@@ -32,15 +32,16 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
-from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
-from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.engine import squared_distances, usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
     NearestTwo,
     nearest_two,
     squared_nearest,
     squared_nearest_two,
+    within_reach,
 )
 from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
 from polars_hidden_rate.frames import (
@@ -62,6 +63,7 @@ __all__ = [
     "HoldoutFigures",
     "HoldoutSpace",
     "InferenceAttack",
+    "LinkedCloaking",
     "dcr_overfitting_protection",
     "inference_risk",
     "membership_risk",
@@ -220,17 +222,26 @@ class DcrOverfitting:
         )
         threads = threads or usable_cores()
         to_training = _nearest_squared(training, queries, threads)
-        to_holdout = _nearest_squared(others, queries, threads)
-        return cls.of_distances(to_training, to_holdout, len(training), len(others))
+        holdout_tree = KdTree.build(others, threads=threads)
+        return cls.of_nearest(to_training, holdout_tree, queries, len(training), threads)
 
     @classmethod
-    def of_distances(
-        cls, to_training: Float64Array, to_holdout: Float64Array, originals: int, holdout: int
+    def of_nearest(
+        cls,
+        to_training: Float64Array,
+        holdout: KdTree,
+        synthetic: Float64Array,
+        originals: int,
+        threads: int,
     ) -> DcrOverfitting:
-        """From each synthetic record's ``d2`` to its nearest training original and to its
-        nearest holdout record, at one scale."""
-        closer = int(np.count_nonzero(to_training < to_holdout)) / len(to_training)
-        return cls(min(2.0 * (1.0 - closer), 1.0), closer, len(to_training), originals, holdout)
+        """From each synthetic record's ``d2`` to its nearest training original and the
+        holdout's kd-tree, at one scale: a record is closer to the training originals when
+        no holdout record lies within that ``d2`` (`within_reach`: the same answer as
+        comparing the two nearest, for less)."""
+        not_closer = within_reach(holdout, synthetic, to_training, threads=threads)
+        closer = (len(to_training) - int(np.count_nonzero(not_closer))) / len(to_training)
+        return cls(min(2.0 * (1.0 - closer), 1.0), closer, len(to_training), originals,
+                   holdout.avatars)  # fmt: skip
 
     def to_dict(self) -> dict[str, float | int]:
         """The figures as JSON values."""
@@ -596,6 +607,7 @@ class HoldoutFigures:
         threads: int | None = None,
         confidence: float = 0.95,
         overwrite_input: bool = False,
+        cloaking: LinkedCloaking | None = None,
     ) -> tuple[NearestTwo, HoldoutFigures]:
         """The figures and each synthetic record's two nearest originals (a report's DCR and
         NNDR: `nearest_two` of the originals and the synthetic records), from walks they
@@ -611,10 +623,17 @@ class HoldoutFigures:
 
         With ``overwrite_input``, the caller no longer needs the three arrays: where every
         walk is shared they are scaled and become the trees' points in place (no copy).
+
+        With ``cloaking``, the synthetic records are the originals' avatars (row ``i`` of
+        one linked to row ``i`` of the other) and their local cloaking is known: an original
+        that no rival hides has its own avatar nearest, so its membership score is that
+        ``d2``, and the others' walks start from it (`LinkedCloaking`).
         """
-        walks = _SharedWalks.of(originals, synthetic, holdout, threads, overwrite_input)
+        walks = _SharedWalks.of(originals, synthetic, holdout, threads, overwrite_input, cloaking)
         if walks.same_as_dcr:
-            found = NearestTwo.from_squared(walks.synthetic_to_originals(), walks.exponent)
+            found = NearestTwo.from_squared(
+                _in_rows(walks.synthetic_to_originals(), walks.synthetic), walks.exponent
+            )
         else:
             found = nearest_two(originals, synthetic, threads=walks.threads)
         return found, walks.figures(originals, holdout, confidence)
@@ -684,6 +703,21 @@ def _inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
     ]
 
 
+@dataclass(frozen=True)
+class LinkedCloaking:
+    """The local cloaking of each original against the synthetic records, row ``i`` of
+    the synthetic set being row ``i``'s own avatar, as `count_cloaking` counts it with
+    ``tie_tol`` from the same two arrays: a count of 0 says that every rival lies
+    strictly beyond the own avatar, which is then the nearest synthetic record.
+
+    That holds at the count's canonical scale; the holdout's walks use it only where the
+    three sets' scale is the same power of two (the same floats), and walk every original
+    elsewhere."""
+
+    counts: CountArray
+    tie_tol: float
+
+
 def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) -> Float64Array:
     tree = KdTree.build(points, threads=threads)
     return squared_nearest(tree, queries, threads=threads)
@@ -709,6 +743,7 @@ class _SharedWalks:
         *,
         threads: int,
         overwrite_input: bool = False,
+        cloaking: LinkedCloaking | None = None,
     ) -> None:
         # NaN checks in the order of the separate walks: the reference's pair first.
         o_largest, h_largest, s_largest = (
@@ -739,6 +774,8 @@ class _SharedWalks:
         self.synthetic = KdTree.build(scaled_s, threads=threads, overwrite_input=owned)
         self.holdout = KdTree.build(scaled_h, threads=threads, overwrite_input=owned)
         self._to_originals: Float64Array | None = None
+        self.cloaking = cloaking
+        self._largest = max(o_largest, s_largest)  # the count's scale is theirs
 
     @classmethod
     def of(
@@ -748,6 +785,7 @@ class _SharedWalks:
         holdout: Float64Array,
         threads: int | None,
         overwrite_input: bool = False,
+        cloaking: LinkedCloaking | None = None,
     ) -> _SharedWalks:
         return cls(
             originals,
@@ -755,6 +793,7 @@ class _SharedWalks:
             holdout,
             threads=threads or usable_cores(),
             overwrite_input=overwrite_input,
+            cloaking=cloaking,
         )
 
     def _walk(self, tree: KdTree, of: KdTree, *, two: bool = False) -> Float64Array:
@@ -766,12 +805,30 @@ class _SharedWalks:
         return walk(tree, of.points, threads=self.threads, rows=kept)
 
     def synthetic_to_originals(self) -> Float64Array:
-        """Each synthetic record's two smallest ``d2`` to the originals, in its row order."""
+        """Each synthetic record's two smallest ``d2`` to the originals, in the synthetic
+        tree's order."""
         if self._to_originals is None:
-            self._to_originals = _in_rows(
-                self._walk(self.originals, self.synthetic, two=True), self.synthetic
-            )
+            self._to_originals = self._walk(self.originals, self.synthetic, two=True)
         return self._to_originals
+
+    def _members_scores(self) -> Float64Array:
+        """Each original's ``d2`` to its nearest synthetic record, in the originals' tree
+        order: walked, or, with `cloaking` at this scale, its own avatar's ``d2`` where no
+        rival hides it, and walked from that ``d2`` elsewhere."""
+        cloaking = self.cloaking
+        dim = self.originals.points.shape[1]
+        if cloaking is None or exponent_for(self._largest, dim, cloaking.tie_tol) != self.exponent:
+            return self._walk(self.synthetic, self.originals)
+        rows = self.originals.order  # the original (and its avatar's row) at each point
+        assert cloaking.counts.shape == rows.shape == self.synthetic.order.shape, "linked"
+        own = squared_distances(
+            self.originals.points, self.synthetic.points, slice(None),
+            self.synthetic.position[rows],
+        )  # fmt: skip
+        hidden = np.flatnonzero(cloaking.counts[rows] > 0)
+        return squared_nearest(
+            self.synthetic, self.originals.points, threads=self.threads, rows=hidden, seed=own
+        )
 
     def figures(
         self, originals: Float64Array, holdout: Float64Array, confidence: float
@@ -783,19 +840,19 @@ class _SharedWalks:
         else:
             reference = nearest_two(originals, holdout, threads=self.threads)
         membership = MembershipRisk(
-            _in_rows(self._walk(self.synthetic, self.originals), self.originals),
+            _in_rows(self._members_scores(), self.originals),
             _in_rows(self._walk(self.synthetic, self.holdout), self.holdout),
             len(self.synthetic.points),
             confidence,
         )
         if self._to_originals is not None:
-            to_training = self._to_originals[:, 0]
+            to_training = np.ascontiguousarray(self._to_originals[:, 0])
         else:
-            to_training = _in_rows(self._walk(self.originals, self.synthetic), self.synthetic)
-        to_holdout = _in_rows(self._walk(self.holdout, self.synthetic), self.synthetic)
-        overfitting = DcrOverfitting.of_distances(
-            to_training, to_holdout, len(self.originals.points), len(self.holdout.points)
-        )
+            to_training = self._walk(self.originals, self.synthetic)
+        overfitting = DcrOverfitting.of_nearest(
+            to_training, self.holdout, self.synthetic.points, len(self.originals.points),
+            self.threads,
+        )  # fmt: skip
         return HoldoutFigures(
             membership,
             overfitting,

@@ -27,7 +27,12 @@ from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import check_confidence, check_real
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.frames import ColumnSpec, as_lazy
-from polars_hidden_rate.holdout import HoldoutFigures, InferenceAttack, check_holdout
+from polars_hidden_rate.holdout import (
+    HoldoutFigures,
+    InferenceAttack,
+    LinkedCloaking,
+    check_holdout,
+)
 from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
 from polars_hidden_rate.metrics import (
     CorrelationProtection,
@@ -607,6 +612,7 @@ def report_of_plan(
                     threads=request.threads,
                     confidence=level,
                     overwrite_input=True,  # the read's and the holdout's: not needed after
+                    cloaking=LinkedCloaking(counts, request.tie_tol),
                 )
         else:
             found = request.nearest_two(aligned)

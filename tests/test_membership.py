@@ -18,8 +18,9 @@ from polars.exceptions import NoDataError, SchemaError
 
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.engine.nearest import nearest_two
-from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures
+from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures, LinkedCloaking
 from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
 from tests.helpers import examples
 
@@ -211,6 +212,45 @@ def test_the_report_s_shared_walks_give_the_separate_figures_bit_for_bit(
     # And the brute force: the members' scores at the shared scale rank as its d2 do.
     members_d2, holdout_d2 = brute_nearest_d2(o, s), brute_nearest_d2(h, s)
     assert figures.membership.auc == brute_auc(list(members_d2), list(holdout_d2))
+
+
+linked_grids = st.integers(1, 40).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), min_size=n, max_size=n),
+        st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), min_size=n, max_size=n),
+        st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), min_size=1, max_size=40),
+        st.sampled_from([0.0, 2.0**40, -(2.0**60)]),
+        st.sampled_from([1.0, 2.0**-30, 2.0**300]),
+    )
+)
+
+
+@given(
+    case=linked_grids,
+    holdout_unit=st.sampled_from([1.0, 4.0]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 3.0]),
+)
+@settings(max_examples=examples(200))
+def test_the_counts_spare_walks_and_change_no_score(
+    case: tuple[list[tuple[int, int]], ...], holdout_unit: float, tie_tol: float
+) -> None:
+    # Linked sets on a grid: own avatars tied with rivals, copies, zero distances. An
+    # original no rival hides scores its own avatar's d2 unwalked; the others walk from it.
+    # A holdout 4 times larger, or a tie_tol of 3 (another power of two for the count),
+    # puts the count's scale off the three sets': every original is then walked.
+    originals, synthetic, holdout, offset, unit = case
+    o, s = (np.array(a, dtype=np.float64) * unit + offset for a in (originals, synthetic))
+    h = np.array(holdout, dtype=np.float64) * unit * holdout_unit + offset
+    counts = count_cloaking(o, s, tie_tol=tie_tol)
+    cloaking = LinkedCloaking(counts, tie_tol)
+    found, figures = HoldoutFigures.with_nearest(o, s, h, cloaking=cloaking)
+    alone_found, alone = HoldoutFigures.with_nearest(o, s, h)
+    np.testing.assert_array_equal(figures.membership.members, alone.membership.members)
+    np.testing.assert_array_equal(found.nearest, alone_found.nearest)
+    assert figures.to_dict() == alone.to_dict()
+    members_d2 = brute_nearest_d2(o, s)
+    assert figures.membership.auc == brute_auc(list(members_d2), list(brute_nearest_d2(h, s)))
+    assert ((figures.membership.members == 0.0) == (members_d2 == 0.0)).all()
 
 
 @pytest.mark.parametrize("huge", ["holdout", "synthetic"])

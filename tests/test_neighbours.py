@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.data import make_case
+from polars_hidden_rate.engine.arrays import squared_distances
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
     merge_nearest_two,
@@ -17,6 +18,7 @@ from polars_hidden_rate.engine.nearest import (
     scaled_pair,
     squared_nearest,
     squared_nearest_two,
+    within_reach,
 )
 from polars_hidden_rate.engine.scale import canonical_scale
 from tests.helpers import brute_force_two, examples, nearest_two_cases
@@ -70,6 +72,52 @@ def test_any_walk_order_gives_the_brute_force(
     got = nearest_two(originals.copy(), linked.copy(), threads=threads, linked=True)
     np.testing.assert_array_equal(got.nearest, expected.nearest)
     np.testing.assert_array_equal(got.second, expected.second)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(case=nearest_two_cases(), threads=st.sampled_from([1, 3]), seed=st.integers(0, 2**32 - 1))
+def test_a_seeded_walk_of_some_queries_gives_the_brute_force(
+    case: tuple[np.ndarray, np.ndarray], threads: int, seed: int
+) -> None:
+    # Each query seeded with the d2 of one point of the tree (as an own avatar's), some
+    # queries walked from it, the others left at it where it is their nearest already.
+    originals, avatars = case
+    points, queries, _ = scaled_pair(originals, avatars)
+    tree = KdTree.build(points)
+    first, _ = brute_force_two(points, queries)
+    rng = np.random.default_rng(seed)
+    chosen = rng.integers(0, len(points), len(queries))
+    seeds = squared_distances(queries, points, slice(None), chosen)
+    settled = seeds == first  # the seed is the nearest: no walk needed
+    walked = rng.permutation(np.flatnonzero(~settled | (rng.random(len(queries)) < 0.5)))
+    found = squared_nearest(tree, queries, threads=threads, rows=walked, seed=seeds)
+    np.testing.assert_array_equal(found, first)
+    # A query left at a seed beyond its nearest keeps that seed: the walk decides nothing.
+    unwalked = np.setdiff1d(np.arange(len(queries)), walked)
+    np.testing.assert_array_equal(found[unwalked], seeds[unwalked])
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    case=nearest_two_cases(),
+    threads=st.sampled_from([1, 3]),
+    shift=st.sampled_from([-1, 0, 1]),
+)
+def test_within_reach_is_the_brute_force_s_any_within(
+    case: tuple[np.ndarray, np.ndarray], threads: int, shift: int
+) -> None:
+    # Thresholds at the nearest d2 exactly (a tie reaches), one float below or above it.
+    originals, avatars = case
+    points, queries, _ = scaled_pair(originals, avatars)
+    tree = KdTree.build(points)
+    first, _ = brute_force_two(points, queries)
+    thresholds = first.copy()
+    if shift:  # (none below 0: a threshold is a squared distance)
+        thresholds = np.maximum(np.nextafter(first, shift * np.inf), 0.0)
+    expected = first <= thresholds
+    np.testing.assert_array_equal(
+        within_reach(tree, queries, thresholds, threads=threads), expected
+    )
 
 
 def test_linked_avatars_are_one_per_original() -> None:

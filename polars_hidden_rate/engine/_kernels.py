@@ -351,13 +351,16 @@ def nearest_two_walk(
     queries: Float64Array,
     rows: IndexArray,
     best: Float64Array,
+    seeded: bool,
 ) -> None:
     """``best[i] = (d2 of the nearest, d2 of the second)`` for each ``i`` in ``rows``: a
     depth-first walk per query, nearer child first.
 
     With one column in ``best``, ``best[i, 0]`` alone: the walk then prunes at the
     nearest's ``d2`` rather than the second's (a quarter less work, measured at d = 5),
-    and finds the same value, the smallest ``d2``."""
+    and finds the same value, the smallest ``d2``. With ``seeded`` (one column only), the
+    walk starts from the ``d2`` already in ``best[i, 0]``, that of a point of the tree: it
+    prunes at it from the root and ends with the smallest ``d2`` all the same."""
     dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
@@ -365,6 +368,8 @@ def nearest_two_walk(
     only_nearest = best.shape[1] == 1
     for i in rows:
         first, second = np.inf, np.inf
+        if seeded:
+            first = second = best[i, 0]
         stack[0], bounds[0] = 0, 0.0
         top = 1
         while top > 0:

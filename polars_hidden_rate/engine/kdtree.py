@@ -187,6 +187,7 @@ class KdTree:
         advance: Callable[[int], None] = lambda done: None,
         closer_than: Float64Array | None = None,
         closer: npt.NDArray[np.bool_] | None = None,
+        rows: IndexArray | None = None,
     ) -> CountArray:
         """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
 
@@ -199,11 +200,18 @@ class KdTree:
         Queries run in tree order (by their own avatar's place, or by a leaf near
         them), so that consecutive queries walk nodes already in cache. With
         ``cap``, each count is ``min(count, cap)`` and a walk stops at its
-        ``cap``-th rival.
+        ``cap``-th rival. ``rows`` (with ``own``), every query once: the queries walked in
+        that order instead, for a caller whose queries already come with their neighbours
+        (the points of a tree of their own).
         """
         shape = (self.avatars, self.points.shape[1])
         queries, thresholds, own = linked_queries(queries, thresholds, own, shape)
-        if own is None:  # in tree order: the tree's own arrays, no per-query copies
+        if rows is not None:
+            assert own is not None, "`rows` needs `own`"
+            assert len(rows) == len(queries), "every query once"
+            assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries))
+            own_position = self.own_positions(own)
+        elif own is None:  # in tree order: the tree's own arrays, no per-query copies
             own_position, rows = self.own_positions(None), self.order
             if self.weights is not None:  # one point for many avatars: sort the queries
                 rows = np.argsort(self.position, kind="stable")

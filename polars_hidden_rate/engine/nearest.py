@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import nearest_two_walk, tied_match_walk
@@ -159,12 +160,23 @@ def squared_nearest_two(
 
 
 def squared_nearest(
-    tree: KdTree, queries: Float64Array, *, threads: int, rows: IndexArray | None = None
+    tree: KdTree,
+    queries: Float64Array,
+    *,
+    threads: int,
+    rows: IndexArray | None = None,
+    seed: Float64Array | None = None,
 ) -> Float64Array:
     """The ``d2`` of each query's nearest point of ``tree`` (``inf`` where it has none): the
     first column of `squared_nearest_two`, the same floats, by a walk that prunes at the
-    nearest rather than the second (a quarter faster at d = 5); ``rows`` as there."""
-    nearest: Float64Array = _walk(tree, queries, threads, 1, rows)[:, 0]
+    nearest rather than the second (a quarter faster at d = 5); ``rows`` as there.
+
+    With ``seed``, the ``d2`` of one point of ``tree`` to each query (as
+    `squared_distances` takes it), the walks start from it, and ``rows`` may name some of
+    the queries only: those are walked, the others' nearest is their seed. For callers
+    that know a query's nearest point already (an own avatar no rival hides), or a point
+    near it."""
+    nearest: Float64Array = _walk(tree, queries, threads, 1, rows, seed)[:, 0]
     return nearest
 
 
@@ -174,26 +186,60 @@ def _walk(
     threads: int,
     columns: int,
     rows: IndexArray | None = None,
+    seed: Float64Array | None = None,
 ) -> Float64Array:
     """``best`` of ``columns`` (1 or 2) smallest ``d2`` per query, on ``threads`` threads,
-    the queries walked in the order ``rows``."""
+    the queries walked in the order ``rows``, from ``seed`` where given (one column)."""
     if rows is None:
         # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
         rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
-    # The kernels check no index: the order must name every query, and only them.
-    assert len(rows) == len(queries), "every query once"
-    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
+    # The kernels check no index: the order must name every query (each seeded one at
+    # most), and only them.
     best = np.empty((len(queries), columns), dtype=np.float64)
+    if seed is None:
+        assert len(rows) == len(queries), "every query once"
+    else:
+        assert columns == 1, "a seed is the nearest's d2"
+        assert seed.shape == (len(queries),), "one seed per query"
+        assert len(rows) <= len(queries), "each query at most once"
+        best[:, 0] = seed
+    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
     size = queries_per_task(len(rows), threads)
+    seeded = seed is not None
 
     def run(task: int) -> None:
         chosen = rows[task * size : (task + 1) * size]
         nearest_two_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper,
-                     queries, chosen, best)  # fmt: skip
+                     queries, chosen, best, seeded)  # fmt: skip
 
     for _ in parallel_map(threads, run, -(-len(rows) // size)):
         pass
     return best
+
+
+def within_reach(
+    tree: KdTree, queries: Float64Array, thresholds: Float64Array, *, threads: int
+) -> npt.NDArray[np.bool_]:
+    """Whether some point of ``tree`` lies within ``thresholds[i]`` of query ``i``
+    (``d2 <= thresholds[i]``, exactly): the counting walk, stopped at the first point found,
+    the queries walked in the order given (callers pass the points of a tree of their own).
+
+    Cheaper than the nearest point's ``d2`` to compare with: a query with a point within
+    reach stops there, and one without walks only its ball, not the larger one of its
+    nearest point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tree = KdTree.build(np.array([[0.0], [2.0]]))
+    >>> within_reach(tree, np.array([[1.0], [5.0]]), np.array([1.0, 8.0]), threads=1).tolist()
+    [True, False]
+    """
+    none = np.full(len(queries), -1, dtype=np.int64)  # no query has a point of its own here
+    rows = np.arange(len(queries), dtype=np.int64)
+    found = tree.count_rivals(queries, thresholds, none, threads=threads, cap=1, rows=rows)
+    reached: npt.NDArray[np.bool_] = found > 0
+    return reached
 
 
 def merge_nearest_two(best: Float64Array, other: Float64Array) -> None:
