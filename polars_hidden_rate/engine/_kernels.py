@@ -64,8 +64,78 @@ def split_nodes(
                     widest, spread = k, largest - smallest
             mid = lo + (hi - lo) // 2
             select_nth(points, order, companions, lo, hi, mid, widest)
+            if hi - lo >= 2:
+                mid = split_between_ties(points, order, companions, lo, hi, mid, widest, spread)
             begin[2 * node + 1], end[2 * node + 1] = lo, mid
             begin[2 * node + 2], end[2 * node + 2] = mid, hi
+
+
+# Values within this share of a node's spread of its median's count as tied with it when
+# the node is split (`split_between_ties`): the levels of a categorical variable, and an
+# avatar's mean of equal values off by a rounding.
+TIED_SHARE = 2.0**-24
+
+
+@kernel
+def split_between_ties(
+    points: Float64Array,
+    order: IndexArray,
+    companions: tuple[Float64Array, ...],
+    lo: int,
+    hi: int,
+    mid: int,
+    k: int,
+    spread: float,
+) -> int:
+    """Where to split rows ``lo:hi``, partitioned at ``mid`` by coordinate ``k`` (`select_nth`):
+    the rows tied with the median (within ``TIED_SHARE * spread`` of it) are gathered
+    around it, and the split moves to whichever end of them is nearer ``mid``, where that
+    leaves each side at least a quarter of the rows (else it stays at ``mid``).
+
+    A median inside a run of equal values (a category's level) put some on either side:
+    both children's boxes then touched that value, every query at it walked both, and the
+    child that kept two levels was split on them again and again. Split at the end of the
+    run, the two boxes lie a level apart. On data without ties the run is the median
+    alone and the split stays at ``mid``. Leaves may then hold more than the leaf size."""
+    value = points[mid, k]
+    reach = spread * TIED_SHARE
+    start = mid  # rows lo:mid hold values <= value: the tied ones go to their end
+    p = lo
+    while p < start:
+        if points[p, k] >= value - reach:
+            start -= 1
+            swap_rows(points, order, companions, p, start)
+        else:
+            p += 1
+    stop = mid  # rows mid:hi hold values >= value: the tied ones go to their start
+    p = hi - 1
+    while p >= stop:
+        if points[p, k] <= value + reach:
+            swap_rows(points, order, companions, p, stop)
+            stop += 1
+        else:
+            p -= 1
+    least = (hi - lo) // 4
+    fits_start = start > lo and start - lo >= least
+    fits_stop = stop < hi and hi - stop >= least
+    if fits_start and (not fits_stop or mid - start <= stop - mid):
+        return start
+    if fits_stop:
+        return stop
+    return mid
+
+
+@kernel
+def swap_rows(
+    points: Float64Array, order: IndexArray, companions: tuple[Float64Array, ...], i: int, j: int
+) -> None:
+    """Swap rows ``i`` and ``j`` of ``points``, ``order`` and each of ``companions``."""
+    order[i], order[j] = order[j], order[i]
+    for m in range(points.shape[1]):
+        points[i, m], points[j, m] = points[j, m], points[i, m]
+    for rows in companions:
+        for m in range(rows.shape[1]):
+            rows[i, m], rows[j, m] = rows[j, m], rows[i, m]
 
 
 @kernel
@@ -80,7 +150,6 @@ def select_nth(
 ) -> None:
     """Partially sort rows ``lo:hi`` of ``points`` (and ``order`` and ``companions`` with
     them) by coordinate ``k`` so that row ``nth`` is in place."""
-    dim = points.shape[1]
     hi -= 1
     while lo < hi:
         a, b, c = points[lo, k], points[(lo + hi) // 2, k], points[hi, k]
@@ -92,12 +161,7 @@ def select_nth(
             while points[j, k] > pivot:
                 j -= 1
             if i <= j:
-                order[i], order[j] = order[j], order[i]
-                for m in range(dim):
-                    points[i, m], points[j, m] = points[j, m], points[i, m]
-                for rows in companions:
-                    for m in range(rows.shape[1]):
-                        rows[i, m], rows[j, m] = rows[j, m], rows[i, m]
+                swap_rows(points, order, companions, i, j)
                 i += 1
                 j -= 1
         if nth <= j:
