@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
-from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
 from polars_hidden_rate.engine import squared_distances, usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
@@ -226,6 +226,15 @@ class DcrOverfitting:
         return cls.of_nearest(to_training, holdout_tree, queries, len(training), threads)
 
     @classmethod
+    def of_distances(
+        cls, to_training: Float64Array, to_holdout: Float64Array, originals: int, holdout: int
+    ) -> DcrOverfitting:
+        """From each synthetic record's ``d2`` to its nearest training original and to its
+        nearest holdout record, at one scale."""
+        closer = int(np.count_nonzero(to_training < to_holdout))
+        return cls._of_closer(closer, len(to_training), originals, holdout)
+
+    @classmethod
     def of_nearest(
         cls,
         to_training: Float64Array,
@@ -233,15 +242,23 @@ class DcrOverfitting:
         synthetic: Float64Array,
         originals: int,
         threads: int,
+        rows: IndexArray | None = None,
     ) -> DcrOverfitting:
-        """From each synthetic record's ``d2`` to its nearest training original and the
-        holdout's kd-tree, at one scale: a record is closer to the training originals when
-        no holdout record lies within that ``d2`` (`within_reach`: the same answer as
-        comparing the two nearest, for less)."""
-        not_closer = within_reach(holdout, synthetic, to_training, threads=threads)
-        closer = (len(to_training) - int(np.count_nonzero(not_closer))) / len(to_training)
-        return cls(min(2.0 * (1.0 - closer), 1.0), closer, len(to_training), originals,
-                   holdout.avatars)  # fmt: skip
+        """`of_distances` from each synthetic record's ``d2`` to its nearest training original
+        and the holdout's kd-tree, at one scale: a record is closer to the training originals
+        when no holdout record lies within that ``d2`` (`within_reach`, the synthetic records
+        walked in the order ``rows``: the same answer as comparing the two nearest, for
+        less)."""
+        not_closer = within_reach(holdout, synthetic, to_training, threads=threads, rows=rows)
+        closer = len(to_training) - int(np.count_nonzero(not_closer))
+        return cls._of_closer(closer, len(to_training), originals, holdout.avatars)
+
+    @classmethod
+    def _of_closer(
+        cls, closer: int, synthetic: int, originals: int, holdout: int
+    ) -> DcrOverfitting:
+        share = closer / synthetic
+        return cls(min(2.0 * (1.0 - share), 1.0), share, synthetic, originals, holdout)
 
     def to_dict(self) -> dict[str, float | int]:
         """The figures as JSON values."""
@@ -820,7 +837,13 @@ class _SharedWalks:
         if cloaking is None or exponent_for(self._largest, dim, cloaking.tie_tol) != self.exponent:
             return self._walk(self.synthetic, self.originals)
         rows = self.originals.order  # the original (and its avatar's row) at each point
-        assert cloaking.counts.shape == rows.shape == self.synthetic.order.shape, "linked"
+        if not cloaking.counts.shape == rows.shape == self.synthetic.order.shape:
+            msg = (
+                f"linked counts need one per original and one avatar each, got "
+                f"{len(cloaking.counts)} counts for {len(rows)} originals and "
+                f"{len(self.synthetic.order)} synthetic records"
+            )
+            raise ValueError(msg)
         own = squared_distances(
             self.originals.points, self.synthetic.points, slice(None),
             self.synthetic.position[rows],
@@ -849,9 +872,10 @@ class _SharedWalks:
             to_training = np.ascontiguousarray(self._to_originals[:, 0])
         else:
             to_training = self._walk(self.originals, self.synthetic)
+        in_order = np.arange(len(to_training), dtype=np.int64)  # the synthetic tree's own
         overfitting = DcrOverfitting.of_nearest(
             to_training, self.holdout, self.synthetic.points, len(self.originals.points),
-            self.threads,
+            self.threads, rows=in_order,
         )  # fmt: skip
         return HoldoutFigures(
             membership,

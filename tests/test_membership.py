@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -17,9 +18,11 @@ from hypothesis import strategies as st
 from polars.exceptions import NoDataError, SchemaError
 
 import polars_hidden_rate as phr
+import polars_hidden_rate.holdout as holdout_module
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.engine.nearest import nearest_two
+from polars_hidden_rate.engine.scale import exponent_for
 from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures, LinkedCloaking
 from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
 from tests.helpers import examples
@@ -243,7 +246,24 @@ def test_the_counts_spare_walks_and_change_no_score(
     h = np.array(holdout, dtype=np.float64) * unit * holdout_unit + offset
     counts = count_cloaking(o, s, tie_tol=tie_tol)
     cloaking = LinkedCloaking(counts, tie_tol)
-    found, figures = HoldoutFigures.with_nearest(o, s, h, cloaking=cloaking)
+    walked: list[int] = []
+    real_walk = holdout_module.squared_nearest
+
+    def counting_walk(*args: Any, **kwargs: Any) -> Float64Array:
+        if kwargs.get("seed") is not None:
+            walked.append(len(kwargs["rows"]))
+        return real_walk(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(holdout_module, "squared_nearest", counting_walk)
+        found, figures = HoldoutFigures.with_nearest(o, s, h, cloaking=cloaking)
+    largest = [float(np.abs(a).max()) for a in (o, s, h)]
+    count_scale = exponent_for(max(largest[:2]), 2, tie_tol)
+    if count_scale == exponent_for(max(largest), 2):
+        # The count's scale is the three sets': only the hidden originals are walked.
+        assert walked == [int(np.count_nonzero(counts))]
+    else:
+        assert walked == []
     alone_found, alone = HoldoutFigures.with_nearest(o, s, h)
     np.testing.assert_array_equal(figures.membership.members, alone.membership.members)
     np.testing.assert_array_equal(found.nearest, alone_found.nearest)
@@ -324,6 +344,16 @@ def test_dcr_overfitting_protection_equals_the_brute_force(
     assert found.closer_to_training == closer
     assert found.score == min(2.0 * (1.0 - closer), 1.0)
     assert found.to_dict()["synthetic"] == len(synthetic)
+    of_distances = DcrOverfitting.of_distances(
+        to_training, to_holdout, len(originals), len(holdout)
+    )
+    assert of_distances == found
+
+
+def test_an_empty_holdout_leaves_every_synthetic_record_closer_to_the_training_set() -> None:
+    o, s = np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([[0.0, 1.0]])
+    found = DcrOverfitting.of_arrays(o, s, np.empty((0, 2)))
+    assert (found.closer_to_training, found.score, found.holdout) == (1.0, 0.0, 0)
 
 
 def test_membership_risk_in_the_projected_space() -> None:

@@ -53,7 +53,8 @@ _NO_CAP = int(np.iinfo(np.int64).max)
 
 @dataclass(frozen=True)
 class KdTree:
-    """A balanced kd-tree in heap layout: node ``k`` has children ``2k + 1`` and ``2k + 2``.
+    """A kd-tree of fixed depth in heap layout: node ``k`` has children ``2k + 1`` and
+    ``2k + 2``.
 
     ``points`` holds the avatars leaf by leaf (``points[p] = avatars[order[p]]``);
     node ``k`` holds positions ``begin[k]:end[k]`` and is bounded by
@@ -134,8 +135,10 @@ class KdTree:
         overwrite_input: bool = False,
         companions: tuple[Float64Array, ...] = (),
     ) -> KdTree:
-        """Split at the median of the widest coordinate until leaves hold at most ``leaf_size``
-        (default `LEAF_SIZE`).
+        """Split at the median of the widest coordinate, or at the end of the run of values
+        tied with it (`split_between_ties`), to the depth at which median splits leave at
+        most ``leaf_size`` (default `LEAF_SIZE`) in a leaf; a leaf below a split between
+        ties may hold more.
 
         With ``overwrite_input``, writable contiguous float64 ``avatars`` are reordered in
         place and become `points` (no copy): for callers that own them. The rows of each of

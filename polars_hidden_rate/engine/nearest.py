@@ -218,11 +218,17 @@ def _walk(
 
 
 def within_reach(
-    tree: KdTree, queries: Float64Array, thresholds: Float64Array, *, threads: int
+    tree: KdTree,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    *,
+    threads: int,
+    rows: IndexArray | None = None,
 ) -> npt.NDArray[np.bool_]:
     """Whether some point of ``tree`` lies within ``thresholds[i]`` of query ``i``
     (``d2 <= thresholds[i]``, exactly): the counting walk, stopped at the first point found,
-    the queries walked in the order given (callers pass the points of a tree of their own).
+    the queries walked in the order ``rows`` (every query once; None: sorted by a leaf near
+    each, as `squared_nearest_two` does; the points of a tree of their own come in order).
 
     Cheaper than the nearest point's ``d2`` to compare with: a query with a point within
     reach stops there, and one without walks only its ball, not the larger one of its
@@ -235,8 +241,11 @@ def within_reach(
     >>> within_reach(tree, np.array([[1.0], [5.0]]), np.array([1.0, 8.0]), threads=1).tolist()
     [True, False]
     """
+    if tree.avatars == 0:  # nothing is within reach of anything
+        return np.zeros(len(queries), dtype=np.bool_)
+    if rows is None:
+        rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
     none = np.full(len(queries), -1, dtype=np.int64)  # no query has a point of its own here
-    rows = np.arange(len(queries), dtype=np.int64)
     found = tree.count_rivals(queries, thresholds, none, threads=threads, cap=1, rows=rows)
     reached: npt.NDArray[np.bool_] = found > 0
     return reached
