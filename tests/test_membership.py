@@ -21,7 +21,7 @@ import polars_hidden_rate as phr
 import polars_hidden_rate.holdout as holdout_module
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.engine import count_cloaking
-from polars_hidden_rate.engine.nearest import nearest_two
+from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest
 from polars_hidden_rate.engine.scale import exponent_for
 from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures, LinkedCloaking
 from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
@@ -247,12 +247,11 @@ def test_the_counts_spare_walks_and_change_no_score(
     counts = count_cloaking(o, s, tie_tol=tie_tol)
     cloaking = LinkedCloaking(counts, tie_tol)
     walked: list[int] = []
-    real_walk = holdout_module.squared_nearest
 
     def counting_walk(*args: Any, **kwargs: Any) -> Float64Array:
         if kwargs.get("seed") is not None:
             walked.append(len(kwargs["rows"]))
-        return real_walk(*args, **kwargs)
+        return squared_nearest(*args, **kwargs)  # the walk the module calls
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(holdout_module, "squared_nearest", counting_walk)
