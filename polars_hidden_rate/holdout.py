@@ -833,8 +833,7 @@ class _SharedWalks:
         order: walked, or, with `cloaking` at this scale, its own avatar's ``d2`` where no
         rival hides it, and walked from that ``d2`` elsewhere."""
         cloaking = self.cloaking
-        dim = self.originals.points.shape[1]
-        if cloaking is None or exponent_for(self._largest, dim, cloaking.tie_tol) != self.exponent:
+        if cloaking is None:
             return self._walk(self.synthetic, self.originals)
         rows = self.originals.order  # the original (and its avatar's row) at each point
         if not cloaking.counts.shape == rows.shape == self.synthetic.order.shape:
@@ -844,6 +843,9 @@ class _SharedWalks:
                 f"{len(self.synthetic.order)} synthetic records"
             )
             raise ValueError(msg)
+        dim = self.originals.points.shape[1]
+        if exponent_for(self._largest, dim, cloaking.tie_tol) != self.exponent:
+            return self._walk(self.synthetic, self.originals)  # other floats: walk them all
         own = squared_distances(
             self.originals.points, self.synthetic.points, slice(None),
             self.synthetic.position[rows],

@@ -272,6 +272,13 @@ def test_the_counts_spare_walks_and_change_no_score(
     assert ((figures.membership.members == 0.0) == (members_d2 == 0.0)).all()
 
 
+def test_counts_of_another_link_are_refused() -> None:
+    o, h = np.zeros((3, 2)), np.ones((2, 2))
+    wrong = LinkedCloaking(np.zeros(2, dtype=np.int64), 0.0)
+    with pytest.raises(ValueError, match="linked counts need one per original"):
+        HoldoutFigures.with_nearest(o, o + 1.0, h, cloaking=wrong)
+
+
 @pytest.mark.parametrize("huge", ["holdout", "synthetic"])
 def test_a_set_far_larger_than_the_others_keeps_the_pairs_scales(huge: str) -> None:
     # At the scale of all three, the distances among the two tiny sets would underflow to
