@@ -41,6 +41,7 @@ from polars_hidden_rate.engine.nearest import (
     nearest_two,
     squared_nearest,
     squared_nearest_two,
+    walk_order,
     within_reach,
 )
 from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
@@ -221,9 +222,11 @@ class DcrOverfitting:
             originals, synthetic, holdout, names=("originals", "synthetic", "holdout")
         )
         threads = threads or usable_cores()
-        to_training = _nearest_squared(training, queries, threads)
+        training_tree = KdTree.build(training, threads=threads)
+        rows = walk_order(training_tree, queries, threads=threads)  # one order for both walks
+        to_training = squared_nearest(training_tree, queries, threads=threads, rows=rows)
         holdout_tree = KdTree.build(others, threads=threads)
-        return cls.of_nearest(to_training, holdout_tree, queries, len(training), threads)
+        return cls.of_nearest(to_training, holdout_tree, queries, len(training), threads, rows)
 
     @classmethod
     def of_distances(
@@ -733,11 +736,6 @@ class LinkedCloaking:
 
     counts: CountArray
     tie_tol: float
-
-
-def _nearest_squared(points: Float64Array, queries: Float64Array, threads: int) -> Float64Array:
-    tree = KdTree.build(points, threads=threads)
-    return squared_nearest(tree, queries, threads=threads)
 
 
 def _in_rows(values: Float64Array, tree: KdTree) -> Float64Array:

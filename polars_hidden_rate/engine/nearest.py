@@ -191,8 +191,7 @@ def _walk(
     """``best`` of ``columns`` (1 or 2) smallest ``d2`` per query, on ``threads`` threads,
     the queries walked in the order ``rows``, from ``seed`` where given (one column)."""
     if rows is None:
-        # Queries in tree order (by a leaf near each), so that neighbours share cached nodes.
-        rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
+        rows = walk_order(tree, queries, threads=threads)
     # The kernels check no index: the order must name every query (each seeded one at
     # most), and only them.
     best = np.empty((len(queries), columns), dtype=np.float64)
@@ -215,6 +214,13 @@ def _walk(
     for _ in parallel_map(threads, run, -(-len(rows) // size)):
         pass
     return best
+
+
+def walk_order(tree: KdTree, queries: Float64Array, *, threads: int) -> IndexArray:
+    """The queries' rows sorted by a leaf of ``tree`` near each: walked in that order,
+    neighbours follow each other and find the nodes they share in the cache."""
+    order: IndexArray = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
+    return order
 
 
 def within_reach(
@@ -244,7 +250,7 @@ def within_reach(
     if tree.avatars == 0:  # nothing is within reach of anything
         return np.zeros(len(queries), dtype=np.bool_)
     if rows is None:
-        rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
+        rows = walk_order(tree, queries, threads=threads)
     none = np.full(len(queries), -1, dtype=np.int64)  # no query has a point of its own here
     found = tree.count_rivals(queries, thresholds, none, threads=threads, cap=1, rows=rows)
     reached: npt.NDArray[np.bool_] = found > 0
@@ -322,8 +328,8 @@ def tied_matches(
     tolerance = float(tolerance)
     in_tree = np.ascontiguousarray(np.asarray(values, dtype=np.float64)[tree.order])
     secrets = np.ascontiguousarray(secrets, dtype=np.float64)
-    thresholds = squared_nearest(tree, queries, threads=threads) * (1.0 + tie_tol)
-    rows = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
+    rows = walk_order(tree, queries, threads=threads)  # one order for both walks
+    thresholds = squared_nearest(tree, queries, threads=threads, rows=rows) * (1.0 + tie_tol)
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
     size = queries_per_task(len(rows), threads)
