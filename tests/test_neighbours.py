@@ -277,3 +277,50 @@ def test_merge_keeps_the_two_smallest_with_duplicates(rows: list[list[float]]) -
     other.sort(axis=1)
     merge_nearest_two(best, other)
     np.testing.assert_array_equal(best, values[:, :2])
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    leaf_size=st.sampled_from([1, 2, 16]),
+    offset=st.sampled_from([0.0, 2.0**40, -(2.0**60)]),
+    reach=st.sampled_from([1.0, 64.0]),
+)
+def test_walks_from_the_query_s_leaf_are_the_brute_force_s_in_deep_trees(
+    seed: int, leaf_size: int, offset: float, reach: float
+) -> None:
+    # Deep trees of a grid (copies, ties at every split), queries inside it, in the gaps
+    # between boxes and far outside it (`reach` 64): each walk starts at the leaf whose
+    # cell holds the query and climbs; every answer is the brute force's.
+    rng = np.random.default_rng(seed)
+    points = rng.integers(-4, 5, size=(700, 3)).astype(np.float64) + offset
+    queries = rng.integers(-4, 5, size=(150, 3)) * reach * rng.choice([0.5, 1.0], size=(150, 3))
+    tree = KdTree.build(points, leaf_size)
+    first, second = brute_force_two(points, queries + offset)
+    queries = queries + offset
+    np.testing.assert_array_equal(
+        squared_nearest_two(tree, queries, threads=2), np.column_stack([first, second])
+    )
+    np.testing.assert_array_equal(squared_nearest(tree, queries, threads=1), first)
+    for thresholds in (first, np.nextafter(first, -np.inf)):
+        np.testing.assert_array_equal(
+            within_reach(tree, queries, np.maximum(thresholds, 0.0), threads=2),
+            first <= np.maximum(thresholds, 0.0),
+        )
+
+
+def test_every_split_separates_its_children_s_boxes() -> None:
+    # The descent's coordinate and value per inner node lie between the two boxes, so a
+    # query goes to the cell the build put it in; an empty child sends it the other way.
+    points = np.repeat(np.arange(6, dtype=np.float64), [40, 10, 3, 1, 1, 30])[:, None]
+    points = np.column_stack([points, np.random.default_rng(0).normal(size=len(points))])
+    tree = KdTree.build(points, 2)
+    dims, values = tree.splits
+    for node, (k, value) in enumerate(zip(dims, values, strict=True)):
+        left, right = 2 * node + 1, 2 * node + 2
+        if tree.begin[left] < tree.end[left]:
+            assert tree.upper[left, k] <= value
+        else:
+            assert value == -np.inf
+        if tree.begin[right] < tree.end[right]:
+            assert value <= tree.lower[right, k]

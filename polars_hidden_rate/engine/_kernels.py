@@ -18,6 +18,9 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 
+# A coordinate per inner node (`node_splits`).
+SplitDims = npt.NDArray[np.int32]
+
 F = TypeVar("F", bound=Callable[..., object])
 
 
@@ -170,6 +173,21 @@ def select_nth(
             lo = i
         else:
             return
+
+
+@kernel
+def pair_squared_distances(
+    originals: Float64Array, avatars: Float64Array, rows: IndexArray, cols: IndexArray
+) -> Float64Array:
+    """``d2(originals[rows[i]], avatars[cols[i]])`` for each ``i``: the engine's definition
+    (`squared_distances`), a pair at a time rather than a column at a time, the same floats."""
+    total = np.zeros(len(rows))
+    for i in range(len(rows)):
+        r, c = rows[i], cols[i]
+        for k in range(originals.shape[1]):
+            diff = originals[r, k] - avatars[c, k]
+            total[i] += diff * diff
+    return total
 
 
 @kernel
@@ -406,25 +424,69 @@ def count_walk(
 
 
 @kernel
+def node_splits(lower: Float64Array, upper: Float64Array) -> tuple[SplitDims, Float64Array]:
+    """For each inner node, a coordinate and a value that separate its children's boxes:
+    the coordinate where the right box starts furthest beyond the left one's end (the
+    build's split keeps ``upper[left, k] <= lower[right, k]`` on its coordinate ``k``), and
+    the midpoint of that gap. A query descends left when its coordinate is at most the
+    value (`leaf_below`): to the cell the build put it in, a leaf near it. An empty child
+    (box ``inf`` to ``-inf``) sends every query to the other side. Without coordinates,
+    none: the walks then start at the root, whose range holds every point."""
+    inner = (len(lower) - 1) // 2 if lower.shape[1] > 0 else 0
+    dims = np.zeros(inner, dtype=np.int32)
+    values = np.zeros(inner, dtype=np.float64)
+    for node in range(inner):
+        left, right = 2 * node + 1, 2 * node + 2
+        widest, chosen = -np.inf, 0
+        for k in range(lower.shape[1]):
+            gap = lower[right, k] - upper[left, k]
+            if gap > widest:
+                widest, chosen = gap, k
+        dims[node] = chosen
+        values[node] = 0.5 * (upper[left, chosen] + lower[right, chosen])
+    return dims, values
+
+
+@kernel
+def leaf_below(split_dim: SplitDims, split_value: Float64Array, queries: Float64Array,
+               i: int) -> int:  # fmt: skip
+    """The leaf whose cell holds query ``i`` (`node_splits`): one comparison per level (the
+    root where there are no splits)."""
+    node = 0
+    while node < len(split_dim):
+        node = 2 * node + 1 if queries[i, split_dim[node]] <= split_value[node] else 2 * node + 2
+    return node
+
+
+@kernel
 def nearest_two_walk(
     points: Float64Array,
     begin: IndexArray,
     end: IndexArray,
     lower: Float64Array,
     upper: Float64Array,
+    split_dim: SplitDims,
+    split_value: Float64Array,
     queries: Float64Array,
     rows: IndexArray,
     best: Float64Array,
     seeded: bool,
 ) -> None:
-    """``best[i] = (d2 of the nearest, d2 of the second)`` for each ``i`` in ``rows``: a
-    depth-first walk per query, nearer child first.
+    """``best[i] = (d2 of the nearest, d2 of the second)`` for each ``i`` in ``rows``: from
+    the leaf whose cell holds the query (`leaf_below`) up to the root, each ancestor's other
+    child walked depth first, nearer child first, unless its box lies beyond the second.
+
+    The leaf and the other children of its ancestors hold every point once, so a point
+    not compared lies in a box whose bound exceeded the second then, which only falls.
+    Starting at the query's own leaf, the second is small before the first box is tested,
+    and the descent costs one comparison per level, not two boxes (1.15 to 1.25 times
+    faster than a walk from the root, measured at 1e6 x 5).
 
     With one column in ``best``, ``best[i, 0]`` alone: the walk then prunes at the
     nearest's ``d2`` rather than the second's (a quarter less work, measured at d = 5),
     and finds the same value, the smallest ``d2``. With ``seeded`` (one column only), the
     walk starts from the ``d2`` already in ``best[i, 0]``, that of a point of the tree: it
-    prunes at it from the root and ends with the smallest ``d2`` all the same."""
+    prunes at it from the start and ends with the smallest ``d2`` all the same."""
     dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
@@ -434,48 +496,143 @@ def nearest_two_walk(
         first, second = np.inf, np.inf
         if seeded:
             first = second = best[i, 0]
-        stack[0], bounds[0] = 0, 0.0
-        top = 1
-        while top > 0:
-            top -= 1
-            # near <= d2(p) for every point p of the node, exactly (see count_walk), so
-            # a node with near > second holds no point among the two smallest.
-            if bounds[top] > second:
+        node = leaf_below(split_dim, split_value, queries, i)
+        first, second = scan_two(points, begin[node], end[node], queries, i, first, second)
+        if only_nearest:  # prune at the nearest: no point beyond it can matter
+            second = first
+        while node > 0:
+            other = node + 1 if node % 2 == 1 else node - 1
+            node = (node - 1) // 2
+            # One coordinate's term of the other child's bound first: the bound is at
+            # least it (the terms are >= 0 and summed in order), and it mostly suffices.
+            k = split_dim[node]
+            q = queries[i, k]
+            gap = max(lower[other, k] - q, q - upper[other, k], 0.0)
+            if gap * gap > second:
                 continue
-            node = stack[top]
-            if node >= first_leaf:
-                for p in range(begin[node], end[node]):
-                    total = 0.0
-                    for k in range(dim):
-                        diff = queries[i, k] - points[p, k]
-                        total += diff * diff
-                    if total < first:
-                        first, second = total, first
-                    elif total < second:
-                        second = total
-                if only_nearest:  # prune at the nearest: no point beyond it can matter
-                    second = first
-                continue
-            left, right = 2 * node + 1, 2 * node + 2
-            near_left, near_right = 0.0, 0.0
+            near = 0.0
             for k in range(dim):
                 q = queries[i, k]
-                gap = max(lower[left, k] - q, q - upper[left, k], 0.0)
-                near_left += gap * gap
-                gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
-                near_right += gap * gap
-            # The nearer child goes on top, to be walked first; a child beyond reach stays off.
-            near, far = (left, right) if near_left <= near_right else (right, left)
-            near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
-            if far_bound <= second:
-                stack[top], bounds[top] = far, far_bound
-                top += 1
-            if near_bound <= second:
-                stack[top], bounds[top] = near, near_bound
-                top += 1
+                gap = max(lower[other, k] - q, q - upper[other, k], 0.0)
+                near += gap * gap
+            stack[0], bounds[0] = other, near
+            top = 1
+            while top > 0:
+                top -= 1
+                # near <= d2(p) for every point p of the node, exactly (see count_walk),
+                # so a node with near > second holds no point among the two smallest.
+                if bounds[top] > second:
+                    continue
+                below = stack[top]
+                if below >= first_leaf:
+                    first, second = scan_two(points, begin[below], end[below], queries, i,
+                                             first, second)  # fmt: skip
+                    if only_nearest:
+                        second = first
+                    continue
+                left, right = 2 * below + 1, 2 * below + 2
+                near_left, near_right = 0.0, 0.0
+                for k in range(dim):
+                    q = queries[i, k]
+                    gap = max(lower[left, k] - q, q - upper[left, k], 0.0)
+                    near_left += gap * gap
+                    gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
+                    near_right += gap * gap
+                # The nearer child goes on top, to be walked first; one beyond reach stays off.
+                near, far = (left, right) if near_left <= near_right else (right, left)
+                near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
+                if far_bound <= second:
+                    stack[top], bounds[top] = far, far_bound
+                    top += 1
+                if near_bound <= second:
+                    stack[top], bounds[top] = near, near_bound
+                    top += 1
         best[i, 0] = first
         if not only_nearest:
             best[i, 1] = second
+
+
+@kernel
+def scan_two(points: Float64Array, lo: int, hi: int, queries: Float64Array, i: int,
+             first: float, second: float) -> tuple[float, float]:  # fmt: skip
+    """``(first, second)`` with points ``lo:hi`` compared to query ``i``: the two smallest
+    ``d2`` of both, duplicates kept."""
+    for p in range(lo, hi):
+        total = 0.0
+        for k in range(points.shape[1]):
+            diff = queries[i, k] - points[p, k]
+            total += diff * diff
+        if total < first:
+            first, second = total, first
+        elif total < second:
+            second = total
+    return first, second
+
+
+@kernel
+def reach_walk(
+    points: Float64Array,
+    begin: IndexArray,
+    end: IndexArray,
+    lower: Float64Array,
+    upper: Float64Array,
+    split_dim: SplitDims,
+    split_value: Float64Array,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    rows: IndexArray,
+    reached: npt.NDArray[np.bool_],
+) -> None:
+    """``reached[i]``: whether a point lies within ``thresholds[i]`` of query ``i``
+    (``d2 <= thresholds[i]``), for each ``i`` in ``rows``; the walk of `nearest_two_walk`
+    with a fixed bound, stopped at the first such point."""
+    dim = points.shape[1]
+    first_leaf = (len(begin) - 1) // 2
+    stack = np.empty(128, dtype=np.int64)
+    for i in rows:
+        threshold = thresholds[i]
+        node = leaf_below(split_dim, split_value, queries, i)
+        found = any_within(points, begin[node], end[node], queries, i, threshold)
+        while node > 0 and not found:
+            other = node + 1 if node % 2 == 1 else node - 1
+            node = (node - 1) // 2
+            k = split_dim[node]  # one term of the bound first, as in nearest_two_walk
+            q = queries[i, k]
+            gap = max(lower[other, k] - q, q - upper[other, k], 0.0)
+            if gap * gap > threshold:
+                continue
+            stack[0] = other
+            top = 1
+            while top > 0 and not found:
+                top -= 1
+                below = stack[top]
+                near = 0.0
+                for k in range(dim):
+                    q = queries[i, k]
+                    gap = max(lower[below, k] - q, q - upper[below, k], 0.0)
+                    near += gap * gap
+                if near > threshold:
+                    continue
+                if below >= first_leaf:
+                    found = any_within(points, begin[below], end[below], queries, i, threshold)
+                else:
+                    stack[top], stack[top + 1] = 2 * below + 1, 2 * below + 2
+                    top += 2
+        reached[i] = found
+
+
+@kernel
+def any_within(points: Float64Array, lo: int, hi: int, queries: Float64Array, i: int,
+               threshold: float) -> bool:  # fmt: skip
+    """Whether one of points ``lo:hi`` lies within ``threshold`` of query ``i``."""
+    for p in range(lo, hi):
+        total = 0.0
+        for k in range(points.shape[1]):
+            diff = queries[i, k] - points[p, k]
+            total += diff * diff
+        if total <= threshold:
+            return True
+    return False
 
 
 @kernel

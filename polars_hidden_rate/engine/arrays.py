@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.checks import check_tie_tol
-from polars_hidden_rate.engine._kernels import gather_column
+from polars_hidden_rate.engine._kernels import gather_column, pair_squared_distances
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
 
@@ -35,13 +35,29 @@ def squared_distances(
     squared and summed in column order. ``rows`` and ``cols`` may be slices (no
     gather: `own_thresholds` pairs row ``i`` with row ``i``).
     """
-    pairs = len(range(len(originals))[rows]) if isinstance(rows, slice) else len(rows)
+    if not (isinstance(rows, slice) and isinstance(cols, slice)):
+        # Gathered pairs a pair at a time (the same floats): a column at a time, each
+        # gather jumps across the rows once per column (0.06 s against 0.16 s at 1e6 x 5).
+        return pair_squared_distances(
+            np.ascontiguousarray(originals, dtype=np.float64),
+            np.ascontiguousarray(avatars, dtype=np.float64),
+            _indices(rows, len(originals)),
+            _indices(cols, len(avatars)),
+        )
+    pairs = len(range(len(originals))[rows])
     total = np.zeros(pairs, dtype=np.float64)
     with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
         for k in range(originals.shape[1]):
             diff = originals[rows, k] - avatars[cols, k]
             total += diff * diff
     return total
+
+
+def _indices(chosen: IndexArray | slice, length: int) -> IndexArray:
+    """``chosen`` as int64 indices into ``length`` rows."""
+    if isinstance(chosen, slice):
+        return np.arange(length, dtype=np.int64)[chosen]
+    return np.ascontiguousarray(chosen, dtype=np.int64)
 
 
 def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:

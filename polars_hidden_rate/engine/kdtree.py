@@ -14,16 +14,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
+    SplitDims,
     count_walk,
     distinct_rows,
     leaf_near,
     node_boxes,
+    node_splits,
     permute_rows,
     repeated_rows,
     split_nodes,
@@ -75,6 +78,15 @@ class KdTree:
     lower: Float64Array
     upper: Float64Array
     weights: IndexArray | None = None
+
+    @cached_property
+    def splits(self) -> tuple[SplitDims, Float64Array]:
+        """Per inner node, a coordinate and a value that separate its children
+        (`node_splits`), for the walks that start at a query's own leaf; made on first use
+        (12 bytes per inner node, about one per 16 points), which the counting walk makes
+        none of."""
+        dims, values = node_splits(self.lower, self.upper)
+        return dims, values
 
     @property
     def avatars(self) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.engine._kernels import nearest_two_walk, tied_match_walk
+from polars_hidden_rate.engine._kernels import nearest_two_walk, reach_walk, tied_match_walk
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -205,11 +205,12 @@ def _walk(
     assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
     size = queries_per_task(len(rows), threads)
     seeded = seed is not None
+    split_dim, split_value = tree.splits  # made here, before the threads
 
     def run(task: int) -> None:
         chosen = rows[task * size : (task + 1) * size]
-        nearest_two_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper,
-                     queries, chosen, best, seeded)  # fmt: skip
+        nearest_two_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
+                         split_value, queries, chosen, best, seeded)  # fmt: skip
 
     for _ in parallel_map(threads, run, -(-len(rows) // size)):
         pass
@@ -232,13 +233,15 @@ def within_reach(
     rows: IndexArray | None = None,
 ) -> npt.NDArray[np.bool_]:
     """Whether some point of ``tree`` lies within ``thresholds[i]`` of query ``i``
-    (``d2 <= thresholds[i]``, exactly): the counting walk, stopped at the first point found,
-    the queries walked in the order ``rows`` (every query once; None: sorted by a leaf near
-    each, as `squared_nearest_two` does; the points of a tree of their own come in order).
+    (``d2 <= thresholds[i]``, exactly), the queries walked in the order ``rows`` (every
+    query once; None: sorted by a leaf near each, as `squared_nearest_two` does; the points
+    of a tree of their own come in order).
 
-    Cheaper than the nearest point's ``d2`` to compare with: a query with a point within
-    reach stops there, and one without walks only its ball, not the larger one of its
-    nearest point.
+    The walk of `squared_nearest`, from the query's own leaf up, with the threshold for
+    bound, stopped at the first point within it: cheaper than the nearest point's ``d2``
+    to compare with, since a query with a point within reach stops there, and one without
+    walks only its ball, not the larger one of its nearest point (and 1.7 times faster
+    than the counting walk stopped at one point, measured at 1e6 x 5).
 
     Examples
     --------
@@ -247,13 +250,26 @@ def within_reach(
     >>> within_reach(tree, np.array([[1.0], [5.0]]), np.array([1.0, 8.0]), threads=1).tolist()
     [True, False]
     """
+    reached = np.zeros(len(queries), dtype=np.bool_)
     if tree.avatars == 0:  # nothing is within reach of anything
-        return np.zeros(len(queries), dtype=np.bool_)
+        return reached
     if rows is None:
         rows = walk_order(tree, queries, threads=threads)
-    none = np.full(len(queries), -1, dtype=np.int64)  # no query has a point of its own here
-    found = tree.count_rivals(queries, thresholds, none, threads=threads, cap=1, rows=rows)
-    reached: npt.NDArray[np.bool_] = found > 0
+    assert len(rows) == len(queries), "every query once"
+    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
+    queries = np.ascontiguousarray(queries, dtype=np.float64)
+    thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
+    assert thresholds.shape == (len(queries),), "one threshold per query"
+    split_dim, split_value = tree.splits
+    size = queries_per_task(len(rows), threads)
+
+    def run(task: int) -> None:
+        chosen = rows[task * size : (task + 1) * size]
+        reach_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
+                   split_value, queries, thresholds, chosen, reached)  # fmt: skip
+
+    for _ in parallel_map(threads, run, -(-len(rows) // size)):
+        pass
     return reached
 
 
