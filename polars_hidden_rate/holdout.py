@@ -44,8 +44,15 @@ from polars_hidden_rate.engine.nearest import (
     walk_order,
     within_reach,
 )
-from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
+from polars_hidden_rate.engine.scale import (
+    canonical_scale,
+    exponent_for,
+    largest_magnitude,
+    same_columns,
+    scaled_by,
+)
 from polars_hidden_rate.frames import (
+    Aligned,
     ColumnSpec,
     as_lazy,
     common_feature_type,
@@ -57,7 +64,8 @@ from polars_hidden_rate.frames import (
 from polars_hidden_rate.frames.text_numbers import text_numbers_example
 from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
 from polars_hidden_rate.membership import MembershipRisk
-from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.plan import CountOptions, CountPlan, ReadInspector, plan
+from polars_hidden_rate.progress import stage
 
 __all__ = [
     "DcrOverfitting",
@@ -65,6 +73,7 @@ __all__ = [
     "HoldoutSpace",
     "InferenceAttack",
     "LinkedCloaking",
+    "counts_and_figures",
     "dcr_overfitting_protection",
     "inference_risk",
     "membership_risk",
@@ -628,6 +637,7 @@ class HoldoutFigures:
         confidence: float = 0.95,
         overwrite_input: bool = False,
         cloaking: LinkedCloaking | None = None,
+        exponent: int = 0,
     ) -> tuple[NearestTwo, HoldoutFigures]:
         """The figures and each synthetic record's two nearest originals (a report's DCR and
         NNDR: `nearest_two` of the originals and the synthetic records), from walks they
@@ -647,15 +657,28 @@ class HoldoutFigures:
         With ``cloaking``, the synthetic records are the originals' avatars (row ``i`` of
         one linked to row ``i`` of the other) and their local cloaking is known: an original
         that no rival hides has its own avatar nearest, so its membership score is that
-        ``d2``, and the others' walks start from it (`LinkedCloaking`).
+        ``d2``, and the others' walks start from it (`LinkedCloaking`); with its ``tree``,
+        the synthetic records are its points (`counts_and_figures`).
+
+        ``exponent``: the power of two the three arrays were multiplied by already (one
+        for all three, as `canonical_scale` gives it); the distances come back in the units
+        before it.
         """
-        walks = _SharedWalks.of(originals, synthetic, holdout, threads, overwrite_input, cloaking)
+        walks = _SharedWalks(
+            originals,
+            synthetic,
+            holdout,
+            threads=threads or usable_cores(),
+            overwrite_input=overwrite_input,
+            cloaking=cloaking,
+            given=exponent,
+        )
         if walks.same_as_dcr:
             found = NearestTwo.from_squared(
-                _in_rows(walks.synthetic_to_originals(), walks.synthetic), walks.exponent
+                _in_rows(walks.synthetic_to_originals(), walks.synthetic), walks.units
             )
         else:
-            found = nearest_two(originals, synthetic, threads=walks.threads)
+            found = walks.in_units(nearest_two(originals, synthetic, threads=walks.threads))
         return found, walks.figures(originals, holdout, confidence)
 
     def rows(self) -> list[tuple[str, str]]:
@@ -732,10 +755,72 @@ class LinkedCloaking:
 
     That holds at the count's canonical scale; the holdout's walks use it only where the
     three sets' scale is the same power of two (the same floats), and walk every original
-    elsewhere."""
+    elsewhere. There too they walk ``tree``, when given: the kd-tree of the synthetic
+    records that the count walked (`count_cloaking`'s ``keep_tree``), its points at the
+    count's scale, instead of building it again."""
 
     counts: CountArray
     tie_tol: float
+    tree: KdTree | None = None
+
+
+def counts_and_figures(
+    request: CountPlan,
+    inspector: ReadInspector,
+    aligned: Aligned,
+    holdout: Float64Array,
+    *,
+    confidence: float,
+) -> tuple[CountArray, NearestTwo, HoldoutFigures]:
+    """`CountPlan.counts_for` ``inspector`` and `HoldoutFigures.with_nearest` of ``aligned``
+    and the ``holdout`` coordinates, arrays the caller no longer needs, on this machine's
+    CPU: the same counts and figures as the two, from fewer copies and trees.
+
+    Where the count's canonical scale is that of the three sets and of each pair the
+    separate walks take (``tie_tol`` below 1 and no set with a larger power of two), the
+    three arrays are scaled in place once; the count takes them as they are, builds its
+    kd-tree of the avatars on their array, and the holdout's walks take that tree rather
+    than building it again. Elsewhere the count copies the arrays and the figures scale
+    them on their own."""
+    originals, avatars = aligned.originals, aligned.avatars
+    o_largest, s_largest, h_largest = (
+        largest_magnitude(array, name)
+        for array, name in ((originals, "originals"), (avatars, "avatars"), (holdout, "holdout"))
+    )
+    dim = originals.shape[1] if originals.ndim == 2 else 0
+    three = exponent_for(max(o_largest, s_largest, h_largest), dim)
+    scales = {
+        exponent_for(max(o_largest, s_largest), dim, request.tie_tol),  # the count's
+        exponent_for(max(o_largest, s_largest), dim),  # the avatars' nearest originals'
+        exponent_for(max(o_largest, h_largest), dim),  # the holdout's nearest originals'
+    }
+    options: dict[str, Any] = {"threads": request.threads, "confidence": confidence}
+    if request.device != "cpu" or scales != {three}:
+        counts = request.counts_for(inspector, aligned)
+        cloaking = LinkedCloaking(counts, request.tie_tol)
+        with stage("nearest records, with the holdout", enabled=request.progress):
+            found, figures = HoldoutFigures.with_nearest(
+                originals, avatars, holdout, overwrite_input=True, cloaking=cloaking, **options
+            )
+        return counts, found, figures
+    (originals, avatars, holdout), _ = canonical_scale(
+        originals, avatars, holdout, overwrite_input=True
+    )
+    kept: list[KdTree] = []  # the count's tree of the avatars, their array reordered into it
+    scaled = replace(aligned, originals=originals, avatars=avatars)
+    counts = request.counts_for(inspector, scaled, consume=True, keep_tree=kept)
+    cloaking = LinkedCloaking(counts, request.tie_tol, kept[0] if kept else None)
+    with stage("nearest records, with the holdout", enabled=request.progress):
+        found, figures = HoldoutFigures.with_nearest(
+            originals,
+            avatars,
+            holdout,
+            overwrite_input=True,
+            cloaking=cloaking,
+            exponent=three,
+            **options,
+        )
+    return counts, found, figures
 
 
 def _in_rows(values: Float64Array, tree: KdTree) -> Float64Array:
@@ -759,6 +844,7 @@ class _SharedWalks:
         threads: int,
         overwrite_input: bool = False,
         cloaking: LinkedCloaking | None = None,
+        given: int = 0,
     ) -> None:
         # NaN checks in the order of the separate walks: the reference's pair first.
         o_largest, h_largest, s_largest = (
@@ -769,28 +855,61 @@ class _SharedWalks:
         largest = max(o_largest, h_largest, s_largest)
         dim = np.shape(originals)[1] if np.ndim(originals) == 2 else 0
         self.exponent = exponent_for(largest, dim)
+        # The distances' power of two: the arrays came multiplied by 2^given already.
+        self.units = self.exponent + given
         # The pairs' own scales (`nearest_two` of two sets): where one is that of the three,
         # its walk on these arrays gives the very floats of the pair's; else the pair walks
         # on its own, from the arrays as given (which must then be kept).
         self.same_as_dcr = exponent_for(max(o_largest, s_largest), dim) == self.exponent
         self.same_as_reference = exponent_for(max(o_largest, h_largest), dim) == self.exponent
         in_place = overwrite_input and self.same_as_dcr and self.same_as_reference
-        (scaled_o, scaled_h, scaled_s), _ = canonical_scale(
-            originals, holdout, synthetic, overwrite_input=in_place
+        # The count's scale is that of the originals and the synthetic records.
+        self._largest = max(o_largest, s_largest)
+        counted = self._counted_tree(cloaking, synthetic, dim)
+        checked = same_columns(originals, holdout, synthetic)
+        # The count's tree holds the synthetic records at this scale already.
+        scaled_o, scaled_h, *scaled = scaled_by(
+            checked if counted is None else checked[:2], self.exponent, overwrite_input=in_place
         )
+        scaled_s = counted.points if counted is not None else scaled[0]
+        # All zeros: the arrays keep their values, and are the caller's.
+        owned = in_place or largest != 0.0
         if len(scaled_o) == 0:
             raise ValueError("there are no originals to measure the avatars' distances to")
         if len(scaled_s) == 0:
             raise ValueError("there are no synthetic records to measure the distances to")
-        # All zeros: canonical_scale hands back the arrays as given, the caller's.
-        owned = in_place or largest != 0.0
         self.threads = threads
         self.originals = KdTree.build(scaled_o, threads=threads, overwrite_input=owned)
-        self.synthetic = KdTree.build(scaled_s, threads=threads, overwrite_input=owned)
+        self.synthetic = counted or KdTree.build(scaled_s, threads=threads, overwrite_input=owned)
         self.holdout = KdTree.build(scaled_h, threads=threads, overwrite_input=owned)
         self._to_originals: Float64Array | None = None
         self.cloaking = cloaking
-        self._largest = max(o_largest, s_largest)  # the count's scale is theirs
+
+    def _counted_tree(
+        self, cloaking: LinkedCloaking | None, synthetic: Float64Array, dim: int
+    ) -> KdTree | None:
+        """The count's tree of the synthetic records, whose points are the scaled
+        synthetic records reordered (the array given is theirs): it must be at the three
+        sets' scale, where no walk reads the synthetic records as given."""
+        if cloaking is None or cloaking.tree is None:
+            return None
+        if not (self._at_count_scale(cloaking, dim) and self.same_as_dcr):
+            msg = "the count's tree of the synthetic records is not at the three sets' scale"
+            raise ValueError(msg)
+        if cloaking.tree.points.shape != np.shape(synthetic):
+            msg = (
+                f"the count's tree holds {cloaking.tree.points.shape[0]} points for "
+                f"{np.shape(synthetic)[0]} synthetic records"
+            )
+            raise ValueError(msg)
+        return cloaking.tree
+
+    def _at_count_scale(self, cloaking: LinkedCloaking, dim: int) -> bool:
+        return exponent_for(self._largest, dim, cloaking.tie_tol) == self.exponent
+
+    def in_units(self, found: NearestTwo) -> NearestTwo:
+        """``found`` of arrays as given to the walks, in the units before ``given``."""
+        return replace(found, exponent=found.exponent + self.units - self.exponent)
 
     @classmethod
     def of(
@@ -841,8 +960,7 @@ class _SharedWalks:
                 f"{len(self.synthetic.order)} synthetic records"
             )
             raise ValueError(msg)
-        dim = self.originals.points.shape[1]
-        if exponent_for(self._largest, dim, cloaking.tie_tol) != self.exponent:
+        if not self._at_count_scale(cloaking, self.originals.points.shape[1]):
             return self._walk(self.synthetic, self.originals)  # other floats: walk them all
         own = squared_distances(
             self.originals.points, self.synthetic.points, slice(None),
@@ -858,10 +976,10 @@ class _SharedWalks:
     ) -> HoldoutFigures:
         if self.same_as_reference:
             reference = NearestTwo.from_squared(
-                self._walk(self.originals, self.holdout, two=True), self.exponent
+                self._walk(self.originals, self.holdout, two=True), self.units
             )  # in the holdout's tree order: the medians do not depend on it
         else:
-            reference = nearest_two(originals, holdout, threads=self.threads)
+            reference = self.in_units(nearest_two(originals, holdout, threads=self.threads))
         membership = MembershipRisk(
             _in_rows(self._members_scores(), self.originals),
             _in_rows(self._walk(self.synthetic, self.holdout), self.holdout),

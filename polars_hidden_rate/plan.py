@@ -20,6 +20,7 @@ from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
 from polars_hidden_rate.checks import AllComponents, check_threads, check_tie_tol
 from polars_hidden_rate.cluster import arrays as distributed
+from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
 from polars_hidden_rate.frames import (
@@ -103,6 +104,7 @@ class CountPlan:
         reuse: bool = False,
         closer: BoolArray | None = None,
         chosen: list[str] | None = None,
+        keep_tree: list[KdTree] | None = None,
     ) -> CountArray:
         """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read).
 
@@ -117,6 +119,8 @@ class CountPlan:
         closer than its own avatar (`closer_rivals`): the
         CPU engine finds it in the walk that counts. With ``chosen``, the strategy that ran
         is appended to it (``"tree"`` or ``"flat"`` on the CPU, ``"gpu"``, ``"cluster"``).
+        With ``keep_tree``, the CPU engine appends the kd-tree of the avatars it walked, where
+        it walked a plain one (`count_cloaking`'s ``keep_tree``).
         """
         if aligned is None:
             aligned, consume = self.read(), True
@@ -143,6 +147,7 @@ class CountPlan:
                 restore_order=reuse,
                 closer=closer,
                 chosen=chosen,  # type: ignore[arg-type]  # the engine appends its Strategy
+                keep_tree=keep_tree,
             )
         if chosen is not None:
             chosen.append(used)
@@ -160,14 +165,22 @@ class CountPlan:
         cap: int | None = None,
         consume: bool = False,
         reuse: bool = False,
+        keep_tree: list[KdTree] | None = None,
     ) -> CountArray:
         """`counts` of ``aligned`` as ``inspector`` needs them: the counting walk also
         flags the hidden records that have a rival strictly closer than their avatar, and
-        the inspector learns those flags and the strategy that ran."""
+        the inspector learns those flags and the strategy that ran; ``keep_tree`` as for
+        `counts`."""
         closer = np.zeros(len(aligned.originals), dtype=bool)
         chosen: list[str] = []
         counts = self.counts(
-            aligned, cap=cap, consume=consume, reuse=reuse, closer=closer, chosen=chosen
+            aligned,
+            cap=cap,
+            consume=consume,
+            reuse=reuse,
+            closer=closer,
+            chosen=chosen,
+            keep_tree=keep_tree,
         )
         inspector.after(counts, closer, chosen[-1] if chosen else None)
         return counts

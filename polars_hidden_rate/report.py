@@ -30,8 +30,8 @@ from polars_hidden_rate.frames import ColumnSpec, as_lazy
 from polars_hidden_rate.holdout import (
     HoldoutFigures,
     InferenceAttack,
-    LinkedCloaking,
     check_holdout,
+    counts_and_figures,
 )
 from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
 from polars_hidden_rate.metrics import (
@@ -42,7 +42,6 @@ from polars_hidden_rate.metrics import (
     row_direct_match_protection,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
-from polars_hidden_rate.progress import stage
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.verdict import (
     Evidence,
@@ -599,22 +598,16 @@ def report_of_plan(
     if holdout is None:  # the read's arrays are needed by nothing else: taken in place
         counts, found = request.counts_and_nearest_two(inspector, aligned)
     else:
-        counts = request.counts_for(inspector, aligned)
         held_out = request.coordinates_of(holdout, "holdout")
         if request.cluster is None:
             # The avatars' walk through the originals' tree also gives the DCR overfitting's
-            # distances to the training records: walked once, in one scale for all three.
-            with stage("nearest records, with the holdout", enabled=request.progress):
-                found, figures = HoldoutFigures.with_nearest(
-                    aligned.originals,
-                    aligned.avatars,
-                    held_out,
-                    threads=request.threads,
-                    confidence=level,
-                    overwrite_input=True,  # the read's and the holdout's: not needed after
-                    cloaking=LinkedCloaking(counts, request.tie_tol),
-                )
+            # distances to the training records: walked once, in one scale for all three,
+            # the count's tree of the avatars walked again.
+            counts, found, figures = counts_and_figures(
+                request, inspector, aligned, held_out, confidence=level
+            )
         else:
+            counts = request.counts_for(inspector, aligned)
             found = request.nearest_two(aligned)
             figures = HoldoutFigures.of_arrays(
                 aligned.originals,

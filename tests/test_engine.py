@@ -767,3 +767,43 @@ def test_duplicated_avatars_are_counted_on_the_collapsed_tree(
     x, limits = originals, engine.own_thresholds(originals, avatars, 0.0)
     full = engine.probe(kdtree.KdTree.build(avatars), x, limits, None, threads=1)
     assert engine.probe(tree, x, limits, None, threads=1).flat_seconds == full.flat_seconds
+
+
+@pytest.mark.parametrize("strategy", ["auto", "tree", "flat"])
+def test_a_count_keeps_the_tree_it_built_on_the_avatars_array(strategy: engine.Strategy) -> None:
+    """``keep_tree`` with ``overwrite_input``: the plain tree's points are the avatars'
+    array reordered in place (whichever walk counted), the originals stay in their rows,
+    and the counts are the brute force's. Nothing is kept where no tree was built."""
+    rng = np.random.default_rng(4)
+    originals = rng.integers(-3, 4, size=(2_000, 3)).astype(np.float64)
+    avatars = originals + rng.integers(-1, 2, size=originals.shape)
+    expected = brute_force_counts(originals, avatars, 0.0)
+    (x, y), _ = canonical_scale(originals, avatars)  # the count then scales by 1, in place
+    given_x, given_y = x.copy(), y.copy()
+    kept: list[kdtree.KdTree] = []
+    counts = count_cloaking(
+        x, y, tie_tol=0.0, strategy=strategy, overwrite_input=True, keep_tree=kept
+    )
+    np.testing.assert_array_equal(counts, expected)
+    np.testing.assert_array_equal(x, given_x)  # the queries were not taken along
+    if strategy == "flat":
+        assert kept == []
+        np.testing.assert_array_equal(y, given_y)
+        return
+    (tree,) = kept
+    assert tree.weights is None
+    assert tree.points is y  # the avatars' array, reordered
+    np.testing.assert_array_equal(tree.points[tree.position], given_y)
+    np.testing.assert_array_equal(tree.order, np.argsort(tree.position))
+    restored: list[kdtree.KdTree] = []
+    count_cloaking(x, given_y.copy(), overwrite_input=True, restore_order=True, keep_tree=restored)
+    assert restored == []  # put back in row order: no tree of them is left
+
+
+def test_a_count_on_heavy_duplicates_keeps_no_tree() -> None:
+    # Told from a sample before any plain tree is built: the collapsed tree is no avatar's.
+    rng = np.random.default_rng(2)
+    avatars = rng.integers(0, 3, size=(20_000, 2)).astype(np.float64)
+    kept: list[kdtree.KdTree] = []
+    count_cloaking(avatars, avatars[::-1].copy(), keep_tree=kept)
+    assert kept == []

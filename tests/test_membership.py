@@ -21,6 +21,7 @@ import polars_hidden_rate as phr
 import polars_hidden_rate.holdout as holdout_module
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.engine import count_cloaking
+from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest
 from polars_hidden_rate.engine.scale import exponent_for
 from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures, LinkedCloaking
@@ -270,6 +271,70 @@ def test_the_counts_spare_walks_and_change_no_score(
     members_d2 = brute_nearest_d2(o, s)
     assert figures.membership.auc == brute_auc(list(members_d2), list(brute_nearest_d2(h, s)))
     assert ((figures.membership.members == 0.0) == (members_d2 == 0.0)).all()
+
+
+@given(
+    case=linked_grids,
+    holdout_unit=st.sampled_from([1.0, 4.0]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 3.0]),
+)
+@settings(max_examples=examples(150))
+def test_the_report_s_count_lends_its_tree_and_changes_no_figure(
+    case: tuple[list[tuple[int, int]], ...], holdout_unit: float, tie_tol: float
+) -> None:
+    # The report's count builds its tree of the avatars on their array, scaled in place
+    # with the others; the holdout's walks take it. Where a scale differs (a holdout 4 times
+    # larger, a tie_tol of 3), the count copies and every tree is built: the same figures.
+    originals, synthetic, holdout, offset, unit = case
+    o, s = (np.array(a, dtype=np.float64) * unit + offset for a in (originals, synthetic))
+    h = np.array(holdout, dtype=np.float64) * unit * holdout_unit + offset
+    frames = [pl.DataFrame(a, schema=["a", "b"]) for a in (o, s, h)]
+    built: list[int] = []  # the trees the holdout's walks build
+    tree_type = KdTree
+
+    class BuiltHere(tree_type):  # type: ignore[misc, valid-type]
+        @classmethod
+        def build(cls, points: Any, *args: Any, **kwargs: Any) -> Any:
+            built.append(len(points))
+            return tree_type.build(points, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(holdout_module, "KdTree", BuiltHere)
+        report = phr.privacy_report(
+            frames[0], frames[1], holdout=frames[2], coords=["a", "b"], tie_tol=tie_tol
+        )
+    largest = [float(np.abs(a).max()) for a in (o, s, h)]
+    three = exponent_for(max(largest), 2)
+    shared = {
+        exponent_for(max(largest[:2]), 2, tie_tol),
+        exponent_for(max(largest[:2]), 2),
+        exponent_for(max(largest[0], largest[2]), 2),
+    } == {three}
+    # The originals' tree and the holdout's, and the synthetic records' unless the count
+    # lends its own.
+    assert built == ([len(o), len(h)] if shared else [len(o), len(s), len(h)])
+    np.testing.assert_array_equal(report.local_cloaking, count_cloaking(o, s, tie_tol=tie_tol))
+    alone_found, alone = HoldoutFigures.with_nearest(o, s, h)
+    np.testing.assert_array_equal(report.distance_to_closest, alone_found.nearest)
+    np.testing.assert_array_equal(report.closest_distances_ratio, alone_found.ratio)
+    assert report.holdout is not None
+    np.testing.assert_array_equal(report.holdout.membership.members, alone.membership.members)
+    assert report.holdout.to_dict() == alone.to_dict()
+    assert report.holdout.reference_distance_to_closest_median == float(
+        np.median(nearest_two(o, h).nearest)
+    )
+
+
+def test_a_count_s_tree_at_another_scale_is_refused() -> None:
+    # Its points are the synthetic records at the count's scale: at another, the walks
+    # would read the records' array, which the tree reordered.
+    o, s = np.array([[0.0, 0.0], [1.0, 3.0]]), np.array([[1.0, 0.0], [0.0, 2.0]])
+    h = s * 64.0  # another power of two for the three sets
+    counts = count_cloaking(o, s, tie_tol=0.0)
+    tree = KdTree.build(s * 2.0**507)
+    cloaking = LinkedCloaking(counts, 0.0, tree)
+    with pytest.raises(ValueError, match="not at the three sets' scale"):
+        HoldoutFigures.with_nearest(o, s, h, cloaking=cloaking)
 
 
 def test_counts_of_another_link_are_refused() -> None:

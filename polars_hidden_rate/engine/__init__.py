@@ -80,6 +80,7 @@ def count_cloaking(
     restore_order: bool = False,
     closer: BoolArray | None = None,
     chosen: list[Strategy] | None = None,
+    keep_tree: list[KdTree] | None = None,
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
@@ -123,6 +124,11 @@ def count_cloaking(
     chosen
         A list to append the strategy that ran to (``"tree"`` or ``"flat"``; what
         ``"auto"`` chose), for the outputs that state how they were counted.
+    keep_tree
+        A list to append the plain kd-tree of the avatars that the count built
+        (`count_within`'s ``keep_tree``): its points are the avatars at the canonical scale
+        of `linked_arrays` (their array, with ``overwrite_input``), for a caller that walks
+        them again.
 
     Returns
     -------
@@ -171,6 +177,7 @@ def count_cloaking(
         closer_than=below,
         closer=closer,
         chosen=chosen,
+        keep_tree=keep_tree,
     )
 
 
@@ -277,6 +284,7 @@ def count_within(
     closer_than: npt.ArrayLike | None = None,
     closer: BoolArray | None = None,
     chosen: list[Strategy] | None = None,
+    keep_tree: list[KdTree] | None = None,
 ) -> CountArray:
     """For each query, count the avatars within its threshold, its own avatar aside.
 
@@ -333,6 +341,13 @@ def count_within(
         queries does.
     chosen
         A list to append the strategy that ran to (what ``"auto"`` chose).
+    keep_tree
+        A list to append the plain kd-tree (each point one avatar) that the count built on
+        ``avatars``, whichever walk then counted (that tree's, the collapsed tree's, or the
+        flat pass), for the walks that follow on the same avatars; nothing is appended
+        where it built none (a prebuilt tree, heavy duplicates, ``strategy="flat"``) or put
+        the avatars back (``restore_order``). With ``overwrite_input`` its points are the
+        avatars' array, reordered in place, and the queries do not move with them.
 
     Returns
     -------
@@ -382,7 +397,7 @@ def count_within(
                 # more than the walk gains (measured at 1e8).
                 along = (
                     _along(points, queries, thresholds, below)
-                    if own is None and overwrite_input and not restore_order
+                    if own is None and overwrite_input and not restore_order and keep_tree is None
                     else ()
                 )
                 tree = KdTree.build(
@@ -390,6 +405,8 @@ def count_within(
                 )
                 if restore_order and tree.points is points:
                     reordered = tree.points, tree.position
+                elif keep_tree is not None:
+                    keep_tree.append(tree)
                 if along:
                     moved = tree.order
                     tree = _in_tree_order(tree)

@@ -102,25 +102,43 @@ def canonical_scale(
     >>> exponent, np.ldexp(scaled, -exponent).tolist()
     (506, [[3.0, -4.0]])
     """
+    checked = same_columns(*arrays)
+    largest = 0.0
+    for k, array in enumerate(checked):
+        largest = max(largest, largest_magnitude(array, names[k] if k < len(names) else None))
+    if largest == 0.0:
+        return tuple(checked), 0
+    exponent = exponent_for(largest, checked[0].shape[1], tie_tol)
+    return scaled_by(checked, exponent, overwrite_input=overwrite_input), exponent
+
+
+def same_columns(*arrays: Float64Array) -> list[Float64Array]:
+    """The arrays as contiguous float64, which must be 2-D with one number of columns (a
+    ValueError says their shapes otherwise)."""
     checked = [np.ascontiguousarray(array, dtype=np.float64) for array in arrays]
     dims = {array.shape[1] for array in checked if array.ndim == 2}
     if len(dims) > 1 or any(array.ndim != 2 for array in checked):
         shapes = [array.shape for array in checked]
         msg = f"arrays must be 2-D with the same number of columns, got shapes {shapes}"
         raise ValueError(msg)
-    largest = 0.0
-    for k, array in enumerate(checked):
-        largest = max(largest, largest_magnitude(array, names[k] if k < len(names) else None))
-    if largest == 0.0:
-        return tuple(checked), 0
-    exponent = exponent_for(largest, dims.pop(), tie_tol)
+    return checked
+
+
+def scaled_by(
+    arrays: Sequence[Float64Array], exponent: int, *, overwrite_input: bool = False
+) -> tuple[Float64Array, ...]:
+    """Each of the contiguous float64 ``arrays`` times ``2^exponent``, exactly: the
+    product of `canonical_scale`, for a caller that knows the exponent (that of more arrays
+    than it scales). ``overwrite_input`` as there; an exponent of 0 gives the arrays back."""
+    if exponent == 0:
+        return tuple(arrays)
     scaled: list[Float64Array] = []
-    for k, array in enumerate(checked):
+    for k, array in enumerate(arrays):
         # in place only where no other array shares its memory (it would be scaled twice)
         in_place = (
             overwrite_input
             and array.flags.writeable
-            and not any(np.may_share_memory(array, o) for j, o in enumerate(checked) if j != k)
+            and not any(np.may_share_memory(array, o) for j, o in enumerate(arrays) if j != k)
         )
         scaled.append(np.ldexp(array, exponent, out=array if in_place else None))
-    return tuple(scaled), exponent
+    return tuple(scaled)
