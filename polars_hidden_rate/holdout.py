@@ -35,7 +35,7 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, Sc
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
 from polars_hidden_rate.engine import squared_distances, usable_cores
-from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.kdtree import KdTree, build_side_by_side
 from polars_hidden_rate.engine.nearest import (
     NearestTwo,
     nearest_two,
@@ -879,9 +879,13 @@ class _SharedWalks:
         if len(scaled_s) == 0:
             raise ValueError("there are no synthetic records to measure the distances to")
         self.threads = threads
-        self.originals = KdTree.build(scaled_o, threads=threads, overwrite_input=owned)
-        self.synthetic = counted or KdTree.build(scaled_s, threads=threads, overwrite_input=owned)
-        self.holdout = KdTree.build(scaled_h, threads=threads, overwrite_input=owned)
+        trees = build_side_by_side(
+            [scaled_o, scaled_h] if counted else [scaled_o, scaled_h, scaled_s],
+            threads=threads,
+            overwrite_input=owned,
+        )
+        self.originals, self.holdout = trees[:2]
+        self.synthetic = counted or trees[2]
         self._to_originals: Float64Array | None = None
         self.cloaking = cloaking
 

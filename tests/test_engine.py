@@ -807,3 +807,16 @@ def test_a_count_on_heavy_duplicates_keeps_no_tree() -> None:
     kept: list[kdtree.KdTree] = []
     count_cloaking(avatars, avatars[::-1].copy(), keep_tree=kept)
     assert kept == []
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_trees_built_side_by_side_are_those_built_alone(threads: int) -> None:
+    rng = np.random.default_rng(6)
+    arrays = [rng.integers(-3, 4, size=(n, 3)).astype(np.float64) for n in (70_000, 5, 0)]
+    trees = kdtree.build_side_by_side([a.copy() for a in arrays], threads=threads)
+    assert len(trees) == 3
+    for array, tree in zip(arrays, trees, strict=True):
+        alone = kdtree.KdTree.build(array)
+        np.testing.assert_array_equal(tree.points, alone.points)
+        np.testing.assert_array_equal(tree.order, alone.order)
+        np.testing.assert_array_equal(tree.lower, alone.lower)
