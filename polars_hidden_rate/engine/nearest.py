@@ -193,7 +193,8 @@ def _walk(
     if rows is None:
         rows = walk_order(tree, queries, threads=threads)
     # The kernels check no index: the order must name every query (each seeded one at
-    # most), and only them.
+    # most), and only them, and the queries have the tree's coordinates.
+    assert queries.shape[1:] == tree.points.shape[1:], "the queries must have the tree's columns"
     best = np.empty((len(queries), columns), dtype=np.float64)
     if seed is None:
         assert len(rows) == len(queries), "every query once"
@@ -259,6 +260,8 @@ def within_reach(
     assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
     queries = np.ascontiguousarray(queries, dtype=np.float64)
     thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
+    # The kernel checks no index: the tree's coordinates, one threshold per query.
+    assert queries.shape[1:] == tree.points.shape[1:], "the queries must have the tree's columns"
     assert thresholds.shape == (len(queries),), "one threshold per query"
     split_dim, split_value = tree.splits
     size = queries_per_task(len(rows), threads)
