@@ -474,10 +474,14 @@ def nearest_two_walk(
 ) -> None:
     """``best[i] = (d2 of the nearest, d2 of the second)`` for each ``i`` in ``rows``: from
     the leaf whose cell holds the query (`leaf_below`) up to the root, each ancestor's other
-    child walked depth first, nearer child first, unless its box lies beyond the second.
+    child walked depth first, nearer child first, unless its box lies at the second or
+    beyond.
 
     The leaf and the other children of its ancestors hold every point once, so a point
-    not compared lies in a box whose bound exceeded the second then, which only falls.
+    not compared lies in a box whose bound was at least the second then, which only falls;
+    and a point at the second's ``d2`` changes neither value (copies tied with the second
+    are never walked down to: on 64 distinct values among 200,000 points, 26 times faster
+    than walking to each).
     Starting at the query's own leaf, the second is small before the first box is tested,
     and the descent costs one comparison per level, not two boxes (1.11 to 1.28 times
     faster than a walk from the root, measured at 1e6 x 5).
@@ -508,7 +512,7 @@ def nearest_two_walk(
             k = split_dim[node]
             q = queries[i, k]
             gap = max(lower[other, k] - q, q - upper[other, k], 0.0)
-            if gap * gap > second:
+            if gap * gap >= second:
                 continue
             near = 0.0
             for k in range(dim):
@@ -520,8 +524,8 @@ def nearest_two_walk(
             while top > 0:
                 top -= 1
                 # near <= d2(p) for every point p of the node, exactly (see count_walk),
-                # so a node with near > second holds no point among the two smallest.
-                if bounds[top] > second:
+                # so a node with near >= second holds no point that changes the two.
+                if bounds[top] >= second:
                     continue
                 below = stack[top]
                 if below >= first_leaf:
@@ -538,13 +542,13 @@ def nearest_two_walk(
                     near_left += gap * gap
                     gap = max(lower[right, k] - q, q - upper[right, k], 0.0)
                     near_right += gap * gap
-                # The nearer child goes on top, to be walked first; one beyond reach stays off.
+                # The nearer child goes on top, to be walked first; one out of reach stays off.
                 near, far = (left, right) if near_left <= near_right else (right, left)
                 near_bound, far_bound = min(near_left, near_right), max(near_left, near_right)
-                if far_bound <= second:
+                if far_bound < second:
                     stack[top], bounds[top] = far, far_bound
                     top += 1
-                if near_bound <= second:
+                if near_bound < second:
                     stack[top], bounds[top] = near, near_bound
                     top += 1
         best[i, 0] = first
