@@ -24,6 +24,7 @@ float64 brute force's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Unpack
@@ -865,7 +866,7 @@ class _SharedWalks:
         in_place = overwrite_input and self.same_as_dcr and self.same_as_reference
         # The count's scale is that of the originals and the synthetic records.
         self._largest = max(o_largest, s_largest)
-        counted = self._counted_tree(cloaking, synthetic, dim)
+        counted = self._counted_tree(cloaking, synthetic, s_largest, dim)
         checked = same_columns(originals, holdout, synthetic)
         # The count's tree holds the synthetic records at this scale already.
         scaled_o, scaled_h, *scaled = scaled_by(
@@ -890,23 +891,26 @@ class _SharedWalks:
         self.cloaking = cloaking
 
     def _counted_tree(
-        self, cloaking: LinkedCloaking | None, synthetic: Float64Array, dim: int
+        self, cloaking: LinkedCloaking | None, synthetic: Float64Array, s_largest: float, dim: int
     ) -> KdTree | None:
         """The count's tree of the synthetic records, whose points are the scaled
         synthetic records reordered (the array given is theirs): it must be at the three
         sets' scale, where no walk reads the synthetic records as given."""
         if cloaking is None or cloaking.tree is None:
             return None
-        if not (self._at_count_scale(cloaking, dim) and self.same_as_dcr):
-            msg = "the count's tree of the synthetic records is not at the three sets' scale"
-            raise ValueError(msg)
-        if cloaking.tree.points.shape != np.shape(synthetic):
+        tree = cloaking.tree
+        if tree.points.shape != np.shape(synthetic) or tree.weights is not None:
             msg = (
-                f"the count's tree holds {cloaking.tree.points.shape[0]} points for "
-                f"{np.shape(synthetic)[0]} synthetic records"
+                f"the count's tree holds {tree.points.shape[0]} points for "
+                f"{np.shape(synthetic)[0]} synthetic records, or stands for several at once"
             )
             raise ValueError(msg)
-        return cloaking.tree
+        # Scaled by 2^e, the largest coordinate is the points' largest (rounding is monotone).
+        at_scale = largest_magnitude(tree.points) == math.ldexp(s_largest, self.exponent)
+        if not (at_scale and self._at_count_scale(cloaking, dim) and self.same_as_dcr):
+            msg = "the count's tree of the synthetic records is not at the three sets' scale"
+            raise ValueError(msg)
+        return tree
 
     def _at_count_scale(self, cloaking: LinkedCloaking, dim: int) -> bool:
         return exponent_for(self._largest, dim, cloaking.tie_tol) == self.exponent

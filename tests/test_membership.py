@@ -24,7 +24,7 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest
-from polars_hidden_rate.engine.scale import exponent_for
+from polars_hidden_rate.engine.scale import canonical_scale, exponent_for
 from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures, LinkedCloaking
 from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
 from tests.helpers import examples
@@ -324,6 +324,35 @@ def test_the_report_s_count_lends_its_tree_and_changes_no_figure(
     )
 
 
+@pytest.mark.parametrize("holdout_unit", [1.0, 8.0])
+def test_arrays_at_the_canonical_scale_already_are_copied_not_reordered(
+    holdout_unit: float,
+) -> None:
+    # Data times a power of two that puts it at the canonical magnitude scales by 2^0: the
+    # walks must still take copies (their trees reorder them), or the caller's arrays and,
+    # where a pair walks on its own (a holdout 8 times larger), the rows of its DCR, move.
+    rng = np.random.default_rng(0)
+    o = rng.normal(size=(300, 2))
+    s = o + 0.1 * rng.normal(size=(300, 2))
+    h = rng.normal(size=(300, 2)) * holdout_unit
+    e = exponent_for(max(float(np.abs(a).max()) for a in (o, s, h)), 2)
+    o, s, h = (np.ldexp(a, e) for a in (o, s, h))
+    assert exponent_for(max(float(np.abs(a).max()) for a in (o, s, h)), 2) == 0
+    given_arrays = [a.copy() for a in (o, s, h)]
+    found, figures = HoldoutFigures.with_nearest(o, s, h, threads=2)
+    HoldoutFigures.of_arrays(o, s, h, threads=2)
+    for before, after in zip(given_arrays, (o, s, h), strict=True):
+        np.testing.assert_array_equal(before, after)
+    alone = nearest_two(o, s)
+    np.testing.assert_array_equal(found.nearest, alone.nearest)
+    frames = [pl.DataFrame(a, schema=["a", "b"]) for a in (o, s, h)]
+    report = phr.privacy_report(frames[0], frames[1], holdout=frames[2], coords=["a", "b"])
+    np.testing.assert_array_equal(report.distance_to_closest, alone.nearest)
+    np.testing.assert_array_equal(report.closest_distances_ratio, alone.ratio)
+    assert report.holdout is not None
+    assert report.holdout.to_dict() == figures.to_dict()
+
+
 def test_a_count_s_tree_at_another_scale_is_refused() -> None:
     # Its points are the synthetic records at the count's scale: at another, the walks
     # would read the records' array, which the tree reordered.
@@ -334,6 +363,12 @@ def test_a_count_s_tree_at_another_scale_is_refused() -> None:
     cloaking = LinkedCloaking(counts, 0.0, tree)
     with pytest.raises(ValueError, match="not at the three sets' scale"):
         HoldoutFigures.with_nearest(o, s, h, cloaking=cloaking)
+    # The three sets at one scale, but the tree's points in the units given, not at it.
+    raw = LinkedCloaking(counts, 0.0, KdTree.build(s))
+    with pytest.raises(ValueError, match="not at the three sets' scale"):
+        HoldoutFigures.with_nearest(o, s, s, cloaking=raw)
+    (scaled,), _ = canonical_scale(s)
+    HoldoutFigures.with_nearest(o, s, s, cloaking=LinkedCloaking(counts, 0.0, KdTree.build(scaled)))
 
 
 def test_counts_of_another_link_are_refused() -> None:

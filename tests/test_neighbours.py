@@ -324,3 +324,22 @@ def test_every_split_separates_its_children_s_boxes() -> None:
             assert value == -np.inf
         if tree.begin[right] < tree.end[right]:
             assert value <= tree.lower[right, k]
+
+
+def test_gathered_distances_take_indices_as_numpy_does() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(6, 3)), rng.normal(size=(4, 3))
+    rows, cols = np.array([0, 5, -1, -6]), np.array([3, -4, 0, 2])
+    expected = ((a[rows] - b[cols]) ** 2).sum(axis=1)  # d = 3: the same order of sums
+    np.testing.assert_array_equal(squared_distances(a, b, rows, cols), expected)
+    np.testing.assert_array_equal(
+        squared_distances(a[:4], b, slice(None), cols), ((a[:4] - b[cols]) ** 2).sum(axis=1)
+    )
+    with pytest.raises(IndexError, match="out of range for 4 rows"):
+        squared_distances(a, b, rows, np.array([0, 1, 2, 4]))
+
+
+def test_a_nan_threshold_is_refused_by_within_reach() -> None:
+    tree = KdTree.build(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="`thresholds` hold NaN"):
+        within_reach(tree, np.zeros((2, 2)), np.array([1.0, np.nan]), threads=1)

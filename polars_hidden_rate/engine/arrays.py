@@ -54,10 +54,16 @@ def squared_distances(
 
 
 def _indices(chosen: IndexArray | slice, length: int) -> IndexArray:
-    """``chosen`` as int64 indices into ``length`` rows."""
+    """``chosen`` as int64 indices into ``length`` rows (negative ones from the end, as
+    numpy takes them); one out of range is an IndexError, as numpy's gather raises it (the
+    kernel checks none)."""
     if isinstance(chosen, slice):
         return np.arange(length, dtype=np.int64)[chosen]
-    return np.ascontiguousarray(chosen, dtype=np.int64)
+    indices = np.ascontiguousarray(chosen, dtype=np.int64)
+    if len(indices) and not (-length <= indices.min() and indices.max() < length):
+        msg = f"an index is out of range for {length} rows"
+        raise IndexError(msg)
+    return np.where(indices < 0, indices + length, indices)
 
 
 def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:

@@ -263,6 +263,8 @@ def within_reach(
     # The kernel checks no index: the tree's coordinates, one threshold per query.
     assert queries.shape[1:] == tree.points.shape[1:], "the queries must have the tree's columns"
     assert thresholds.shape == (len(queries),), "one threshold per query"
+    if np.isnan(thresholds).any():
+        raise ValueError("`thresholds` hold NaN; a squared distance is a number")
     split_dim, split_value = tree.splits
     size = queries_per_task(len(rows), threads)
 

@@ -129,9 +129,8 @@ def scaled_by(
 ) -> tuple[Float64Array, ...]:
     """Each of the contiguous float64 ``arrays`` times ``2^exponent``, exactly: the
     product of `canonical_scale`, for a caller that knows the exponent (that of more arrays
-    than it scales). ``overwrite_input`` as there; an exponent of 0 gives the arrays back."""
-    if exponent == 0:
-        return tuple(arrays)
+    than it scales). ``overwrite_input`` as there: without it, new arrays, whatever the
+    exponent (0 included: a caller may reorder them)."""
     scaled: list[Float64Array] = []
     for k, array in enumerate(arrays):
         # in place only where no other array shares its memory (it would be scaled twice)
