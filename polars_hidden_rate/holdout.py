@@ -665,14 +665,8 @@ class HoldoutFigures:
         for all three, as `canonical_scale` gives it); the distances come back in the units
         before it.
         """
-        walks = _SharedWalks(
-            originals,
-            synthetic,
-            holdout,
-            threads=threads or usable_cores(),
-            overwrite_input=overwrite_input,
-            cloaking=cloaking,
-            given=exponent,
+        walks = _SharedWalks.of(
+            originals, synthetic, holdout, threads, overwrite_input, cloaking, given=exponent
         )
         if walks.same_as_dcr:
             found = NearestTwo.from_squared(
@@ -928,6 +922,8 @@ class _SharedWalks:
         threads: int | None,
         overwrite_input: bool = False,
         cloaking: LinkedCloaking | None = None,
+        *,
+        given: int = 0,
     ) -> _SharedWalks:
         return cls(
             originals,
@@ -936,6 +932,7 @@ class _SharedWalks:
             threads=threads or usable_cores(),
             overwrite_input=overwrite_input,
             cloaking=cloaking,
+            given=given,
         )
 
     def _walk(self, tree: KdTree, of: KdTree, *, two: bool = False) -> Float64Array:
