@@ -119,8 +119,9 @@ class CountPlan:
         closer than its own avatar (`closer_rivals`): the
         CPU engine finds it in the walk that counts. With ``chosen``, the strategy that ran
         is appended to it (``"tree"`` or ``"flat"`` on the CPU, ``"gpu"``, ``"cluster"``).
-        With ``keep_tree``, the CPU engine appends the kd-tree of the avatars it walked, where
-        it walked a plain one (`count_cloaking`'s ``keep_tree``).
+        With ``keep_tree``, the CPU engine appends the plain kd-tree it built on the avatars,
+        where it built one (`count_cloaking`'s ``keep_tree``; with ``consume``, its points
+        are the avatars' array, reordered).
         """
         if aligned is None:
             aligned, consume = self.read(), True
