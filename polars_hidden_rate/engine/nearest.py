@@ -13,6 +13,7 @@ change the two smallest ``d2`` (ties included).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,30 +193,42 @@ def _walk(
     the queries walked in the order ``rows``, from ``seed`` where given (one column)."""
     if rows is None:
         rows = walk_order(tree, queries, threads=threads)
-    # The kernels check no index: the order must name every query (each seeded one at
-    # most), and only them, and the queries have the tree's coordinates.
-    assert queries.shape[1:] == tree.points.shape[1:], "the queries must have the tree's columns"
+    # Each seeded query at most once; the others, every one.
+    _check_walk(tree, queries, rows, every=seed is None)
     best = np.empty((len(queries), columns), dtype=np.float64)
-    if seed is None:
-        assert len(rows) == len(queries), "every query once"
-    else:
+    if seed is not None:
         assert columns == 1, "a seed is the nearest's d2"
         assert seed.shape == (len(queries),), "one seed per query"
-        assert len(rows) <= len(queries), "each query at most once"
         best[:, 0] = seed
-    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
-    size = queries_per_task(len(rows), threads)
     seeded = seed is not None
     split_dim, split_value = tree.splits  # made here, before the threads
 
-    def run(task: int) -> None:
-        chosen = rows[task * size : (task + 1) * size]
+    def walk(chosen: IndexArray) -> None:
         nearest_two_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
                          split_value, queries, chosen, best, seeded)  # fmt: skip
 
-    for _ in parallel_map(threads, run, -(-len(rows) // size)):
-        pass
+    _in_tasks(rows, threads, walk)
     return best
+
+
+def _check_walk(tree: KdTree, queries: Float64Array, rows: IndexArray, *, every: bool) -> None:
+    """The kernels check no index: the queries have the tree's columns, and ``rows`` names
+    queries only, each at most once (``every``: each exactly once)."""
+    assert queries.shape[1:] == tree.points.shape[1:], "the queries must have the tree's columns"
+    if every:
+        assert len(rows) == len(queries), "every query once"
+    assert len(rows) <= len(queries), "each query at most once"
+    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
+
+
+def _in_tasks(rows: IndexArray, threads: int, walk: Callable[[IndexArray], None]) -> None:
+    """``walk`` of the queries ``rows``, cut into tasks (`queries_per_task`) taken in turn by
+    ``threads`` threads; the kernels release the GIL."""
+    size = queries_per_task(len(rows), threads)
+    for _ in parallel_map(
+        threads, lambda task: walk(rows[task * size : (task + 1) * size]), -(-len(rows) // size)
+    ):
+        pass
 
 
 def walk_order(tree: KdTree, queries: Float64Array, *, threads: int) -> IndexArray:
@@ -256,25 +269,19 @@ def within_reach(
         return reached
     if rows is None:
         rows = walk_order(tree, queries, threads=threads)
-    assert len(rows) == len(queries), "every query once"
-    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
     queries = np.ascontiguousarray(queries, dtype=np.float64)
     thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
-    # The kernel checks no index: the tree's coordinates, one threshold per query.
-    assert queries.shape[1:] == tree.points.shape[1:], "the queries must have the tree's columns"
+    _check_walk(tree, queries, rows, every=True)
     assert thresholds.shape == (len(queries),), "one threshold per query"
     if np.isnan(thresholds).any():
         raise ValueError("`thresholds` hold NaN; a squared distance is a number")
     split_dim, split_value = tree.splits
-    size = queries_per_task(len(rows), threads)
 
-    def run(task: int) -> None:
-        chosen = rows[task * size : (task + 1) * size]
+    def walk(chosen: IndexArray) -> None:
         reach_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
                    split_value, queries, thresholds, chosen, reached)  # fmt: skip
 
-    for _ in parallel_map(threads, run, -(-len(rows) // size)):
-        pass
+    _in_tasks(rows, threads, walk)
     return reached
 
 
@@ -353,14 +360,11 @@ def tied_matches(
     thresholds = squared_nearest(tree, queries, threads=threads, rows=rows) * (1.0 + tie_tol)
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
-    size = queries_per_task(len(rows), threads)
 
-    def run(task: int) -> None:
-        chosen = rows[task * size : (task + 1) * size]
+    def walk(chosen: IndexArray) -> None:
         tied_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, queries,
                         thresholds, in_tree, secrets, tolerance, chosen, tied,
                         matching)  # fmt: skip
 
-    for _ in parallel_map(threads, run, -(-len(rows) // size)):
-        pass
+    _in_tasks(rows, threads, walk)
     return tied, matching
