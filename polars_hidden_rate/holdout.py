@@ -938,7 +938,7 @@ class _SharedWalks:
     def _walk(self, tree: KdTree, of: KdTree, *, two: bool = False) -> Float64Array:
         """The ``d2`` of each point of ``of`` to its nearest point of ``tree`` (with ``two``,
         its two nearest), in ``of``'s tree order: its points walked as they come, neighbours
-        already together (no sort by a leaf near each)."""
+        already together (no sort by leaf)."""
         walk = squared_nearest_two if two else squared_nearest
         kept = np.arange(len(of.points), dtype=np.int64)
         return walk(tree, of.points, threads=self.threads, rows=kept)

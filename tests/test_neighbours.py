@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.data import make_case
+from polars_hidden_rate.engine._kernels import sorted_by_key
 from polars_hidden_rate.engine.arrays import squared_distances
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
@@ -18,10 +19,12 @@ from polars_hidden_rate.engine.nearest import (
     scaled_pair,
     squared_nearest,
     squared_nearest_two,
+    tied_matches,
+    walk_order,
     within_reach,
 )
 from polars_hidden_rate.engine.scale import canonical_scale
-from tests.helpers import brute_force_two, examples, nearest_two_cases
+from tests.helpers import OFFSETS, brute_force_two, examples, nearest_two_case, nearest_two_cases
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -160,6 +163,63 @@ def test_near_positions_on_threads_are_those_of_one_thread() -> None:
     one = tree.near_positions(avatars)
     np.testing.assert_array_equal(tree.near_positions(avatars, threads=3), one)
     assert len(np.unique(one)) > 100  # the queries reach many leaves
+
+
+def test_each_point_s_cell_is_its_own_leaf() -> None:
+    # Distinct continuous points: the cell the splits send a point to is the leaf holding it.
+    points = np.random.default_rng(3).normal(size=(5_000, 4))
+    tree = KdTree.build(points)
+    leaves = tree.leaves_of(tree.points, threads=2)
+    assert leaves.min() >= (len(tree.begin) - 1) // 2  # leaves, not inner nodes
+    positions = np.arange(len(points))
+    assert np.all((tree.begin[leaves] <= positions) & (positions < tree.end[leaves]))
+    np.testing.assert_array_equal(tree.near_positions(points), tree.begin[tree.leaves_of(points)])
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 400),
+    d=st.integers(1, 3),
+    offset=st.sampled_from(OFFSETS),
+    tie_tol=st.sampled_from([0.0, 0.25]),
+)
+def test_tied_matches_equal_the_brute_force_in_deep_trees(
+    seed: int, n: int, d: int, offset: float, tie_tol: float
+) -> None:
+    # A coarse grid in trees of many leaves: records tied nearest on both sides of a split,
+    # some exactly on a sibling box's edge (a tie_tol of 1/4 puts a d2 of 5 on that of 4).
+    rng = np.random.default_rng(seed)
+    points, queries = nearest_two_case(rng, n=n, m=60, d=d, step=1.0, offset=offset)
+    (points, queries), _ = canonical_scale(points, queries)
+    values = rng.integers(0, 3, n).astype(np.float64)
+    secrets = rng.integers(0, 3, len(queries)).astype(np.float64)
+    tree = KdTree.build(points, 2)
+    tied, matching = tied_matches(tree, values, queries, secrets, 0.0, tie_tol=tie_tol, threads=2)
+    for i, query in enumerate(queries):
+        d2 = np.zeros(n)
+        for k in range(d):
+            diff = query[k] - points[:, k]
+            d2 += diff * diff
+        near = d2 <= d2.min() * (1.0 + tie_tol)
+        assert tied[i] == np.count_nonzero(near)
+        assert matching[i] == np.count_nonzero(values[near] == secrets[i])
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(keys=st.lists(st.integers(0, 9), max_size=200))
+def test_walk_order_is_a_stable_sort_by_leaf(keys: list[int]) -> None:
+    found = sorted_by_key(np.array(keys, dtype=np.int64), 10)
+    np.testing.assert_array_equal(found, np.argsort(np.array(keys, dtype=np.int64), kind="stable"))
+
+
+def test_walk_order_groups_the_queries_of_each_leaf() -> None:
+    originals, avatars = make_case(20_000, 3)
+    tree = KdTree.build(originals)
+    order = walk_order(tree, avatars, threads=2)
+    np.testing.assert_array_equal(np.sort(order), np.arange(len(avatars)))
+    leaves = tree.leaves_of(avatars)[order]
+    assert np.all(np.diff(leaves) >= 0)
 
 
 @settings(max_examples=examples(80), deadline=None)

@@ -297,22 +297,32 @@ def distinct_rows(points: Float64Array, bits: npt.NDArray[np.uint64]) -> tuple[I
 
 
 @kernel
-def leaf_near(lower: Float64Array, upper: Float64Array, queries: Float64Array) -> IndexArray:
-    """A leaf near each query (descending towards the nearer child box): orders the queries."""
-    first_leaf = (len(lower) - 1) // 2
+def leaves_below(
+    split_dim: SplitDims, split_value: Float64Array, queries: Float64Array
+) -> IndexArray:
+    """The leaf whose cell holds each query (`leaf_below`): the node the walks start at."""
     leaves = np.empty(len(queries), dtype=np.int64)
     for i in range(len(queries)):
-        node = 0
-        while node < first_leaf:
-            left, right = 2 * node + 1, 2 * node + 2
-            gap_left, gap_right = 0.0, 0.0
-            for k in range(queries.shape[1]):
-                q = queries[i, k]
-                gap_left += max(lower[left, k] - q, q - upper[left, k], 0.0)
-                gap_right += max(lower[right, k] - q, q - upper[right, k], 0.0)
-            node = left if gap_left <= gap_right else right
-        leaves[i] = node
+        leaves[i] = leaf_below(split_dim, split_value, queries, i)
     return leaves
+
+
+@kernel
+def sorted_by_key(keys: IndexArray, count: int) -> IndexArray:
+    """The rows of ``keys`` (each in ``0 <= key < count``) sorted by key, rows of one key in
+    their order: a counting sort, one pass to count and one to place (a fifth of a stable
+    argsort's time for 1e6 rows and 65,536 leaves)."""
+    starts = np.zeros(count + 1, dtype=np.int64)
+    for key in keys:
+        starts[key + 1] += 1
+    for key in range(count):
+        starts[key + 1] += starts[key]
+    order = np.empty(len(keys), dtype=np.int64)
+    for row in range(len(keys)):
+        key = keys[row]
+        order[starts[key]] = row
+        starts[key] += 1
+    return order
 
 
 @kernel
@@ -678,6 +688,8 @@ def tied_match_walk(
     end: IndexArray,
     lower: Float64Array,
     upper: Float64Array,
+    split_dim: SplitDims,
+    split_value: Float64Array,
     queries: Float64Array,
     thresholds: Float64Array,
     values: Float64Array,
@@ -690,49 +702,56 @@ def tied_match_walk(
     """For each ``i`` in ``rows``: ``tied[i]``, the points within ``thresholds[i]`` (the
     query's nearest ``d2`` and the tie tolerance: the points tied nearest), and
     ``matching[i]``, those among them whose value matches ``secrets[i]`` (`values_match`).
-    ``values`` are in tree order."""
+    ``values`` are in tree order. The walk of `count_walk`: from the query's own leaf up,
+    a box wholly within the threshold taken whole."""
     dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
     for i in rows:
         threshold, secret = thresholds[i], secrets[i]
         total, found = 0, 0
-        stack[0] = 0
+        node = leaf_below(split_dim, split_value, queries, i)
+        stack[0] = node
         top = 1
-        while top > 0:
-            top -= 1
-            node = stack[top]
-            near, far = 0.0, 0.0
-            for k in range(dim):
-                q = queries[i, k]
-                below, above = lower[node, k] - q, q - upper[node, k]
-                gap = max(below, above, 0.0)
-                span = max(q - lower[node, k], upper[node, k] - q)
-                near += gap * gap
-                far += span * span
-            # near <= d2(p) <= far for every point p of the box, exactly (see count_walk).
-            if near > threshold:
-                continue
-            lo, hi = begin[node], end[node]
-            if far <= threshold:
-                total += hi - lo
-                for p in range(lo, hi):
-                    if values_match(values[p], secret, tolerance):
-                        found += 1
-            elif node >= first_leaf:
-                for p in range(lo, hi):
-                    d2 = 0.0
-                    for k in range(dim):
-                        diff = queries[i, k] - points[p, k]
-                        d2 += diff * diff
-                    if d2 <= threshold:
-                        total += 1
+        while True:
+            while top > 0:
+                top -= 1
+                below = stack[top]
+                near, far = 0.0, 0.0
+                for k in range(dim):
+                    q = queries[i, k]
+                    under, over = lower[below, k] - q, q - upper[below, k]
+                    gap = max(under, over, 0.0)
+                    span = max(q - lower[below, k], upper[below, k] - q)
+                    near += gap * gap
+                    far += span * span
+                # near <= d2(p) <= far for every point p of the box, exactly (see count_walk).
+                if near > threshold:
+                    continue
+                lo, hi = begin[below], end[below]
+                if far <= threshold:
+                    total += hi - lo
+                    for p in range(lo, hi):
                         if values_match(values[p], secret, tolerance):
                             found += 1
-            else:
-                stack[top] = 2 * node + 1
-                stack[top + 1] = 2 * node + 2
-                top += 2
+                elif below >= first_leaf:
+                    for p in range(lo, hi):
+                        if point_d2(points, p, queries, i) <= threshold:
+                            total += 1
+                            if values_match(values[p], secret, tolerance):
+                                found += 1
+                else:
+                    stack[top] = 2 * below + 1
+                    stack[top + 1] = 2 * below + 2
+                    top += 2
+            if node == 0:
+                break
+            other = node + 1 if node % 2 == 1 else node - 1
+            node = (node - 1) // 2
+            if split_term(lower, upper, queries, i, other, split_dim[node]) > threshold:
+                continue
+            stack[0] = other
+            top = 1
         tied[i], matching[i] = total, found
 
 

@@ -20,7 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.engine._kernels import nearest_two_walk, reach_walk, tied_match_walk
+from polars_hidden_rate.engine._kernels import (
+    nearest_two_walk,
+    reach_walk,
+    sorted_by_key,
+    tied_match_walk,
+)
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -98,7 +103,7 @@ def nearest_two(
     linked
         Row ``j`` of ``avatars`` is the avatar of row ``j`` of ``originals`` (as many rows):
         the walk takes the avatars in their originals' order in the tree, which puts
-        neighbours together as well as sorting them by a leaf near each does, at no cost
+        neighbours together as well as sorting them by leaf does, at no cost
         (that sort was a fifth of the walk at 1e7 records, and 16 bytes per avatar). The
         results do not depend on the order.
 
@@ -151,7 +156,7 @@ def squared_nearest_two(
 ) -> Float64Array:
     """``best[j] = (d2 of the nearest, d2 of the second)`` of each query over the points of
     ``tree`` (``inf`` where it has fewer than two), on ``threads`` threads, walking the
-    queries in the order ``rows`` (a permutation of them; None: sorted by a leaf near each).
+    queries in the order ``rows`` (a permutation of them; None: `walk_order`).
 
     ``d2`` is the exact float64 sum of squared differences in column order, so the two
     smallest over a union of trees are the two smallest of their results
@@ -232,9 +237,11 @@ def _in_tasks(rows: IndexArray, threads: int, walk: Callable[[IndexArray], None]
 
 
 def walk_order(tree: KdTree, queries: Float64Array, *, threads: int) -> IndexArray:
-    """The queries' rows sorted by a leaf of ``tree`` near each: walked in that order,
-    neighbours follow each other and find the nodes they share in the cache."""
-    order: IndexArray = np.argsort(tree.near_positions(queries, threads=threads), kind="stable")
+    """The queries' rows sorted by the leaf of ``tree`` whose cell holds each, where its
+    walk starts (`KdTree.leaves_of`): walked in that order, neighbours follow each other and
+    find the nodes they share in the cache (at 1e6 x 5, 0.08 s against 0.39 s for a stable
+    argsort of a descent towards the nearer child box, and the walk then 1.1 times faster)."""
+    order: IndexArray = sorted_by_key(tree.leaves_of(queries, threads=threads), len(tree.begin))
     return order
 
 
@@ -248,7 +255,7 @@ def within_reach(
 ) -> npt.NDArray[np.bool_]:
     """Whether some point of ``tree`` lies within ``thresholds[i]`` of query ``i``
     (``d2 <= thresholds[i]``, exactly), the queries walked in the order ``rows`` (every
-    query once; None: sorted by a leaf near each, as `squared_nearest_two` does; the points
+    query once; None: `walk_order`, as `squared_nearest_two` does; the points
     of a tree of their own come in order).
 
     The walk of `squared_nearest`, from the query's own leaf up, with the threshold for
@@ -361,10 +368,12 @@ def tied_matches(
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
 
+    split_dim, split_value = tree.splits
+
     def walk(chosen: IndexArray) -> None:
-        tied_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, queries,
-                        thresholds, in_tree, secrets, tolerance, chosen, tied,
-                        matching)  # fmt: skip
+        tied_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
+                        split_value, queries, thresholds, in_tree, secrets, tolerance, chosen,
+                        tied, matching)  # fmt: skip
 
     _in_tasks(rows, threads, walk)
     return tied, matching
