@@ -112,6 +112,7 @@ def probe(
             budget=budget,
         )  # fmt: skip
 
+    _ = tree.splits  # made once here, not first by the threads
     walks = list(parallel_map(threads, walk, len(parts)))
     work = np.concatenate([w for w, _ in walks]).astype(np.float64)
     found = np.concatenate([c for _, c in walks])
