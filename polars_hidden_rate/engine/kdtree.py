@@ -231,8 +231,8 @@ class KdTree:
             if self.weights is not None:  # one point for many avatars: sort the queries
                 rows = np.argsort(self.position, kind="stable")
         else:
-            # A query without its avatar here whose ball misses the root box counts 0 (the
-            # walk's own first test): it is not walked, nor placed.
+            # A query without its avatar here whose ball misses the root box counts 0 (its
+            # `near` bounds every point's d2): it is not walked, nor placed.
             own_position = self.own_positions(own)
             walked = np.flatnonzero((own >= 0) | self.reaches(queries, thresholds))
             place = own_position[walked]
@@ -293,8 +293,9 @@ class KdTree:
         return positions
 
     def reaches(self, queries: Float64Array, thresholds: Float64Array) -> npt.NDArray[np.bool_]:
-        """Whether each query's ball may reach the tree's box: the walk's test at the root,
-        the same operations in the same order (a query it rejects counts 0 here).
+        """Whether each query's ball may reach the tree's box: the walks' box test at the
+        root, the same operations in the same order (a query it rejects has no point within
+        its threshold, exactly, and counts 0 here).
 
         Examples
         --------
