@@ -165,9 +165,11 @@ def test_near_positions_on_threads_are_those_of_one_thread() -> None:
     assert len(np.unique(one)) > 100  # the queries reach many leaves
 
 
-def test_each_point_s_cell_is_its_own_leaf() -> None:
-    # Distinct continuous points: the cell the splits send a point to is the leaf holding it.
-    points = np.random.default_rng(3).normal(size=(5_000, 4))
+@pytest.mark.parametrize("scale", [1.0, 2.0**1023])
+def test_each_point_s_cell_is_its_own_leaf(scale: float) -> None:
+    # Distinct continuous points: the cell the splits send a point to is the leaf holding it,
+    # near the largest float too (a split's value must not overflow to inf).
+    points = np.random.default_rng(3).uniform(1.0, 1.9, size=(5_000, 4)) * scale
     tree = KdTree.build(points)
     leaves = tree.leaves_of(tree.points, threads=2)
     assert leaves.min() >= (len(tree.begin) - 1) // 2  # leaves, not inner nodes
@@ -208,7 +210,7 @@ def test_tied_matches_equal_the_brute_force_in_deep_trees(
 
 @settings(max_examples=examples(100), deadline=None)
 @given(keys=st.lists(st.integers(0, 9), max_size=200))
-def test_walk_order_is_a_stable_sort_by_leaf(keys: list[int]) -> None:
+def test_sorted_by_key_is_a_stable_sort(keys: list[int]) -> None:
     found = sorted_by_key(np.array(keys, dtype=np.int64), 10)
     np.testing.assert_array_equal(found, np.argsort(np.array(keys, dtype=np.int64), kind="stable"))
 

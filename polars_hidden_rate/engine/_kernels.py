@@ -471,7 +471,8 @@ def node_splits(lower: Float64Array, upper: Float64Array) -> tuple[SplitDims, Fl
             if gap > widest:
                 widest, chosen = gap, k
         dims[node] = chosen
-        values[node] = 0.5 * (upper[left, chosen] + lower[right, chosen])
+        # Halved first: the sum of two coordinates near the largest float would overflow.
+        values[node] = 0.5 * upper[left, chosen] + 0.5 * lower[right, chosen]
     return dims, values
 
 

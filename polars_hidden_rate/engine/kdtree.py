@@ -82,9 +82,9 @@ class KdTree:
     @cached_property
     def splits(self) -> tuple[SplitDims, Float64Array]:
         """Per inner node, a coordinate and a value that separate its children
-        (`node_splits`), for the walks that start at a query's own leaf (the count's and
-        the nearest-record walks); made on first use, 12 bytes per inner node (about one
-        per 16 points)."""
+        (`node_splits`), for every walk, which starts at a query's own leaf (the count's,
+        the nearest-record, within-reach and tied-match walks, and `leaves_of`); made on
+        first use, 12 bytes per inner node (about one per 16 points)."""
         dims, values = node_splits(self.lower, self.upper)
         return dims, values
 
