@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.data import make_case
+from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.engine._kernels import sorted_by_key
 from polars_hidden_rate.engine.arrays import squared_distances
 from polars_hidden_rate.engine.kdtree import KdTree
@@ -206,6 +207,16 @@ def test_tied_matches_equal_the_brute_force_in_deep_trees(
         near = d2 <= d2.min() * (1.0 + tie_tol)
         assert tied[i] == np.count_nonzero(near)
         assert matching[i] == np.count_nonzero(values[near] == secrets[i])
+
+
+@pytest.mark.parametrize("n", [1, 40, 1_000])
+def test_records_without_coordinates_are_one_point(n: int) -> None:
+    # No column to split on: every record is at d2 = 0 from every other, in a tree of depth > 0.
+    empty = np.zeros((n, 0))
+    np.testing.assert_array_equal(count_cloaking(empty, empty), np.full(n, n - 1))
+    found = nearest_two(empty, empty)
+    np.testing.assert_array_equal(found.nearest, np.zeros(n))
+    np.testing.assert_array_equal(found.second, np.zeros(n) if n > 1 else np.full(n, np.inf))
 
 
 @settings(max_examples=examples(100), deadline=None)

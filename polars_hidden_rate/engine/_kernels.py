@@ -66,9 +66,11 @@ def split_nodes(
                 if largest - smallest > spread:
                     widest, spread = k, largest - smallest
             mid = lo + (hi - lo) // 2
-            select_nth(points, order, companions, lo, hi, mid, widest)
-            if hi - lo >= 2:
-                mid = split_between_ties(points, order, companions, lo, hi, mid, widest, spread)
+            if dim > 0:  # without coordinates every row is the same point: none to read
+                select_nth(points, order, companions, lo, hi, mid, widest)
+                if hi - lo >= 2:
+                    mid = split_between_ties(points, order, companions, lo, hi, mid, widest,
+                                             spread)  # fmt: skip
             begin[2 * node + 1], end[2 * node + 1] = lo, mid
             begin[2 * node + 2], end[2 * node + 2] = mid, hi
 
