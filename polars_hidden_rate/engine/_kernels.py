@@ -373,7 +373,6 @@ def count_walk(
     the boxes tested and the points compared for query ``rows[r]``, and a walk stops (its
     count then unfinished) once ``boxes * costs[0] + points * costs[1]`` passes ``costs[2]``.
     """
-    dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
     probing = len(work) > 0
@@ -397,18 +396,7 @@ def count_walk(
                     boxes += 1
                 top -= 1
                 below = stack[top]
-                near, far = 0.0, 0.0
-                for k in range(dim):
-                    q = queries[i, k]
-                    under, over = lower[below, k] - q, q - upper[below, k]
-                    gap = max(under, over, 0.0)
-                    span = max(q - lower[below, k], upper[below, k] - q)
-                    near += gap * gap
-                    far += span * span
-                # For a point p in the box, |q_k - p_k| lies in [gap, span] exactly, and
-                # rounding is monotone: each fl(q_k - p_k), its square and each partial sum
-                # (same order, from 0.0) lie between those of the bounds, so
-                # near <= d2(p) <= far.
+                near, far = box_bounds(lower, upper, queries, i, below)
                 if near > threshold:
                     continue
                 lo, hi = begin[below], end[below]
@@ -544,7 +532,7 @@ def nearest_two_walk(
             top = 1
             while top > 0:
                 top -= 1
-                # near <= d2(p) for every point p of the node, exactly (see count_walk),
+                # near <= d2(p) for every point p of the node, exactly (see `box_bounds`),
                 # so a node with near >= second holds no point that changes the two.
                 if bounds[top] >= second:
                     continue
@@ -661,10 +649,29 @@ def point_d2(points: Float64Array, p: int, queries: Float64Array, i: int) -> flo
 
 
 @kernel
+def box_bounds(lower: Float64Array, upper: Float64Array, queries: Float64Array, i: int,
+               node: int) -> tuple[float, float]:  # fmt: skip
+    """``(near, far)`` of query ``i`` to ``node``'s box: ``near <= d2(p) <= far`` for every
+    point ``p`` in it, exactly.
+
+    For a point p in the box, ``|q_k - p_k|`` lies in ``[gap, span]`` exactly, and rounding
+    is monotone: each ``fl(q_k - p_k)``, its square and each partial sum (same order, from
+    0.0) lie between those of the bounds, so the float64 ``d2(p)`` itself lies between."""
+    near, far = 0.0, 0.0
+    for k in range(lower.shape[1]):
+        q = queries[i, k]
+        gap = max(lower[node, k] - q, q - upper[node, k], 0.0)
+        span = max(q - lower[node, k], upper[node, k] - q)
+        near += gap * gap
+        far += span * span
+    return near, far
+
+
+@kernel
 def box_near(lower: Float64Array, upper: Float64Array, queries: Float64Array, i: int,
              node: int) -> float:  # fmt: skip
     """The ``near`` bound of query ``i`` to ``node``'s box: at most the ``d2`` of every point
-    in it, exactly (see `count_walk`)."""
+    in it, exactly (see `box_bounds`)."""
     near = 0.0
     for k in range(lower.shape[1]):
         q = queries[i, k]
@@ -707,7 +714,6 @@ def tied_match_walk(
     ``matching[i]``, those among them whose value matches ``secrets[i]`` (`values_match`).
     ``values`` are in tree order. The walk of `count_walk`: from the query's own leaf up,
     a box wholly within the threshold taken whole."""
-    dim = points.shape[1]
     first_leaf = (len(begin) - 1) // 2
     stack = np.empty(128, dtype=np.int64)
     for i in rows:
@@ -720,15 +726,7 @@ def tied_match_walk(
             while top > 0:
                 top -= 1
                 below = stack[top]
-                near, far = 0.0, 0.0
-                for k in range(dim):
-                    q = queries[i, k]
-                    under, over = lower[below, k] - q, q - upper[below, k]
-                    gap = max(under, over, 0.0)
-                    span = max(q - lower[below, k], upper[below, k] - q)
-                    near += gap * gap
-                    far += span * span
-                # near <= d2(p) <= far for every point p of the box, exactly (see count_walk).
+                near, far = box_bounds(lower, upper, queries, i, below)
                 if near > threshold:
                     continue
                 lo, hi = begin[below], end[below]

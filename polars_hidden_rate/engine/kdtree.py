@@ -6,7 +6,7 @@ point by point is the float64 count itself. Boxes only skip work, and never
 change a count: the box bounds are computed with the same operations in the
 same order, and rounding is monotone, so every point's float64 ``d2`` lies
 within its node's computed ``[near, far]`` exactly (see
-`count_walk`).
+`_kernels.box_bounds`).
 """
 
 from __future__ import annotations
