@@ -427,8 +427,7 @@ def count_walk(
             # Stopped (a cap reached, a probe's budget spent) or walked up to the root.
             if top > 0 or node == 0 or (count >= cap and found):
                 break
-            other = node + 1 if node % 2 == 1 else node - 1
-            node = (node - 1) // 2
+            other, node = climb(node)
             # One coordinate's term of the bound: at most the whole `near` (split_term).
             if split_term(lower, upper, queries, i, other, split_dim[node]) > threshold:
                 continue
@@ -524,8 +523,7 @@ def nearest_two_walk(
         if only_nearest:  # prune at the nearest: no point beyond it can matter
             second = first
         while node > 0:
-            other = node + 1 if node % 2 == 1 else node - 1
-            node = (node - 1) // 2
+            other, node = climb(node)
             if split_term(lower, upper, queries, i, other, split_dim[node]) >= second:
                 continue
             stack[0], bounds[0] = other, box_near(lower, upper, queries, i, other)
@@ -603,8 +601,7 @@ def reach_walk(
         node = leaf_below(split_dim, split_value, queries, i)
         found = any_within(points, begin[node], end[node], queries, i, threshold)
         while node > 0 and not found:
-            other = node + 1 if node % 2 == 1 else node - 1
-            node = (node - 1) // 2
+            other, node = climb(node)
             if split_term(lower, upper, queries, i, other, split_dim[node]) > threshold:
                 continue
             stack[0] = other
@@ -635,6 +632,13 @@ def any_within(points: Float64Array, lo: int, hi: int, queries: Float64Array, i:
         if point_d2(points, p, queries, i) <= threshold:
             return True
     return False
+
+
+@kernel
+def climb(node: int) -> tuple[int, int]:
+    """``(its sibling, its parent)`` of a node below the root, in heap layout: a walk from a
+    query's own leaf takes the sibling's subtree at each step up."""
+    return (node + 1 if node % 2 == 1 else node - 1), (node - 1) // 2
 
 
 @kernel
@@ -747,8 +751,7 @@ def tied_match_walk(
                     top += 2
             if node == 0:
                 break
-            other = node + 1 if node % 2 == 1 else node - 1
-            node = (node - 1) // 2
+            other, node = climb(node)
             if split_term(lower, upper, queries, i, other, split_dim[node]) > threshold:
                 continue
             stack[0] = other
