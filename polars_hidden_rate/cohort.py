@@ -15,7 +15,7 @@ import polars as pl
 
 from polars_hidden_rate.api import local_cloaking
 from polars_hidden_rate.checks import check_count
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import summarize
 
 DEFAULT_KS = (2, 5, 10, 20, 50)
 

@@ -4,7 +4,8 @@
 the avatars as parquet files (a file, a directory of files, or a list), and writes one
 ``part-NNNNN.parquet`` per originals file into an output directory: the originals' columns plus
 ``local_cloaking`` and ``hidden``. It returns the gate's
-[`CloakingSummary`][polars_hidden_rate.gate.CloakingSummary] without bringing the records back.
+[`CloakingSummary`][polars_hidden_rate.measures.summary.CloakingSummary] without bringing the
+records back.
 
 Without ``cluster``, the local engine counts every linked coordinate (as
 [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking] does), then each originals
@@ -30,11 +31,16 @@ from typing import Unpack
 import polars as pl
 
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
+from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.measures.verdict import (
+    Inspector,
+    Verdict,
+    check_row_order_link,
+    copy_features,
+)
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
-from polars_hidden_rate.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 
 
 def local_cloaking_to_parquet(
@@ -71,8 +77,8 @@ def local_cloaking_to_parquet(
     Returns
     -------
     CloakingSummary
-        What [`polars_hidden_rate.gate.summarize`][polars_hidden_rate.gate.summarize] gives on the
-        written records.
+        What [`summarize`][polars_hidden_rate.measures.summary.summarize] gives on the written
+        records.
 
     Raises
     ------

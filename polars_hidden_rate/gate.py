@@ -2,8 +2,8 @@
 
 [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] stops a Python pipeline; the
 ``hidden-rate check`` command line does the same with an exit code, from
-[`summarize`][polars_hidden_rate.gate.summarize]. The summaries themselves live in
-`polars_hidden_rate.summary` (re-exported here, their documented path).
+[`summarize`][polars_hidden_rate.measures.summary.summarize]. The summaries themselves live in
+`polars_hidden_rate.measures.summary`.
 """
 
 from __future__ import annotations
@@ -13,33 +13,29 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.digits import decisive, exact
-from polars_hidden_rate.plan import CountOptions, plan
-from polars_hidden_rate.summary import (
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.summary import (
     CloakingSummary,
     check_min_rate,
     quartiles_below,
     summarize,
 )
-from polars_hidden_rate.verdict import (
+from polars_hidden_rate.measures.verdict import (
     DEFAULT_MAX_OWN_COPIES,
     Inspector,
     Verdict,
     VerdictOptions,
     split_options,
 )
+from polars_hidden_rate.plan import CountOptions, plan
 
 __all__ = [
     "QUARTILE_CAP",
-    "CloakingSummary",
     "GateOptions",
     "HiddenRateTooLowError",
     "OwnCopiesError",
     "assert_hidden_rate",
-    "check_min_rate",
     "cloaking_summary",
-    "quartiles_below",
-    "summarize",
     "summarize_inspected",
 ]
 
@@ -97,7 +93,7 @@ def cloaking_summary(
     **options: Unpack[CountOptions],
 ) -> CloakingSummary:
     """Count and summarise in one go, with the verdict's evidence: what
-    [`summarize`][polars_hidden_rate.gate.summarize] gives on the output of
+    [`summarize`][polars_hidden_rate.measures.summary.summarize] gives on the output of
     [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking], value for value, at
     less cost, and the link test, own copies and ties (docs/guarantees.md).
 

@@ -25,29 +25,26 @@ import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import check_confidence, check_real
-from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.frames import ColumnSpec, as_lazy
-from polars_hidden_rate.holdout import (
-    HoldoutFigures,
-    InferenceAttack,
-    check_holdout,
-    counts_and_figures,
-)
-from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
-from polars_hidden_rate.metrics import (
+from polars_hidden_rate.measures.correlation import (
     CorrelationProtection,
     check_known,
     correlation_protection,
-    hidden_rate_interval,
-    row_direct_match_protection,
 )
-from polars_hidden_rate.plan import CountOptions, CountPlan, plan
-from polars_hidden_rate.provenance import components_words
-from polars_hidden_rate.verdict import (
+from polars_hidden_rate.measures.holdout import check_holdout
+from polars_hidden_rate.measures.holdout_figures import HoldoutFigures, counts_and_figures
+from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack, InferenceRisk
+from polars_hidden_rate.measures.row_match import row_direct_match_protection
+from polars_hidden_rate.measures.secrets import SecretKind
+from polars_hidden_rate.measures.summary import hidden_rate_interval
+from polars_hidden_rate.measures.verdict import (
     Evidence,
     Inspector,
     Verdict,
 )
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.provenance import components_words
 
 METRICS = (
     "hidden_rate",

@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import cli
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import summarize
 from tests.helpers import counts_of, local_cluster
 from tests.paused_run import PausedRun
 from tests.test_dataset import COORDS, linked_case, siblings, write_files

@@ -19,9 +19,9 @@ from polars_hidden_rate.cluster import shards
 from polars_hidden_rate.cluster.dataset import Splits
 from polars_hidden_rate.cluster.shards import plan_tasks, records_per_task
 from polars_hidden_rate.frames import KeyProblems, link_by_key, open_dataset
-from polars_hidden_rate.gate import cloaking_summary, summarize
+from polars_hidden_rate.gate import cloaking_summary
+from polars_hidden_rate.measures.summary import histogram, summarize, summary_from_order_statistics
 from polars_hidden_rate.outputs import part_name
-from polars_hidden_rate.summary import histogram, summary_from_order_statistics
 from polars_hidden_rate.tasks import WorkerSpec
 from tests.helpers import brute_force_counts, counts_of
 

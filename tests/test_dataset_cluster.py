@@ -22,12 +22,12 @@ import polars_hidden_rate as phr
 from polars_hidden_rate.cluster import dataset as cluster_data
 from polars_hidden_rate.cluster.shards import TaskPlan
 from polars_hidden_rate.frames import open_dataset
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
 from tests.helpers import brute_force_counts, local_cluster
 from tests.test_dataset import COORDS, changed, linked_case, siblings, write_files
-from tests.test_distributed import _slow_down, _tasks_done, adversarial
+from tests.test_cluster_arrays import _slow_down, _tasks_done, adversarial
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def frames(
 
 def run_with_tasks(
     client: Any, originals: Path, avatars: Path, output: Path, tasks: Any, **options: Any
-) -> phr.gate.CloakingSummary:
+) -> phr.measures.summary.CloakingSummary:
     """The cluster path with a chosen number of buckets, blocks and shards."""
     left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
     request = plan(left.scan(), right.scan(), {**options, "cluster": client})  # type: ignore[typeddict-item]
@@ -423,9 +423,9 @@ def test_the_cluster_judges_the_link_as_locally(
 ) -> None:
     # Issue 19 on a cluster: the link test on the very records the local path tests (all of
     # them, or its seeded sample), own copies on the coordinates, a random link refused.
-    from polars_hidden_rate import linkage
     from polars_hidden_rate.dataset import plan_dataset
-    from polars_hidden_rate.verdict import UnlinkedAvatarsError, Verdict
+    from polars_hidden_rate.measures import link_test as linkage
+    from polars_hidden_rate.measures.verdict import UnlinkedAvatarsError, Verdict
 
     if sample is not None:
         monkeypatch.setattr(linkage, "SAMPLE", sample)
@@ -435,7 +435,7 @@ def test_the_cluster_judges_the_link_as_locally(
     originals = write_files(left, tmp_path / "o", 3)
     avatars = write_files(right.sample(fraction=1.0, shuffle=True, seed=2), tmp_path / "a", 2)
 
-    def judged(name: str, **options: Any) -> phr.gate.CloakingSummary:
+    def judged(name: str, **options: Any) -> phr.measures.summary.CloakingSummary:
         job = plan_dataset(
             originals,
             avatars,
@@ -486,7 +486,7 @@ def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
     everywhere; 30 avatars copy their original; 20 more equal it on the first two coordinates
     only, which a comparison of the coordinates read would take for copies."""
     from polars_hidden_rate.dataset import plan_dataset
-    from polars_hidden_rate.verdict import Verdict
+    from polars_hidden_rate.measures.verdict import Verdict
 
     left, right = linked_case(300, seed=41)
     right = right.sort("id")
@@ -501,7 +501,7 @@ def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
         {"features": COORDS, "ncp": 2} if space == "features" else {"coords": COORDS, "ncp": 2}
     )
 
-    def judged(name: str, **extra: Any) -> phr.gate.CloakingSummary:
+    def judged(name: str, **extra: Any) -> phr.measures.summary.CloakingSummary:
         job = plan_dataset(
             originals,
             avatars,

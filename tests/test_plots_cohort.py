@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from polars_hidden_rate.cohort import cohort, k_table
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import summarize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -40,13 +40,11 @@ from polars_hidden_rate.frames.files import (
     scan,
     scan_literal,
 )
-from polars_hidden_rate.gate import (
-    CloakingSummary,
-    check_min_rate,
-    summarize,
-    summarize_inspected,
-)
-from polars_hidden_rate.holdout import InferenceAttack, check_holdout
+from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.measures.holdout import check_holdout
+from polars_hidden_rate.measures.inference import InferenceAttack
+from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.measures.verdict import Inspector, Verdict
 from polars_hidden_rate.outputs import (
     check_output,
     describe,
@@ -65,7 +63,6 @@ from polars_hidden_rate.provenance import (
 )
 from polars_hidden_rate.report import check_targets, inference_attack, report_of_plan
 from polars_hidden_rate.tasks import EXTRA_HINT
-from polars_hidden_rate.verdict import Inspector, Verdict
 
 __all__ = [
     "PROG",

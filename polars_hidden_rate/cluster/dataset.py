@@ -78,17 +78,13 @@ from polars_hidden_rate.frames import (
     raise_inexact,
     raise_missing,
 )
-from polars_hidden_rate.linkage import link_test_of_sample, sampled_rows
-from polars_hidden_rate.outputs import with_counts, write_part
-from polars_hidden_rate.projection import ProjectedCoordinates, Projection
-from polars_hidden_rate.summary import CloakingSummary, histogram, summary_from_order_statistics
-from polars_hidden_rate.tasks import (
-    DaskTasks,
-    pieces,
-    require_client,
-    worker_specs,
+from polars_hidden_rate.measures.link_test import link_test_of_sample, sampled_rows
+from polars_hidden_rate.measures.summary import (
+    CloakingSummary,
+    histogram,
+    summary_from_order_statistics,
 )
-from polars_hidden_rate.verdict import (
+from polars_hidden_rate.measures.verdict import (
     Evidence,
     UnlinkedAvatarsError,
     Verdict,
@@ -96,6 +92,14 @@ from polars_hidden_rate.verdict import (
     copy_features,
     copy_fingerprints,
     unlinked_message,
+)
+from polars_hidden_rate.outputs import with_counts, write_part
+from polars_hidden_rate.projection import ProjectedCoordinates, Projection
+from polars_hidden_rate.tasks import (
+    DaskTasks,
+    pieces,
+    require_client,
+    worker_specs,
 )
 
 if TYPE_CHECKING:

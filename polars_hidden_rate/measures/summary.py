@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 from types import MappingProxyType
 from typing import Any
 
@@ -18,10 +19,10 @@ import polars as pl
 from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import CountArray
-from polars_hidden_rate.checks import check_percentage
-from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.checks import check_confidence, check_count, check_percentage
+from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.frames import as_lazy
-from polars_hidden_rate.verdict import Evidence
+from polars_hidden_rate.measures.verdict import Evidence
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def summarize(
     Examples
     --------
     >>> import polars as pl
-    >>> from polars_hidden_rate.gate import summarize
+    >>> from polars_hidden_rate.measures.summary import summarize
     >>> summary = summarize(pl.DataFrame({"local_cloaking": [0, 3, 5, 10]}), min_rate=80)
     >>> summary.hidden_rate, summary.local_cloaking_median, summary.passed
     (75.0, 4.0, False)
@@ -240,8 +241,8 @@ def summary_from_order_statistics(
 
     The quartiles interpolate linearly between the order statistics at ``floor`` and
     ``ceil`` of ``q (n - 1)``, as Polars' ``quantile(q, "linear")`` and ``median`` do, so
-    the summary is [`summarize`][polars_hidden_rate.gate.summarize]'s, value for value, without
-    the counts in one place.
+    the summary is [`summarize`][polars_hidden_rate.measures.summary.summarize]'s, value for
+    value, without the counts in one place.
 
     Examples
     --------
@@ -277,3 +278,51 @@ def summary_from_order_statistics(
 def histogram(counts: CountArray, bins: int) -> CountArray:
     """How many counts equal ``0, 1, ..., bins - 1``, then how many are ``bins`` or more."""
     return np.bincount(np.minimum(counts, bins), minlength=bins + 1).astype(np.int64)
+
+
+def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a hidden rate, in percent.
+
+    With ``p = n_hidden / n`` and ``z`` the normal quantile of ``(1 + confidence) / 2``,
+    the bounds are
+    ``(p + z²/2n ± z sqrt(p(1 - p)/n + z²/4n²)) / (1 + z²/n)``. Unlike the normal
+    approximation, it stays within [0, 100] and keeps its coverage at rates near 100; the
+    bound at an end is that end exactly (100 when every record is hidden, 0 when none is).
+
+    Parameters
+    ----------
+    n_hidden
+        Number of hidden records (``local_cloaking > 0``), ``0 <= n_hidden <= n``.
+    n
+        Number of records, at least 1.
+    confidence
+        Confidence level, in (0, 1).
+
+    Returns
+    -------
+    tuple of float
+        The lower and upper bounds, in percent.
+
+    Examples
+    --------
+    >>> import polars_hidden_rate as phr
+    >>> low, high = phr.hidden_rate_interval(90, 100)
+    >>> round(low, 2), round(high, 2)
+    (82.56, 94.48)
+    """
+    n = check_count(n, "n")
+    n_hidden = check_count(n_hidden, "n_hidden", low=0)
+    if n_hidden > n:
+        msg = f"`n_hidden` must be at most n={n}, got {n_hidden}"
+        raise ValueError(msg)
+    level = check_confidence(confidence)
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    p = n_hidden / n
+    spread = z * z / n
+    centre = (p + spread / 2.0) / (1.0 + spread)
+    half = z * math.sqrt(p * (1.0 - p) / n + spread / (4.0 * n)) / (1.0 + spread)
+    # At p = 0 (p = 1) the lower (upper) bound is exactly 0 (100): the formula gives it up
+    # to rounding (2.8e-15, 99.99999999999999).
+    low = 0.0 if n_hidden == 0 else min(max(100.0 * (centre - half), 0.0), 100.0)
+    high = 100.0 if n_hidden == n else min(max(100.0 * (centre + half), 0.0), 100.0)
+    return low, high
