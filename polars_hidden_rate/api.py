@@ -24,6 +24,7 @@ from polars_hidden_rate.plan import (
     ReadInspector,
     plan,
 )
+from polars_hidden_rate.stats import percent
 
 __all__ = [
     "OPTION_NAMES",
@@ -124,4 +125,4 @@ def hidden_rate(
     """
     request = plan(originals, avatars, options, caller="hidden_rate")
     counts = request.counts(cap=1)  # only c_i > 0 matters: each record stops at one rival
-    return 100.0 * int(np.count_nonzero(counts)) / len(counts)
+    return percent(int(np.count_nonzero(counts)), len(counts))

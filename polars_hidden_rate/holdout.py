@@ -34,7 +34,12 @@ import polars as pl
 from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
+from polars_hidden_rate.checks import (
+    AllComponents,
+    check_confidence,
+    check_tie_tol,
+    check_tolerance,
+)
 from polars_hidden_rate.engine import squared_distances, usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree, build_side_by_side
 from polars_hidden_rate.engine.nearest import (
@@ -67,6 +72,7 @@ from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, Secre
 from polars_hidden_rate.membership import MembershipRisk
 from polars_hidden_rate.plan import CountOptions, CountPlan, ReadInspector, plan
 from polars_hidden_rate.progress import stage
+from polars_hidden_rate.stats import percent
 
 __all__ = [
     "DcrOverfitting",
@@ -444,7 +450,7 @@ class InferenceAttack:
         if secret_kind not in ("auto", "categorical", "numeric"):
             msg = f"`secret_kind` must be 'auto', 'categorical' or 'numeric', got {secret_kind!r}"
             raise ValueError(msg)
-        return cls(tuple(names), secret, secret_kind, check_real(tolerance, "tolerance", low=0.0))
+        return cls(tuple(names), secret, secret_kind, check_tolerance(tolerance))
 
     def check(self, schemas: dict[str, pl.Schema]) -> Literal["categorical", "numeric"]:
         """Check the columns in the three sets' schemas (originals, synthetic, holdout) and
@@ -734,8 +740,8 @@ def _inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
         ),
         (
             "  right guesses",
-            f"{100 * members.successes / members.records:.2f} % of originals, "
-            f"{100 * control.successes / control.records:.2f} % of the holdout (Wilson rates "
+            f"{percent(members.successes, members.records):.2f} % of originals, "
+            f"{percent(control.successes, control.records):.2f} % of the holdout (Wilson rates "
             f"{100 * members.rate:.2f} % and {100 * control.rate:.2f} %, which the risk compares)",
         ),
     ]

@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import check_confidence, check_tolerance
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import tied_matches
 from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.stats import wilson
 
 SecretKind = Literal["auto", "categorical", "numeric"]
 """How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
@@ -58,7 +59,8 @@ class SuccessRate:
     records
         The number of targets.
     rate, error
-        Wilson's centre and half-width at ``confidence``:
+        Wilson's centre and half-width at ``confidence``
+        (`polars_hidden_rate.stats.wilson`):
         ``(s + z^2/2) / (n + z^2)`` and ``z / (n + z^2) * sqrt(s (n - s) / n + z^2 / 4)``.
     """
 
@@ -69,12 +71,7 @@ class SuccessRate:
 
     @classmethod
     def wilson(cls, successes: float, records: int, confidence: float) -> SuccessRate:
-        z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-        z2 = z * z
-        denominator = records + z2
-        rate = (successes + 0.5 * z2) / denominator
-        spread = successes * (records - successes) / records
-        return cls(successes, records, rate, z / denominator * math.sqrt(spread + 0.25 * z2))
+        return cls(successes, records, *wilson(successes, records, confidence))
 
     def to_dict(self) -> dict[str, float | int]:
         return {
@@ -157,14 +154,8 @@ class InferenceRisk:
         three coordinate arrays (the known attributes' space), one kd-tree of the synthetic
         records. ``secrets`` are the three sets' secret values as float64 (categories as
         codes shared by the three, a missing value as NaN)."""
-        if not 0.0 < confidence < 1.0:
-            msg = f"`confidence` must lie in (0, 1), got {confidence!r}"
-            raise ValueError(msg)
-        if secret_kind == "categorical":
-            tolerance = 0.0
-        elif not (math.isfinite(tolerance) and tolerance >= 0.0):
-            msg = f"`tolerance` must be a finite number at least 0, got {tolerance!r}"
-            raise ValueError(msg)
+        check_confidence(confidence)
+        tolerance = 0.0 if secret_kind == "categorical" else check_tolerance(tolerance)
         (points, members, others), _ = canonical_scale(
             synthetic, originals, holdout, names=("synthetic", "originals", "holdout")
         )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any, TypeVar, Unpack
 
 import numpy as np
@@ -23,7 +22,7 @@ import polars as pl
 from polars.exceptions import DuplicateError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import check_confidence, check_count, check_real
+from polars_hidden_rate.checks import check_confidence, check_count, check_real, check_tolerance
 from polars_hidden_rate.engine.boxes import count_in_boxes
 from polars_hidden_rate.engine.nearest import NearestTwo
 from polars_hidden_rate.frames import (
@@ -41,6 +40,7 @@ from polars_hidden_rate.frames import (
     shared_schema,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, Keys, plan
+from polars_hidden_rate.stats import percent, wilson
 
 AvatarsT = TypeVar("AvatarsT", pl.DataFrame, pl.LazyFrame)
 
@@ -291,7 +291,7 @@ def row_direct_match_protection(
         nulls_equal=True,
     )
     matched = int(copies.select(pl.len()).collect().item())
-    return 100.0 * (total - matched) / total
+    return percent(total - matched, total)
 
 
 def _row_hash(dtypes: dict[str, pl.DataType]) -> pl.Expr:
@@ -463,7 +463,7 @@ def correlation_protection_rate(
     if hidden_rate is None:
         request = plan(originals, avatars, options, caller="correlation_protection_rate")
         counts = request.counts(cap=1)
-        rate = 100.0 * int(np.count_nonzero(counts)) / len(counts)
+        rate = percent(int(np.count_nonzero(counts)), len(counts))
     else:
         rate = check_real(hidden_rate, "hidden_rate", low=0.0, high=100.0)
     return correlation_protection(left, right, names, hidden_rate=rate, tolerance=level).rate
@@ -477,11 +477,6 @@ def check_known(known: ColumnSpec, left: pl.Schema, right: pl.Schema) -> list[st
     for name in names:
         common_feature_type(name, left[name], right[name])
     return names
-
-
-def check_tolerance(tolerance: object) -> float:
-    """A tolerance: a finite number, at least 0."""
-    return check_real(tolerance, "tolerance", low=0.0, high=math.inf)
 
 
 def correlation_protection(
@@ -580,9 +575,9 @@ _GROUP = f"{RESERVED_PREFIX}_group"
 def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Wilson score interval of a hidden rate, in percent.
 
-    With ``p = n_hidden / n`` and ``z`` the normal quantile of ``(1 + confidence) / 2``,
-    the bounds are
-    ``(p + z²/2n ± z sqrt(p(1 - p)/n + z²/4n²)) / (1 + z²/n)``. Unlike the normal
+    With ``z`` the normal quantile of ``(1 + confidence) / 2``, the bounds are
+    ``(k + z²/2 ± z sqrt(k(n - k)/n + z²/4)) / (n + z²)`` for ``k = n_hidden``
+    (`polars_hidden_rate.stats.wilson`, the inference attack's rates too). Unlike the normal
     approximation, it stays within [0, 100] and keeps its coverage at rates near 100; the
     bound at an end is that end exactly (100 when every record is hidden, 0 when none is).
 
@@ -613,12 +608,8 @@ def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tup
         msg = f"`n_hidden` must be at most n={n}, got {n_hidden}"
         raise ValueError(msg)
     level = check_confidence(confidence)
-    z = NormalDist().inv_cdf(0.5 + level / 2.0)
-    p = n_hidden / n
-    spread = z * z / n
-    centre = (p + spread / 2.0) / (1.0 + spread)
-    half = z * math.sqrt(p * (1.0 - p) / n + spread / (4.0 * n)) / (1.0 + spread)
-    # At p = 0 (p = 1) the lower (upper) bound is exactly 0 (100): the formula gives it up
+    centre, half = wilson(n_hidden, n, level)
+    # At k = 0 (k = n) the lower (upper) bound is exactly 0 (100): the formula gives it up
     # to rounding (2.8e-15, 99.99999999999999).
     low = 0.0 if n_hidden == 0 else min(max(100.0 * (centre - half), 0.0), 100.0)
     high = 100.0 if n_hidden == n else min(max(100.0 * (centre + half), 0.0), 100.0)

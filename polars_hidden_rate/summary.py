@@ -21,6 +21,7 @@ from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.checks import check_percentage
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.stats import percent
 from polars_hidden_rate.verdict import Evidence
 
 
@@ -67,7 +68,7 @@ class CloakingSummary:
     @property
     def not_hidden_share(self) -> float:
         """Percentage of records with ``local_cloaking == 0``."""
-        return 100.0 * self.not_hidden / self.n
+        return percent(self.not_hidden, self.n)
 
     @property
     def failures(self) -> list[str]:
@@ -197,7 +198,7 @@ def summarize(
     if row["missing"]:
         msg = f"local_cloaking is null in {row['missing']} of {n} records: nothing to summarise"
         raise pl.exceptions.ComputeError(msg)
-    rate = 100.0 * (n - int(row["not_hidden"])) / n
+    rate = percent(n - int(row["not_hidden"]), n)
     summary = CloakingSummary(
         n=n,
         hidden_rate=rate,
@@ -261,7 +262,7 @@ def summary_from_order_statistics(
         above = float(order_statistic(min(low + 1, n - 1)))
         return below + (above - below) * (position - low)
 
-    rate = 100.0 * (n - not_hidden) / n
+    rate = percent(n - not_hidden, n)
     return CloakingSummary(
         n=n,
         hidden_rate=rate,

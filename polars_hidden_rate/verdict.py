@@ -24,6 +24,7 @@ from polars_hidden_rate.checks import OptionTypeError, check_real
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.linkage import LinkTest, link_test
 from polars_hidden_rate.plan import CountOptions, CountPlan
+from polars_hidden_rate.stats import percent
 
 DEFAULT_MAX_OWN_COPIES = 10.0
 """Percent of avatars that may copy their own original: the method's row direct-match target
@@ -138,7 +139,7 @@ class Evidence:
     def own_copies_percent(self) -> float | None:
         if self.own_copies is None:
             return None
-        return 100.0 * self.own_copies / self.n if self.n else 0.0
+        return percent(self.own_copies, self.n) if self.n else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
