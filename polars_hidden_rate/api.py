@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import (
     CountOptions,
     FrameT,
@@ -107,4 +108,4 @@ def hidden_rate(
     """
     request = plan(originals, avatars, options, caller="hidden_rate")
     counts = request.counts(cap=1)  # only c_i > 0 matters: each record stops at one rival
-    return 100.0 * int(np.count_nonzero(counts)) / len(counts)
+    return percent(int(np.count_nonzero(counts)), len(counts))

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import (
     CloakingSummary,
     check_min_rate,
@@ -74,7 +75,7 @@ class OwnCopiesError(AssertionError):
 
     def __init__(self, own_copies: int, n: int, max_own_copies: float) -> None:
         self.own_copies = own_copies
-        self.own_copies_percent = 100.0 * own_copies / n
+        self.own_copies_percent = percent(own_copies, n)
         self.max_own_copies = max_own_copies
         super().__init__(
             f"{own_copies} of {n} avatars ({self.own_copies_percent:.2f} %) are identical to "
@@ -207,11 +208,11 @@ def assert_hidden_rate(
     request = plan(originals, avatars, counting, caller="assert_hidden_rate")
     inspector = Inspector.start(request, verdict)
     counts = request.counts(inspector.read(), cap=1, consume=True)
-    rate = 100.0 * int(np.count_nonzero(counts)) / len(counts)
+    rate = percent(int(np.count_nonzero(counts)), len(counts))
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)
     copies = inspector.evidence().own_copies
     assert copies is not None  # a local read compares them
-    if 100.0 * copies / len(counts) > verdict.max_own_copies:
+    if percent(copies, len(counts)) > verdict.max_own_copies:
         raise OwnCopiesError(copies, len(counts), verdict.max_own_copies)
     return rate

@@ -26,8 +26,8 @@ from polars_hidden_rate.measures.summary import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
 from tests.helpers import brute_force_counts, local_cluster
-from tests.test_dataset import COORDS, changed, linked_case, siblings, write_files
 from tests.test_cluster_arrays import _slow_down, _tasks_done, adversarial
+from tests.test_dataset import COORDS, changed, linked_case, siblings, write_files
 
 pytestmark = pytest.mark.slow
 

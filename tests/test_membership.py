@@ -131,7 +131,7 @@ def test_one_record_a_side_gives_the_whole_interval() -> None:
         (lambda: auc([1.0], [[1.0]]), "`holdout` must be one score per record"),
         (lambda: auc([math.nan], [1.0]), "`members` holds NaN"),
         (lambda: tpr_at_fpr([1.0], [1.0], 1.5), r"`fpr` must lie in \[0, 1\]"),
-        (lambda: auc_interval([1.0], [1.0], 1.0), r"`confidence` must lie in \(0, 1\)"),
+        (lambda: auc_interval([1.0], [1.0], 1.0), "`confidence` must lie strictly between 0 and 1"),
     ],
 )
 def test_bad_scores_are_refused(call: object, message: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.checks import check_real
+from polars_hidden_rate.checks import check_real, check_tolerance
 from polars_hidden_rate.engine.boxes import count_in_boxes
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
@@ -25,6 +25,7 @@ from polars_hidden_rate.frames import (
     resolve_columns,
     shared_schema,
 )
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions, plan
 
 _VALUE = f"{RESERVED_PREFIX}_value"
@@ -158,7 +159,7 @@ def correlation_protection_rate(
     if hidden_rate is None:
         request = plan(originals, avatars, options, caller="correlation_protection_rate")
         counts = request.counts(cap=1)
-        rate = 100.0 * int(np.count_nonzero(counts)) / len(counts)
+        rate = percent(int(np.count_nonzero(counts)), len(counts))
     else:
         rate = check_real(hidden_rate, "hidden_rate", low=0.0, high=100.0)
     return correlation_protection(left, right, names, hidden_rate=rate, tolerance=level).rate
@@ -172,11 +173,6 @@ def check_known(known: ColumnSpec, left: pl.Schema, right: pl.Schema) -> list[st
     for name in names:
         common_feature_type(name, left[name], right[name])
     return names
-
-
-def check_tolerance(tolerance: object) -> float:
-    """A tolerance: a finite number, at least 0."""
-    return check_real(tolerance, "tolerance", low=0.0, high=math.inf)
 
 
 def correlation_protection(

@@ -27,6 +27,7 @@ from polars_hidden_rate.frames import (
 from polars_hidden_rate.measures.inference import InferenceRisk
 from polars_hidden_rate.measures.membership import MembershipRisk
 from polars_hidden_rate.measures.overfitting import DcrOverfitting
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.walks import LinkedCloaking, SharedWalks, in_rows
 from polars_hidden_rate.plan import CountPlan, ReadInspector
 from polars_hidden_rate.progress import stage
@@ -166,8 +167,8 @@ def inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
         ),
         (
             "  right guesses",
-            f"{100 * members.successes / members.records:.2f} % of originals, "
-            f"{100 * control.successes / control.records:.2f} % of the holdout (Wilson rates "
+            f"{percent(members.successes, members.records):.2f} % of originals, "
+            f"{percent(control.successes, control.records):.2f} % of the holdout (Wilson rates "
             f"{100 * members.rate:.2f} % and {100 * control.rate:.2f} %, which the risk compares)",
         ),
     ]

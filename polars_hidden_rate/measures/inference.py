@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 from typing import Literal, Unpack
 
 import numpy as np
@@ -37,7 +36,12 @@ import polars as pl
 from polars.exceptions import ColumnNotFoundError, NoDataError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import AllComponents, check_confidence, check_real, check_tie_tol
+from polars_hidden_rate.checks import (
+    AllComponents,
+    check_confidence,
+    check_tie_tol,
+    check_tolerance,
+)
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
@@ -58,6 +62,7 @@ from polars_hidden_rate.measures.secrets import (
     secret_kind_of,
     secret_values,
 )
+from polars_hidden_rate.measures.stats import wilson
 from polars_hidden_rate.plan import CountOptions
 
 """How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
@@ -78,7 +83,8 @@ class SuccessRate:
     records
         The number of targets.
     rate, error
-        Wilson's centre and half-width at ``confidence``:
+        Wilson's centre and half-width at ``confidence``
+        (`polars_hidden_rate.measures.stats.wilson`):
         ``(s + z^2/2) / (n + z^2)`` and ``z / (n + z^2) * sqrt(s (n - s) / n + z^2 / 4)``.
     """
 
@@ -89,12 +95,7 @@ class SuccessRate:
 
     @classmethod
     def wilson(cls, successes: float, records: int, confidence: float) -> SuccessRate:
-        z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-        z2 = z * z
-        denominator = records + z2
-        rate = (successes + 0.5 * z2) / denominator
-        spread = successes * (records - successes) / records
-        return cls(successes, records, rate, z / denominator * math.sqrt(spread + 0.25 * z2))
+        return cls(successes, records, *wilson(successes, records, confidence))
 
     def to_dict(self) -> dict[str, float | int]:
         return {
@@ -177,14 +178,8 @@ class InferenceRisk:
         three coordinate arrays (the known attributes' space), one kd-tree of the synthetic
         records. ``secrets`` are the three sets' secret values as float64 (categories as
         codes shared by the three, a missing value as NaN)."""
-        if not 0.0 < confidence < 1.0:
-            msg = f"`confidence` must lie in (0, 1), got {confidence!r}"
-            raise ValueError(msg)
-        if secret_kind == "categorical":
-            tolerance = 0.0
-        elif not (math.isfinite(tolerance) and tolerance >= 0.0):
-            msg = f"`tolerance` must be a finite number at least 0, got {tolerance!r}"
-            raise ValueError(msg)
+        check_confidence(confidence)
+        tolerance = 0.0 if secret_kind == "categorical" else check_tolerance(tolerance)
         (points, members, others), _ = canonical_scale(
             synthetic, originals, holdout, names=("synthetic", "originals", "holdout")
         )
@@ -385,7 +380,7 @@ class InferenceAttack:
         if secret_kind not in ("auto", "categorical", "numeric"):
             msg = f"`secret_kind` must be 'auto', 'categorical' or 'numeric', got {secret_kind!r}"
             raise ValueError(msg)
-        return cls(tuple(names), secret, secret_kind, check_real(tolerance, "tolerance", low=0.0))
+        return cls(tuple(names), secret, secret_kind, check_tolerance(tolerance))
 
     def check(self, schemas: dict[str, pl.Schema]) -> Literal["categorical", "numeric"]:
         """Check the columns in the three sets' schemas (originals, synthetic, holdout) and

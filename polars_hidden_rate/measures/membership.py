@@ -23,9 +23,7 @@ in float64) rather than their square roots, which can merge two of them.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Unpack
 
 import numpy as np
@@ -33,15 +31,13 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate.checks import check_confidence
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import (
-    squared_nearest,
-)
-from polars_hidden_rate.engine.scale import (
-    canonical_scale,
-)
+from polars_hidden_rate.engine.nearest import squared_nearest
+from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.measures.holdout import HoldoutSpace
+from polars_hidden_rate.measures.stats import delong_interval
 from polars_hidden_rate.plan import CountOptions
 
 DEFAULT_FPR = 0.1
@@ -106,9 +102,12 @@ class MembershipRisk:
         # One placement of each side for both (its arrays are let go afterwards); no
         # interval at a confidence out of range, refused when asked for.
         of_members, of_holdout = self._sorted.placements()
-        interval = None
-        if 0.0 < self.confidence < 1.0:
-            interval = _interval_of(of_members, of_holdout, self.confidence)
+        try:
+            interval: tuple[float, float] | None = _interval_of(
+                of_members, of_holdout, self.confidence
+            )
+        except ValueError:  # the confidence, checked again by `auc_interval`
+            interval = None
         return _auc_of(of_members, of_holdout), interval
 
     @property
@@ -121,7 +120,7 @@ class MembershipRisk:
     def auc_interval(self) -> tuple[float, float]:
         """DeLong's interval of [`auc`][polars_hidden_rate.MembershipRisk.auc] at `confidence`
         (``membership.auc_interval``)."""
-        _check_confidence(self.confidence)
+        check_confidence(self.confidence)
         interval = self._auc_and_interval[1]
         assert interval is not None
         return interval
@@ -217,17 +216,12 @@ def _auc_of(of_members: Placements, of_holdout: Placements) -> float:
 def _interval_of(
     of_members: Placements, of_holdout: Placements, confidence: float
 ) -> tuple[float, float]:
-    _check_confidence(confidence)
+    check_confidence(confidence)
     m, h = len(of_members.beats), len(of_holdout.beats)
-    centre = _auc_of(of_members, of_holdout)
-    if m < 2 or h < 2:
-        return 0.0, 1.0
+    # Each record's placement among the other side, ties counting half: DeLong's V.
     v_members = of_members.halves() / (2.0 * h)
     v_holdout = of_holdout.halves() / (2.0 * m)
-    variance = float(np.var(v_members, ddof=1)) / m + float(np.var(v_holdout, ddof=1)) / h
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    spread = z * math.sqrt(variance)
-    return max(0.0, centre - spread), min(1.0, centre + spread)
+    return delong_interval(_auc_of(of_members, of_holdout), v_members, v_holdout, confidence)
 
 
 def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
@@ -256,7 +250,7 @@ def auc_interval(
     the sample variance. With one record on a side the variance is not defined; the
     interval is then [0, 1].
     """
-    _check_confidence(confidence)  # before the scores are looked at
+    check_confidence(confidence)  # before the scores are looked at
     return _interval_of(*placements(members, holdout), confidence)
 
 
@@ -277,12 +271,6 @@ def tpr_at_fpr(members: npt.ArrayLike, holdout: npt.ArrayLike, fpr: float = DEFA
     """
     _check_fpr(fpr)  # before the scores are looked at
     return _Sorted.of(members, holdout).tpr_at_fpr(fpr)
-
-
-def _check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        msg = f"`confidence` must lie in (0, 1), got {confidence!r}"
-        raise ValueError(msg)
 
 
 def _check_fpr(fpr: float) -> None:

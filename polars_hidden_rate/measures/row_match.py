@@ -21,6 +21,7 @@ from polars_hidden_rate.frames import (
     resolve_link,
     shared_schema,
 )
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import Keys
 
 
@@ -113,7 +114,7 @@ def row_direct_match_protection(
         nulls_equal=True,
     )
     matched = int(copies.select(pl.len()).collect().item())
-    return 100.0 * (total - matched) / total
+    return percent(total - matched, total)
 
 
 def _row_hash(dtypes: dict[str, pl.DataType]) -> pl.Expr:

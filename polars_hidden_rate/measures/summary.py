@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from statistics import NormalDist
 from types import MappingProxyType
 from typing import Any
 
@@ -20,8 +19,9 @@ from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.checks import check_confidence, check_count, check_percentage
-from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.stats import percent, wilson
 from polars_hidden_rate.measures.verdict import Evidence
 
 
@@ -68,7 +68,7 @@ class CloakingSummary:
     @property
     def not_hidden_share(self) -> float:
         """Percentage of records with ``local_cloaking == 0``."""
-        return 100.0 * self.not_hidden / self.n
+        return percent(self.not_hidden, self.n)
 
     @property
     def failures(self) -> list[str]:
@@ -198,7 +198,7 @@ def summarize(
     if row["missing"]:
         msg = f"local_cloaking is null in {row['missing']} of {n} records: nothing to summarise"
         raise pl.exceptions.ComputeError(msg)
-    rate = 100.0 * (n - int(row["not_hidden"])) / n
+    rate = percent(n - int(row["not_hidden"]), n)
     summary = CloakingSummary(
         n=n,
         hidden_rate=rate,
@@ -262,7 +262,7 @@ def summary_from_order_statistics(
         above = float(order_statistic(min(low + 1, n - 1)))
         return below + (above - below) * (position - low)
 
-    rate = 100.0 * (n - not_hidden) / n
+    rate = percent(n - not_hidden, n)
     return CloakingSummary(
         n=n,
         hidden_rate=rate,
@@ -283,11 +283,11 @@ def histogram(counts: CountArray, bins: int) -> CountArray:
 def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Wilson score interval of a hidden rate, in percent.
 
-    With ``p = n_hidden / n`` and ``z`` the normal quantile of ``(1 + confidence) / 2``,
-    the bounds are
-    ``(p + z²/2n ± z sqrt(p(1 - p)/n + z²/4n²)) / (1 + z²/n)``. Unlike the normal
-    approximation, it stays within [0, 100] and keeps its coverage at rates near 100; the
-    bound at an end is that end exactly (100 when every record is hidden, 0 when none is).
+    With ``z`` the normal quantile of ``(1 + confidence) / 2``, the bounds are
+    ``(k + z²/2 ± z sqrt(k(n - k)/n + z²/4)) / (n + z²)`` for ``k = n_hidden``
+    (`polars_hidden_rate.measures.stats.wilson`, as the inference attack's rates). Unlike the
+    normal approximation, it stays within [0, 100] and keeps its coverage at rates near 100;
+    the bound at an end is that end exactly (100 when every record is hidden, 0 when none is).
 
     Parameters
     ----------
@@ -316,12 +316,8 @@ def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tup
         msg = f"`n_hidden` must be at most n={n}, got {n_hidden}"
         raise ValueError(msg)
     level = check_confidence(confidence)
-    z = NormalDist().inv_cdf(0.5 + level / 2.0)
-    p = n_hidden / n
-    spread = z * z / n
-    centre = (p + spread / 2.0) / (1.0 + spread)
-    half = z * math.sqrt(p * (1.0 - p) / n + spread / (4.0 * n)) / (1.0 + spread)
-    # At p = 0 (p = 1) the lower (upper) bound is exactly 0 (100): the formula gives it up
+    centre, half = wilson(n_hidden, n, level)
+    # At k = 0 (k = n) the lower (upper) bound is exactly 0 (100): the formula gives it up
     # to rounding (2.8e-15, 99.99999999999999).
     low = 0.0 if n_hidden == 0 else min(max(100.0 * (centre - half), 0.0), 100.0)
     high = 100.0 if n_hidden == n else min(max(100.0 * (centre + half), 0.0), 100.0)

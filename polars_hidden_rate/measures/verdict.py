@@ -23,6 +23,7 @@ from polars_hidden_rate._types import BoolArray, CountArray
 from polars_hidden_rate.checks import OptionTypeError, check_real
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.measures.link_test import LinkTest, link_test
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions, CountPlan
 
 DEFAULT_MAX_OWN_COPIES = 10.0
@@ -138,7 +139,7 @@ class Evidence:
     def own_copies_percent(self) -> float | None:
         if self.own_copies is None:
             return None
-        return 100.0 * self.own_copies / self.n if self.n else 0.0
+        return percent(self.own_copies, self.n) if self.n else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
