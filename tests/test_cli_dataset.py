@@ -22,7 +22,7 @@ from polars_hidden_rate import cli
 from polars_hidden_rate.gate import summarize
 from tests.helpers import counts_of, local_cluster
 from tests.paused_run import PausedRun
-from tests.test_dataset import COORDS, linked_case, siblings, write_files
+from tests.test_to_parquet import COORDS, linked_case, siblings, write_files
 
 SCRIPT = Path(sys.executable).with_name("hidden-rate")
 

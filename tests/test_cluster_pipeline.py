@@ -19,15 +19,15 @@ from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeEr
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate.cluster import dataset as cluster_data
+from polars_hidden_rate.cluster import pipeline
 from polars_hidden_rate.cluster.shards import TaskPlan
 from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.gate import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
 from tests.helpers import brute_force_counts, local_cluster
-from tests.test_dataset import COORDS, changed, linked_case, siblings, write_files
 from tests.test_distributed import _slow_down, _tasks_done, adversarial
+from tests.test_to_parquet import COORDS, changed, linked_case, siblings, write_files
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +58,7 @@ def run_with_tasks(
     left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
     request = plan(left.scan(), right.scan(), {**options, "cluster": client})  # type: ignore[typeddict-item]
     with staged_directory(output) as staging:
-        return cluster_data.count_and_write(request, left, right, staging, None, tasks=tasks)
+        return pipeline.count_and_write(request, left, right, staging, None, tasks=tasks)
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
@@ -113,7 +113,7 @@ def test_any_cut_gives_the_local_counts(
             {"coords": COORDS, "on": "id", "tie_tol": tie_tol, "cluster": threads_client},
         )
         with staged_directory(out) as staging:
-            summary = cluster_data.count_and_write(
+            summary = pipeline.count_and_write(
                 request, left_set, right_set, staging, None, tasks=tasks
             )
         assert_frame_equal(pl.read_parquet(out), expected)
@@ -162,7 +162,7 @@ def test_quartiles_above_the_histogram_come_from_bisection(
     expected = summarize(phr.local_cloaking(left, right, coords=COORDS, on="id"))
     assert expected.local_cloaking_q3 > 2
     for bins in (1, 2, 1024):
-        monkeypatch.setattr(cluster_data, "HISTOGRAM_BINS", bins)
+        monkeypatch.setattr(pipeline, "HISTOGRAM_BINS", bins)
         summary = phr.local_cloaking_to_parquet(
             tmp_path / "o", tmp_path / "a", tmp_path / f"out{bins}", coords=COORDS, on="id",
             cluster=threads_client,
@@ -424,7 +424,7 @@ def test_the_cluster_judges_the_link_as_locally(
     # Issue 19 on a cluster: the link test on the very records the local path tests (all of
     # them, or its seeded sample), own copies on the coordinates, a random link refused.
     from polars_hidden_rate import linkage
-    from polars_hidden_rate.dataset import plan_dataset
+    from polars_hidden_rate.to_parquet import plan_dataset
     from polars_hidden_rate.verdict import UnlinkedAvatarsError, Verdict
 
     if sample is not None:
@@ -485,7 +485,7 @@ def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
     the local path finds them; and the records hidden by ties only. Grid data: exact ties
     everywhere; 30 avatars copy their original; 20 more equal it on the first two coordinates
     only, which a comparison of the coordinates read would take for copies."""
-    from polars_hidden_rate.dataset import plan_dataset
+    from polars_hidden_rate.to_parquet import plan_dataset
     from polars_hidden_rate.verdict import Verdict
 
     left, right = linked_case(300, seed=41)

@@ -14,9 +14,8 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate.cluster import dataset as cluster_data
-from polars_hidden_rate.cluster import shards
-from polars_hidden_rate.cluster.dataset import Splits
+from polars_hidden_rate.cluster import pipeline, shards
+from polars_hidden_rate.cluster.pipeline import Splits
 from polars_hidden_rate.cluster.shards import plan_tasks, records_per_task
 from polars_hidden_rate.frames import KeyProblems, link_by_key, open_dataset
 from polars_hidden_rate.gate import cloaking_summary, summarize
@@ -375,7 +374,7 @@ def test_an_order_statistic_from_the_histogram_is_the_sorted_count(bins: int, se
     merged = histogram(counts, bins)
     ordered = np.sort(counts)
     found = [
-        cluster_data.order_statistic(k, merged, lambda v: cluster_data.count_at_most(counts, v))
+        pipeline.order_statistic(k, merged, lambda v: pipeline.count_at_most(counts, v))
         for k in range(len(counts))
     ]
     assert found == ordered.tolist()
@@ -388,9 +387,7 @@ def test_a_quartile_at_the_first_count_past_the_bins_is_not_taken_from_them() ->
     assert merged.tolist() == [1, 3]
 
     def statistic(k: int) -> int:
-        return cluster_data.order_statistic(
-            k, merged, lambda v: cluster_data.count_at_most(counts, v)
-        )
+        return pipeline.order_statistic(k, merged, lambda v: pipeline.count_at_most(counts, v))
 
     assert statistic(1) == 5
     summary = summary_from_order_statistics(4, 1, statistic, min_rate=None)
