@@ -15,7 +15,7 @@ from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.cluster import pipeline, shards
-from polars_hidden_rate.cluster.pipeline import Splits
+from polars_hidden_rate.cluster.pipeline_tasks import Splits, count_at_most
 from polars_hidden_rate.cluster.shards import plan_tasks, records_per_task
 from polars_hidden_rate.frames import KeyProblems, link_by_key, open_dataset
 from polars_hidden_rate.gate import cloaking_summary, summarize
@@ -374,7 +374,7 @@ def test_an_order_statistic_from_the_histogram_is_the_sorted_count(bins: int, se
     merged = histogram(counts, bins)
     ordered = np.sort(counts)
     found = [
-        pipeline.order_statistic(k, merged, lambda v: pipeline.count_at_most(counts, v))
+        pipeline.order_statistic(k, merged, lambda v: count_at_most(counts, v))
         for k in range(len(counts))
     ]
     assert found == ordered.tolist()
@@ -387,7 +387,7 @@ def test_a_quartile_at_the_first_count_past_the_bins_is_not_taken_from_them() ->
     assert merged.tolist() == [1, 3]
 
     def statistic(k: int) -> int:
-        return pipeline.order_statistic(k, merged, lambda v: pipeline.count_at_most(counts, v))
+        return pipeline.order_statistic(k, merged, lambda v: count_at_most(counts, v))
 
     assert statistic(1) == 5
     summary = summary_from_order_statistics(4, 1, statistic, min_rate=None)
