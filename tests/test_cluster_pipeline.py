@@ -25,9 +25,18 @@ from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.gate import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
-from tests.helpers import brute_force_counts, local_cluster
-from tests.test_distributed import _slow_down, _tasks_done, adversarial
-from tests.test_to_parquet import COORDS, changed, linked_case, siblings, write_files
+from tests.helpers import (
+    COORDS,
+    adversarial,
+    brute_force_counts,
+    changed,
+    linked_case,
+    local_cluster,
+    siblings,
+    slow_down,
+    tasks_done,
+    write_files,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -380,7 +389,7 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     write_files(left, tmp_path / "o", 3)
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
-    client.run(_slow_down("polars_hidden_rate.engine", "count_within", 0.25))
+    client.run(slow_down("polars_hidden_rate.engine", "count_within", 0.25))
     tasks = TaskPlan(buckets=3, blocks=4, shards=4)
     outcome: dict[str, Any] = {}
 
@@ -396,7 +405,7 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     runner = threading.Thread(target=measure)
     runner.start()
     deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
-    while client.run_on_scheduler(_tasks_done, prefix="phr-count-within") == 0:
+    while client.run_on_scheduler(tasks_done, prefix="phr-count-within") == 0:
         assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
         assert time.monotonic() < deadline, "no count finished within 180 s"
         time.sleep(0.02)
