@@ -24,12 +24,6 @@ MOVED = {
         "WorkerSpec": "polars_hidden_rate.tasks",
         "EXTRA_HINT": "polars_hidden_rate.tasks",
     },
-    "polars_hidden_rate.cluster_data": {
-        "count_and_write": "polars_hidden_rate.cluster.pipeline",
-        "TaskPlan": "polars_hidden_rate.cluster.shards",
-        "plan_tasks": "polars_hidden_rate.cluster.shards",
-        "records_per_task": "polars_hidden_rate.cluster.shards",
-    },
 }
 
 
