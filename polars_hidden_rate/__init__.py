@@ -6,7 +6,6 @@ Importing the package registers the ``avatar`` namespace on DataFrame and LazyFr
 from polars_hidden_rate import namespace as _namespace  # noqa: F401  (registers `avatar`)
 from polars_hidden_rate.api import hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
-from polars_hidden_rate.dataset import local_cloaking_to_parquet
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
 from polars_hidden_rate.measures.correlation import correlation_protection_rate
@@ -19,6 +18,7 @@ from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.projection import Projection
 from polars_hidden_rate.report import PrivacyReport, privacy_report
+from polars_hidden_rate.to_parquet import local_cloaking_to_parquet
 
 __all__ = [
     "CountOptions",

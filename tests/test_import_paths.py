@@ -7,15 +7,6 @@ import importlib
 
 import pytest
 
-MOVED = {
-    "polars_hidden_rate.cluster_data": {
-        "count_and_write": "polars_hidden_rate.cluster.dataset",
-        "TaskPlan": "polars_hidden_rate.cluster.shards",
-        "plan_tasks": "polars_hidden_rate.cluster.shards",
-        "records_per_task": "polars_hidden_rate.cluster.shards",
-    },
-}
-
 # Paths of 0.1.0's first drafts: each job has its one module now (docs/api.md).
 REMOVED = [
     "polars_hidden_rate.neighbours",
@@ -28,15 +19,11 @@ REMOVED = [
     "polars_hidden_rate.verdict",
     "polars_hidden_rate.summary",
     "polars_hidden_rate.digits",
+    "polars_hidden_rate.stats",
+    "polars_hidden_rate.cluster_data",
+    "polars_hidden_rate.dataset",
+    "polars_hidden_rate.cluster.dataset",
 ]
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_re_exports_its_new_home(old: str) -> None:
-    module = importlib.import_module(old)
-    assert sorted(module.__all__) == sorted(MOVED[old])
-    for name, home in MOVED[old].items():
-        assert getattr(module, name) is getattr(importlib.import_module(home), name), name
 
 
 @pytest.mark.parametrize("old", REMOVED)

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from polars_hidden_rate.measures.membership import auc, auc_interval
 from scipy.stats import norm
 
 from polars_hidden_rate._types import Float64Array
@@ -24,6 +23,7 @@ from polars_hidden_rate.checks import (
     check_tolerance,
     refuse_fraction,
 )
+from polars_hidden_rate.measures.membership import auc, auc_interval
 from polars_hidden_rate.measures.stats import (
     delong_interval,
     delong_variance,

@@ -32,7 +32,6 @@ import polars as pl
 from polars_hidden_rate.cli.formatting import format_json, format_report, format_text
 from polars_hidden_rate.cli.parser import PROG, UsageError, build_parser
 from polars_hidden_rate.cli.signals import in_background, stop_signals_raised
-from polars_hidden_rate.dataset import plan_dataset
 from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.frames.files import (
     file_format,
@@ -63,6 +62,7 @@ from polars_hidden_rate.provenance import (
 )
 from polars_hidden_rate.report import check_targets, inference_attack, report_of_plan
 from polars_hidden_rate.tasks import EXTRA_HINT
+from polars_hidden_rate.to_parquet import plan_dataset
 
 __all__ = [
     "PROG",

@@ -5,7 +5,9 @@ with ``cluster=``. The driver holds futures, file metadata, split points, boxes 
 scalars, never a column: its memory grows with the number of files, blocks and shards,
 not with the records. Every stage is a set of pure tasks, each a function of files and
 of other tasks' results, so a lost worker's results are recomputed by Dask from the
-files, and the counts cannot change.
+files, and the counts cannot change. This module is the driver (one method of `_Pipeline`
+per stage); the tasks, and the values they pass each other, are in
+`polars_hidden_rate.cluster.pipeline_tasks`.
 
 1. **Read** (one task per file of each side): the key columns (cast to the types both
    sides share), the coordinates as float64, and each record's global row. The task
@@ -47,43 +49,58 @@ import math
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-from polars.exceptions import ComputeError, NoDataError, ShapeError
+from polars.exceptions import NoDataError, ShapeError
 
-from polars_hidden_rate import engine
-from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.cluster.shards import (
-    Box,
-    TaskPlan,
-    count_in_shard,
-    pairs_in_reach,
-    plan_tasks,
+from polars_hidden_rate._types import CountArray, IndexArray
+from polars_hidden_rate.cluster.pipeline_tasks import (
+    BucketEvidence,
+    Linked,
+    LinkSpec,
+    Points,
+    Queries,
+    Read,
+    ReadStats,
+    Shard,
+    Side,
+    Splits,
+    Written,
+    assemble,
+    block_box,
+    block_piece,
+    build_shard,
+    count_at_most,
+    count_pair,
+    gather_block,
+    link_bucket,
+    link_problems,
+    raise_missing_features,
+    read_partition,
+    read_piece,
+    read_stats,
+    route,
+    shard_box,
+    shard_pieces,
+    sum_partials,
+    ties_only_of,
+    write_partition,
 )
-from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.cluster.shards import TaskPlan, pairs_in_reach, plan_tasks
 from polars_hidden_rate.engine.scale import exponent_for
 from polars_hidden_rate.frames import (
-    RESERVED_PREFIX,
     Dataset,
-    Example,
     KeyProblems,
     MissingValues,
-    inexact_counts,
-    link_by_key,
-    missing_values,
     raise_inexact,
     raise_missing,
 )
 from polars_hidden_rate.measures.link_test import link_test_of_sample, sampled_rows
-from polars_hidden_rate.measures.summary import (
-    CloakingSummary,
-    histogram,
-    summary_from_order_statistics,
-)
+from polars_hidden_rate.measures.summary import CloakingSummary, summary_from_order_statistics
 from polars_hidden_rate.measures.verdict import (
     Evidence,
     UnlinkedAvatarsError,
@@ -93,8 +110,6 @@ from polars_hidden_rate.measures.verdict import (
     copy_fingerprints,
     unlinked_message,
 )
-from polars_hidden_rate.outputs import with_counts, write_part
-from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 from polars_hidden_rate.tasks import (
     DaskTasks,
     pieces,
@@ -107,451 +122,10 @@ if TYPE_CHECKING:
 
     from polars_hidden_rate.plan import CountPlan
 
-_KEY = f"{RESERVED_PREFIX}_key"
-_COORD = f"{RESERVED_PREFIX}_coord"
-_ID = f"{RESERVED_PREFIX}_id"
-_FINGERPRINT = f"{RESERVED_PREFIX}_fingerprint"
-_BUCKET = f"{RESERVED_PREFIX}_bucket"
-_AVATAR = "_avatar"
-
 SAMPLE_PER_SPLIT = 64
 """Sampled first coordinates per split point, spread over the files by their rows."""
 HISTOGRAM_BINS = 1024
 """Counts below this are summarised from the workers' histograms alone."""
-
-
-# --- 1. read ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Side:
-    """What every read task of one side needs: its role, keys and coordinate expressions."""
-
-    role: str
-    keys: tuple[pl.Expr, ...]  # empty: linked by row order
-    key_names: tuple[str, ...]
-    coordinates: tuple[pl.Expr, ...]
-    names: tuple[str, ...]
-    rows: int  # of the originals: row-order buckets are ranges of them
-    projection: Projection | None = None  # fitted when the coordinates are projected
-    # A hash of the raw copy features, where they are not the coordinates read
-    # (verdict.copy_fingerprints): own copies are counted on coordinates and hash.
-    fingerprint: pl.Expr | None = None
-
-
-@dataclass(frozen=True)
-class _ReadStats:
-    """The scalars a read task returns to the driver."""
-
-    rows: int
-    largest: float
-    missing: MissingValues
-    beyond: dict[str, int]  # values float64 does not hold exactly (frames.inexact_values)
-    null_keys: int
-    null_key_example: Example | None
-    sample_x: Float64Array
-    sample_id: IndexArray
-
-
-@dataclass(frozen=True)
-class _Read:
-    stats: _ReadStats
-    pieces: tuple[pl.DataFrame, ...]  # by link bucket: keys, coordinates (float64), row
-
-
-def read_partition(path: Path, side: _Side, offset: int, buckets: int, sample: int) -> _Read:
-    """Task: read one file's keys and coordinates, check them, cut them into link buckets."""
-    keys = [f"{_KEY}{i}" for i in range(max(len(side.keys), 1))]
-    coords = [f"{_COORD}{k}" for k in range(len(side.names))]
-    scanned = pl.scan_parquet(path, glob=False)
-    if side.projection is not None:
-        scanned = side.projection.with_inputs(scanned)
-    frame = scanned.select(
-        *(key.alias(name) for key, name in zip(side.keys, keys, strict=False)),
-        *(column.alias(name) for column, name in zip(side.coordinates, side.names, strict=True)),
-        *(() if side.fingerprint is None else (side.fingerprint.alias(_FINGERPRINT),)),
-    ).collect()
-    frame = frame.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + offset).alias(_ID))
-    if not side.keys:  # by row order, the global row is the key
-        frame = frame.with_columns(pl.col(_ID).alias(keys[0]))
-    missing = missing_values(frame, {name: pl.col(name).cast(pl.Float64) for name in side.names})
-    beyond = inexact_counts(frame, {name: frame.schema[name] for name in side.names})
-    unset = frame.filter(pl.any_horizontal(pl.col(keys).is_null())) if side.keys else frame[:0]
-    example = unset.select(keys).row(0) if unset.height else None
-    if missing or beyond:  # the driver raises before any piece is asked for
-        empty = np.empty(0)
-        stats = _ReadStats(
-            frame.height, 0.0, missing, beyond, unset.height, example, empty, empty.astype(np.int64)
-        )
-        return _Read(stats, ())
-    frame = frame.rename(dict(zip(side.names, coords, strict=True))).with_columns(
-        pl.col(coords).cast(pl.Float64)
-    )
-    values = frame.select(coords).to_numpy()
-    ids = frame.get_column(_ID).to_numpy()
-    order = np.lexsort((ids, values[:, 0]))
-    spread = np.linspace(0, len(order) - 1, min(sample, len(order))).round().astype(np.int64)
-    picked = order[np.unique(spread)]
-    if side.keys:
-        bucket = pl.struct(keys).hash(seed=0) % buckets
-    else:
-        bucket = pl.min_horizontal(pl.col(_ID) * buckets // max(side.rows, 1), buckets - 1)
-    split = frame.with_columns(bucket.cast(pl.Int64).alias(_BUCKET)).partition_by(
-        _BUCKET, as_dict=True, include_key=False
-    )
-    template = frame.clear()
-    stats = _ReadStats(
-        frame.height,
-        float(np.abs(values).max(initial=0.0)),
-        missing,
-        beyond,
-        unset.height,
-        example,
-        values[picked, 0].copy(),
-        ids[picked].copy(),
-    )
-    return _Read(stats, tuple(split.get((h,), template) for h in range(buckets)))
-
-
-def _stats(read: _Read) -> _ReadStats:
-    return read.stats
-
-
-def _piece(read: _Read, h: int) -> pl.DataFrame:
-    return read.pieces[h]
-
-
-# --- 2. split points ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Splits:
-    """Split points of ``(first coordinate, row)`` pairs; piece ``k`` holds the pairs with
-    exactly ``k`` split points at or below them, in lexicographic order."""
-
-    x: Float64Array
-    row: IndexArray
-
-    @classmethod
-    def from_sample(cls, samples: Sequence[_ReadStats], parts: int) -> Splits:
-        """``parts - 1`` weighted quantiles of the sampled pairs (each file's sample weighs
-        its rows)."""
-        kept = [stats for stats in samples if len(stats.sample_x)]
-        if parts <= 1 or not kept:
-            return cls(np.empty(0), np.empty(0, dtype=np.int64))
-        x = np.concatenate([stats.sample_x for stats in kept])
-        row = np.concatenate([stats.sample_id for stats in kept])
-        weight = np.concatenate(
-            [np.full(len(stats.sample_x), stats.rows / len(stats.sample_x)) for stats in kept]
-        )
-        order = np.lexsort((row, x))
-        cumulative = np.cumsum(weight[order])
-        targets = cumulative[-1] * np.arange(1, parts) / parts
-        picked = order[np.minimum(np.searchsorted(cumulative, targets), len(order) - 1)]
-        return cls(x[picked], row[picked])
-
-    def assign(self, x: Float64Array, row: IndexArray) -> IndexArray:
-        """The piece of each pair: how many split points are at or below it.
-
-        Examples
-        --------
-        >>> splits = Splits(np.array([1.0, 1.0, 2.0]), np.array([5, 9, 0]))
-        >>> splits.assign(np.array([0.5, 1.0, 1.0, 1.0, 3.0]), np.array([0, 4, 5, 9, 1])).tolist()
-        [0, 0, 1, 2, 3]
-        """
-        left = np.searchsorted(self.x, x, side="left")
-        right = np.searchsorted(self.x, x, side="right")
-        piece = left.astype(np.int64)
-        ties = np.nonzero(right > left)[0]  # x equals a split point's: compare the rows
-        if len(ties):
-            ties = ties[np.argsort(left[ties], kind="stable")]
-            starts, firsts = np.unique(left[ties], return_index=True)
-            for start, group in zip(starts, np.split(ties, firsts[1:]), strict=True):
-                stop = right[group[0]]
-                piece[group] = start + np.searchsorted(self.row[start:stop], row[group], "right")
-        return piece
-
-
-def _cut(order_key: IndexArray, parts: int) -> list[IndexArray]:
-    """The rows of each piece ``0 .. parts - 1``, each in its original order."""
-    order = np.argsort(order_key, kind="stable")
-    bounds = np.cumsum(np.bincount(order_key, minlength=parts))[:-1]
-    return np.split(order, bounds)
-
-
-# --- 3. link ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _LinkSpec:
-    keys: int  # key columns
-    left_names: tuple[str, ...]
-    right_names: tuple[str, ...]
-    dim: int
-    exponent: int
-    tie_tol: float
-    query_splits: Splits
-    avatar_splits: Splits
-    originals: int  # files: the first pieces are the originals'
-    sampled: IndexArray | None = None  # the link test's records (linkage.sampled_rows)
-    copies: bool = False  # count own copies (on the coordinates, and the fingerprints if read)
-
-
-@dataclass(frozen=True)
-class _Queries:
-    """Originals with their thresholds, at the canonical scale, and where their avatar is."""
-
-    queries: Float64Array
-    thresholds: Float64Array
-    original_id: IndexArray
-    avatar_id: IndexArray
-    avatar_shard: IndexArray
-    # Below each own d2, for the rivals strictly closer (engine.strictly_below); empty when
-    # no verdict asks which records are hidden by ties only.
-    below: Float64Array = field(default_factory=lambda: np.empty(0))
-
-    @classmethod
-    def concat(cls, parts: Sequence[_Queries], dim: int) -> _Queries:
-        if not parts:
-            return cls(np.empty((0, dim)), np.empty(0), *(np.empty(0, dtype=np.int64),) * 3)
-        return cls(
-            np.concatenate([p.queries for p in parts]).reshape(-1, dim),
-            np.concatenate([p.thresholds for p in parts]),
-            np.concatenate([p.original_id for p in parts]),
-            np.concatenate([p.avatar_id for p in parts]),
-            np.concatenate([p.avatar_shard for p in parts]),
-            np.concatenate([p.below for p in parts]),
-        )
-
-    def take(self, rows: IndexArray) -> _Queries:
-        return _Queries(
-            self.queries[rows],
-            self.thresholds[rows],
-            self.original_id[rows],
-            self.avatar_id[rows],
-            self.avatar_shard[rows],
-            self.below[rows] if len(self.below) else self.below,
-        )
-
-
-@dataclass(frozen=True)
-class _Evidence:
-    """A bucket's share of the verdict's evidence: its records among the link test's, with
-    their coordinates and their own avatar's (as read), and its own copies."""
-
-    ids: IndexArray
-    originals: Float64Array
-    avatars: Float64Array
-    own_copies: int
-
-
-@dataclass(frozen=True)
-class _Linked:
-    problems: KeyProblems
-    blocks: tuple[_Queries, ...] = field(default=())
-    evidence: _Evidence | None = None
-
-
-def link_bucket(spec: _LinkSpec, blocks: int, *pieces: pl.DataFrame) -> _Linked:
-    """Task: link the originals and avatars of one key bucket; thresholds; cut into blocks."""
-    keys = [f"{_KEY}{i}" for i in range(spec.keys)]
-    coords = [f"{_COORD}{k}" for k in range(spec.dim)]
-    left = pl.concat(pieces[: spec.originals])
-    right = pl.concat(pieces[spec.originals :])
-    order, problems = link_by_key(left, right, keys, keys)
-    if order is None:
-        return _Linked(replace(problems, names=(spec.left_names, spec.right_names)))
-    raw = left.select(coords).to_numpy()
-    raw_avatars = right.select(coords).to_numpy()[order]
-    # The canonical scale of the whole data set, on both sides: the local floats exactly.
-    queries = np.ascontiguousarray(np.ldexp(raw, spec.exponent))
-    avatars = np.ascontiguousarray(np.ldexp(raw_avatars, spec.exponent))
-    original_id = left.get_column(_ID).to_numpy()
-    avatar_id = right.get_column(_ID).to_numpy()[order]
-    thresholds = engine.own_thresholds(queries, avatars, spec.tie_tol)
-    below = np.empty(0)
-    if spec.copies:  # a verdict: which hidden records have a rival strictly closer
-        own = thresholds if spec.tie_tol == 0.0 else engine.own_thresholds(queries, avatars, 0.0)
-        below = engine.strictly_below(own)
-    linked = _Queries(
-        queries,
-        thresholds,
-        original_id,
-        avatar_id,
-        spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id),
-        below,
-    )
-    block = spec.query_splits.assign(raw[:, 0], original_id)
-    sampled = (
-        np.ones(len(original_id), dtype=bool)
-        if spec.sampled is None
-        else np.isin(original_id, spec.sampled)
-    )
-    copies = 0
-    if spec.copies:
-        same = (raw == raw_avatars).all(axis=1)
-        if _FINGERPRINT in left.columns:
-            fingerprints = right.get_column(_FINGERPRINT).to_numpy()[order]
-            same &= left.get_column(_FINGERPRINT).to_numpy() == fingerprints
-        copies = int(np.count_nonzero(same))
-    evidence = _Evidence(original_id[sampled], raw[sampled], raw_avatars[sampled], copies)
-    cut = tuple(linked.take(rows) for rows in _cut(block, blocks))
-    return _Linked(problems, cut, evidence)
-
-
-def _problems(linked: _Linked) -> tuple[KeyProblems, _Evidence | None]:
-    return linked.problems, linked.evidence
-
-
-def _block_piece(linked: _Linked, b: int) -> _Queries:
-    return linked.blocks[b]
-
-
-def gather_block(dim: int, *pieces: _Queries) -> _Queries:
-    """Task: one query block, from its piece of every bucket."""
-    return _Queries.concat(pieces, dim)
-
-
-# --- 4. shards ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Points:
-    points: Float64Array
-    ids: IndexArray
-
-
-def shard_pieces(read: _Read, exponent: int, splits: Splits, shards: int) -> tuple[_Points, ...]:
-    """Task: one avatar file's avatars at the canonical scale, cut by the shard split points."""
-    frame = pl.concat(read.pieces)
-    coords = [c for c in frame.columns if c.startswith(_COORD)]
-    raw = frame.select(coords).to_numpy()
-    ids = frame.get_column(_ID).to_numpy()
-    scaled = np.ldexp(raw, exponent)
-    return tuple(
-        _Points(scaled[rows], ids[rows]) for rows in _cut(splits.assign(raw[:, 0], ids), shards)
-    )
-
-
-@dataclass(frozen=True)
-class _Shard:
-    """A shard's kd-tree, and the row of each of its avatars by global row."""
-
-    tree: KdTree
-    sorted_ids: IndexArray
-    rows: IndexArray
-
-    def rows_of(self, ids: IndexArray) -> IndexArray:
-        """The row (in the tree's input order) of each avatar ``ids``; all must be here."""
-        at = np.minimum(np.searchsorted(self.sorted_ids, ids), max(len(self.sorted_ids) - 1, 0))
-        if len(ids) and not np.array_equal(self.sorted_ids[at], ids):
-            msg = "an avatar was not found in the shard its split point gives"
-            raise RuntimeError(msg)
-        return self.rows[at]
-
-
-def build_shard(dim: int, *pieces: _Points) -> _Shard:
-    """Task: gather one shard's avatars from every file and build its kd-tree, here."""
-    points = np.concatenate([p.points for p in pieces]).reshape(-1, dim)
-    ids = np.concatenate([p.ids for p in pieces])
-    order = np.argsort(ids, kind="stable")
-    return _Shard(KdTree.build(points, threads=1), ids[order], order)
-
-
-def shard_box(shard: _Shard) -> Box | None:
-    """Task: the box of one shard's avatars, for the driver's pruning."""
-    return Box.around(shard.tree.points)
-
-
-def block_box(block: _Queries) -> Box | None:
-    """Task: the box of one block's originals and their largest threshold."""
-    return Box.around(block.queries, block.thresholds)
-
-
-# --- 5. count -----------------------------------------------------------------------------
-
-
-def count_pair(
-    block: _Queries, shard: _Shard, s: int, threads: int | None
-) -> tuple[IndexArray, CountArray, IndexArray]:
-    """Task: the block's partial counts over one shard (a pure function of its inputs), as
-    the queries with a rival there and their counts: most queries have none in most shards,
-    so a block's partials, held until they are summed, stay small. With the block's
-    ``below``, also the queries with a rival there strictly closer than their own avatar."""
-    own = np.full(len(block.queries), -1, dtype=np.int64)
-    mine = block.avatar_shard == s
-    own[mine] = shard.rows_of(block.avatar_id[mine])
-    closer = np.zeros(len(block.queries), dtype=bool) if len(block.below) else None
-    counts = count_in_shard(
-        block.queries, block.thresholds, own, shard.tree, threads, block.below, closer
-    )
-    found = np.flatnonzero(counts)
-    strictly = np.empty(0, dtype=np.int64) if closer is None else np.flatnonzero(closer)
-    return found, counts[found], strictly
-
-
-def sum_partials(
-    block: _Queries, *partials: tuple[IndexArray, CountArray, IndexArray]
-) -> tuple[IndexArray, CountArray, int]:
-    """Task: a block's counts, the sum of its partial counts, with its originals' rows; and
-    its records hidden by ties only (no rival strictly closer in any shard; 0 without
-    ``below``)."""
-    total = np.zeros(len(block.queries), dtype=np.int64)
-    closer = np.zeros(len(block.queries), dtype=bool)
-    for rows, counts, strictly in partials:
-        total[rows] += counts  # each query once per partial
-        closer[strictly] = True
-    ties_only = int(np.count_nonzero((total > 0) & ~closer)) if len(block.below) else 0
-    return block.original_id, total, ties_only
-
-
-def _ties_only(totals: tuple[IndexArray, CountArray, int]) -> int:
-    return totals[2]
-
-
-# --- 6. write -----------------------------------------------------------------------------
-
-
-def route(totals: tuple[IndexArray, CountArray, int], offsets: IndexArray) -> tuple[Any, ...]:
-    """Task: a block's counts cut by originals file: (row in the file, count) for each."""
-    ids, counts, _ = totals
-    part = np.searchsorted(offsets, ids, side="right") - 1
-    return tuple(
-        (ids[rows] - offsets[p], counts[rows]) for p, rows in enumerate(_cut(part, len(offsets)))
-    )
-
-
-def assemble(rows: int, *pieces: tuple[IndexArray, CountArray]) -> CountArray:
-    """Task: one file's counts, in its row order, from every block; each row exactly once."""
-    counts = np.full(rows, -1, dtype=np.int64)
-    seen = 0
-    for where, values in pieces:
-        counts[where] = values
-        seen += len(where)
-    if seen != rows or (counts < 0).any():
-        msg = f"{rows} originals in the file, but {seen} counts came back"
-        raise RuntimeError(msg)
-    return counts
-
-
-@dataclass(frozen=True)
-class _Written:
-    rows: int
-    not_hidden: int
-    histogram: CountArray
-
-
-def write_partition(
-    path: Path, expected: int, counts: CountArray, staging: Path, index: int, bins: int
-) -> _Written:
-    """Task: read one originals file whole, add its counts, write it as its part; return
-    the histogram of its counts (``bins`` exact bins, then one for the rest)."""
-    frame = pl.read_parquet(path, glob=False)
-    if frame.height != expected or len(counts) != expected:
-        msg = f"originals file {str(path)!r} changed while it was being counted"
-        raise ComputeError(msg)
-    write_part(with_counts(frame, counts), staging, index)
-    return _Written(expected, int(np.count_nonzero(counts == 0)), histogram(counts, bins))
 
 
 def order_statistic(k: int, merged: CountArray, at_most: Callable[[int], int]) -> int:
@@ -572,11 +146,6 @@ def order_statistic(k: int, merged: CountArray, at_most: Callable[[int], int]) -
         else:
             low = middle + 1
     return low
-
-
-def count_at_most(counts: CountArray, value: int) -> int:
-    """Task: how many counts are at most ``value`` (the summary's bisection)."""
-    return int(np.count_nonzero(counts <= value))
 
 
 # --- the driver ---------------------------------------------------------------------------
@@ -656,17 +225,17 @@ class _Pipeline:
     # --- 1. read ---------------------------------------------------------------------------
 
     def read(
-        self, left: _Side, right: _Side, plan: TaskPlan
-    ) -> tuple[list[Future[_Read]], list[Future[_Read]], list[_ReadStats], list[_ReadStats]]:
+        self, left: Side, right: Side, plan: TaskPlan
+    ) -> tuple[list[Future[Read]], list[Future[Read]], list[ReadStats], list[ReadStats]]:
         """Each side's read tasks and their scalars, checked as the local read checks them."""
         sample = SAMPLE_PER_SPLIT * max(plan.blocks, plan.shards)
         left_reads = self.read_side(self.originals, left, plan.buckets, sample)
         right_reads = self.read_side(self.avatars, right, plan.buckets, sample)
         left_stats = self.gather(
-            [self.submit(f"stats-originals-{p}", _stats, f) for p, f in enumerate(left_reads)]
+            [self.submit(f"stats-originals-{p}", read_stats, f) for p, f in enumerate(left_reads)]
         )
         right_stats = self.gather(
-            [self.submit(f"stats-avatars-{q}", _stats, f) for q, f in enumerate(right_reads)]
+            [self.submit(f"stats-avatars-{q}", read_stats, f) for q, f in enumerate(right_reads)]
         )
         _raise_read_errors(
             self.request,
@@ -681,8 +250,8 @@ class _Pipeline:
         return left_reads, right_reads, left_stats, right_stats
 
     def read_side(
-        self, dataset: Dataset, side: _Side, buckets: int, sample: int
-    ) -> list[Future[_Read]]:
+        self, dataset: Dataset, side: Side, buckets: int, sample: int
+    ) -> list[Future[Read]]:
         n = max(dataset.rows, 1)
         return [
             self.submit(
@@ -701,18 +270,18 @@ class _Pipeline:
 
     def link_spec(
         self,
-        left: _Side,
-        right: _Side,
-        left_stats: Sequence[_ReadStats],
-        right_stats: Sequence[_ReadStats],
+        left: Side,
+        right: Side,
+        left_stats: Sequence[ReadStats],
+        right_stats: Sequence[ReadStats],
         plan: TaskPlan,
         verdict: Verdict | None,
-    ) -> _LinkSpec:
+    ) -> LinkSpec:
         """The canonical exponent of the whole data and the split points, from the scalars."""
         request = self.request
         dim = len(left.names)
         largest = max(stats.largest for stats in [*left_stats, *right_stats])
-        return _LinkSpec(
+        return LinkSpec(
             keys=max(len(left.keys), 1),
             left_names=left.key_names,
             right_names=right.key_names,
@@ -730,11 +299,11 @@ class _Pipeline:
 
     def link(
         self,
-        spec: _LinkSpec,
+        spec: LinkSpec,
         plan: TaskPlan,
-        left_reads: Sequence[Future[_Read]],
-        right_reads: Sequence[Future[_Read]],
-    ) -> list[Future[_Linked]]:
+        left_reads: Sequence[Future[Read]],
+        right_reads: Sequence[Future[Read]],
+    ) -> list[Future[Linked]]:
         """One link task per key bucket, from that bucket's piece of every file."""
         return [
             self.submit(
@@ -742,24 +311,24 @@ class _Pipeline:
                 link_bucket,
                 spec,
                 plan.blocks,
-                *pieces(self.submit, "link-piece", [*left_reads, *right_reads], h, _piece),
+                *pieces(self.submit, "link-piece", [*left_reads, *right_reads], h, read_piece),
             )
             for h in range(plan.buckets)
         ]
 
     def check_links(
         self,
-        links: Sequence[Future[_Linked]],
-        left: _Side,
-        right: _Side,
-        right_stats: Sequence[_ReadStats],
+        links: Sequence[Future[Linked]],
+        left: Side,
+        right: Side,
+        right_stats: Sequence[ReadStats],
         verdict: Verdict | None,
         dim: int,
     ) -> Evidence | None:
         """The key problems of the whole link, raised as locally; with ``verdict``, the link
         test on the records the local path tests."""
         found = self.gather(
-            [self.submit(f"problems-{h}", _problems, f) for h, f in enumerate(links)]
+            [self.submit(f"problems-{h}", link_problems, f) for h, f in enumerate(links)]
         )
         problems = [bucket for bucket, _ in found]
         _key_problems(left, right, [], right_stats, problems).raise_first()
@@ -771,8 +340,8 @@ class _Pipeline:
     # --- 4. shards and blocks --------------------------------------------------------------
 
     def cut_avatars(
-        self, spec: _LinkSpec, plan: TaskPlan, right_reads: Sequence[Future[_Read]]
-    ) -> list[Future[tuple[_Points, ...]]]:
+        self, spec: LinkSpec, plan: TaskPlan, right_reads: Sequence[Future[Read]]
+    ) -> list[Future[tuple[Points, ...]]]:
         """Each avatar file's avatars at the canonical scale, cut by the shard split points."""
         return [
             self.submit(
@@ -787,8 +356,8 @@ class _Pipeline:
         ]
 
     def build_shards(
-        self, dim: int, plan: TaskPlan, cuts: Sequence[Future[tuple[_Points, ...]]]
-    ) -> list[Future[_Shard]]:
+        self, dim: int, plan: TaskPlan, cuts: Sequence[Future[tuple[Points, ...]]]
+    ) -> list[Future[Shard]]:
         """One task per shard: its pieces of every avatar file, its kd-tree built there."""
         return [
             self.submit(
@@ -798,15 +367,15 @@ class _Pipeline:
         ]
 
     def gather_blocks(
-        self, dim: int, plan: TaskPlan, links: Sequence[Future[_Linked]]
-    ) -> list[Future[_Queries]]:
+        self, dim: int, plan: TaskPlan, links: Sequence[Future[Linked]]
+    ) -> list[Future[Queries]]:
         """One task per query block: its pieces of every link bucket."""
         return [
             self.submit(
                 f"block-{b}",
                 gather_block,
                 dim,
-                *pieces(self.submit, "block-piece", links, b, _block_piece),
+                *pieces(self.submit, "block-piece", links, b, block_piece),
             )
             for b in range(plan.blocks)
         ]
@@ -814,7 +383,7 @@ class _Pipeline:
     # --- 5. count --------------------------------------------------------------------------
 
     def count(
-        self, blocks: Sequence[Future[_Queries]], shards: Sequence[Future[_Shard]]
+        self, blocks: Sequence[Future[Queries]], shards: Sequence[Future[Shard]]
     ) -> list[Future[tuple[IndexArray, CountArray, int]]]:
         """The pairs the boxes cannot exclude, one count task each; per block, the sum of
         its partial counts, with its originals' rows."""
@@ -845,7 +414,7 @@ class _Pipeline:
 
     def ties_only(self, totals: Sequence[Future[tuple[IndexArray, CountArray, int]]]) -> int:
         """The records hidden by ties only, summed over the blocks."""
-        found = [self.submit(f"ties-only-{b}", _ties_only, t) for b, t in enumerate(totals)]
+        found = [self.submit(f"ties-only-{b}", ties_only_of, t) for b, t in enumerate(totals)]
         return int(sum(self.gather(found)))
 
     # --- 6. write --------------------------------------------------------------------------
@@ -868,7 +437,7 @@ class _Pipeline:
             for p, part in enumerate(self.originals.partitions)
         ]
 
-    def write(self, staging: Path, counts: Sequence[Future[CountArray]]) -> list[_Written]:
+    def write(self, staging: Path, counts: Sequence[Future[CountArray]]) -> list[Written]:
         """Each originals file written as its part with its counts; their histograms."""
         return self.gather(
             [
@@ -888,7 +457,7 @@ class _Pipeline:
 
     def summary(
         self,
-        written: Sequence[_Written],
+        written: Sequence[Written],
         counts: Sequence[Future[CountArray]],
         min_rate: float | None,
     ) -> CloakingSummary:
@@ -914,7 +483,7 @@ class _Pipeline:
 
 def _sides(
     request: CountPlan, originals: Dataset, avatars: Dataset, client: Client
-) -> tuple[_Side, _Side]:
+) -> tuple[Side, Side]:
     """The read specification of each side: keys cast to their common type (categories as
     text, so that their hashes and joins do not depend on codes), coordinates."""
     link = request.link
@@ -946,7 +515,7 @@ def _sides(
             projection.check_schema(dataset.schema)  # here, before any task runs
             coordinates = projection.coordinates(names)  # of the inputs read_partition adds
         sides.append(
-            _Side(
+            Side(
                 role=role,
                 keys=keys,
                 key_names=tuple(key_names) or ("row",),
@@ -969,10 +538,10 @@ def _raise_read_errors(
     request: CountPlan,
     originals: Dataset,
     avatars: Dataset,
-    left: _Side,
-    right: _Side,
-    left_stats: Sequence[_ReadStats],
-    right_stats: Sequence[_ReadStats],
+    left: Side,
+    right: Side,
+    left_stats: Sequence[ReadStats],
+    right_stats: Sequence[ReadStats],
     client: Client,
 ) -> None:
     """The errors of `read_aligned`, in its order, from the
@@ -989,7 +558,7 @@ def _raise_read_errors(
             # As locally: the features whose gaps (or values) made a coordinate missing.
             files = [part.path.absolute() for part in dataset.partitions]
             client.gather(
-                client.submit(_missing_features, files, side.projection, side.role, pure=False)
+                client.submit(raise_missing_features, files, side.projection, side.role, pure=False)
             )
         raise_missing(missing, f"coords of {side.role}", rows=rows)
         beyond = {name: sum(s.beyond.get(name, 0) for s in stats) for name in side.names}
@@ -1003,17 +572,11 @@ def _raise_read_errors(
     _key_problems(left, right, left_stats, [], []).raise_first()
 
 
-def _missing_features(files: list[Path], projection: Projection, role: str) -> None:
-    """Task: raise the local error naming the features of one side with gaps."""
-    frame = pl.scan_parquet(files, glob=False)
-    ProjectedCoordinates.raise_missing_features(frame, projection, frame.collect_schema(), role)
-
-
 def _key_problems(
-    left: _Side,
-    right: _Side,
-    left_stats: Sequence[_ReadStats],
-    right_stats: Sequence[_ReadStats],
+    left: Side,
+    right: Side,
+    left_stats: Sequence[ReadStats],
+    right_stats: Sequence[ReadStats],
     buckets: Sequence[KeyProblems],
 ) -> KeyProblems:
     """The key problems of the whole link: null keys from the read tasks (files in row
@@ -1032,7 +595,11 @@ def _key_problems(
 
 
 def _judge_link(
-    request: CountPlan, verdict: Verdict, pieces: Sequence[_Evidence], dim: int, population: int
+    request: CountPlan,
+    verdict: Verdict,
+    pieces: Sequence[BucketEvidence],
+    dim: int,
+    population: int,
 ) -> Evidence:
     """The link test on the records gathered from the buckets (in record order, the rows the
     local path takes); refuses a random link as the local path does."""

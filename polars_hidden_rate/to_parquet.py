@@ -10,7 +10,7 @@ records back.
 Without ``cluster``, the local engine counts every linked coordinate (as
 [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking] does), then each originals
 file is read again, given its counts and written as its own part. With ``cluster``, the workers do
-all of that (`polars_hidden_rate.cluster.dataset`) and the driver only plans.
+all of that (`polars_hidden_rate.cluster.pipeline`) and the driver only plans.
 
 The parts are written into a private temporary directory beside ``output``, renamed to
 ``output`` when every part is complete: nothing half-written is ever visible, a failure
@@ -72,7 +72,7 @@ def local_cloaking_to_parquet(
         The keyword options of
         [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]
         ([`CountOptions`][polars_hidden_rate.CountOptions]). ``cluster`` runs every stage on the
-        workers (`polars_hidden_rate.cluster.dataset`); without it, the local engine.
+        workers (`polars_hidden_rate.cluster.pipeline`); without it, the local engine.
 
     Returns
     -------
@@ -139,9 +139,9 @@ class DatasetJob:
         Locally, the verdict's evidence (link test, own copies) comes from the read the
         counts come from; a cluster run does not gather it (docs/guarantees.md)."""
         if self.request.cluster is not None:
-            from polars_hidden_rate.cluster import dataset as cluster_data
+            from polars_hidden_rate.cluster import pipeline
 
-            return cluster_data.count_and_write(
+            return pipeline.count_and_write(
                 self.request,
                 self.originals,
                 self.avatars,
