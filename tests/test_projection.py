@@ -22,6 +22,7 @@ from polars.exceptions import (
 )
 
 import polars_hidden_rate as phr
+from polars_hidden_rate.plan import plan
 from polars_hidden_rate.projection import Projection, passes
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
@@ -29,6 +30,7 @@ from polars_hidden_rate.projection.scaling import (
     NumericFeature,
     Scaling,
 )
+from polars_hidden_rate.provenance import describe_settings, with_fit
 from tests.helpers import STAGES, brute_force_counts, cohort, examples, hidden_share
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
@@ -872,3 +874,31 @@ def test_a_feature_of_extreme_magnitude_projects_as_at_scale_one(exponent: int) 
     np.testing.assert_array_equal(counts, expected)
     back = fitted.unscale(fitted.scaled(scaled[0]))
     np.testing.assert_allclose(back["a"].to_numpy(), scaled[0]["a"].to_numpy(), rtol=1e-12)
+
+
+def test_categorical_auto_follows_the_papers_rule_whatever_the_number_type() -> None:
+    # get_categorical_continuous: len(unique()) <= 10, whatever the type; 0.0/1.0 flags and
+    # 1.0/2.0/3.0 grades stored as floats are categories as their integer forms are.
+    rng = np.random.default_rng(8)
+    n = 300
+    originals = pl.DataFrame(
+        {
+            "age": rng.normal(50, 10, n),
+            "flag": rng.integers(0, 2, n).astype(np.float64),
+            "grade": rng.integers(1, 4, n).astype(np.float64),
+            "stage": rng.integers(0, 3, n),
+            "eleven": (np.arange(n) % 11).astype(np.float64),
+        }
+    )
+    avatars = originals.sample(fraction=1.0, shuffle=True, seed=2)
+
+    def categorical(frame: pl.DataFrame, **options: Any) -> list[str]:
+        request = with_fit(plan(frame, frame, options))  # type: ignore[arg-type]
+        return sorted(describe_settings(request)["space"]["categorical"])
+
+    assert categorical(originals, categorical="auto", ncp=3) == ["flag", "grade", "stage"]
+    as_integers = originals.with_columns(pl.col("flag", "grade").cast(pl.Int64))
+    assert categorical(as_integers, categorical="auto", ncp=3) == ["flag", "grade", "stage"]
+    auto = phr.hidden_rate(originals, avatars, categorical="auto", ncp=3)
+    named = phr.hidden_rate(originals, avatars, categorical=["flag", "grade", "stage"], ncp=3)
+    assert auto == named
