@@ -64,6 +64,7 @@ from polars_hidden_rate.measures.secrets import (
 )
 from polars_hidden_rate.measures.stats import wilson
 from polars_hidden_rate.plan import CountOptions
+from polars_hidden_rate.projection.coordinates import auto_categorical
 
 """How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
 the tolerance), or ``"auto"``: numeric for number columns, categorical otherwise."""
@@ -306,8 +307,12 @@ def inference_risk(
     secret_kind
         ``"categorical"``: a guess is right when equal to the secret (a missing value
         matches a missing one); ``"numeric"``: when within ``tolerance * |secret|`` of it;
-        ``"auto"`` (default): numeric for a number column, categorical otherwise. A text
-        secret whose values are all numbers is refused under ``"auto"``: say which it is.
+        ``"auto"`` (default): numeric for a number column, categorical otherwise, and
+        categorical for a secret declared so: named in ``categorical``, or, with
+        ``categorical="auto"``, a number column with at most 10 distinct values in the
+        originals (the rule that projects the known attributes). A text secret whose values
+        are all numbers (``'1.5'``, ``'3'``) is refused under ``"auto"``: cast it to a number,
+        or pass ``"categorical"`` to compare the texts.
     tolerance
         The share of a numeric secret's magnitude a right guess may miss it by (anonymeter's
         0.05); unused for a categorical secret.
@@ -315,7 +320,9 @@ def inference_risk(
         The level of the rates' errors and of the risk's interval.
     **options
         ``categorical``, ``impute`` and ``ncp`` (default ``"all"``) choose the known
-        attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking];
+        attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]
+        (``categorical`` may also name the secret, which is no attribute of that space: it
+        is then judged by equality);
         ``tie_tol``; ``threads``. ``coords`` and ``features`` are refused (the space is the
         known attributes'), and so are the link options ``on``, ``left_on`` and ``right_on``
         (the attack needs no link), ``cluster`` and ``device="gpu"``.
@@ -382,9 +389,12 @@ class InferenceAttack:
             raise ValueError(msg)
         return cls(tuple(names), secret, secret_kind, check_tolerance(tolerance))
 
-    def check(self, schemas: dict[str, pl.Schema]) -> Literal["categorical", "numeric"]:
+    def check(
+        self, schemas: dict[str, pl.Schema], *, declared: bool = False
+    ) -> Literal["categorical", "numeric"]:
         """Check the columns in the three sets' schemas (originals, synthetic, holdout) and
-        return how the secret is judged."""
+        return how the secret is judged (``declared``: the secret was declared categorical,
+        `secret_kind_of`)."""
         for role, schema in schemas.items():
             resolve_columns(list(self.known), schema, role, "known")
             if self.secret not in schema:
@@ -395,6 +405,7 @@ class InferenceAttack:
             schemas["originals"][self.secret],
             schemas["synthetic"][self.secret],
             self.secret_kind,
+            declared=declared,
         )
 
     def run(
@@ -426,10 +437,13 @@ class InferenceAttack:
         }
         schemas = {role: frame.collect_schema() for role, frame in frames.items()}
         check_holdout(schemas["originals"], schemas["holdout"])
-        kind = self.check(schemas)
+        self.check(schemas)
+        categorical, named = _secret_out_of(options.get("categorical"), self.secret)
         asked = options.get("ncp")
         ncp: int | AllComponents = "all" if asked is None else asked  # every one unless asked
         space_options: CountOptions = {**options, "features": names, "ncp": ncp}
+        if named:
+            space_options["categorical"] = categorical
         sets = (frames["originals"], frames["synthetic"], frames["holdout"])
         holdout_plan(*sets, space_options, "inference_risk")
         # Read each set once, the secret with the known attributes: a lazy plan that gives its
@@ -440,7 +454,13 @@ class InferenceAttack:
         for role, frame in read.items():
             if frame.height == 0:
                 raise NoDataError(f"{role}: no record, so there is nothing to attack")
-        secrets = secret_values(read, self.secret, kind, chosen=self.secret_kind != "auto")
+        declared = named or (
+            categorical == "auto"
+            and bool(auto_categorical(read["originals"].lazy(), [self.secret]))
+        )
+        kind = self.check(schemas, declared=declared)
+        chosen = self.secret_kind != "auto" or named
+        secrets = secret_values(read, self.secret, kind, chosen=chosen)
         request = holdout_plan(
             read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
         ).fitted()
@@ -460,3 +480,15 @@ class InferenceAttack:
         return replace(
             found, known=self.known, secret=self.secret, ncp=ncp, categorical=categorical
         )
+
+
+def _secret_out_of(categorical: ColumnSpec | None, secret: str) -> tuple[ColumnSpec | None, bool]:
+    """The ``categorical`` option less the secret, and whether it named the secret: the
+    secret is no feature of the known attributes' space, but naming it says how to judge it.
+    A selector picks among the known attributes only."""
+    if isinstance(categorical, str):
+        return (None, True) if categorical == secret else (categorical, False)
+    if isinstance(categorical, Sequence) and secret in categorical:
+        rest = [name for name in categorical if name != secret]
+        return (rest or None), True
+    return categorical, False
