@@ -342,3 +342,31 @@ def cohort(n: int, seed: int) -> pl.DataFrame:
             "smoker": rng.random(n) < 0.3,
         }
     ).with_columns(pl.col("stage").cast(pl.Enum(STAGES)))
+
+
+SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+"""The paper's AIDS and WBCD releases, beside the checkout (never copied into it)."""
+
+
+def skip_reason(report: Any) -> str:
+    """The reason a skipped test report gives (``longrepr`` is ``(path, line, reason)``)."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def real_data_summary(stats: dict[str, list[Any]], shared: Path = SHARED_DATASETS) -> list[str]:
+    """The lines the run's summary adds when tests on the real releases were skipped (their
+    reasons name ``shared/datasets``): how many, where the data was looked for, and which;
+    none when they all ran."""
+    skipped = [r for r in stats.get("skipped", []) if "shared/datasets" in skip_reason(r)]
+    if not skipped:
+        return []
+    nodeids = sorted({str(r.nodeid) for r in skipped})
+    return [
+        f"{len(nodeids)} {'test' if len(nodeids) == 1 else 'tests'} on the paper's AIDS and "
+        f"WBCD releases did not run: {shared} is "
+        "absent (they skip without it; check it out beside the repository to run them)",
+        *(f"  {nodeid}" for nodeid in nodeids),
+    ]
