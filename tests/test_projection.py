@@ -27,6 +27,7 @@ from polars_hidden_rate.projection import Projection, passes
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
     Feature,
+    Model,
     NumericFeature,
     Scaling,
 )
@@ -540,7 +541,7 @@ def test_a_wide_frame_s_coordinates_are_shallow_expressions(numeric: int, catego
         CategoricalFeature(f"c{j}", pl.String(), ("a", "b"), np.array([0.5, 0.5]))
         for j in range(categorical)
     ]
-    model = "PCA" if not categorical else "MCA" if not numeric else "FAMD"
+    model: Model = "PCA" if not categorical else "MCA" if not numeric else "FAMD"
     scaling = Scaling(tuple(features), model)
     component = np.linspace(-1.0, 1.0, scaling.width)
     depth = expression_depth(scaling.coordinate(component))
