@@ -598,9 +598,9 @@ def figures_of(page: str) -> list[dict[str, Any]]:
 
 
 def histogram_of(values: Any, **options: Any) -> dict[str, Any]:
-    from polars_hidden_rate.report import _svg_histogram
+    from polars_hidden_rate.report.svg import svg_histogram
 
-    (figure,) = figures_of(_svg_histogram(values, "title", "x", "y", **options))
+    (figure,) = figures_of(svg_histogram(values, "title", "x", "y", **options))
     return figure
 
 

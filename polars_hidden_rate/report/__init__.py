@@ -1,6 +1,21 @@
-"""The privacy report of a release (moved into a package: `model` for now)."""
+"""The privacy report of a release: every metric once, against its target, as JSON or HTML.
 
-from polars_hidden_rate.report.model import (
+[`privacy_report`][polars_hidden_rate.privacy_report] reads the coordinates once, counts the local
+cloaking, finds each avatar's two nearest originals on one kd-tree, checks direct
+copies on the raw features and, given the variables an attacker knows, measures the
+correlation protection rate; [`PrivacyReport`][polars_hidden_rate.PrivacyReport] holds the values,
+compares them with the targets, and renders them
+([`PrivacyReport.to_dict`][polars_hidden_rate.PrivacyReport.to_dict],
+[`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html]).
+
+The package, one job a module: `targets` (the metrics, their targets and labels), `model`
+(the `PrivacyReport` value), `run` (`privacy_report`, `report_of_plan`: the pre-checks and
+the measures, each once), `page` (the HTML page) and `svg` (its histograms).
+"""
+
+from polars_hidden_rate.report.model import PrivacyReport
+from polars_hidden_rate.report.run import inference_attack, privacy_report, report_of_plan
+from polars_hidden_rate.report.targets import (
     DEFAULT_TARGETS,
     LABELS,
     METRICS,
@@ -8,24 +23,18 @@ from polars_hidden_rate.report.model import (
     NOT_MEASURED,
     UNDEFINED_METRICS,
     MetricLabels,
-    PrivacyReport,
-    _svg_histogram,
     check_targets,
-    inference_attack,
-    privacy_report,
-    report_of_plan,
 )
 
 __all__ = [
     "DEFAULT_TARGETS",
     "LABELS",
     "METRICS",
-    "NO_PUBLIC_DEFINITION",
     "NOT_MEASURED",
+    "NO_PUBLIC_DEFINITION",
     "UNDEFINED_METRICS",
     "MetricLabels",
     "PrivacyReport",
-    "_svg_histogram",
     "check_targets",
     "inference_attack",
     "privacy_report",
