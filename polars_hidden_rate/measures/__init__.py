@@ -8,7 +8,8 @@ counts), `distances` (DCR and NNDR), `row_match` (row direct match protection),
 Against a holdout: `holdout` (its checks and space), `membership`, `overfitting` (DCR
 overfitting protection) and `inference` (with `secrets`, how a secret is judged), whose walks
 a report shares (`walks`, `holdout_figures`). `digits` prints the digits that decide a
-verdict.
+verdict; `section` is what a report shows of a measure, as plain data (rows, JSON entry,
+figures).
 
 The public functions are exported by the package itself (`polars_hidden_rate.membership_risk`,
 ...); this package holds them.

@@ -9,8 +9,12 @@ compares them with the targets, and renders them
 [`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html]).
 
 The package, one job a module: `targets` (the metrics, their targets and labels), `model`
-(the `PrivacyReport` value), `run` (`privacy_report`, `report_of_plan`: the pre-checks and
-the measures, each once), `page` (the HTML page) and `svg` (its histograms).
+(the `PrivacyReport` value), `sections` (what the report shows, a section per measure, and
+`SECTIONS`, the one list that registers them), `audit` (the sections of the evidence and of
+what was measured, which `hidden-rate check` prints too), `text` (the terminal's lines),
+`page` (the HTML page) and `svg` (its histograms), `run` (`privacy_report`, `report_of_plan`:
+the pre-checks and the measures, each once). The JSON, the page and the text render the
+sections and nothing else.
 """
 
 from polars_hidden_rate.report.model import PrivacyReport

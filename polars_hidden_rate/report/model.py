@@ -15,7 +15,10 @@ import numpy as np
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.measures.correlation import CorrelationProtection
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
+from polars_hidden_rate.measures.section import Section
 from polars_hidden_rate.measures.verdict import Evidence
+from polars_hidden_rate.report import sections as registry
+from polars_hidden_rate.report.page import page_of
 from polars_hidden_rate.report.targets import (
     DEFAULT_TARGETS,
     METRICS,
@@ -23,6 +26,24 @@ from polars_hidden_rate.report.targets import (
     NOT_MEASURED,
     UNDEFINED_METRICS,
     check_targets,
+)
+from polars_hidden_rate.report.text import text_of
+
+# The JSON's keys in the order of the first releases (`PrivacyReport.to_dict`).
+_KEYS = (
+    "n",
+    "n_hidden",
+    "space",
+    "confidence",
+    "hidden_rate_interval",
+    "metrics",
+    "evidence",
+    "holdout",
+    "passed",
+    "provenance",
+    "correlation_protection_rate",
+    "column_direct_match_protection",
+    "categorical_hidden_rate",
 )
 
 
@@ -171,25 +192,27 @@ class PrivacyReport:
         ``passed`` and ``provenance``; then, for the service's metrics of
         [`release_table`][polars_hidden_rate.PrivacyReport.release_table],
         ``correlation_protection_rate``, ``column_direct_match_protection`` and
-        ``categorical_hidden_rate`` (value None, with the reason, where not computed).
+        ``categorical_hidden_rate`` (value None, with the reason, where not computed). Each
+        is the entry of one of the report's `sections`.
         """
-        checks = self.checks
-        return {
-            "n": self.n,
-            "n_hidden": self.n_hidden,
-            "space": self.space,
-            "confidence": self.confidence,
-            "hidden_rate_interval": [self.hidden_rate_low, self.hidden_rate_high],
-            "metrics": {
-                name: {"value": value, "target": self.targets[name], "passed": checks[name]}
-                for name, value in self.values.items()
-            },
-            "evidence": None if self.evidence is None else self.evidence.to_dict(),
-            "holdout": None if self.holdout is None else self.holdout.to_dict(),
-            "passed": self.passed,
-            "provenance": dict(self.provenance),
-            **self.release_table(),
-        }
+        merged: dict[str, Any] = {}
+        for section in self.sections():
+            merged.update(section.entry)
+        # The keys of the first releases in their places; a newer section's keys after them.
+        return {**{key: merged.pop(key) for key in _KEYS if key in merged}, **merged}
+
+    def sections(self) -> tuple[Section, ...]:
+        """What the report shows, measure by measure (`polars_hidden_rate.report.sections`):
+        each section's rows (label, value, target, verdict), its JSON entry and its figures,
+        in the order the page and the text show them. `to_dict`, `to_html` and `to_text`
+        render these and nothing else."""
+        return tuple(section_of(self) for section_of in registry.SECTIONS)
+
+    def to_text(self) -> str:
+        """The report in the terminal, as ``hidden-rate report`` prints it: a line per row of
+        each section (a metric with the digits that decide its verdict, its target and PASS
+        or FAIL), then the evidence and what was measured."""
+        return text_of(self.sections())
 
     def to_html(self, title: str = "Privacy report") -> str:
         """One self-contained HTML page: the metrics against their targets, and histograms
@@ -206,6 +229,4 @@ class PrivacyReport:
         title
             The page's title and heading (escaped).
         """
-        from polars_hidden_rate.report.page import page_of
-
-        return page_of(self, title)
+        return page_of(self, self.sections(), title)

@@ -1,72 +1,46 @@
-"""The report as one self-contained HTML page: the metrics table, the histograms (`svg`),
-the figures against the holdout, the evidence and what was measured."""
+"""The report as one self-contained HTML page: a lead paragraph, the table of every section's
+metrics against their targets, the sections' histograms (`svg`), then a table for each
+section's other rows (the figures against the holdout, the evidence, what was measured)."""
 
 from __future__ import annotations
 
 import html
-import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from polars_hidden_rate.measures.digits import decisive, exact
-from polars_hidden_rate.measures.verdict import (
-    Evidence,
-)
+from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.report.svg import svg_histogram
-from polars_hidden_rate.report.targets import LABELS
 
 if TYPE_CHECKING:
     from polars_hidden_rate.report.model import PrivacyReport
 
-# Per histogram: the per-record values (their median has the target), the texts, the x range,
-# and whether 0 has a bar of its own (a record not hidden, an avatar on an original).
-_FIGURES = (
-    (
-        "local_cloaking",
-        ("Local cloaking of the originals", "local cloaking", "originals"),
-        None,
-        True,
-    ),
-    (
-        "distance_to_closest",
-        ("Distance to closest record (DCR)", "distance to the closest original", "avatars"),
-        None,
-        True,
-    ),
-    (
-        "closest_distances_ratio",
-        ("Nearest neighbour distance ratio (NNDR)", "nearest / second distance", "avatars"),
-        (0.0, 1.0),
-        False,
-    ),
-)
 
-
-def page_of(report: PrivacyReport, title: str) -> str:
-    """`PrivacyReport.to_html`."""
-    checks = report.checks
+def page_of(report: PrivacyReport, sections: Sequence[Section], title: str) -> str:
+    """`PrivacyReport.to_html` of ``report``'s ``sections``."""
+    shown = [(section, section.rows_in("page")) for section in sections]
     rows = "\n".join(
-        f"<tr><td>{LABELS[name].page}</td>"
-        f"<td>{html.escape(decisive(value, report.targets[name], 4))}</td>"
-        f"<td>&gt; {html.escape(exact(report.targets[name]))}</td>"
-        f'<td class="{"pass" if checks[name] else "fail"}">'
-        f"{'pass' if checks[name] else 'FAIL'}</td></tr>"
-        for name, value in report.values.items()
-    )
-    rows += "".join(
-        f"\n{_release_row(name, entry)}" for name, entry in report.release_table().items()
+        _metric_row(row) for _, rows in shown for row in rows if row.target is not None
     )
     figures = "\n".join(
         svg_histogram(
-            getattr(report, name),
-            *texts,
-            target=report.targets[f"{name}_median"],
-            limits=limits,
-            discrete=name == "local_cloaking",
-            zero_bar=zero_bar,
+            figure.values,
+            figure.title,
+            figure.x_label,
+            figure.y_label,
+            target=figure.target,
+            limits=figure.limits,
+            discrete=figure.discrete,
+            zero_bar=figure.zero_bar,
             space=report.space,
         )
-        for name, texts, limits, zero_bar in _FIGURES
+        for section in sections
+        for figure in section.figures
+    )
+    tables = "\n".join(
+        _table(section.title, facts)
+        for section, rows in shown
+        if (facts := [row for row in rows if row.target is None])
     )
     space = f"\nMeasured in {html.escape(report.space)}." if report.space else ""
     verdict = "passed" if report.passed else "failed"
@@ -101,25 +75,25 @@ Overall: <span class="{"pass" if report.passed else "fail"}">{verdict}</span>.</
 </tbody>
 </table>
 {figures}
-{"" if report.holdout is None else _table("Against the holdout", report.holdout.rows())}
-{_audit_html(report.evidence, report.provenance)}
+{tables}
 </body>
 </html>
 """
 
 
-def _release_row(name: str, entry: Mapping[str, Any]) -> str:
-    """One row of the metrics table for a metric of `PrivacyReport.release_table`: its value
-    and verdict, or why it has none."""
-    target = entry["target"]
-    if entry["value"] is None:
-        value, result = html.escape(entry["reason"]), '<td class="na">not computed</td>'
+def _metric_row(row: Row) -> str:
+    """A row of the table of metrics: its value and verdict against its target, or why it
+    has none."""
+    assert row.target is not None
+    if row.value is None:
+        value, result = html.escape(row.reason), '<td class="na">not computed</td>'
     else:
-        value = html.escape(decisive(entry["value"], target, 4))
-        result = '<td class="pass">pass</td>' if entry["passed"] else '<td class="fail">FAIL</td>'
+        assert not isinstance(row.value, str), "a metric's value is a number"
+        value = html.escape(decisive(row.value, row.target, 4))
+        result = '<td class="pass">pass</td>' if row.passed else '<td class="fail">FAIL</td>'
     return (
-        f"<tr><td>{LABELS[name].page}</td><td>{value}</td>"
-        f"<td>&gt; {html.escape(exact(target))}</td>{result}</tr>"
+        f"<tr><td>{html.escape(row.label_in('page'))}</td><td>{value}</td>"
+        f"<td>&gt; {html.escape(exact(row.target))}</td>{result}</tr>"
     )
 
 
@@ -128,53 +102,9 @@ def _number(value: float) -> str:
     return html.escape(f"{value:.4g}")
 
 
-def _audit_html(evidence: Evidence | None, provenance: Mapping[str, Any]) -> str:
-    """The evidence beside the metrics and what was measured, every text escaped."""
-    parts = []
-    if evidence is not None:
-        test = evidence.link
-        link = (
-            f"own avatar closer than a random one for {test.closer_share:.1f} % "
-            f"(p = {test.p_value:.2g}, n = {test.n:,})"
-            if test.tested
-            else "not run (fewer than 50 records)"
-        )
-        unseen = ", ".join(f"{k}: {v:,}" for k, v in evidence.unseen_modalities.items())
-        rows = [
-            (
-                "Own copies",
-                "not compared"
-                if evidence.own_copies is None
-                else f"{evidence.own_copies:,} ({evidence.own_copies_percent or 0.0:.2f} %)",
-            ),
-            ("Hidden by ties only", f"{evidence.hidden_by_ties_only or 0:,}"),
-            ("Link test", link),
-            ("Unseen categories", unseen or "none"),
-        ]
-        parts.append(_table("Evidence", rows))
-    if provenance:
-        inputs = [
-            (
-                role,
-                f"{described['path']} — {described['rows']:,} rows, {described['size']:,} "
-                f"bytes, sha256 {described.get('sha256', 'per file')}",
-            )
-            for role, described in provenance["inputs"].items()
-        ]
-        versions = ", ".join(f"{k} {v}" for k, v in provenance["versions"].items() if v)
-        rows = [
-            *inputs,
-            ("Settings", json.dumps(provenance["settings"], sort_keys=True)),
-            ("Versions", versions),
-            ("Measured at (UTC)", provenance["measured_at"]),
-        ]
-        parts.append(_table("What was measured", rows))
-    return "\n".join(parts)
-
-
-def _table(heading: str, rows: list[tuple[str, str]]) -> str:
+def _table(heading: str, rows: Sequence[Row]) -> str:
     body = "\n".join(
-        f"<tr><th>{html.escape(name)}</th><td>{html.escape(value)}</td></tr>"
-        for name, value in rows
+        f"<tr><th>{html.escape(row.label_in('page'))}</th><td>{html.escape(str(row.value))}</td></tr>"
+        for row in rows
     )
     return f"<h2>{html.escape(heading)}</h2>\n<table>\n<tbody>\n{body}\n</tbody>\n</table>"
