@@ -18,7 +18,12 @@ sections and nothing else.
 """
 
 from polars_hidden_rate.report.model import PrivacyReport
-from polars_hidden_rate.report.run import inference_attack, privacy_report, report_of_plan
+from polars_hidden_rate.report.run import (
+    check_holdout_and_attack,
+    inference_attack,
+    privacy_report,
+    report_of_plan,
+)
 from polars_hidden_rate.report.targets import (
     DEFAULT_TARGETS,
     LABELS,
@@ -39,6 +44,7 @@ __all__ = [
     "UNDEFINED_METRICS",
     "MetricLabels",
     "PrivacyReport",
+    "check_holdout_and_attack",
     "check_targets",
     "inference_attack",
     "privacy_report",

@@ -124,15 +124,7 @@ def privacy_report(
     held_out = None
     if holdout is not None:
         held_out = as_lazy(holdout, "holdout")
-        check_holdout(request.originals.collect_schema(), held_out.collect_schema())
-        if attack is not None:
-            attack.check(
-                {
-                    "originals": request.originals.collect_schema(),
-                    "synthetic": request.avatars.collect_schema(),
-                    "holdout": held_out.collect_schema(),
-                }
-            )
+        check_holdout_and_attack(request, held_out, attack)
     verdict = Verdict.of({"allow_unlinked": allow_unlinked, "by_row_order": by_row_order})
     return report_of_plan(
         Inspector.start(request, verdict),
@@ -142,6 +134,23 @@ def privacy_report(
         known=known,
         inference=attack,
     )
+
+
+def check_holdout_and_attack(
+    request: CountPlan, holdout: pl.LazyFrame, attack: InferenceAttack | None
+) -> None:
+    """The report's pre-check of a ``holdout``, before anything is read or counted: the
+    originals' columns and types (`check_holdout`), and the columns the inference ``attack``
+    (`inference_attack`, None without one) needs in the three sets."""
+    check_holdout(request.originals.collect_schema(), holdout.collect_schema())
+    if attack is not None:
+        attack.check(
+            {
+                "originals": request.originals.collect_schema(),
+                "synthetic": request.avatars.collect_schema(),
+                "holdout": holdout.collect_schema(),
+            }
+        )
 
 
 def inference_attack(
