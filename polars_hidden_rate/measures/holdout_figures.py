@@ -228,7 +228,7 @@ def counts_and_figures(
         exponent_for(max(o_largest, h_largest), dim),  # the holdout's nearest originals'
     }
     options: dict[str, Any] = {"threads": request.threads, "confidence": confidence}
-    if request.device != "cpu" or scales != {three}:
+    if not request.runs_on_cpu or scales != {three}:
         counts = request.counts_for(inspector, aligned)
         cloaking = LinkedCloaking(counts, request.tie_tol)
         with stage("nearest records, with the holdout", enabled=request.progress):

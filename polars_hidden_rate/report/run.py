@@ -18,7 +18,7 @@ from polars_hidden_rate.measures.correlation import (
 )
 from polars_hidden_rate.measures.holdout import check_holdout
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures, counts_and_figures
-from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack, InferenceRisk
+from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
 from polars_hidden_rate.measures.secrets import SecretKind
 from polars_hidden_rate.measures.stats import percent
@@ -207,14 +207,22 @@ def report_of_plan(
     # before the longer count runs.
     attacked = None
     if holdout is not None and inference is not None:
-        attacked = _attack(inference, request, holdout, level)
+        # The known columns as the report's projection takes them (categorical or not, gaps
+        # filled or not), on this machine.
+        attacked = inference.run(
+            request.originals,
+            request.avatars,
+            holdout,
+            confidence=level,
+            **request.options_for(inference.known),
+        )
     aligned = inspector.read()
     figures = None
     if holdout is None:  # the read's arrays are needed by nothing else: taken in place
         counts, found = request.counts_and_nearest_two(inspector, aligned)
     else:
         held_out = request.coordinates_of(holdout, "holdout")
-        if request.cluster is None:
+        if request.walks_here:
             # The avatars' walk through the originals' tree also gives the DCR overfitting's
             # distances to the training records: walked once, in one scale for all three,
             # the count's tree of the avatars walked again.
@@ -273,24 +281,6 @@ def report_of_plan(
         holdout=figures,
         correlation_protection=linkable,
     )
-
-
-def _attack(
-    attack: InferenceAttack, request: CountPlan, holdout: pl.LazyFrame, confidence: float
-) -> InferenceRisk:
-    """The attack on the report's sets, the known columns taken as the report's projection
-    takes them (categorical or not, gaps filled or not)."""
-    options: CountOptions = {"threads": request.threads, "tie_tol": request.tie_tol}
-    projection = request.projection
-    if projection is not None:
-        assert projection.fitted is not None, "the report fits its projection first"
-        # The fit's categories, whichever rule chose them (by type, named, or "auto").
-        chosen = {f.name for f in projection.fitted.scaling.categorical}
-        forced = [name for name in attack.known if name in chosen]
-        if forced:
-            options["categorical"] = forced
-        options["impute"] = projection.spec.impute
-    return attack.run(request.originals, request.avatars, holdout, confidence=confidence, **options)
 
 
 def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
