@@ -202,3 +202,59 @@ def test_the_part_writer_adds_the_counts_and_refuses_a_changed_file(tmp_path: Pa
     with pytest.raises(ComputeError, match=r"o\.parquet' changed while it was being counted"):
         outputs.write_counted_part(source, 4, np.array([0, 2, 5, 1]), staging, 2)
     assert os.listdir(staging) == ["part-00001.parquet"]
+
+
+class _Stopped(BaseException):
+    """A stop signal, as `polars_hidden_rate.cli.signals` raises one, arriving mid-step."""
+
+
+def _stop_after(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """``os.<name>`` does its work, then a stop arrives at once (the earliest instant a
+    signal's handler can run after the call)."""
+    real = getattr(os, name)
+
+    def stopped(*args: object, **kwargs: object) -> object:
+        real(*args, **kwargs)
+        raise _Stopped
+
+    monkeypatch.setattr(os, name, stopped)
+
+
+@pytest.mark.parametrize(
+    ("step", "call"),
+    [
+        ("open", outputs.ordinary_file_access),
+        ("mkdir", outputs.ordinary_directory_access),
+        ("mkdir", lambda folder: outputs.staged_directory(folder / "out").__enter__()),
+        (
+            "open",
+            lambda folder: outputs.replace_atomically(
+                folder / "out.csv", lambda path: None, name="--output"
+            ),
+        ),
+    ],
+)
+def test_a_stop_right_after_a_file_is_created_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, call: Callable[[Path], object]
+) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    _stop_after(monkeypatch, step)
+    with pytest.raises(_Stopped):
+        call(folder)
+    monkeypatch.undo()
+    assert os.listdir(folder) == []
+
+
+def test_a_probe_that_is_not_ours_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A probe name someone else holds (one chance in 2^48): it fails, and stays theirs.
+    monkeypatch.setattr(os, "urandom", lambda size: b"\0" * size)
+    theirs = tmp_path / f".{'00' * 6}.probe"
+    theirs.write_text("theirs")
+    with pytest.raises(FileExistsError):
+        outputs.ordinary_file_access(tmp_path)
+    with pytest.raises(FileExistsError):
+        outputs.ordinary_directory_access(tmp_path)
+    assert theirs.read_text() == "theirs"
