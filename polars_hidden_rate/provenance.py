@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.plan import CountPlan
 
 VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
@@ -47,19 +48,31 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def describe_input(path: str | Path, rows: int | None) -> dict[str, Any]:
-    """A file's (or a directory's parquet files') path, size, sha256 and rows."""
+def describe_input(
+    path: str | Path, rows: int | None, files: Sequence[Path] | None = None
+) -> dict[str, Any]:
+    """A file's (or a parquet directory's) path, resolved, its size, sha256 and rows.
+
+    A directory is described by the files its read reads, ``files`` (a `Dataset`'s paths), or
+    when not given by the listing that read makes
+    ([`open_dataset`][polars_hidden_rate.frames.datasets.open_dataset]): its parquet parts,
+    never a subdirectory, a marker or another file the read skips.
+    """
     given = Path(path)
-    files = sorted(given.glob("*.parquet")) if given.is_dir() else [given]
+    if given.is_dir():
+        read = list(files) if files is not None else open_dataset(given, "input").paths
+    else:
+        read = [given]
+    sizes = [file.stat().st_size for file in read]
     described: dict[str, Any] = {
         "path": str(given.resolve()),
-        "size": sum(file.stat().st_size for file in files),
+        "size": sum(sizes),
         "rows": rows,
     }
     if given.is_dir():
         described["files"] = [
-            {"name": file.name, "size": file.stat().st_size, "sha256": sha256(file)}
-            for file in files
+            {"name": file.name, "size": size, "sha256": sha256(file)}
+            for file, size in zip(read, sizes, strict=True)
         ]
     else:
         described["sha256"] = sha256(given)

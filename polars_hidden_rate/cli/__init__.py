@@ -297,11 +297,10 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             verdict=_verdict(args),
             **options,
         )
-        with staged_directory(job.output, job.replaces) as staging:
-            summary = in_background(lambda: job.write(staging))
+        # What it measures, stated before anything is written: the very files the job reads.
         inputs = {
-            "originals": describe_input(args.originals, job.originals.rows),
-            "avatars": describe_input(args.avatars, job.avatars.rows),
+            "originals": describe_input(args.originals, job.originals.rows, job.originals.paths),
+            "avatars": describe_input(args.avatars, job.avatars.rows, job.avatars.paths),
         }
         settings = describe_settings(
             job.request,
@@ -309,7 +308,10 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             min_rate=min_rate,
             max_own_copies=args.max_own_copies,
         )
-        return summary.with_provenance(provenance(inputs, settings))
+        block = provenance(inputs, settings)
+        with staged_directory(job.output, job.replaces) as staging:
+            summary = in_background(lambda: job.write(staging))
+        return summary.with_provenance(block)
 
 
 @contextlib.contextmanager
