@@ -133,6 +133,8 @@ def scan_csv(
       sniffer finds several, is refused.
     - Header names are stripped of spaces; one given twice is refused (Polars would rename one).
     - Blank lines at the end of the file are no records; a file without records is refused.
+    - A column of ISO dates or times (``2020-01-31``, ``2020-01-31T10:00:00``) is read as
+      Date or Datetime, the types parquet holds them in, never as text.
     - A text column whose first `CSV_INFER_ROWS` values are all numbers once stripped of
       spaces (``1.5, 2.0``), or all numbers with a decimal comma when the separator is not a
       comma (``-0,801931``), is read as numbers (integers when all are, else Float64);
@@ -200,6 +202,9 @@ def scan_literal(
             infer_schema_length=CSV_INFER_ROWS,
             decimal_comma=decimal_comma,
             with_column_names=_stripped_names if strip_names else None,
+            # ISO dates and times as parquet holds them (Date, Datetime): one dataset, one
+            # verdict, whatever the format.
+            try_parse_dates=True,
         )
     return pl.scan_ipc(path, glob=False)
 
