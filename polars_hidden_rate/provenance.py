@@ -6,7 +6,6 @@ JSON, HTML, and the per-record parquet's metadata), so a verdict can be audited 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 from collections.abc import Sequence
 from importlib import metadata
@@ -16,11 +15,11 @@ from typing import Any
 import polars as pl
 
 from polars_hidden_rate.frames import open_dataset
+from polars_hidden_rate.frames.files import sha256
 from polars_hidden_rate.plan import CountPlan
 
 VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
 """The distributions whose versions an output states."""
-_CHUNK = 1 << 20
 
 
 def versions(names: Sequence[str] = VERSIONED) -> dict[str, str | None]:
@@ -37,15 +36,6 @@ def versions(names: Sequence[str] = VERSIONED) -> dict[str, str | None]:
 def utc_now() -> str:
     """The time now, UTC, to the second, ISO 8601."""
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def describe_input(

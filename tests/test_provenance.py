@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 
 from polars_hidden_rate.cli import main
-from polars_hidden_rate.provenance import describe_input, sha256
+from polars_hidden_rate.frames.files import sha256
+from polars_hidden_rate.provenance import describe_input
 
 
 def test_the_hash_covers_every_byte_and_the_path_is_resolved(

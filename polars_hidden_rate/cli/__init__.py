@@ -21,6 +21,7 @@ import signal
 import stat
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -36,11 +37,16 @@ from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.frames.files import (
     file_format,
     one_line,
+    refuse_same_inputs,
     scan,
     scan_literal,
 )
 from polars_hidden_rate.gate import summarize_inspected
-from polars_hidden_rate.measures.holdout import check_holdout
+from polars_hidden_rate.measures.holdout import (
+    HoldoutOverlapWarning,
+    check_holdout,
+    holdout_overlap,
+)
 from polars_hidden_rate.measures.inference import InferenceAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Inspector, Verdict
@@ -94,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     output is removed; the exit code is then 128 plus the signal number.
     """
     parser = build_parser({"check": run_check, "report": run_report, "demo": run_demo})
-    with stop_signals_raised() as received:
+    # The command line says an overlapping holdout in a line of its own (`_planned`).
+    with stop_signals_raised() as received, warnings.catch_warnings():
+        warnings.simplefilter("ignore", HoldoutOverlapWarning)
         try:
             args = parser.parse_args(argv)
             command: Callable[[argparse.Namespace], int] = args.command
@@ -203,8 +211,15 @@ def _planned(
     paths = {"originals": args.originals, "avatars": args.avatars}
     held_out = None
     if holdout is not None:
+        named = {"HOLDOUT": holdout, "ORIGINALS": args.originals, "AVATARS": args.avatars}
+        refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
         held_out = _scan(args, holdout, "HOLDOUT")
-        check_holdout(request.originals.collect_schema(), held_out.collect_schema())
+        check_holdout(
+            request.originals.collect_schema(), held_out.collect_schema(), request.link.left
+        )
+        overlap = holdout_overlap(request.originals, held_out, request.link.left)
+        if overlap is not None:
+            print(f"{PROG}: warning: {overlap}", file=sys.stderr)
         if attack is not None:
             attack.check(
                 {
