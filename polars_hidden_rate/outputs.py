@@ -173,11 +173,33 @@ def ordinary_file_access(folder: Path) -> Access:
     """The mode an ordinary ``open`` gives a new file in ``folder`` (umask, default ACLs):
     read off an empty file created there and removed at once (the umask cannot be read
     without setting it, for every thread of the process)."""
+    anonymous = _anonymous_file_access(folder)
+    if anonymous is not None:
+        return anonymous
     return _probe(
         folder,
         lambda probe: os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)),
         os.unlink,
     )
+
+
+def _anonymous_file_access(folder: Path) -> Access | None:
+    """The mode of a file created in ``folder`` without a name (Linux's ``O_TMPFILE``: the
+    umask and default ACLs apply as to any new file), so that no stop, however timed, can
+    leave it behind; None where the system or the file system has no such file."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        descriptor = os.open(folder, flag | os.O_WRONLY, 0o666)
+    except OSError as error:
+        if error.errno in (*_UNSUPPORTED, errno.EISDIR):
+            return None
+        raise
+    try:
+        return Access(stat.S_IMODE(os.fstat(descriptor).st_mode), None)
+    finally:
+        os.close(descriptor)
 
 
 def ordinary_directory_access(folder: Path) -> Access:
@@ -204,8 +226,19 @@ def _probe(
         return Access(stat.S_IMODE(os.stat(probe).st_mode), None)
     finally:
         if ours:
-            with contextlib.suppress(FileNotFoundError):
-                delete(probe)
+            _remove_despite_a_stop(lambda: delete(probe))
+
+
+def _remove_despite_a_stop(remove_it: Callable[[], object]) -> None:
+    """``remove_it()``, done even when a stop signal's exception interrupts it (it is then
+    done again, and the stop goes on); a thing already gone is no error."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            remove_it()
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            remove_it()
+        raise
 
 
 def access_of(path: Path) -> Access:
@@ -400,7 +433,7 @@ def replace_atomically(path: Path, write: Callable[[Path], object], *, name: str
         grant(temporary, access)
         publish(temporary, path, found, name=name)
     finally:
-        temporary.unlink(missing_ok=True)
+        _remove_despite_a_stop(temporary.unlink)
 
 
 def _create_private(temporary: Path, *, replaces: Path | None) -> Access:

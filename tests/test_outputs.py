@@ -234,11 +234,18 @@ def _stop_after(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
         ),
     ],
 )
+@pytest.mark.parametrize("anonymous", [True, False])
 def test_a_stop_right_after_a_file_is_created_leaves_nothing_behind(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, call: Callable[[Path], object]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+    call: Callable[[Path], object],
+    anonymous: bool,
 ) -> None:
     folder = tmp_path / "folder"
     folder.mkdir()
+    if not anonymous:  # a system without O_TMPFILE: a named probe
+        monkeypatch.setattr(outputs, "_anonymous_file_access", lambda folder: None)
     _stop_after(monkeypatch, step)
     with pytest.raises(_Stopped):
         call(folder)
@@ -251,6 +258,7 @@ def test_a_probe_that_is_not_ours_is_left_alone(
 ) -> None:
     # A probe name someone else holds (one chance in 2^48): it fails, and stays theirs.
     monkeypatch.setattr(os, "urandom", lambda size: b"\0" * size)
+    monkeypatch.setattr(outputs, "_anonymous_file_access", lambda folder: None)
     theirs = tmp_path / f".{'00' * 6}.probe"
     theirs.write_text("theirs")
     with pytest.raises(FileExistsError):
@@ -258,3 +266,36 @@ def test_a_probe_that_is_not_ours_is_left_alone(
     with pytest.raises(FileExistsError):
         outputs.ordinary_directory_access(tmp_path)
     assert theirs.read_text() == "theirs"
+
+
+def test_a_stop_during_the_removal_still_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stop arrives as the removal in the ``finally`` starts: it is done all the same.
+    monkeypatch.setattr(outputs, "_anonymous_file_access", lambda folder: None)
+    real, calls = os.unlink, []
+
+    def stopped_once(path: object, *args: object, **kwargs: object) -> None:
+        calls.append(path)
+        if len(calls) == 1:
+            raise _Stopped
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", stopped_once)
+    with pytest.raises(_Stopped):
+        outputs.ordinary_file_access(tmp_path)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
+    assert len(calls) == 2
+
+
+def test_the_anonymous_probe_gives_the_umask_and_leaves_no_name(tmp_path: Path) -> None:
+    if getattr(os, "O_TMPFILE", None) is None:
+        pytest.skip("no O_TMPFILE here")
+    old = os.umask(0o027)
+    try:
+        found = outputs.ordinary_file_access(tmp_path)
+    finally:
+        os.umask(old)
+    assert found == outputs.Access(0o640, None)
+    assert os.listdir(tmp_path) == []
