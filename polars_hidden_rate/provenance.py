@@ -6,7 +6,6 @@ JSON, HTML, and the per-record parquet's metadata), so a verdict can be audited 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 from collections.abc import Sequence
 from importlib import metadata
@@ -15,11 +14,12 @@ from typing import Any
 
 import polars as pl
 
+from polars_hidden_rate.frames import open_dataset
+from polars_hidden_rate.frames.files import sha256
 from polars_hidden_rate.plan import CountPlan
 
 VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
 """The distributions whose versions an output states."""
-_CHUNK = 1 << 20
 
 
 def versions(names: Sequence[str] = VERSIONED) -> dict[str, str | None]:
@@ -38,28 +38,31 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+def describe_input(
+    path: str | Path, rows: int | None, files: Sequence[Path] | None = None
+) -> dict[str, Any]:
+    """A file's (or a parquet directory's) path, resolved, its size, sha256 and rows.
 
-
-def describe_input(path: str | Path, rows: int | None) -> dict[str, Any]:
-    """A file's (or a directory's parquet files') path, size, sha256 and rows."""
+    A directory is described by the files its read reads, ``files`` (a `Dataset`'s paths), or
+    when not given by the listing that read makes
+    ([`open_dataset`][polars_hidden_rate.frames.datasets.open_dataset]): its parquet parts,
+    never a subdirectory, a marker or another file the read skips.
+    """
     given = Path(path)
-    files = sorted(given.glob("*.parquet")) if given.is_dir() else [given]
+    if given.is_dir():
+        read = list(files) if files is not None else open_dataset(given, "input").paths
+    else:
+        read = [given]
+    sizes = [file.stat().st_size for file in read]
     described: dict[str, Any] = {
         "path": str(given.resolve()),
-        "size": sum(file.stat().st_size for file in files),
+        "size": sum(sizes),
         "rows": rows,
     }
     if given.is_dir():
         described["files"] = [
-            {"name": file.name, "size": file.stat().st_size, "sha256": sha256(file)}
-            for file in files
+            {"name": file.name, "size": size, "sha256": sha256(file)}
+            for file, size in zip(read, sizes, strict=True)
         ]
     else:
         described["sha256"] = sha256(given)

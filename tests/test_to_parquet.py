@@ -166,7 +166,7 @@ def test_an_output_that_is_a_file_or_has_no_folder_is_refused(tmp_path: Path) ->
         (
             "missing avatar",
             ComputeError,
-            r"1 originals have no avatar with the same key, e.g. \{'id': ",
+            r"1 originals have no avatar with the same key, its values not shown \(they",
         ),
         ("null avatar key", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
         (
@@ -412,9 +412,8 @@ def test_the_example_of_extra_and_orphan_keys_is_the_smallest(tmp_path: Path) ->
     orphans = left.with_columns(
         id=pl.when(pl.col("id").is_in(lost)).then(-pl.col("id") - 1000).otherwise("id")
     )
-    smallest = -max(lost) - 1000
-    with pytest.raises(ComputeError, match=rf"^9 originals have no avatar .*'id': {smallest}\}}$"):
-        phr.local_cloaking(orphans, right.head(90), coords=COORDS, on="id")
+    with pytest.raises(ComputeError, match=r"^9 originals have no avatar .*values not shown"):
+        phr.local_cloaking(orphans, right.head(90), coords=COORDS, on="id")  # not quoted
     # The pieces of a cluster's link, combined, report as the whole link does, though the
     # first piece with a problem does not always hold the smallest key.
     firsts = []

@@ -21,6 +21,7 @@ import signal
 import stat
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -36,10 +37,12 @@ from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.frames.files import (
     file_format,
     one_line,
+    refuse_same_inputs,
     scan,
     scan_literal,
 )
 from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.measures.holdout import HoldoutOverlapWarning
 from polars_hidden_rate.measures.inference import InferenceAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Inspector, Verdict
@@ -98,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     output is removed; the exit code is then 128 plus the signal number.
     """
     parser = build_parser({"check": run_check, "report": run_report, "demo": run_demo})
-    with stop_signals_raised() as received:
+    # The command line says an overlapping holdout in a line of its own (`_planned`).
+    with stop_signals_raised() as received, warnings.catch_warnings():
+        warnings.simplefilter("ignore", HoldoutOverlapWarning)
         try:
             args = parser.parse_args(argv)
             command: Callable[[argparse.Namespace], int] = args.command
@@ -207,8 +212,12 @@ def _planned(
     paths = {"originals": args.originals, "avatars": args.avatars}
     held_out = None
     if holdout is not None:
+        named = {"HOLDOUT": holdout, "ORIGINALS": args.originals, "AVATARS": args.avatars}
+        refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
         held_out = _scan(args, holdout, "HOLDOUT")
-        check_holdout_and_attack(request, held_out, attack)
+        overlap = check_holdout_and_attack(request, held_out, attack)
+        if overlap is not None:
+            print(f"{PROG}: warning: {overlap}", file=sys.stderr)
         rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
     inputs = hashing.submit(
@@ -293,11 +302,10 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             verdict=_verdict(args),
             **options,
         )
-        with staged_directory(job.output, job.replaces) as staging:
-            summary = in_background(lambda: job.write(staging))
+        # What it measures, stated before anything is written: the very files the job reads.
         inputs = {
-            "originals": describe_input(args.originals, job.originals.rows),
-            "avatars": describe_input(args.avatars, job.avatars.rows),
+            "originals": describe_input(args.originals, job.originals.rows, job.originals.paths),
+            "avatars": describe_input(args.avatars, job.avatars.rows, job.avatars.paths),
         }
         settings = describe_settings(
             job.request,
@@ -305,7 +313,10 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             min_rate=min_rate,
             max_own_copies=args.max_own_copies,
         )
-        return summary.with_provenance(provenance(inputs, settings))
+        block = provenance(inputs, settings)
+        with staged_directory(job.output, job.replaces) as staging:
+            summary = in_background(lambda: job.write(staging))
+        return summary.with_provenance(block)
 
 
 @contextlib.contextmanager
