@@ -23,6 +23,8 @@ REMOVED = [
     "polars_hidden_rate.cluster_data",
     "polars_hidden_rate.dataset",
     "polars_hidden_rate.cluster.dataset",
+    "polars_hidden_rate.cohort",
+    "polars_hidden_rate.plots",
 ]
 
 

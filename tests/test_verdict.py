@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import polars_hidden_rate as phr
 from polars_hidden_rate import engine
 from polars_hidden_rate.avatarize import avatarize
-from polars_hidden_rate.cohort import cohort
+from polars_hidden_rate.demo.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
 from polars_hidden_rate.measures.link_test import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
 from polars_hidden_rate.measures.verdict import AmbiguousLinkError, UnlinkedAvatarsError

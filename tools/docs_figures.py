@@ -23,8 +23,8 @@ from pathlib import Path
 import polars as pl
 
 from polars_hidden_rate import avatarize, privacy_report
-from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
-from polars_hidden_rate.plots import cloaking_histogram, k_curve
+from polars_hidden_rate.demo.cohort import DEFAULT_KS, cohort, k_table, sweep_k
+from polars_hidden_rate.demo.plots import cloaking_histogram, k_curve
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 NCP = 5  # the demo's default

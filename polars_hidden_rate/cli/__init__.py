@@ -455,7 +455,7 @@ def _check_attack_options(args: argparse.Namespace) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``hidden-rate demo``: the k table on a synthetic cohort, and the plots."""
-    from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
+    from polars_hidden_rate.demo.cohort import DEFAULT_KS, cohort, k_table, sweep_k
 
     # k neighbours need k + 1 records; ncp components need ncp + 1 (the cohort's n records
     # span n - 1 dimensions).
@@ -486,7 +486,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"\nk = {shown} left out: k must be below --rows ({args.rows}).")
     print("\nAt very small k the hidden rate can dip before it rises with k (docs/avatarize.md).")
     if args.plot is not None:
-        from polars_hidden_rate.plots import cloaking_histogram, k_curve
+        from polars_hidden_rate.demo.plots import cloaking_histogram, k_curve
 
         args.plot.mkdir(parents=True, exist_ok=True)
         written = [

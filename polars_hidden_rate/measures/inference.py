@@ -55,6 +55,13 @@ from polars_hidden_rate.frames import (
     as_lazy,
     resolve_columns,
 )
+from polars_hidden_rate.measures.gower import (
+    GowerColumns,
+    Space,
+    check_space,
+    inference_shares,
+    refuse_projection_options,
+)
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
 from polars_hidden_rate.measures.secrets import (
     SecretKind,
@@ -62,7 +69,7 @@ from polars_hidden_rate.measures.secrets import (
     secret_kind_of,
     secret_values,
 )
-from polars_hidden_rate.measures.stats import wilson
+from polars_hidden_rate.measures.stats import residual_risk, wilson
 from polars_hidden_rate.plan import CountOptions
 
 """How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
@@ -142,6 +149,8 @@ class InferenceRisk:
         The known attributes projected as categories (empty when computed from arrays).
     tie_tol
         The relative tolerance within which a record ties with the nearest.
+    space
+        ``"projected"`` (the package's projection) or ``"gower"`` (anonymeter's distance).
     """
 
     risk: float
@@ -159,6 +168,7 @@ class InferenceRisk:
     ncp: int | str = "all"
     categorical: tuple[str, ...] = ()
     tie_tol: float = 1e-9
+    space: Space = "projected"
 
     @classmethod
     def of_arrays(
@@ -196,16 +206,41 @@ class InferenceRisk:
                 raise ValueError(msg)
         threads = threads or usable_cores()
         tree = KdTree.build(points, threads=threads)
-        shares = [
+        members_success, control_success = (
             _success(
                 *tied_matches(
                     tree, secrets[1], queries, values, tolerance, tie_tol=tie_tol, threads=threads
                 )
             )
             for queries, values in ((members, secrets[0]), (others, secrets[2]))
-        ]
+        )
+        return cls.of_shares(
+            members_success,
+            control_success,
+            len(points),
+            secret_kind=secret_kind,
+            tolerance=tolerance,
+            tie_tol=tie_tol,
+            confidence=confidence,
+        )
+
+    @classmethod
+    def of_shares(
+        cls,
+        members_success: Float64Array,
+        control_success: Float64Array,
+        synthetic: int,
+        *,
+        secret_kind: Literal["categorical", "numeric"],
+        tolerance: float,
+        tie_tol: float,
+        confidence: float,
+    ) -> InferenceRisk:
+        """From each target's chance of a right guess, in the originals and the holdout:
+        Wilson's rates, the residual risk and its interval."""
         attack, control = (
-            SuccessRate.wilson(math.fsum(share), len(share), confidence) for share in shares
+            SuccessRate.wilson(math.fsum(share), len(share), confidence)
+            for share in (members_success, control_success)
         )
         if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
             msg = (
@@ -213,19 +248,15 @@ class InferenceRisk:
                 "risk can be measured; use a usual confidence level such as 0.95"
             )
             raise ValueError(msg)
-        residual = (attack.rate - control.rate) / (1.0 - control.rate)
-        error = math.hypot(
-            attack.error / (1.0 - control.rate),
-            control.error * (attack.rate - 1.0) / (1.0 - control.rate) ** 2,
-        )
+        risk, interval = residual_risk((attack.rate, attack.error), (control.rate, control.error))
         return cls(
-            _unit(residual),
-            (_unit(residual - error), _unit(residual + error)),
+            risk,
+            interval,
             attack,
             control,
-            shares[0],
-            shares[1],
-            len(points),
+            members_success,
+            control_success,
+            synthetic,
             secret_kind,
             tolerance,
             confidence,
@@ -247,6 +278,7 @@ class InferenceRisk:
             "ncp": self.ncp,
             "categorical": list(self.categorical),
             "tie_tol": self.tie_tol,
+            "space": self.space,
             "secret_kind": self.secret_kind,
             "tolerance": self.tolerance,
         }
@@ -255,10 +287,6 @@ class InferenceRisk:
 def _success(tied: np.ndarray, matching: np.ndarray) -> Float64Array:
     share: Float64Array = matching / tied
     return share
-
-
-def _unit(value: float) -> float:
-    return min(max(value, 0.0), 1.0)
 
 
 def inference_risk(
@@ -271,6 +299,7 @@ def inference_risk(
     secret_kind: SecretKind = "auto",
     tolerance: float = DEFAULT_TOLERANCE,
     confidence: float = 0.95,
+    space: Space = "projected",
     **options: Unpack[CountOptions],
 ) -> InferenceRisk:
     """The attribute inference attack: knowing some attributes of a real record, how well
@@ -313,6 +342,15 @@ def inference_risk(
         0.05); unused for a categorical secret.
     confidence
         The level of the rates' errors and of the risk's interval.
+    space
+        ``"projected"`` (default): the projection above. ``"gower"``: anonymeter's own
+        distance and rule of a right guess (`polars_hidden_rate.measures.gower`): numbers
+        divided by their range over the synthetic set and the targets, categories 0 or 1,
+        summed; a numeric guess ``g`` right when ``|g - s| / (g + 1e-12) <= tolerance``. A
+        record ties with the nearest when its distance is at most the nearest's times ``1 +
+        tie_tol``, and ties are shared; where none ties, the risk is anonymeter's run on
+        every record (``n_attacks`` the sets' sizes). ``categorical``, ``impute``, ``ncp``
+        are then refused.
     **options
         ``categorical``, ``impute`` and ``ncp`` (default ``"all"``) choose the known
         attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking];
@@ -353,7 +391,7 @@ def inference_risk(
     attack = InferenceAttack.of(
         resolve_columns(known, schema, "originals", "known"), secret, secret_kind, tolerance
     )
-    return attack.run(originals, synthetic, holdout, confidence=confidence, **options)
+    return attack.run(originals, synthetic, holdout, confidence=confidence, space=space, **options)
 
 
 @dataclass(frozen=True)
@@ -404,9 +442,12 @@ class InferenceAttack:
         holdout: pl.DataFrame | pl.LazyFrame,
         *,
         confidence: float = 0.95,
+        space: Space = "projected",
         **options: Unpack[CountOptions],
     ) -> InferenceRisk:
         """Check the sets (the holdout's schema first), read each once, and attack."""
+        if check_space(space, "inference_risk") == "gower":
+            refuse_projection_options(options, "inference_risk")
         for option in ("coords", "features", "on", "left_on", "right_on"):
             if options.get(option) is not None:
                 why = (
@@ -441,6 +482,8 @@ class InferenceAttack:
             if frame.height == 0:
                 raise NoDataError(f"{role}: no record, so there is nothing to attack")
         secrets = secret_values(read, self.secret, kind, chosen=self.secret_kind != "auto")
+        if space == "gower":
+            return self._in_gower(read, schemas, secrets, kind, tie_tol, confidence)
         request = holdout_plan(
             read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
         ).fitted()
@@ -459,4 +502,49 @@ class InferenceAttack:
         categorical = () if fitted is None else tuple(f.name for f in fitted.scaling.categorical)
         return replace(
             found, known=self.known, secret=self.secret, ncp=ncp, categorical=categorical
+        )
+
+    def _in_gower(
+        self,
+        read: dict[str, pl.DataFrame],
+        schemas: dict[str, pl.Schema],
+        secrets: tuple[Float64Array, Float64Array, Float64Array],
+        kind: Literal["categorical", "numeric"],
+        tie_tol: float,
+        confidence: float,
+    ) -> InferenceRisk:
+        """The attack in anonymeter's space (`polars_hidden_rate.measures.gower`), its
+        right guesses judged by anonymeter's rule."""
+        columns = GowerColumns.of(self.known, schemas)
+        arrays = columns.arrays({role: frame.select(columns.names) for role, frame in read.items()})
+        tolerance = 0.0 if kind == "categorical" else self.tolerance
+        members, control = (
+            inference_shares(
+                columns,
+                arrays["synthetic"],
+                arrays[role],
+                secrets[1],
+                secrets[k],
+                kind=kind,
+                tolerance=tolerance,
+                tie_tol=tie_tol,
+            )
+            for role, k in (("originals", 0), ("holdout", 2))
+        )
+        found = InferenceRisk.of_shares(
+            members,
+            control,
+            read["synthetic"].height,
+            secret_kind=kind,
+            tolerance=tolerance,
+            tie_tol=tie_tol,
+            confidence=confidence,
+        )
+        return replace(
+            found,
+            known=self.known,
+            secret=self.secret,
+            ncp="all",
+            categorical=columns.categorical,
+            space="gower",
         )
