@@ -21,7 +21,7 @@ import polars_hidden_rate as phr
 from polars_hidden_rate import engine
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.checks import MAX_TIE_TOL
-from polars_hidden_rate.cohort import cohort
+from polars_hidden_rate.demo.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
 from polars_hidden_rate.measures.link_test import (
     ALPHA,
