@@ -440,15 +440,20 @@ def _check_attack_options(args: argparse.Namespace) -> None:
             raise ValueError(msg)
         return
     missing = [
-        option
-        for option, value in (("--known", args.known), ("--holdout", args.holdout))
+        words
+        for words, value in (
+            ("the variables the attacker knows (--known A,B)", args.known),
+            (
+                "a holdout to control it, real records the generator never saw (--holdout FILE)",
+                args.holdout,
+            ),
+        )
         if value is None
     ]
     if missing:
         msg = (
             f"--secret {args.secret} runs the attribute inference attack, which needs "
-            f"{' and '.join(missing)} too: the variables the attacker knows (--known A,B) and "
-            "real records the generator never saw, to control it (--holdout FILE)"
+            f"{' and '.join(missing)}"
         )
         raise ValueError(msg)
 
