@@ -95,9 +95,22 @@ def check_tolerance(tolerance: object) -> float:
     return check_real(tolerance, "tolerance", low=0.0)
 
 
-def check_tie_tol(tie_tol: object) -> float:
-    """The relative tie tolerance: a finite number >= 0."""
-    return check_real(tie_tol, "tie_tol", low=0.0)
+MAX_TIE_TOL = 1e-3
+"""The relative tie tolerance is below this: it is a rounding allowance (float64 sums of
+squares round by about ``d`` units of ``2^-53``; the default is ``1e-9``), not a radius that
+hides records behind rivals farther than their own avatar."""
+
+
+def check_tie_tol(tie_tol: object, option: str = "tie_tol") -> float:
+    """The relative tie tolerance: a finite number >= 0, below `MAX_TIE_TOL`."""
+    number = check_real(tie_tol, option, low=0.0)
+    if number >= MAX_TIE_TOL:
+        msg = (
+            f"{_named(option)} must be below {MAX_TIE_TOL:g}, got {tie_tol!r}: it is a "
+            "rounding allowance for ties (default 1e-9), not a distance"
+        )
+        raise ValueError(msg)
+    return number
 
 
 def check_threads(threads: object) -> int | None:

@@ -77,9 +77,10 @@ class OwnCopiesError(AssertionError):
         self.own_copies = own_copies
         self.own_copies_percent = percent(own_copies, n)
         self.max_own_copies = max_own_copies
+        shown = decisive(self.own_copies_percent, max_own_copies, 2, "f")
         super().__init__(
-            f"{own_copies} of {n} avatars ({self.own_copies_percent:.2f} %) are identical to "
-            f"their own original, above the maximum of {max_own_copies:g} %"
+            f"{own_copies} of {n} avatars ({shown} %) are identical to their own original, "
+            f"above the maximum of {exact(max_own_copies)} %"
         )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -84,14 +84,22 @@ def components_words(ncp: int, available: int, spanned: int) -> str:
 
 
 def describe_settings(
-    request: CountPlan, *, strategy: str | None = None, **more: Any
+    request: CountPlan,
+    *,
+    strategy: str | None = None,
+    verdict: Mapping[str, Any] | None = None,
+    link_test: Mapping[str, Any] | None = None,
+    **more: Any,
 ) -> dict[str, Any]:
     """Every setting ``request`` resolved: the space (coords, or the fitted projection's
     features, categorical columns and how they were chosen, kind, ncp of the available
     components and how many the originals span, the ``ncp`` asked for (an integer, ``"all"`` or
     None for the default), imputation and fills), the link, the tie tolerance and the engine (the
     ``strategy`` that counted: ``"tree"``, ``"flat"``, ``"gpu"`` or ``"cluster"``; ``"auto"``
-    when the description precedes the count, as a file's metadata does); plus ``more``."""
+    when the description precedes the count); the options of the ``verdict`` when one judged
+    (``Verdict.to_dict``: ``allow_unlinked`` and ``by_row_order``, the link overrides, and
+    ``max_own_copies``) and the ``link_test`` it ran (``LinkTest.to_dict``; None when it has
+    not run); plus ``more``."""
     settings: dict[str, Any] = {}
     projection = request.projection
     if projection is None or projection.fitted is None:
@@ -126,6 +134,9 @@ def describe_settings(
         "device": request.device,
         "cluster": request.cluster is not None,
     }
+    if verdict is not None:
+        settings.update(verdict)
+        settings["link_test"] = None if link_test is None else dict(link_test)
     settings.update(more)
     return settings
 

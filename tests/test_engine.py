@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 from concurrent.futures import ThreadPoolExecutor
 
@@ -493,13 +494,17 @@ def test_auto_chooses_flat_on_isotropic_data_and_the_tree_on_low_dimensions(
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_tie_tol_widens_the_threshold_by_exactly_its_factor(strategy: str) -> None:
-    # Record 0: own avatar at d2 = 1, a rival at d2 = 1.44. tie_tol = 0.25 gives T = 1.25,
-    # so the rival is out; a tolerance applied twice (T = 1.5) would take it in.
+    # Record 0: own avatar at d2 = 1, a rival at d2 = 1 + 1.5 * 2^-11 (rounded). tie_tol =
+    # 2^-11 gives T = 1 + 2^-11, so the rival is out; a tolerance applied twice
+    # (T = 1 + 2^-10) would take it in. (tie_tol stays below 1e-3, checks.MAX_TIE_TOL.)
+    rival = math.sqrt(1.0 + 1.5 * 2.0**-11)
+    assert 1.0 + 2.0**-11 < rival * rival < 1.0 + 2.0**-10
     originals = np.array([[0.0], [10.0]])
-    avatars = np.array([[1.0], [-1.2]])
-    counts = count_cloaking(originals, avatars, tie_tol=0.25, strategy=strategy)  # type: ignore[arg-type]
+    avatars = np.array([[1.0], [-rival]])
+    counts = count_cloaking(originals, avatars, tie_tol=2.0**-11, strategy=strategy)  # type: ignore[arg-type]
     assert counts.tolist() == [0, 1]
-    assert count_cloaking(originals, avatars, tie_tol=0.5, strategy=strategy).tolist() == [1, 1]  # type: ignore[arg-type]
+    wider = count_cloaking(originals, avatars, tie_tol=2.0**-10, strategy=strategy)  # type: ignore[arg-type]
+    assert wider.tolist() == [1, 1]
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -539,7 +544,7 @@ def test_counting_in_place_matches_brute_force(
     data=integer_grids(),
     strategy=st.sampled_from(STRATEGIES),
     cap=st.sampled_from([None, 1, 3]),
-    tie_tol=st.sampled_from([0.0, 1e-9, 3.0]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 9.99e-4]),
     big=st.booleans(),
 )
 def test_counting_in_place_then_again_gives_the_same_counts(

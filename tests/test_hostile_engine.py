@@ -120,9 +120,13 @@ def test_huge_and_tiny_coordinates_count_as_at_a_sane_scale(strategy: engine.Str
 
 def test_the_canonical_scale_leaves_room_for_every_square() -> None:
     """No d2 or threshold can overflow, even with every coordinate at the extremes, and a
-    coordinate 2^-750 times the largest keeps a normal square."""
+    coordinate 2^-750 times the largest keeps a normal square. (A tie_tol of 1e-3 or more is
+    refused: a rounding allowance, checks.MAX_TIE_TOL.)"""
+    for tie_tol in (1e-3, 1.0, 1e6, 1e300):
+        with pytest.raises(ValueError, match="`tie_tol` must be below"):
+            engine.linked_arrays(np.zeros((2, 1)), np.ones((2, 1)), tie_tol)
     for d in (1, 5, 100, 10_000):
-        for tie_tol in (0.0, 1e-9, 1.0, 1e6, 1e300):
+        for tie_tol in (0.0, 1e-9, 9.99e-4):
             originals = np.full((2, d), np.finfo(np.float64).max)
             originals[1] = -originals[1]
             scaled, reversed_, thresholds = engine.linked_arrays(originals, -originals, tie_tol)

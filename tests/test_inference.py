@@ -73,7 +73,7 @@ def cases(draw: st.DrawFn) -> tuple[list[Float64Array], list[Float64Array], floa
     offset=st.sampled_from([0.0, 2.0**40, -(2.0**60)]),
     unit=st.sampled_from([1.0, 2.0**-30, 2.0**300]),
     kind=st.sampled_from(["numeric", "categorical"]),
-    tie_tol=st.sampled_from([0.0, 1e-9, 0.25]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 9.99e-4]),
 )
 @settings(max_examples=examples(300))
 def test_the_attack_equals_the_brute_force_on_integer_grids(
@@ -379,7 +379,7 @@ def test_the_attack_through_the_script(tmp_path: Path) -> None:
     done = subprocess.run(
         [*common, *attack, "--format", "json"], capture_output=True, text=True, check=False
     )
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr  # some target misses
     data = json.loads(done.stdout)
     expected = phr.inference_risk(
         originals, avatars, holdout, known=["age", "bmi"], secret="smoker"

@@ -242,7 +242,7 @@ linked_grids = st.integers(1, 40).flatmap(
 @given(
     case=linked_grids,
     holdout_unit=st.sampled_from([1.0, 4.0]),
-    tie_tol=st.sampled_from([0.0, 1e-9, 3.0]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 9.99e-4]),
 )
 @settings(max_examples=examples(200))
 def test_the_counts_spare_walks_and_change_no_score(
@@ -250,8 +250,8 @@ def test_the_counts_spare_walks_and_change_no_score(
 ) -> None:
     # Linked sets on a grid: own avatars tied with rivals, copies, zero distances. An
     # original no rival hides scores its own avatar's d2 unwalked; the others walk from it.
-    # A holdout 4 times larger, or a tie_tol of 3 (another power of two for the count),
-    # puts the count's scale off the three sets': every original is then walked.
+    # A holdout 4 times larger puts the count's scale off the three sets': every original is
+    # then walked (a tie_tol, below 1e-3, never moves the count's power of two).
     originals, synthetic, holdout, offset, unit = case
     o, s = (np.array(a, dtype=np.float64) * unit + offset for a in (originals, synthetic))
     h = np.array(holdout, dtype=np.float64) * unit * holdout_unit + offset
@@ -286,7 +286,7 @@ def test_the_counts_spare_walks_and_change_no_score(
 @given(
     case=linked_grids,
     holdout_unit=st.sampled_from([1.0, 4.0]),
-    tie_tol=st.sampled_from([0.0, 1e-9, 3.0]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 9.99e-4]),
 )
 @settings(max_examples=examples(150))
 def test_the_report_s_count_lends_its_tree_and_changes_no_figure(
@@ -294,7 +294,7 @@ def test_the_report_s_count_lends_its_tree_and_changes_no_figure(
 ) -> None:
     # The report's count builds its tree of the avatars on their array, scaled in place
     # with the others; the holdout's walks take it. Where a scale differs (a holdout 4 times
-    # larger, a tie_tol of 3), the count copies and every tree is built: the same figures.
+    # larger), the count copies and every tree is built: the same figures.
     originals, synthetic, holdout, offset, unit = case
     o, s = (np.array(a, dtype=np.float64) * unit + offset for a in (originals, synthetic))
     h = np.array(holdout, dtype=np.float64) * unit * holdout_unit + offset
@@ -606,7 +606,7 @@ def test_report_holdout_through_the_script(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr  # some target misses
     data = json.loads(done.stdout)
     expected = phr.membership_risk(originals, avatars, holdout, categorical=["smoker"], ncp=3)
     assert data["holdout"]["membership"]["auc"] == expected.auc

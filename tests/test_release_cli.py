@@ -119,7 +119,7 @@ def test_every_component_through_the_script(tmp_path: Path) -> None:
         return subprocess.run([str(script), *args], capture_output=True, text=True, check=False)
 
     done = run("check", str(o), str(a), "--ncp", "all", *options, "--format", "json")
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 0, done.stderr  # no --min-rate: no gate
     got = json.loads(done.stdout)
     expected = phr.hidden_rate(
         originals, avatars, features=FEATURES, ncp="all", categorical=["stage"], impute="median"
@@ -130,7 +130,7 @@ def test_every_component_through_the_script(tmp_path: Path) -> None:
     assert (space["ncp"], space["ncp_requested"]) == (7, "all")
     assert (space["components_available"], space["components_spanned"]) == (7, 5)
     done = run("report", str(o), str(a), "--ncp", "all", *options, "--format", "json")
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr  # a report: some target misses
     assert json.loads(done.stdout)["space"] == "FAMD, 7 of 7 components (the originals span 5)"
     done = run("report", str(o), str(a), "--ncp", "all", *options)
     assert "space                 FAMD, 7 of 7 components (the originals span 5)" in done.stdout

@@ -43,7 +43,7 @@ from polars_hidden_rate.frames.files import (
 )
 from polars_hidden_rate.gate import summarize_inspected
 from polars_hidden_rate.measures.holdout import HoldoutOverlapWarning
-from polars_hidden_rate.measures.inference import InferenceAttack
+from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Inspector, Verdict
 from polars_hidden_rate.outputs import (
@@ -244,12 +244,13 @@ def run_check(args: argparse.Namespace) -> int:
         file_format(args.output, "--output")
     request, inspector, inputs, _ = in_background(lambda: _planned(args, "check"))
 
-    def settings() -> dict[str, Any]:  # the strategy is known once counted
+    def settings() -> dict[str, Any]:  # the strategy and the link test: known once counted
         return describe_settings(
             request,
             strategy=inspector.strategy,
+            verdict=inspector.verdict.to_dict(),
+            link_test=None if inspector.link is None else inspector.link.to_dict(),
             min_rate=min_rate,
-            max_own_copies=inspector.verdict.max_own_copies,
         )
 
     if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
@@ -261,7 +262,8 @@ def run_check(args: argparse.Namespace) -> int:
             per_record,
             args.output,
             min_rate=min_rate,
-            metadata=parquet_metadata(provenance(inputs.result(), settings())),
+            # Described once written: the file's footer states the count and its link test.
+            metadata=lambda: parquet_metadata(provenance(inputs.result(), settings())),
             inspector=inspector,
         )
     summary = summary.with_provenance(provenance(inputs.result(), settings()))
@@ -302,21 +304,23 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             verdict=_verdict(args),
             **options,
         )
-        # What it measures, stated before anything is written: the very files the job reads.
+        # The inputs it measures, described before anything is written: the very files the
+        # job reads; the settings once the link test has run.
         inputs = {
             "originals": describe_input(args.originals, job.originals.rows, job.originals.paths),
             "avatars": describe_input(args.avatars, job.avatars.rows, job.avatars.paths),
         }
+        with staged_directory(job.output, job.replaces) as staging:
+            summary = in_background(lambda: job.write(staging))
+        evidence = summary.evidence  # the link test ran while counting
         settings = describe_settings(
             job.request,
             strategy="cluster" if client is not None else None,
+            verdict=_verdict(args).to_dict(),
+            link_test=None if evidence is None else evidence.link.to_dict(),
             min_rate=min_rate,
-            max_own_copies=args.max_own_copies,
         )
-        block = provenance(inputs, settings)
-        with staged_directory(job.output, job.replaces) as staging:
-            summary = in_background(lambda: job.write(staging))
-        return summary.with_provenance(block)
+        return summary.with_provenance(provenance(inputs, settings))
 
 
 @contextlib.contextmanager
@@ -381,6 +385,7 @@ def run_report(args: argparse.Namespace) -> int:
     targets = dict(args.target or [])
     check_targets(targets, known=args.known)  # before anything is read
     _refuse_inputs(args.html, "--html", args)  # its folder too
+    _check_attack_options(args)
     attack = inference_attack(
         args.known, args.secret, args.secret_kind, args.secret_tolerance, args.holdout is not None
     )
@@ -392,7 +397,7 @@ def run_report(args: argparse.Namespace) -> int:
             inspector, targets=targets, holdout=holdout, known=args.known, inference=attack
         )
     )
-    more: dict[str, Any] = {"max_own_copies": inspector.verdict.max_own_copies}
+    more: dict[str, Any] = {}
     if attack is not None:
         more["inference"] = {
             "known": list(attack.known),
@@ -401,7 +406,14 @@ def run_report(args: argparse.Namespace) -> int:
             "tolerance": attack.tolerance,
         }
     block = provenance(
-        inputs.result(), describe_settings(request, strategy=inspector.strategy, **more)
+        inputs.result(),
+        describe_settings(
+            request,
+            strategy=inspector.strategy,
+            verdict=inspector.verdict.to_dict(),
+            link_test=None if inspector.link is None else inspector.link.to_dict(),
+            **more,
+        ),
     )
     report = report.with_provenance(block)
     if args.html is not None:
@@ -413,6 +425,44 @@ def run_report(args: argparse.Namespace) -> int:
         text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
         print(text)
     return 0 if report.passed else 1
+
+
+def _check_attack_options(args: argparse.Namespace) -> None:
+    """The options of the attribute inference attack, named as the command line gives them
+    (`inference_attack` checks them again, in the Python API's words)."""
+    if args.secret is None:
+        given = [
+            option
+            for option, value, default in (
+                ("--secret-kind", args.secret_kind, "auto"),
+                ("--secret-tolerance", args.secret_tolerance, DEFAULT_TOLERANCE),
+            )
+            if value != default
+        ]
+        if given:
+            msg = (
+                f"{' and '.join(given)} set the attribute inference attack: give its --secret "
+                "COLUMN too (with --known and --holdout)"
+            )
+            raise ValueError(msg)
+        return
+    missing = [
+        words
+        for words, value in (
+            ("the variables the attacker knows (--known A,B)", args.known),
+            (
+                "a holdout to control it, real records the generator never saw (--holdout FILE)",
+                args.holdout,
+            ),
+        )
+        if value is None
+    ]
+    if missing:
+        msg = (
+            f"--secret {args.secret} runs the attribute inference attack, which needs "
+            f"{' and '.join(missing)}"
+        )
+        raise ValueError(msg)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -464,19 +514,21 @@ def write_atomically(
     path: Path,
     *,
     min_rate: float | None,
-    metadata: dict[str, str] | None = None,
+    metadata: Callable[[], dict[str, str]] | None = None,
     inspector: Inspector | None = None,
 ) -> CloakingSummary:
     """Sink ``per_record`` into ``path``
-    (`replace_atomically`), parquet with
-    ``metadata``; summarise what was written, with the evidence ``inspector`` took from
-    the read it was counted from."""
+    (`replace_atomically`), parquet with the ``metadata`` it gives once the records are
+    counted (polars asks for it when it writes the footer); summarise what was written,
+    with the evidence ``inspector`` took from the read it was counted from."""
     kind = file_format(path, "--output")
     summaries: list[CloakingSummary] = []
 
     def sink(temporary: Path) -> None:
         sinks: dict[str, Callable[[Path], object]] = {
-            "parquet": lambda target: per_record.sink_parquet(target, metadata=metadata),
+            "parquet": lambda target: per_record.sink_parquet(
+                target, metadata=None if metadata is None else lambda _context: metadata()
+            ),
             "csv": per_record.sink_csv,
             "ipc": per_record.sink_ipc,
         }

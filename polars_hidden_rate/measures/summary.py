@@ -82,9 +82,11 @@ class CloakingSummary:
         if self.copies_fail:
             assert self.evidence is not None
             assert self.max_own_copies is not None
+            share = self.evidence.own_copies_percent
+            assert share is not None
             reasons.append(
-                f"own copies {self.evidence.own_copies_percent:.2f} % "
-                f"> {self.max_own_copies:g} % (--max-own-copies)"
+                f"own copies {decisive(share, self.max_own_copies, 2, 'f')} % "
+                f"> {exact(self.max_own_copies)} % (--max-own-copies)"
             )
         return reasons
 
