@@ -12,6 +12,7 @@ consumers. Dask is imported only when a cluster is used.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import operator
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -219,8 +220,8 @@ def gathered(function: Callable[..., Any], column: Any, *args: Any) -> Any:
 
 @contextlib.contextmanager
 def tasks_run(client: Client) -> Iterator[dict[str, int]]:
-    """The tasks the scheduler of ``client`` ran while inside, by key prefix
-    (``phr-link-bucket``, ``rechunk-transfer``, ...), filled in on leaving: a scheduler
+    """The tasks the scheduler of ``client`` ran while inside, by prefix (`task_prefix`:
+    ``phr-link-bucket``, ``rechunk-transfer``, ...), filled in on leaving: a scheduler
     plugin counts each task that finished (a recomputed one once per run)."""
     name = f"phr-tasks-run-{uuid.uuid4().hex[:12]}"
     client.run_on_scheduler(_start_counting, name)
@@ -231,8 +232,28 @@ def tasks_run(client: Client) -> Iterator[dict[str, int]]:
         counts.update(client.run_on_scheduler(_stop_counting, name))
 
 
+def task_prefix(key: Any) -> str:
+    """The stage of a task key: for the package's (``phr-<stage>-<indices>-<run>``, or a
+    tuple under such a name) its words up to the first index, else Dask's `key_split`.
+
+    Examples
+    --------
+    >>> task_prefix("phr-assemble-3-0123456789ab"), task_prefix(("phr-link-pieces-01ab", 3, 0))
+    ('phr-assemble', 'phr-link-pieces')
+    >>> task_prefix(("rechunk-transfer-" + "0a" * 16, 2, 0))
+    'rechunk-transfer'
+    """
+    name = str(key[0] if isinstance(key, tuple) else key)
+    words = name.split("-")
+    if words[0] != "phr" or len(words) < 3:
+        from dask.utils import key_split
+
+        return str(key_split(key))
+    kept = itertools.takewhile(lambda word: not word.isdigit(), words[1:-1])
+    return "-".join(["phr", *kept])
+
+
 def _start_counting(name: str, dask_scheduler: Any = None) -> None:
-    from dask.utils import key_split
     from distributed.diagnostics.plugin import SchedulerPlugin
 
     class TaskCounter(SchedulerPlugin):
@@ -241,7 +262,7 @@ def _start_counting(name: str, dask_scheduler: Any = None) -> None:
 
         def transition(self, key: Any, start: str, finish: str, *args: Any, **kw: Any) -> None:
             if start == "processing" and finish == "memory":
-                prefix = key_split(key)
+                prefix = task_prefix(key)
                 self.counts[prefix] = self.counts.get(prefix, 0) + 1
 
     dask_scheduler.add_plugin(TaskCounter(), name=name)
