@@ -248,6 +248,7 @@ def _figures_of(
         in_rows(walks.walk(walks.synthetic, walks.holdout), walks.holdout),
         len(walks.synthetic.points),
         confidence,
+        walks.units,
     )
     to_training = walks.to_training()
     in_order = np.arange(len(to_training), dtype=np.int64)  # the synthetic tree's own

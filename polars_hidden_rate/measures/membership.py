@@ -18,11 +18,20 @@ compare the members' scores with the holdout's.
 Random guessing gives an AUC of 0.5 and a true positive rate equal to ``fpr``. Arrays in,
 values out: no frames here. Scores are compared as given, so pass squared distances (exact
 in float64) rather than their square roots, which can merge two of them.
+
+With fewer than `MIN_RECORDS` records on a side, the figures warn (`SmallSampleWarning`):
+DeLong's normal interval then covers the AUC less often than its level says (a 95 % interval
+covers a random attack's 0.5 in about 86 % of runs with 5 members against 500 holdout
+records, 94 % from 30 a side), and a true positive rate at 10 % false positives among 5
+holdout records is an interpolation between two of them. So does an interval of zero width
+(every placement alike: the sides fully separated, or every score tied), whose variance
+estimate of 0 is no certainty.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -43,6 +52,14 @@ from polars_hidden_rate.plan import CountOptions
 DEFAULT_FPR = 0.1
 """The false positive rate the attack papers report the true positive rate at."""
 
+MIN_RECORDS = 30
+"""Below this many members or holdout records, the figures warn (`SmallSampleWarning`)."""
+
+
+class SmallSampleWarning(UserWarning):
+    """The membership figures rest on too few records to be read at their stated level: a
+    side below `MIN_RECORDS` records, or DeLong's interval of zero width."""
+
 
 @dataclass(frozen=True)
 class MembershipRisk:
@@ -51,19 +68,23 @@ class MembershipRisk:
     Attributes
     ----------
     members, holdout
-        Each record's squared distance to its nearest synthetic record, at one power-of-two
-        scale (`canonical_scale`) shared by both: the scores
-        the figures compare, exact in float64.
+        The scores the figures compare, exact in float64: each record's squared distance to
+        its nearest synthetic record, at one power-of-two scale (`canonical_scale`) shared by
+        both, ``2^(2 exponent)`` times the squared distance in the coordinates' own units
+        (`members_squared_distances` and `holdout_squared_distances` give those).
     synthetic
         The size of the synthetic set.
     confidence
         The level of [`auc_interval`][polars_hidden_rate.MembershipRisk.auc_interval].
+    exponent
+        The power of two the coordinates were multiplied by before the distances were taken.
     """
 
     members: Float64Array
     holdout: Float64Array
     synthetic: int
     confidence: float = 0.95
+    exponent: int = 0
 
     @classmethod
     def of_arrays(
@@ -78,7 +99,8 @@ class MembershipRisk:
         """Score the originals (members) and the holdout by their exact squared distance to
         the nearest synthetic record: one scale for all three arrays, one kd-tree of the
         synthetic records."""
-        (points, members, others), _ = canonical_scale(
+        check_confidence(confidence)
+        (points, members, others), exponent = canonical_scale(
             synthetic, originals, holdout, names=("synthetic", "originals", "holdout")
         )
         if len(points) == 0:
@@ -90,12 +112,43 @@ class MembershipRisk:
             squared_nearest(tree, others, threads=threads),
             len(points),
             confidence,
+            exponent,
         )
+
+    @property
+    def members_squared_distances(self) -> Float64Array:
+        """Each member's squared distance to its nearest synthetic record, in the units of
+        the coordinates (`members` times ``2^(-2 exponent)``: exact, but where that
+        underflows or overflows float64, which the scores themselves never do)."""
+        return np.ldexp(self.members, -2 * self.exponent)
+
+    @property
+    def holdout_squared_distances(self) -> Float64Array:
+        """Each holdout record's squared distance to its nearest synthetic record, in the
+        units of the coordinates (as `members_squared_distances`)."""
+        return np.ldexp(self.holdout, -2 * self.exponent)
 
     @functools.cached_property
     def _sorted(self) -> _Sorted:
         # Every figure needs both sides sorted: sorted once, for all of them.
-        return _Sorted.of(self.members, self.holdout)
+        found = _Sorted.of(self.members, self.holdout)
+        few = [
+            f"{size} {name}"
+            for size, name in (
+                (len(found.members), "members"),
+                (len(found.holdout), "holdout records"),
+            )
+            if size < MIN_RECORDS
+        ]
+        if few:
+            msg = (
+                f"the membership figures rest on {' and '.join(few)} (fewer than {MIN_RECORDS}): "
+                "DeLong's interval covers the AUC less often than its level says, and the true "
+                "positive rate at a false positive rate interpolates between a few records; "
+                f"measure with at least {MIN_RECORDS} records on each side"
+            )
+            warnings.warn(msg, SmallSampleWarning, stacklevel=3)
+        return found
 
     @functools.cached_property
     def _auc_and_interval(self) -> tuple[float, tuple[float, float] | None]:
@@ -108,6 +161,14 @@ class MembershipRisk:
             )
         except ValueError:  # the confidence, checked again by `auc_interval`
             interval = None
+        if interval is not None and interval[0] == interval[1]:
+            low, high = interval
+            msg = (
+                f"DeLong's interval of the membership AUC has zero width ([{low:g}, {high:g}]): "
+                "every record places alike among the other side (the sides fully separated, "
+                "or every score tied), so its variance estimate is 0, which is no certainty"
+            )
+            warnings.warn(msg, SmallSampleWarning, stacklevel=3)
         return _auc_of(of_members, of_holdout), interval
 
     @property
@@ -326,7 +387,7 @@ def membership_risk(
         Real records of the same population that the generator never saw, with the
         originals' columns and types.
     confidence
-        The level of the AUC's interval.
+        The level of the AUC's interval, strictly between 0 and 1.
     **options
         ``coords`` or ``features``, ``categorical``, ``impute`` and ``ncp`` choose the
         space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]; ``threads``. No link:
@@ -338,6 +399,14 @@ def membership_risk(
     polars.exceptions.SchemaError
         When the holdout's columns or types differ from the originals', before anything is
         read.
+    ValueError, TypeError
+        When ``confidence`` is not a number strictly between 0 and 1, before anything is read.
+
+    Warns
+    -----
+    SmallSampleWarning
+        When the members or the holdout number fewer than `MIN_RECORDS` (30) records, or
+        the AUC's interval has zero width.
 
     Examples
     --------
@@ -347,9 +416,12 @@ def membership_risk(
     >>> synthetic = pl.DataFrame({"Dim1": [0.0, 1.0, 2.0, 3.0]})  # copies
     >>> holdout = pl.DataFrame({"Dim1": [0.5, 1.5, 2.5, 3.5]})
     >>> risk = phr.membership_risk(originals, synthetic, holdout, coords="Dim1")
-    >>> risk.auc, risk.tpr_at_fpr(0.1)
+    >>> risk.auc, risk.tpr_at_fpr(0.1)  # 4 records a side: a SmallSampleWarning
     (1.0, 1.0)
+    >>> risk.holdout_squared_distances.tolist()
+    [0.25, 0.25, 0.25, 0.25]
     """
+    check_confidence(confidence)  # before anything is read
     space = HoldoutSpace.read(originals, synthetic, holdout, options, "membership_risk")
     return MembershipRisk.of_arrays(
         space.originals,
