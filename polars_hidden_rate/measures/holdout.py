@@ -51,12 +51,14 @@ def check_holdout(originals: pl.Schema, holdout: pl.Schema) -> None:
 @dataclass(frozen=True)
 class HoldoutSpace:
     """The originals, the synthetic records and the holdout, as coordinate arrays of one
-    space (the plan's), read at once."""
+    space (the plan's), read at once, with the plan's threads and ``tie_tol`` (the rounding
+    allowance of every comparison of two distances)."""
 
     originals: Float64Array
     synthetic: Float64Array
     holdout: Float64Array
     threads: int | None
+    tie_tol: float
 
     @classmethod
     def read(
@@ -76,6 +78,7 @@ class HoldoutSpace:
             space.coordinates_of(space.avatars, "synthetic"),
             space.coordinates_of(as_lazy(holdout, "holdout"), "holdout"),
             request.threads,
+            request.tie_tol,
         )
 
 
