@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-floor lint typecheck pytest docs bench clean
+.PHONY: demo test test-fast test-floor lint typecheck pytest docs bench peers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -88,5 +88,20 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.bench_counts $(BENCH_ARGS)
 
+# The peers as oracles: anonymeter and SDMetrics in a venv of their own (their pins of numpy
+# and pandas conflict with the package's, so never in .venv, nor in `make test`'s install).
+# tests/test_linkability.py and tests/test_baseline.py run them through it by subprocess
+# (tests/peer_oracle.py) and skip, saying why, while it is absent; PEERS_PYTHON names another.
+PEERS_VENV ?= .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+$(PEERS_STAMP):
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet anonymeter==1.1.0 sdmetrics==0.32.0
+	touch $(PEERS_STAMP)
+
+peers: $(PEERS_STAMP)
+
 clean:
-	rm -rf $(VENV) $(FLOOR_VENV) site docs/generated tools/site_assets/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(FLOOR_VENV) $(PEERS_VENV) site docs/generated tools/site_assets/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -8,9 +8,11 @@ from polars_hidden_rate.api import hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
+from polars_hidden_rate.measures.baseline import DcrBaseline, dcr_baseline_protection
 from polars_hidden_rate.measures.correlation import correlation_protection_rate
 from polars_hidden_rate.measures.distances import closest_distances_ratio, distance_to_closest
 from polars_hidden_rate.measures.inference import InferenceRisk, inference_risk
+from polars_hidden_rate.measures.linkability import LinkabilityRisk, linkability_risk
 from polars_hidden_rate.measures.membership import MembershipRisk, membership_risk
 from polars_hidden_rate.measures.overfitting import dcr_overfitting_protection
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
@@ -22,8 +24,10 @@ from polars_hidden_rate.to_parquet import local_cloaking_to_parquet
 
 __all__ = [
     "CountOptions",
+    "DcrBaseline",
     "HiddenRateTooLowError",
     "InferenceRisk",
+    "LinkabilityRisk",
     "MembershipRisk",
     "PrivacyReport",
     "Projection",
@@ -32,11 +36,13 @@ __all__ = [
     "closest_distances_ratio",
     "correlation_protection_rate",
     "count_cloaking",
+    "dcr_baseline_protection",
     "dcr_overfitting_protection",
     "distance_to_closest",
     "hidden_rate",
     "hidden_rate_interval",
     "inference_risk",
+    "linkability_risk",
     "local_cloaking",
     "local_cloaking_to_parquet",
     "membership_risk",

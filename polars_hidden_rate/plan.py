@@ -3,7 +3,10 @@
 `plan` checks a request against the schemas and returns a `CountPlan`; nothing
 is read until it runs. The plan is the one place that picks where the work runs (this
 machine's CPU, the GPU, or a Dask cluster): `CountPlan.counts` for the counts,
-`CountPlan.nearest_two` for each avatar's two nearest originals.
+`CountPlan.nearest_two` for each avatar's two nearest originals; `CountPlan.runs_on_cpu` and
+`CountPlan.walks_here` say where they run, for the measures that share their walks,
+`CountPlan.options_for` gives a measure on the same sets the plan's options, and
+`require_cpu` refuses a cluster or the GPU to a measure that has no path there.
 """
 
 from __future__ import annotations
@@ -247,6 +250,33 @@ class CountPlan:
         with stage("fitting the projection", enabled=self.progress):
             fit = self.projection.fit(self.originals)
         return replace(self, projection=self.projection.with_fit(fit))
+
+    @property
+    def runs_on_cpu(self) -> bool:
+        """Whether the counts run on this machine's CPU engine (no cluster, no GPU), where a
+        measure can share their kd-trees and scaled arrays."""
+        return self.cluster is None and self.device == "cpu"
+
+    @property
+    def walks_here(self) -> bool:
+        """Whether the nearest-record walks run on this machine (`nearest_of`): everywhere
+        but on a cluster, whatever `device`."""
+        return self.cluster is None
+
+    def options_for(self, columns: Sequence[str]) -> CountOptions:
+        """The options of a measure of this plan's sets in the space of ``columns`` alone
+        (the inference attack's known columns), on this machine: the plan's threads and tie
+        tolerance, and, with a projection (fitted: `fitted`), those of ``columns`` it takes
+        as categorical (by type, named, or ``"auto"``) and its imputation."""
+        options: CountOptions = {"threads": self.threads, "tie_tol": self.tie_tol}
+        if self.projection is not None:
+            assert self.projection.fitted is not None, "fit the projection first (`fitted`)"
+            chosen = {f.name for f in self.projection.fitted.scaling.categorical}
+            forced = [name for name in columns if name in chosen]
+            if forced:
+                options["categorical"] = forced
+            options["impute"] = self.projection.spec.impute
+        return options
 
     def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:
         """``frame``'s coordinates (the ``role`` side) in this plan's space, read on their own
@@ -500,3 +530,15 @@ def plan(
         cluster=cluster,
         projection=projection,
     )
+
+
+def require_cpu(options: CountOptions, caller: str) -> None:
+    """Refuse ``cluster`` and ``device`` to ``caller``, a measure whose exact nearest-record
+    walks run on this machine's CPU only; before `plan` checks them (a GPU need not be there
+    to be refused)."""
+    if options.get("cluster") is not None or options.get("device", "cpu") != "cpu":
+        msg = (
+            f"{caller}() runs on this machine's CPU: drop `cluster` and `device` (its exact "
+            "nearest-record walks have no cluster or GPU path yet)"
+        )
+        raise NotImplementedError(msg)

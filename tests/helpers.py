@@ -342,3 +342,119 @@ def cohort(n: int, seed: int) -> pl.DataFrame:
             "smoker": rng.random(n) < 0.3,
         }
     ).with_columns(pl.col("stage").cast(pl.Enum(STAGES)))
+
+
+# --- the peers (anonymeter, SDMetrics) as oracles, through their own venv, and brute forces
+
+
+PEERS_PYTHON = Path(
+    os.environ.get("PEERS_PYTHON", Path(__file__).parent.parent / ".venv-peers/bin/python")
+)
+"""The peers' venv (``make peers``); ``PEERS_PYTHON`` names another."""
+
+
+def run_peer(cases: list[dict[str, Any]], needs: str) -> list[dict[str, Any]]:
+    """Run `tests/peer_oracle.py` on ``cases`` in the peers' venv (one process) and return
+    their figures; skip when that venv, or its module ``needs``, is absent."""
+    import json
+    import subprocess
+
+    if not PEERS_PYTHON.exists():
+        pytest.skip(f"no peers' venv at {PEERS_PYTHON}: `make peers` creates it")
+    probe = subprocess.run(
+        [str(PEERS_PYTHON), "-c", f"import {needs}"], capture_output=True, check=False
+    )
+    if probe.returncode:
+        pytest.skip(f"{needs} is not installed in {PEERS_PYTHON}: `make peers` installs it")
+    done = subprocess.run(
+        [str(PEERS_PYTHON), str(Path(__file__).parent / "peer_oracle.py")],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    found: list[dict[str, Any]] = json.loads(done.stdout)
+    return found
+
+
+def as_columns(frame: pl.DataFrame) -> dict[str, list[Any]]:
+    """A frame as JSON columns for `run_peer`."""
+    return {name: frame.get_column(name).to_list() for name in frame.columns}
+
+
+def brute_gower(
+    queries: list[list[Any]], candidates: list[list[Any]], numeric: int
+) -> list[list[float]]:
+    """anonymeter's distance written out: columns ``< numeric`` numbers divided by their range
+    over both lists (1 where 0), absolute differences summed in order, then 1 per differing
+    other column."""
+    ranges = []
+    for k in range(numeric):
+        values = [row[k] for row in queries + candidates]
+        width = float(max(values)) - float(min(values))
+        ranges.append(1.0 if width == 0.0 else width)
+    out = []
+    for q in queries:
+        row = []
+        for c in candidates:
+            d = 0.0
+            for k in range(len(q)):
+                if k < numeric:
+                    d += abs(float(q[k]) / ranges[k] - float(c[k]) / ranges[k])
+                else:
+                    d += 1.0 if q[k] != c[k] else 0.0
+            row.append(d)
+        out.append(row)
+    return out
+
+
+def brute_link_chance(on_a: list[float], on_b: list[float], k: int, tie_tol: float) -> float:
+    """A target's chance of a link from its distances to each synthetic record on ``A`` and on
+    ``B``, by enumerating every fill of the tied places at each edge (each equally likely)."""
+    import itertools
+    from fractions import Fraction
+
+    def fills(distances: list[float]) -> list[frozenset[int]]:
+        edge = sorted(distances)[k - 1]
+        certain = {j for j, d in enumerate(distances) if d * (1.0 + tie_tol) < edge}
+        tied = [
+            j for j, d in enumerate(distances) if j not in certain and d <= edge * (1.0 + tie_tol)
+        ]
+        return [
+            frozenset(certain | set(pick))
+            for pick in itertools.combinations(tied, k - len(certain))
+        ]
+
+    sides = fills(on_a), fills(on_b)
+    hits = sum(1 for a in sides[0] for b in sides[1] if a & b)
+    return float(Fraction(hits, len(sides[0]) * len(sides[1])))
+
+
+SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+"""The paper's AIDS and WBCD releases, beside the checkout (never copied into it)."""
+
+
+def skip_reason(report: Any) -> str:
+    """The reason a skipped test report gives (``longrepr`` is ``(path, line, reason)``)."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def real_data_summary(stats: dict[str, list[Any]], shared: Path = SHARED_DATASETS) -> list[str]:
+    """The lines the run's summary adds when tests on the real releases were skipped (their
+    reasons name ``shared/datasets``): how many, where the data was looked for, and which;
+    none when they all ran."""
+    skipped = [r for r in stats.get("skipped", []) if "shared/datasets" in skip_reason(r)]
+    if not skipped:
+        return []
+    nodeids = sorted({str(r.nodeid) for r in skipped})
+    return [
+        f"{len(nodeids)} {'test' if len(nodeids) == 1 else 'tests'} on the paper's AIDS and "
+        f"WBCD releases did not run: {shared} is "
+        "absent (they skip without it; check it out beside the repository to run them)",
+        *(f"  {nodeid}" for nodeid in nodeids),
+    ]

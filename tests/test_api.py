@@ -63,7 +63,9 @@ def test_output_types() -> None:
     assert frame.schema["hidden"] == pl.Boolean
     rate = originals.avatar.hidden_rate(avatars, coords=["Dim1", "Dim2"])  # type: ignore[attr-defined]
     assert isinstance(rate, float)
-    assert 0.0 <= rate <= 100.0
+    expected = hidden_share(expected_counts(originals, avatars, ["Dim1", "Dim2"]))
+    assert 0.0 < expected < 100.0  # neither end: a rate stuck at 0 or 100 would fail
+    assert rate == expected
 
 
 @settings(max_examples=examples(40), deadline=None)

@@ -470,3 +470,72 @@ def test_the_report_refuses_attack_settings_without_an_attack() -> None:
     frame = pl.DataFrame({"k": [0.0, 1.0, 2.0], "s": ["a", "b", "c"]})
     with pytest.raises(ValueError, match="no residual risk can be measured"):
         phr.inference_risk(frame, frame, frame, known="k", secret="s", confidence=1e-17)
+
+
+def coded_secret(seed: int = 3) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Sets whose secret is a code of 20 values, 100 to 119, unrelated to the known ``k``:
+    within 5 % of a code lie about half the others, so judged as a number a random guess is
+    right half the time, and by equality one time in 20."""
+    rng = np.random.default_rng(seed)
+
+    def people(size: int) -> pl.DataFrame:
+        return pl.DataFrame({"k": rng.normal(0, 1, size), "code": rng.integers(100, 120, size)})
+
+    return people(600), people(600), people(600)
+
+
+def test_a_secret_declared_categorical_is_judged_by_equality() -> None:
+    originals, synthetic, holdout = coded_secret()
+    as_number = phr.inference_risk(originals, synthetic, holdout, known="k", secret="code")
+    assert as_number.secret_kind == "numeric"
+    assert as_number.control.successes / 600 > 0.3  # within 5 % of 100 to 119: 94 to 125
+    expected = phr.inference_risk(
+        originals, synthetic, holdout, known="k", secret="code", secret_kind="categorical"
+    )
+    assert expected.secret_kind == "categorical"
+    assert expected.control.successes / 600 < 0.1
+    for categorical in (["code"], "code", ["k", "code"]):
+        named = phr.inference_risk(
+            originals, synthetic, holdout, known="k", secret="code", categorical=categorical
+        )
+        assert named.secret_kind == "categorical"
+        assert named.control_success.tolist() == expected.control_success.tolist() or (
+            categorical == ["k", "code"]  # k itself taken as categorical: another space
+        )
+        assert named.categorical == (("k",) if categorical == ["k", "code"] else ())
+    # "auto" takes a number with at most 10 distinct values as categorical: the secret too.
+    few = [
+        frame.with_columns(code=pl.col("code") % 10) for frame in (originals, synthetic, holdout)
+    ]
+    auto = phr.inference_risk(*few, known="k", secret="code", categorical="auto")
+    assert auto.secret_kind == "categorical"
+    assert (
+        auto.to_dict()
+        == phr.inference_risk(*few, known="k", secret="code", secret_kind="categorical").to_dict()
+    )
+    many = phr.inference_risk(
+        originals, synthetic, holdout, known="k", secret="code", categorical="auto"
+    )
+    assert many.secret_kind == "numeric"  # 20 values: a number under "auto"
+    asked = phr.inference_risk(
+        *few, known="k", secret="code", categorical="auto", secret_kind="numeric"
+    )
+    assert asked.secret_kind == "numeric"  # a kind asked for is taken as asked
+
+
+@pytest.mark.parametrize("values", [["1.5", "3", "2"], ["3", "7"], ["1,5", "2,25"], ["nan", "4e3"]])
+def test_a_text_secret_of_numbers_is_refused_naming_the_fixes(values: list[str]) -> None:
+    frame = pl.DataFrame({"k": [float(i) for i in range(len(values))], "s": values})
+    with pytest.raises(ComputeError, match="secret 's' of originals is text but every value") as e:
+        phr.inference_risk(frame, frame, frame, known="k", secret="s")
+    assert "pl.col('s').cast(pl.Float64)" in str(e.value)
+    assert "secret_kind='categorical'" in str(e.value)
+    as_text = phr.inference_risk(frame, frame, frame, known="k", secret="s",
+                                 secret_kind="categorical")  # fmt: skip
+    assert as_text.members.successes == len(values)
+    named = phr.inference_risk(frame, frame, frame, known="k", secret="s", categorical="s")
+    assert named.secret_kind == "categorical"
+    mixed = frame.with_columns(s=pl.Series([*values[:-1], "x"]))
+    assert phr.inference_risk(mixed, mixed, mixed, known="k", secret="s").secret_kind == (
+        "categorical"
+    )

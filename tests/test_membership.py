@@ -27,7 +27,13 @@ from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest
 from polars_hidden_rate.engine.scale import canonical_scale, exponent_for
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
-from polars_hidden_rate.measures.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
+from polars_hidden_rate.measures.membership import (
+    MembershipRisk,
+    SmallSampleWarning,
+    auc,
+    auc_interval,
+    tpr_at_fpr,
+)
 from polars_hidden_rate.measures.overfitting import DcrOverfitting, SmallHoldoutWarning
 from polars_hidden_rate.measures.walks import LinkedCloaking
 from tests.helpers import examples
@@ -678,3 +684,77 @@ def test_report_holdout_through_the_script(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "lacks 'bmi'" in bad.stderr
     assert bad.stderr.count("\n") == 1
+
+
+def test_the_json_reports_the_tpr_at_10_percent_false_positives() -> None:
+    members = np.arange(100, dtype=np.float64)
+    holdout = np.arange(100, dtype=np.float64) + 40.0
+    risk = MembershipRisk(members, holdout, 7)
+    found = risk.to_dict()
+    assert found["fpr"] == 0.1
+    assert found["tpr_at_fpr"] == tpr_at_fpr(members, holdout, 0.1) == risk.tpr_at_fpr()
+    assert tpr_at_fpr(members, holdout, 0.05) != found["tpr_at_fpr"]  # a 5 % would show
+
+
+def test_membership_risk_takes_its_confidence_and_checks_it_first() -> None:
+    originals, avatars, holdout = release_with_holdout()
+    options: phr.CountOptions = {"categorical": ["smoker"], "ncp": 3}
+    risk = phr.membership_risk(originals, avatars, holdout, confidence=0.8, **options)
+    assert risk.confidence == 0.8
+    assert risk.to_dict()["confidence"] == 0.8
+    assert risk.auc_interval == auc_interval(risk.members, risk.holdout, 0.8)
+    assert risk.auc_interval != auc_interval(risk.members, risk.holdout, 0.95)
+
+    def unreadable() -> pl.LazyFrame:  # fails if the measure read anything before the check
+        return originals.lazy().select(pl.all().map_batches(lambda _: 1 / 0))
+
+    for confidence, error in ((0, ValueError), (1.0, ValueError), ("0.95", TypeError)):
+        with pytest.raises(error, match="`confidence` must"):
+            phr.membership_risk(unreadable(), avatars, holdout, confidence=confidence, **options)  # type: ignore[arg-type]
+        with pytest.raises(error, match="`confidence` must"):
+            MembershipRisk.of_arrays(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros((3, 1)),
+                                     confidence=confidence)  # type: ignore[arg-type]  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", [1.0, 2.0**-500, 2.0**500])
+def test_the_scores_are_given_back_in_the_coordinates_units(unit: float) -> None:
+    originals = pl.DataFrame({"Dim1": [0.0, 1.0, 2.0, 3.0] * 10}) * unit
+    holdout = pl.DataFrame({"Dim1": [0.5, 1.5, 2.5, 3.75] * 10}) * unit
+    risk = phr.membership_risk(originals, originals, holdout, coords="Dim1")
+    with pytest.warns(SmallSampleWarning):  # the interval: [1, 1]
+        assert risk.auc == 1.0
+    distances = [0.25, 0.25, 0.25, 0.5625] * 10
+    assert risk.holdout_squared_distances.tolist() == [d * unit * unit for d in distances]
+    assert risk.members_squared_distances.tolist() == [0.0] * 40
+    assert np.array_equal(
+        np.ldexp(risk.holdout, -2 * risk.exponent), risk.holdout_squared_distances
+    )
+    assert risk.exponent != 0  # the scores are not the distances: their units are given
+    assert risk.holdout[0] == np.ldexp(0.25 * unit * unit, 2 * risk.exponent)
+    report = phr.privacy_report(
+        originals, originals, holdout=holdout, coords="Dim1", allow_unlinked=True
+    )
+    assert report.holdout is not None
+    shown = report.holdout.membership
+    assert shown.holdout_squared_distances.tolist() == risk.holdout_squared_distances.tolist()
+
+
+def test_few_records_or_an_interval_of_zero_width_warn() -> None:
+    rng = np.random.default_rng(5)
+    for members, holdout, words in (
+        (rng.normal(size=5), rng.normal(size=500), "5 members"),
+        (rng.normal(size=500), rng.normal(size=1), "1 holdout records"),
+        (rng.normal(size=5), rng.normal(size=5), "5 members and 5 holdout records"),
+    ):
+        with pytest.warns(SmallSampleWarning, match=f"rest on {words} \\(fewer than 30\\)"):
+            MembershipRisk(members, holdout, 10).tpr_at_fpr()
+    for members, holdout, interval in (
+        (np.zeros(40), np.ones(40), r"\[1, 1\]"),
+        (np.ones(40), np.ones(40), r"\[0.5, 0.5\]"),
+    ):
+        risk = MembershipRisk(members, holdout, 10)
+        with pytest.warns(SmallSampleWarning, match=f"zero width \\({interval}\\)"):
+            risk.to_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        MembershipRisk(rng.normal(size=30), rng.normal(size=30), 10).to_dict()

@@ -218,3 +218,12 @@ def test_wbcd_with_every_component_gives_the_exact_figures() -> None:
     assert report.holdout is not None
     assert report.holdout.overfitting == found
     assert report.holdout.membership.auc == risk.auc
+
+
+def test_negative_scores_tie_by_their_magnitude() -> None:
+    from polars_hidden_rate.measures.membership import auc
+
+    assert auc([-1.0], [-1.0 + 2.0**-52], tie_tol=1e-9) == 0.5
+    assert auc([-1.0 - 2.0**-52], [-1.0], tie_tol=1e-9) == 0.5
+    assert auc([-1.0], [-0.5], tie_tol=1e-9) == 1.0
+    assert auc([-1.0], [-1.0 + 2.0**-52]) == 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -21,8 +22,16 @@ from polars.exceptions import (
 )
 
 import polars_hidden_rate as phr
+from polars_hidden_rate.plan import plan
 from polars_hidden_rate.projection import Projection, passes
-from polars_hidden_rate.projection.scaling import CategoricalFeature
+from polars_hidden_rate.projection.scaling import (
+    CategoricalFeature,
+    Feature,
+    Model,
+    NumericFeature,
+    Scaling,
+)
+from polars_hidden_rate.provenance import describe_settings, with_fit
 from tests.helpers import STAGES, brute_force_counts, cohort, examples, hidden_share
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
@@ -425,24 +434,41 @@ def test_fit_is_deterministic_whatever_the_batches() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def wide_frames(model: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Originals and avatars with many modalities: a 40-level code, binary flags and (but
-    for MCA) numbers; the avatars hold a modality the originals never had."""
+def wide_frames(model: str, wide: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals and avatars with many modalities: a 40-level code, binary flags (``wide``
+    more of them) and (but for MCA) numbers (``wide`` more); the avatars hold a modality the
+    originals never had."""
     rng = np.random.default_rng(11)
     n = 1500
     columns: dict[str, Any] = {"code": [f"k{v}" for v in rng.integers(0, 40, n)]}
-    columns |= {f"flag{j}": rng.choice(["y", "n"], n) for j in range(6)}
+    columns |= {f"flag{j}": rng.choice(["y", "n"], n) for j in range(6 + wide)}
     if model == "FAMD":
-        columns |= {f"x{j}": rng.normal(0, 10.0**j, n) for j in range(3)}
+        columns |= {f"x{j}": rng.normal(0, 10.0 ** (j % 4), n) for j in range(3 + wide)}
     frame = pl.DataFrame(columns)
     unseen = pl.when(pl.int_range(pl.len()) % 9 == 0).then(pl.lit("new")).otherwise("code")
     return frame.head(1000), frame.tail(500).with_columns(unseen.alias("code"))
 
 
+def sum_in_the_fixed_order(terms: list[np.ndarray]) -> np.ndarray:
+    """The documented order of a coordinate's sum: left to right in runs of 32 terms, then the
+    runs' sums pairwise, level by level, an odd last one carried up as it is."""
+    level = []
+    for start in range(0, len(terms), 32):
+        run = terms[start]
+        for term in terms[start + 1 : start + 32]:
+            run = run + term
+        level.append(run)
+    while len(level) > 1:
+        pairs = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+        level = [*pairs, level[-1]] if len(level) % 2 else pairs
+    return level[0]
+
+
 def coordinates_in_column_order(frame: pl.DataFrame, proj: Projection) -> np.ndarray:
-    """The coordinates in numpy, each the sum of its features' terms taken left to right:
-    loading times scaled column for a number; for the categorical columns, the row's profile
-    times the sum of their modalities' loadings over divisors, less the centres' share."""
+    """The coordinates in numpy, each the sum of its features' terms in column order (left to
+    right up to 32 terms, `sum_in_the_fixed_order`): loading times scaled column for a number;
+    for the categorical columns, the row's profile times the sum of their modalities' loadings
+    over divisors, less the centres' share."""
     scaled = proj.scaled(frame)  # numbers as Polars scales them (x / s is x * (1 / s) there)
     scaling = proj.scaling
     categorical = scaling.categorical
@@ -451,36 +477,38 @@ def coordinates_in_column_order(frame: pl.DataFrame, proj: Projection) -> np.nda
     profile = np.where(known > 0, q / np.maximum(known, 1), 0.0) if proj.model == "MCA" else 1.0
     columns = []
     for component in proj.components[: proj.ncp]:
-        total, lookups, constant, offset = None, None, 0.0, 0
+        terms: list[np.ndarray] = []
+        lookups: list[np.ndarray] = []
+        constant, offset = 0.0, 0
         for feature in scaling.features:
             if isinstance(feature, CategoricalFeature):
                 width = len(feature.modalities)
                 divisors = np.sqrt(feature.shares * (q if proj.model == "MCA" else 1))
                 per_unit = component[offset : offset + width] / divisors
                 table = dict(zip(feature.modalities, per_unit.tolist(), strict=True))
-                term = np.array([table.get(v, 0.0) for v in frame[feature.name].to_list()])
-                lookups = term if lookups is None else lookups + term
+                lookups.append(np.array([table.get(v, 0.0) for v in frame[feature.name].to_list()]))
                 constant -= float(per_unit @ feature.shares)
             else:
                 width = 1
-                term = scaled[:, offset] * component[offset]
-                total = term if total is None else total + term
+                terms.append(scaled[:, offset] * component[offset])
             offset += width
-        if lookups is not None:
-            term = profile * lookups + constant
-            total = term if total is None else total + term
-        assert total is not None
-        columns.append(total)
+        if lookups:
+            terms.append(profile * sum_in_the_fixed_order(lookups) + constant)
+        columns.append(sum_in_the_fixed_order(terms))
     return np.column_stack(columns)
 
 
-@pytest.mark.parametrize("model", ["FAMD", "MCA"])
-def test_many_components_and_modalities_sum_in_column_order_eager_or_lazy(model: str) -> None:
+@pytest.mark.parametrize(("model", "wide"), [("FAMD", 0), ("MCA", 0), ("FAMD", 70), ("MCA", 70)])
+def test_many_components_and_modalities_sum_in_column_order_eager_or_lazy(
+    model: str, wide: int
+) -> None:
     # From three terms pl.sum_horizontal adds in a tree its thread pool shapes: an eager
-    # frame and the same frame lazy differed in the last bits. The terms go left to right.
-    originals, avatars = wide_frames(model)
+    # frame and the same frame lazy differed in the last bits. The terms go left to right up
+    # to 32 of them (every case of `wide=0`), in the fixed tree beyond (`wide=70`: 73 numbers
+    # and 77 categorical columns).
+    originals, avatars = wide_frames(model, wide)
     fitted = Projection.fit(originals)
-    proj = Projection.fit(originals, ncp=fitted.n_components)
+    proj = Projection.fit(originals, ncp=40 if wide else fitted.n_components)
     assert proj.model == model
     assert proj.ncp > 20
     for frame in (originals, avatars):
@@ -495,6 +523,30 @@ def test_many_components_and_modalities_sum_in_column_order_eager_or_lazy(model:
         )
         for found in (eager, lazy, streamed):
             assert found.tobytes() == expected.tobytes()
+
+
+def expression_depth(expr: pl.Expr) -> int:
+    """The depth of an expression's tree: 1 for a column or a literal."""
+    return 1 + max((expression_depth(inner) for inner in expr.meta.pop()), default=0)
+
+
+@pytest.mark.parametrize(("numeric", "categorical"), [(1000, 0), (300, 300), (0, 600)])
+def test_a_wide_frame_s_coordinates_are_shallow_expressions(numeric: int, categorical: int) -> None:
+    # A chain of p additions has depth p, and Polars takes time and memory quadratic in it:
+    # 3,000 x 2,000 numbers took minutes and 7 GB. Runs of 32, then a balanced tree.
+    features: list[Feature] = [
+        NumericFeature(f"x{j}", pl.Float64(), 0.0, 1.0) for j in range(numeric)
+    ]
+    features += [
+        CategoricalFeature(f"c{j}", pl.String(), ("a", "b"), np.array([0.5, 0.5]))
+        for j in range(categorical)
+    ]
+    model: Model = "PCA" if not categorical else "MCA" if not numeric else "FAMD"
+    scaling = Scaling(tuple(features), model)
+    component = np.linspace(-1.0, 1.0, scaling.width)
+    depth = expression_depth(scaling.coordinate(component))
+    terms = max(numeric + (categorical > 0), categorical)
+    assert depth <= 32 + math.ceil(math.log2(terms / 32)) + 8, depth
 
 
 def test_with_inputs_refuses_a_column_of_its_name() -> None:
@@ -823,3 +875,31 @@ def test_a_feature_of_extreme_magnitude_projects_as_at_scale_one(exponent: int) 
     np.testing.assert_array_equal(counts, expected)
     back = fitted.unscale(fitted.scaled(scaled[0]))
     np.testing.assert_allclose(back["a"].to_numpy(), scaled[0]["a"].to_numpy(), rtol=1e-12)
+
+
+def test_categorical_auto_follows_the_papers_rule_whatever_the_number_type() -> None:
+    # get_categorical_continuous: len(unique()) <= 10, whatever the type; 0.0/1.0 flags and
+    # 1.0/2.0/3.0 grades stored as floats are categories as their integer forms are.
+    rng = np.random.default_rng(8)
+    n = 300
+    originals = pl.DataFrame(
+        {
+            "age": rng.normal(50, 10, n),
+            "flag": rng.integers(0, 2, n).astype(np.float64),
+            "grade": rng.integers(1, 4, n).astype(np.float64),
+            "stage": rng.integers(0, 3, n),
+            "eleven": (np.arange(n) % 11).astype(np.float64),
+        }
+    )
+    avatars = originals.sample(fraction=1.0, shuffle=True, seed=2)
+
+    def categorical(frame: pl.DataFrame, **options: Any) -> list[str]:
+        request = with_fit(plan(frame, frame, options))  # type: ignore[arg-type]
+        return sorted(describe_settings(request)["space"]["categorical"])
+
+    assert categorical(originals, categorical="auto", ncp=3) == ["flag", "grade", "stage"]
+    as_integers = originals.with_columns(pl.col("flag", "grade").cast(pl.Int64))
+    assert categorical(as_integers, categorical="auto", ncp=3) == ["flag", "grade", "stage"]
+    auto = phr.hidden_rate(originals, avatars, categorical="auto", ncp=3)
+    named = phr.hidden_rate(originals, avatars, categorical=["flag", "grade", "stage"], ncp=3)
+    assert auto == named

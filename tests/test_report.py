@@ -525,6 +525,93 @@ def test_html_page() -> None:
     assert page.texts.count("originals") == 1
 
 
+def test_a_registered_section_shows_in_the_json_the_page_and_the_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from polars_hidden_rate.measures.section import Histogram, Row, Section
+    from polars_hidden_rate.report import sections
+
+    def extra(report: PrivacyReport) -> Section:
+        rows = (
+            Row("extra metric (%)", 97.5, 95.0, True, page_label="Extra metric <page> (%)"),
+            Row("extra fact", f"{report.n:,} records & more"),
+            Row("extra, terminal only", "said in the terminal", only="text"),
+        )
+        figure = Histogram(np.arange(10.0), "The extra's histogram", "extra", "records")
+        return Section("extra", "The extra <section>", rows, {"extra": {"value": 97.5}}, (figure,))
+
+    keys, lines_before = list(sample_report().to_dict()), sample_report().to_text().splitlines()
+    monkeypatch.setattr(sections, "SECTIONS", (*sections.SECTIONS, extra))
+    report = sample_report()
+    # The JSON: the entry after the keys of the first releases, which keep their order.
+    data = report.to_dict()
+    assert data["extra"] == {"value": 97.5}
+    assert list(data) == [*keys, "extra"]
+    # The page: the metric in the table of metrics, the fact in a table under the section's
+    # title, the figure beside the others; every text escaped.
+    page, html = Page(), report.to_html()
+    page.feed(html)
+    assert ["Extra metric <page> (%)", "97.5", "> 95", "pass"] in page.rows
+    assert "<h2>The extra &lt;section&gt;</h2>" in html
+    assert "<tr><th>extra fact</th><td>100 records &amp; more</td></tr>" in html
+    assert "said in the terminal" not in html
+    assert page.tags.count("svg") == 4
+    assert "The extra's histogram" in page.texts
+    # The text: a line per row, after those of the registered sections.
+    lines = report.to_text().splitlines()
+    assert lines[: len(lines_before)] == lines_before
+    assert lines[-3:] == [
+        f"{'extra metric (%)':<30}{'97.5':<12}target > 95      PASS",
+        f"{'extra fact':<30}100 records & more",
+        f"{'extra, terminal only':<30}said in the terminal",
+    ]
+
+
+def test_every_section_of_a_report_shows_in_each_format() -> None:
+    """Each section's entry is in the JSON, each of its rows in the text and on the page
+    that show it: a section one format leaves out fails here."""
+    import html as escaping
+
+    originals, avatars = make_frames(120, seed=4)
+    holdout, _ = make_frames(60, seed=5)
+    report = phr.privacy_report(
+        originals,
+        avatars,
+        coords=DIMS,
+        on="id",
+        holdout=holdout,
+        known=["Dim1", "Dim2"],
+        secret="Dim3",
+    ).with_provenance(
+        {
+            "inputs": {"originals": {"path": "o.csv", "rows": 120, "size": 9, "sha256": "ab"}},
+            "settings": {
+                "space": {"coords": DIMS},
+                "link": {"by": "row order"},
+                "tie_tol": 1e-9,
+            },
+            "versions": {"polars": "1"},
+            "measured_at": "2026-01-01T00:00:00Z",
+        }
+    )
+    data, text, page = report.to_dict(), report.to_text().splitlines(), report.to_html()
+    keys = [key for section in report.sections() for key in section.entry]
+    assert sorted(keys) == sorted(data)  # no key twice, none from elsewhere
+    for section in report.sections():
+        for key, value in section.entry.items():
+            assert data[key] == value, key
+        for row in section.rows_in("text"):
+            assert any(line.startswith(f"{row.label:<{section.width}}") for line in text), row
+        for row in section.rows_in("page"):
+            assert f"<td>{escaping.escape(row.label_in('page'))}</td>" in page or (
+                f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
+            ), row
+    assert {s.key for s in report.sections()} == {
+        "records", "metrics", "release", "verdict", "holdout", "evidence", "provenance",
+    }  # fmt: skip
+    assert all(section.rows for section in report.sections())
+
+
 def test_benchmark_script_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from benchmarks import bench_report
 
@@ -598,9 +685,9 @@ def figures_of(page: str) -> list[dict[str, Any]]:
 
 
 def histogram_of(values: Any, **options: Any) -> dict[str, Any]:
-    from polars_hidden_rate.report import _svg_histogram
+    from polars_hidden_rate.report.svg import svg_histogram
 
-    (figure,) = figures_of(_svg_histogram(values, "title", "x", "y", **options))
+    (figure,) = figures_of(svg_histogram(values, "title", "x", "y", **options))
     return figure
 
 

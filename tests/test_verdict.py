@@ -25,7 +25,7 @@ from polars_hidden_rate.measures.link_test import ALPHA, MIN_RECORDS, SAMPLE, de
 from polars_hidden_rate.measures.verdict import AmbiguousLinkError, UnlinkedAvatarsError
 from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
-from tests.helpers import brute_force_counts, examples
+from tests.helpers import brute_force_counts, examples, hidden_share
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 AIDS_CATEGORICAL = [
@@ -470,8 +470,16 @@ def test_an_index_column_is_never_projected(name: str) -> None:
     avatars = avatars.with_columns(pl.int_range(60).alias(name))
     with pytest.raises(pl.exceptions.ComputeError, match="named like an index"):
         phr.hidden_rate(originals, avatars, ncp=3)
-    named = phr.hidden_rate(originals, avatars, ncp=3, features=["age", "stage", "sex", name])
-    assert 0 <= named <= 100
+    features = ["age", "stage", "sex", name]
+    named = phr.hidden_rate(originals, avatars, ncp=3, features=features)
+    # The rate of the brute force on the projection's own coordinates: the index is projected.
+    projection = phr.Projection.fit(originals.select(features), ncp=3)
+    assert name in projection.scaling.column_names
+    x, y = (
+        projection.transform(frame.select(features)).select(projection.coordinate_columns())
+        for frame in (originals, avatars)
+    )
+    assert named == hidden_share(brute_force_counts(x.to_numpy(), y.to_numpy(), 1e-9))
 
 
 @pytest.mark.parametrize("as_text", [False, True])

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 
 import polars_hidden_rate as phr
-from tests.helpers import brute_force_counts, exact_integer_shares, hidden_share
+from tests.helpers import (
+    brute_force_counts,
+    exact_integer_shares,
+    hidden_share,
+    real_data_summary,
+)
 
 
 def scaled_coordinates(wbcd_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -72,3 +78,27 @@ def test_wbcd_inference_attack_equals_the_exact_brute_force(wbcd_dir: Path) -> N
     assert found.members.successes == found.control.successes
     assert found.risk == 0.0
     assert 0.9 * len(originals) < found.members.successes < len(originals)
+
+
+def test_the_summary_names_the_real_data_tests_that_did_not_run(tmp_path: Path) -> None:
+    def skipped(nodeid: str, reason: str) -> SimpleNamespace:
+        return SimpleNamespace(nodeid=nodeid, longrepr=("t.py", 1, f"Skipped: {reason}"))
+
+    stats = {
+        "skipped": [
+            skipped(
+                "tests/test_wbcd.py::test_a",
+                f"WBCD data not found at {tmp_path}/shared/datasets/wbcd",
+            ),
+            skipped("tests/test_verdict.py::test_b", "../shared/datasets is absent"),
+            skipped("tests/test_gpu.py::test_c", "FAISS sees no GPU here"),
+        ],
+        "passed": [SimpleNamespace(nodeid="tests/test_wbcd.py::test_d", longrepr=None)],
+    }
+    lines = real_data_summary(stats, tmp_path)
+    assert lines[0].startswith(
+        f"2 tests on the paper's AIDS and WBCD releases did not run: {tmp_path}"
+    )
+    assert lines[1:] == ["  tests/test_verdict.py::test_b", "  tests/test_wbcd.py::test_a"]
+    assert real_data_summary({"skipped": stats["skipped"][2:]}, tmp_path) == []
+    assert real_data_summary({}, tmp_path) == []

@@ -40,7 +40,6 @@ from polars_hidden_rate.frames.files import (
     scan_literal,
 )
 from polars_hidden_rate.gate import summarize_inspected
-from polars_hidden_rate.measures.holdout import check_holdout
 from polars_hidden_rate.measures.inference import InferenceAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Inspector, Verdict
@@ -60,7 +59,12 @@ from polars_hidden_rate.provenance import (
     provenance,
     with_fit,
 )
-from polars_hidden_rate.report import check_targets, inference_attack, report_of_plan
+from polars_hidden_rate.report import (
+    check_holdout_and_attack,
+    check_targets,
+    inference_attack,
+    report_of_plan,
+)
 from polars_hidden_rate.tasks import EXTRA_HINT
 from polars_hidden_rate.to_parquet import plan_dataset
 
@@ -204,15 +208,7 @@ def _planned(
     held_out = None
     if holdout is not None:
         held_out = _scan(args, holdout, "HOLDOUT")
-        check_holdout(request.originals.collect_schema(), held_out.collect_schema())
-        if attack is not None:
-            attack.check(
-                {
-                    "originals": request.originals.collect_schema(),
-                    "synthetic": request.avatars.collect_schema(),
-                    "holdout": held_out.collect_schema(),
-                }
-            )
+        check_holdout_and_attack(request, held_out, attack)
         rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
     inputs = hashing.submit(

@@ -6,9 +6,12 @@ counts), `distances` (DCR and NNDR), `row_match` (row direct match protection),
 `correlation` (correlation protection rate). The link between originals and avatars:
 `verdict` (its checks and the evidence beside the counts) over `link_test` (the statistic).
 Against a holdout: `holdout` (its checks and space), `membership`, `overfitting` (DCR
-overfitting protection) and `inference` (with `secrets`, how a secret is judged), whose walks
-a report shares (`walks`, `holdout_figures`). `digits` prints the digits that decide a
-verdict.
+overfitting protection), `inference` (with `secrets`, how a secret is judged) and
+`linkability` (anonymeter's linkability attack), the two attacks also in anonymeter's own
+space (`gower`); a report shares their walks (`walks`, `holdout_figures`). Against random
+records: `baseline` (DCR baseline protection). `digits` prints the digits that decide a
+verdict; `section` is what a report shows of a measure, as plain data (rows, JSON entry,
+figures).
 
 The public functions are exported by the package itself (`polars_hidden_rate.membership_risk`,
 ...); this package holds them.

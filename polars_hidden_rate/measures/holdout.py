@@ -23,7 +23,7 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.frames import (
     as_lazy,
 )
-from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan, require_cpu
 
 
 def check_holdout(originals: pl.Schema, holdout: pl.Schema) -> None:
@@ -89,12 +89,9 @@ def holdout_plan(
     options: CountOptions,
     caller: str,
 ) -> CountPlan:
-    if options.get("cluster") is not None or options.get("device", "cpu") != "cpu":
-        msg = (
-            f"{caller}() runs on this machine's CPU: drop `cluster` and `device` (its exact "
-            "nearest-record walks have no cluster or GPU path yet)"
-        )
-        raise NotImplementedError(msg)
+    """The plan of a measure against a holdout: on this machine's CPU (`require_cpu`), the
+    holdout's schema checked before the rest (`check_holdout`)."""
+    require_cpu(options, caller)
     check_holdout(
         as_lazy(originals, "originals").collect_schema(),
         as_lazy(holdout, "holdout").collect_schema(),

@@ -1,7 +1,7 @@
 """What a report shows of a holdout (`HoldoutFigures`): the membership attack, the DCR
 overfitting protection, the holdout's own DCR and NNDR (the Avatar paper's "Reference") and
-the inference attack, from the walks they share; and the report's count with them
-(`counts_and_figures`)."""
+the inference attack, from the walks they share; their section of a report
+(`holdout_section`); and the report's count with them (`counts_and_figures`)."""
 
 from __future__ import annotations
 
@@ -28,10 +28,13 @@ from polars_hidden_rate.frames import (
 from polars_hidden_rate.measures.inference import InferenceRisk
 from polars_hidden_rate.measures.membership import MembershipRisk
 from polars_hidden_rate.measures.overfitting import DcrOverfitting
+from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.walks import LinkedCloaking, SharedWalks, in_rows
 from polars_hidden_rate.plan import CountPlan, ReadInspector
 from polars_hidden_rate.progress import stage
+
+HOLDOUT_TITLE = "Against the holdout"
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,16 @@ class HoldoutFigures:
             *([] if self.inference is None else inference_rows(self.inference)),
         ]
 
+    def section(self) -> Section:
+        """The figures as a report's section: `rows` (no target: they decide nothing) and the
+        JSON entry ``holdout`` (`to_dict`)."""
+        return Section(
+            "holdout",
+            HOLDOUT_TITLE,
+            tuple(Row(label, value) for label, value in self.rows()),
+            {"holdout": self.to_dict()},
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON values: ``membership``, ``dcr_overfitting_protection``,
         ``reference`` (the holdout's ``records``, ``distance_to_closest_median`` and
@@ -161,7 +174,17 @@ class HoldoutFigures:
         }
 
 
+def holdout_section(figures: HoldoutFigures | None) -> Section:
+    """A report's section of the holdout: `HoldoutFigures.section`, or without a holdout no
+    rows and the JSON entry ``holdout`` None."""
+    if figures is None:
+        return Section("holdout", HOLDOUT_TITLE, entry={"holdout": None})
+    return figures.section()
+
+
 def inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
+    """The attribute inference attack's lines of the holdout's section: the risk, what the
+    attacker knows, the right guesses."""
     low, high = found.risk_interval
     level = f"{100 * found.confidence:g} %"
     judged = (
@@ -219,7 +242,7 @@ def counts_and_figures(
         exponent_for(max(o_largest, h_largest), dim),  # the holdout's nearest originals'
     }
     options: dict[str, Any] = {"threads": request.threads, "confidence": confidence}
-    if request.device != "cpu" or scales != {three}:
+    if not request.runs_on_cpu or scales != {three}:
         counts = request.counts_for(inspector, aligned)
         cloaking = LinkedCloaking(counts, request.tie_tol)
         with stage("nearest records, with the holdout", enabled=request.progress):
@@ -266,6 +289,7 @@ def _figures_of(
         in_rows(walks.walk(walks.synthetic, walks.holdout), walks.holdout),
         len(walks.synthetic.points),
         confidence,
+        walks.units,
         check_tie_tol(tie_tol),
     )
     to_training = walks.to_training()

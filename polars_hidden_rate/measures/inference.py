@@ -55,6 +55,13 @@ from polars_hidden_rate.frames import (
     as_lazy,
     resolve_columns,
 )
+from polars_hidden_rate.measures.gower import (
+    GowerColumns,
+    Space,
+    check_space,
+    inference_shares,
+    refuse_projection_options,
+)
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
 from polars_hidden_rate.measures.secrets import (
     SecretKind,
@@ -62,8 +69,9 @@ from polars_hidden_rate.measures.secrets import (
     secret_kind_of,
     secret_values,
 )
-from polars_hidden_rate.measures.stats import wilson
+from polars_hidden_rate.measures.stats import residual_risk, wilson
 from polars_hidden_rate.plan import CountOptions
+from polars_hidden_rate.projection.coordinates import auto_categorical
 
 """How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
 the tolerance), or ``"auto"``: numeric for number columns, categorical otherwise."""
@@ -142,6 +150,8 @@ class InferenceRisk:
         The known attributes projected as categories (empty when computed from arrays).
     tie_tol
         The relative tolerance within which a record ties with the nearest.
+    space
+        ``"projected"`` (the package's projection) or ``"gower"`` (anonymeter's distance).
     """
 
     risk: float
@@ -159,6 +169,7 @@ class InferenceRisk:
     ncp: int | str = "all"
     categorical: tuple[str, ...] = ()
     tie_tol: float = 1e-9
+    space: Space = "projected"
 
     @classmethod
     def of_arrays(
@@ -196,16 +207,41 @@ class InferenceRisk:
                 raise ValueError(msg)
         threads = threads or usable_cores()
         tree = KdTree.build(points, threads=threads)
-        shares = [
+        members_success, control_success = (
             _success(
                 *tied_matches(
                     tree, secrets[1], queries, values, tolerance, tie_tol=tie_tol, threads=threads
                 )
             )
             for queries, values in ((members, secrets[0]), (others, secrets[2]))
-        ]
+        )
+        return cls.of_shares(
+            members_success,
+            control_success,
+            len(points),
+            secret_kind=secret_kind,
+            tolerance=tolerance,
+            tie_tol=tie_tol,
+            confidence=confidence,
+        )
+
+    @classmethod
+    def of_shares(
+        cls,
+        members_success: Float64Array,
+        control_success: Float64Array,
+        synthetic: int,
+        *,
+        secret_kind: Literal["categorical", "numeric"],
+        tolerance: float,
+        tie_tol: float,
+        confidence: float,
+    ) -> InferenceRisk:
+        """From each target's chance of a right guess, in the originals and the holdout:
+        Wilson's rates, the residual risk and its interval."""
         attack, control = (
-            SuccessRate.wilson(math.fsum(share), len(share), confidence) for share in shares
+            SuccessRate.wilson(math.fsum(share), len(share), confidence)
+            for share in (members_success, control_success)
         )
         if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
             msg = (
@@ -213,19 +249,15 @@ class InferenceRisk:
                 "risk can be measured; use a usual confidence level such as 0.95"
             )
             raise ValueError(msg)
-        residual = (attack.rate - control.rate) / (1.0 - control.rate)
-        error = math.hypot(
-            attack.error / (1.0 - control.rate),
-            control.error * (attack.rate - 1.0) / (1.0 - control.rate) ** 2,
-        )
+        risk, interval = residual_risk((attack.rate, attack.error), (control.rate, control.error))
         return cls(
-            _unit(residual),
-            (_unit(residual - error), _unit(residual + error)),
+            risk,
+            interval,
             attack,
             control,
-            shares[0],
-            shares[1],
-            len(points),
+            members_success,
+            control_success,
+            synthetic,
             secret_kind,
             tolerance,
             confidence,
@@ -247,6 +279,7 @@ class InferenceRisk:
             "ncp": self.ncp,
             "categorical": list(self.categorical),
             "tie_tol": self.tie_tol,
+            "space": self.space,
             "secret_kind": self.secret_kind,
             "tolerance": self.tolerance,
         }
@@ -255,10 +288,6 @@ class InferenceRisk:
 def _success(tied: np.ndarray, matching: np.ndarray) -> Float64Array:
     share: Float64Array = matching / tied
     return share
-
-
-def _unit(value: float) -> float:
-    return min(max(value, 0.0), 1.0)
 
 
 def inference_risk(
@@ -271,6 +300,7 @@ def inference_risk(
     secret_kind: SecretKind = "auto",
     tolerance: float = DEFAULT_TOLERANCE,
     confidence: float = 0.95,
+    space: Space = "projected",
     **options: Unpack[CountOptions],
 ) -> InferenceRisk:
     """The attribute inference attack: knowing some attributes of a real record, how well
@@ -306,16 +336,31 @@ def inference_risk(
     secret_kind
         ``"categorical"``: a guess is right when equal to the secret (a missing value
         matches a missing one); ``"numeric"``: when within ``tolerance * |secret|`` of it;
-        ``"auto"`` (default): numeric for a number column, categorical otherwise. A text
-        secret whose values are all numbers is refused under ``"auto"``: say which it is.
+        ``"auto"`` (default): numeric for a number column, categorical otherwise, and
+        categorical for a secret declared so: named in ``categorical``, or, with
+        ``categorical="auto"``, a number column with at most 10 distinct values in the
+        originals (the rule that projects the known attributes). A text secret whose values
+        are all numbers (``'1.5'``, ``'3'``) is refused under ``"auto"``: cast it to a number,
+        or pass ``"categorical"`` to compare the texts.
     tolerance
         The share of a numeric secret's magnitude a right guess may miss it by (anonymeter's
         0.05); unused for a categorical secret.
     confidence
         The level of the rates' errors and of the risk's interval.
+    space
+        ``"projected"`` (default): the projection above. ``"gower"``: anonymeter's own
+        distance and rule of a right guess (`polars_hidden_rate.measures.gower`): numbers
+        divided by their range over the synthetic set and the targets, categories 0 or 1,
+        summed; a numeric guess ``g`` right when ``|g - s| / (g + 1e-12) <= tolerance``. A
+        record ties with the nearest when its distance is at most the nearest's times ``1 +
+        tie_tol``, and ties are shared; where none ties, the risk is anonymeter's run on
+        every record (``n_attacks`` the sets' sizes). ``categorical``, ``impute``, ``ncp``
+        are then refused.
     **options
         ``categorical``, ``impute`` and ``ncp`` (default ``"all"``) choose the known
-        attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking];
+        attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]
+        (``categorical`` may also name the secret, which is no attribute of that space: it
+        is then judged by equality);
         ``tie_tol``; ``threads``. ``coords`` and ``features`` are refused (the space is the
         known attributes'), and so are the link options ``on``, ``left_on`` and ``right_on``
         (the attack needs no link), ``cluster`` and ``device="gpu"``.
@@ -353,7 +398,7 @@ def inference_risk(
     attack = InferenceAttack.of(
         resolve_columns(known, schema, "originals", "known"), secret, secret_kind, tolerance
     )
-    return attack.run(originals, synthetic, holdout, confidence=confidence, **options)
+    return attack.run(originals, synthetic, holdout, confidence=confidence, space=space, **options)
 
 
 @dataclass(frozen=True)
@@ -382,9 +427,12 @@ class InferenceAttack:
             raise ValueError(msg)
         return cls(tuple(names), secret, secret_kind, check_tolerance(tolerance))
 
-    def check(self, schemas: dict[str, pl.Schema]) -> Literal["categorical", "numeric"]:
+    def check(
+        self, schemas: dict[str, pl.Schema], *, declared: bool = False
+    ) -> Literal["categorical", "numeric"]:
         """Check the columns in the three sets' schemas (originals, synthetic, holdout) and
-        return how the secret is judged."""
+        return how the secret is judged (``declared``: the secret was declared categorical,
+        `secret_kind_of`)."""
         for role, schema in schemas.items():
             resolve_columns(list(self.known), schema, role, "known")
             if self.secret not in schema:
@@ -395,6 +443,7 @@ class InferenceAttack:
             schemas["originals"][self.secret],
             schemas["synthetic"][self.secret],
             self.secret_kind,
+            declared=declared,
         )
 
     def run(
@@ -404,9 +453,12 @@ class InferenceAttack:
         holdout: pl.DataFrame | pl.LazyFrame,
         *,
         confidence: float = 0.95,
+        space: Space = "projected",
         **options: Unpack[CountOptions],
     ) -> InferenceRisk:
         """Check the sets (the holdout's schema first), read each once, and attack."""
+        if check_space(space, "inference_risk") == "gower":
+            refuse_projection_options(options, "inference_risk")
         for option in ("coords", "features", "on", "left_on", "right_on"):
             if options.get(option) is not None:
                 why = (
@@ -426,10 +478,13 @@ class InferenceAttack:
         }
         schemas = {role: frame.collect_schema() for role, frame in frames.items()}
         check_holdout(schemas["originals"], schemas["holdout"])
-        kind = self.check(schemas)
+        self.check(schemas)
+        categorical, named = _secret_out_of(options.get("categorical"), self.secret)
         asked = options.get("ncp")
         ncp: int | AllComponents = "all" if asked is None else asked  # every one unless asked
         space_options: CountOptions = {**options, "features": names, "ncp": ncp}
+        if named:
+            space_options["categorical"] = categorical
         sets = (frames["originals"], frames["synthetic"], frames["holdout"])
         holdout_plan(*sets, space_options, "inference_risk")
         # Read each set once, the secret with the known attributes: a lazy plan that gives its
@@ -440,7 +495,15 @@ class InferenceAttack:
         for role, frame in read.items():
             if frame.height == 0:
                 raise NoDataError(f"{role}: no record, so there is nothing to attack")
-        secrets = secret_values(read, self.secret, kind, chosen=self.secret_kind != "auto")
+        declared = named or (
+            categorical == "auto"
+            and bool(auto_categorical(read["originals"].lazy(), [self.secret]))
+        )
+        kind = self.check(schemas, declared=declared)
+        chosen = self.secret_kind != "auto" or named
+        secrets = secret_values(read, self.secret, kind, chosen=chosen)
+        if space == "gower":
+            return self._in_gower(read, schemas, secrets, kind, tie_tol, confidence)
         request = holdout_plan(
             read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
         ).fitted()
@@ -460,3 +523,60 @@ class InferenceAttack:
         return replace(
             found, known=self.known, secret=self.secret, ncp=ncp, categorical=categorical
         )
+
+    def _in_gower(
+        self,
+        read: dict[str, pl.DataFrame],
+        schemas: dict[str, pl.Schema],
+        secrets: tuple[Float64Array, Float64Array, Float64Array],
+        kind: Literal["categorical", "numeric"],
+        tie_tol: float,
+        confidence: float,
+    ) -> InferenceRisk:
+        """The attack in anonymeter's space (`polars_hidden_rate.measures.gower`), its
+        right guesses judged by anonymeter's rule."""
+        columns = GowerColumns.of(self.known, schemas)
+        arrays = columns.arrays({role: frame.select(columns.names) for role, frame in read.items()})
+        tolerance = 0.0 if kind == "categorical" else self.tolerance
+        members, control = (
+            inference_shares(
+                columns,
+                arrays["synthetic"],
+                arrays[role],
+                secrets[1],
+                secrets[k],
+                kind=kind,
+                tolerance=tolerance,
+                tie_tol=tie_tol,
+            )
+            for role, k in (("originals", 0), ("holdout", 2))
+        )
+        found = InferenceRisk.of_shares(
+            members,
+            control,
+            read["synthetic"].height,
+            secret_kind=kind,
+            tolerance=tolerance,
+            tie_tol=tie_tol,
+            confidence=confidence,
+        )
+        return replace(
+            found,
+            known=self.known,
+            secret=self.secret,
+            ncp="all",
+            categorical=columns.categorical,
+            space="gower",
+        )
+
+
+def _secret_out_of(categorical: ColumnSpec | None, secret: str) -> tuple[ColumnSpec | None, bool]:
+    """The ``categorical`` option less the secret, and whether it named the secret: the
+    secret is no feature of the known attributes' space, but naming it says how to judge it.
+    A selector picks among the known attributes only."""
+    if isinstance(categorical, str):
+        return (None, True) if categorical == secret else (categorical, False)
+    if isinstance(categorical, Sequence) and secret in categorical:
+        rest = [name for name in categorical if name != secret]
+        return (rest or None), True
+    return categorical, False

@@ -23,16 +23,26 @@ every (member, holdout) pair so; the ROC curve's thresholds are the scores of th
 run where one lies beyond the previous one's tolerance (a run of scores each within
 ``tie_tol`` of the previous is one threshold). ``tie_tol`` is 1e-9 for `MembershipRisk`, whose
 scores are squared distances, and 0 (the literal comparison) for the functions of any scores;
-above 0 the scores must not be negative.
+a negative score is compared by its magnitude, in the mirror image (``b`` beats ``a < 0``
+when ``a / (1 + tie_tol) < b``).
 
 Random guessing gives an AUC of 0.5 and a true positive rate equal to ``fpr``. Arrays in,
 values out: no frames here. Scores are compared as given, so pass squared distances (exact
 in float64) rather than their square roots, which can merge two of them.
+
+With fewer than `MIN_RECORDS` records on a side, the figures warn (`SmallSampleWarning`):
+DeLong's normal interval then covers the AUC less often than its level says (a 95 % interval
+covers a random attack's 0.5 in about 86 % of runs with 5 members against 500 holdout
+records, 94 % from 30 a side), and a true positive rate at 10 % false positives among 5
+holdout records is an interpolation between two of them. So does an interval of zero width
+(every placement alike: the sides fully separated, or every score tied), whose variance
+estimate of 0 is no certainty.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -53,6 +63,14 @@ from polars_hidden_rate.plan import CountOptions
 DEFAULT_FPR = 0.1
 """The false positive rate the attack papers report the true positive rate at."""
 
+MIN_RECORDS = 30
+"""Below this many members or holdout records, the figures warn (`SmallSampleWarning`)."""
+
+
+class SmallSampleWarning(UserWarning):
+    """The membership figures rest on too few records to be read at their stated level: a
+    side below `MIN_RECORDS` records, or DeLong's interval of zero width."""
+
 
 @dataclass(frozen=True)
 class MembershipRisk:
@@ -61,13 +79,16 @@ class MembershipRisk:
     Attributes
     ----------
     members, holdout
-        Each record's squared distance to its nearest synthetic record, at one power-of-two
-        scale (`canonical_scale`) shared by both: the scores
-        the figures compare, exact in float64.
+        The scores the figures compare, exact in float64: each record's squared distance to
+        its nearest synthetic record, at one power-of-two scale (`canonical_scale`) shared by
+        both, ``2^(2 exponent)`` times the squared distance in the coordinates' own units
+        (`members_squared_distances` and `holdout_squared_distances` give those).
     synthetic
         The size of the synthetic set.
     confidence
         The level of [`auc_interval`][polars_hidden_rate.MembershipRisk.auc_interval].
+    exponent
+        The power of two the coordinates were multiplied by before the distances were taken.
     tie_tol
         Two scores within this relative tolerance of each other tie (local cloaking's rule,
         as for [`local_cloaking`][polars_hidden_rate.local_cloaking]).
@@ -77,6 +98,7 @@ class MembershipRisk:
     holdout: Float64Array
     synthetic: int
     confidence: float = 0.95
+    exponent: int = 0
     tie_tol: float = 1e-9
 
     @classmethod
@@ -93,7 +115,8 @@ class MembershipRisk:
         """Score the originals (members) and the holdout by their exact squared distance to
         the nearest synthetic record: one scale for all three arrays, one kd-tree of the
         synthetic records."""
-        (points, members, others), _ = canonical_scale(
+        check_confidence(confidence)
+        (points, members, others), exponent = canonical_scale(
             synthetic, originals, holdout, names=("synthetic", "originals", "holdout")
         )
         if len(points) == 0:
@@ -105,13 +128,44 @@ class MembershipRisk:
             squared_nearest(tree, others, threads=threads),
             len(points),
             confidence,
+            exponent,
             check_tie_tol(tie_tol),
         )
+
+    @property
+    def members_squared_distances(self) -> Float64Array:
+        """Each member's squared distance to its nearest synthetic record, in the units of
+        the coordinates (`members` times ``2^(-2 exponent)``: exact, but where that
+        underflows or overflows float64, which the scores themselves never do)."""
+        return np.ldexp(self.members, -2 * self.exponent)
+
+    @property
+    def holdout_squared_distances(self) -> Float64Array:
+        """Each holdout record's squared distance to its nearest synthetic record, in the
+        units of the coordinates (as `members_squared_distances`)."""
+        return np.ldexp(self.holdout, -2 * self.exponent)
 
     @functools.cached_property
     def _sorted(self) -> _Sorted:
         # Every figure needs both sides sorted: sorted once, for all of them.
-        return _Sorted.of(self.members, self.holdout, check_tie_tol(self.tie_tol))
+        found = _Sorted.of(self.members, self.holdout, check_tie_tol(self.tie_tol))
+        few = [
+            f"{size} {name}"
+            for size, name in (
+                (len(found.members), "members"),
+                (len(found.holdout), "holdout records"),
+            )
+            if size < MIN_RECORDS
+        ]
+        if few:
+            msg = (
+                f"the membership figures rest on {' and '.join(few)} (fewer than {MIN_RECORDS}): "
+                "DeLong's interval covers the AUC less often than its level says, and the true "
+                "positive rate at a false positive rate interpolates between a few records; "
+                f"measure with at least {MIN_RECORDS} records on each side"
+            )
+            warnings.warn(msg, SmallSampleWarning, stacklevel=3)
+        return found
 
     @functools.cached_property
     def _auc_and_interval(self) -> tuple[float, tuple[float, float] | None]:
@@ -124,6 +178,14 @@ class MembershipRisk:
             )
         except ValueError:  # the confidence, checked again by `auc_interval`
             interval = None
+        if interval is not None and interval[0] == interval[1]:
+            low, high = interval
+            msg = (
+                f"DeLong's interval of the membership AUC has zero width ([{low:g}, {high:g}]): "
+                "every record places alike among the other side (the sides fully separated, "
+                "or every score tied), so its variance estimate is 0, which is no certainty"
+            )
+            warnings.warn(msg, SmallSampleWarning, stacklevel=3)
         return _auc_of(of_members, of_holdout), interval
 
     @property
@@ -193,22 +255,21 @@ class _Sorted:
     @classmethod
     def of(cls, members: npt.ArrayLike, holdout: npt.ArrayLike, tie_tol: float = 0.0) -> _Sorted:
         tie_tol = check_tie_tol(tie_tol)
-        m, h = _scores("members", members, tie_tol), _scores("holdout", holdout, tie_tol)
+        m, h = _scores("members", members), _scores("holdout", holdout)
         return cls(m, h, np.sort(m), np.sort(h), tie_tol)
 
     def placements(self) -> tuple[Placements, Placements]:
-        # ``a`` beats ``b`` (lies below it) when ``a * grow < b``; at 0 tolerance
-        # (``grow`` 1) the literal comparison. ``x -> x * grow`` rounded is monotone, so a
-        # sorted side stays sorted once grown, and each count is one binary search; for
-        # scores >= 0, ``x * grow >= x``, so no pair beats both ways.
-        grow = 1.0 + self.tie_tol
+        # ``a`` beats ``b`` (lies below it) when ``_grown(a) < b``; at 0 tolerance the
+        # literal comparison. `_grown` is monotone, so a sorted side stays sorted once
+        # grown, and each count is one binary search; ``_grown(x) >= x``, so no pair beats
+        # both ways.
         m, h = self.members, self.holdout
         m_sorted, h_sorted = self.members_sorted, self.holdout_sorted
-        if grow == 1.0:
-            m_grown, h_grown, m_sorted_grown, h_sorted_grown = m, h, m_sorted, h_sorted
-        else:
-            m_grown, h_grown = m * grow, h * grow
-            m_sorted_grown, h_sorted_grown = m_sorted * grow, h_sorted * grow
+        m_grown, h_grown = _grown(m, self.tie_tol), _grown(h, self.tie_tol)
+        m_sorted_grown, h_sorted_grown = (
+            _grown(m_sorted, self.tie_tol),
+            _grown(h_sorted, self.tie_tol),
+        )
         # A member beats the holdout records above its grown score, loses to those whose
         # grown score lies below it, and ties with the rest.
         wins = len(h) - np.searchsorted(h_sorted, m_grown, side="right")
@@ -227,8 +288,7 @@ class _Sorted:
         # (each threshold the last score of its run).
         merged = np.concatenate([m, h])
         merged.sort(kind="stable")
-        grow = 1.0 + self.tie_tol
-        apart = merged[1:] > (merged[:-1] if grow == 1.0 else merged[:-1] * grow)
+        apart = merged[1:] > _grown(merged[:-1], self.tie_tol)
         thresholds = merged[np.concatenate([apart, [True]])]
         false_pos = np.concatenate([[0], np.searchsorted(h, thresholds, side="right")]) / len(h)
         true_pos = np.concatenate([[0], np.searchsorted(m, thresholds, side="right")]) / len(m)
@@ -333,7 +393,7 @@ def _check_fpr(fpr: float) -> None:
         raise ValueError(msg)
 
 
-def _scores(name: str, values: npt.ArrayLike, tie_tol: float = 0.0) -> Float64Array:
+def _scores(name: str, values: npt.ArrayLike) -> Float64Array:
     scores = np.asarray(values, dtype=np.float64)
     if scores.ndim != 1:
         msg = f"`{name}` must be one score per record, got shape {scores.shape}"
@@ -344,10 +404,22 @@ def _scores(name: str, values: npt.ArrayLike, tie_tol: float = 0.0) -> Float64Ar
     if np.isnan(scores).any():
         msg = f"`{name}` holds NaN scores"
         raise ValueError(msg)
-    if tie_tol > 0.0 and scores.min() < 0.0:
-        msg = f"`{name}` holds negative scores; a relative `tie_tol` needs scores >= 0"
-        raise ValueError(msg)
     return scores
+
+
+def _grown(scores: Float64Array, tie_tol: float) -> Float64Array:
+    """Each score moved up by the relative tolerance, as rounded: ``x * (1 + tie_tol)``, or
+    ``x / (1 + tie_tol)`` for a negative one (the mirror image, which keeps it below 0).
+    Monotone, and never below the score: a score beats another beyond the tolerance when
+    its grown value lies below the other."""
+    if tie_tol == 0.0:
+        return scores
+    grow = 1.0 + tie_tol
+    grown: Float64Array = scores * grow
+    negative = scores < 0.0
+    if negative.any():
+        grown[negative] = scores[negative] / grow
+    return grown
 
 
 def _ratio(numerator: int, denominator: int) -> float:
@@ -383,7 +455,7 @@ def membership_risk(
         Real records of the same population that the generator never saw, with the
         originals' columns and types.
     confidence
-        The level of the AUC's interval.
+        The level of the AUC's interval, strictly between 0 and 1.
     **options
         ``coords`` or ``features``, ``categorical``, ``impute`` and ``ncp`` choose the
         space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]; ``threads``;
@@ -397,6 +469,14 @@ def membership_risk(
     polars.exceptions.SchemaError
         When the holdout's columns or types differ from the originals', before anything is
         read.
+    ValueError, TypeError
+        When ``confidence`` is not a number strictly between 0 and 1, before anything is read.
+
+    Warns
+    -----
+    SmallSampleWarning
+        When the members or the holdout number fewer than `MIN_RECORDS` (30) records, or
+        the AUC's interval has zero width.
 
     Examples
     --------
@@ -406,9 +486,12 @@ def membership_risk(
     >>> synthetic = pl.DataFrame({"Dim1": [0.0, 1.0, 2.0, 3.0]})  # copies
     >>> holdout = pl.DataFrame({"Dim1": [0.5, 1.5, 2.5, 3.5]})
     >>> risk = phr.membership_risk(originals, synthetic, holdout, coords="Dim1")
-    >>> risk.auc, risk.tpr_at_fpr(0.1)
+    >>> risk.auc, risk.tpr_at_fpr(0.1)  # 4 records a side: a SmallSampleWarning
     (1.0, 1.0)
+    >>> risk.holdout_squared_distances.tolist()
+    [0.25, 0.25, 0.25, 0.25]
     """
+    check_confidence(confidence)  # before anything is read
     space = HoldoutSpace.read(originals, synthetic, holdout, options, "membership_risk")
     return MembershipRisk.of_arrays(
         space.originals,

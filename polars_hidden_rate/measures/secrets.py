@@ -17,7 +17,7 @@ from polars_hidden_rate.frames import (
     is_text,
     raise_inexact,
 )
-from polars_hidden_rate.frames.text_numbers import text_numbers_example
+from polars_hidden_rate.frames.text_numbers import notation, text_numbers_example
 
 SecretKind = Literal["auto", "categorical", "numeric"]
 """How a guessed secret is judged: by equality, within a tolerance, or by its type."""
@@ -35,9 +35,18 @@ def check_attack(names: Sequence[str], secret: object) -> None:
 
 
 def secret_kind_of(
-    secret: str, originals: pl.DataType, synthetic: pl.DataType, asked: SecretKind
+    secret: str,
+    originals: pl.DataType,
+    synthetic: pl.DataType,
+    asked: SecretKind,
+    *,
+    declared: bool = False,
 ) -> Literal["categorical", "numeric"]:
-    """How the secret is judged; a SchemaError where its types cannot be compared so."""
+    """How the secret is judged; a SchemaError where its types cannot be compared so.
+
+    Under ``"auto"``, a secret ``declared`` categorical (named in ``categorical``, or chosen
+    by ``categorical="auto"``) is judged by equality, as any column that is not a number; a
+    ``secret_kind`` asked for is taken as asked."""
     try:
         common_feature_type(secret, originals, synthetic)
     except SchemaError:
@@ -54,7 +63,7 @@ def secret_kind_of(
         )
         raise SchemaError(msg)
     if asked == "auto":
-        return "numeric" if numbers else "categorical"
+        return "numeric" if numbers and not declared else "categorical"
     return asked
 
 
@@ -66,8 +75,9 @@ def secret_values(
     chosen: bool,
 ) -> tuple[Float64Array, Float64Array, Float64Array]:
     """The three sets' secrets as float64, in the order of their coordinates: numbers as
-    they are, categories as codes shared by the three sets; a missing value as NaN. Text that
-    holds numbers is refused unless the kind was ``chosen``."""
+    they are, categories as codes shared by the three sets; a missing value as NaN. Text
+    whose every value is a number (``'1.5'``, ``'3'``, ``'1,5'``) is refused unless the kind
+    was ``chosen``: judged as text, ``'3'`` and ``'3.0'`` differ and no tolerance applies."""
     columns = [frame.get_column(secret) for frame in read.values()]
     dtypes = [column.dtype for column in columns]
     if kind == "numeric" or (len(set(dtypes)) > 1 and not all(map(is_text, dtypes))):
@@ -81,17 +91,29 @@ def secret_values(
         )
     if all(is_text(dtype) for dtype in dtypes):
         columns = [column.cast(pl.String) for column in columns]
-        found = text_numbers_example(columns[0].drop_nulls().unique().to_list())
-        if found is not None and not chosen:
-            example, how = found
-            msg = (
-                f"secret {secret!r} of originals is text but every value is a number written "
-                f"with {' and '.join(how)}, e.g. {example!r}: cast it to a number, or pass "
-                "secret_kind='categorical' to compare the texts"
-            )
-            raise ComputeError(msg)
+        if not chosen:
+            _refuse_text_numbers(secret, columns[0].drop_nulls().unique().sort().to_list())
     elif len(set(dtypes)) > 1:
         columns = [column.cast(pl.Float64) for column in columns]
     codes = pl.concat(columns).rank("dense").cast(pl.Float64).fill_null(float("nan")).to_numpy()
     ends = np.cumsum([len(column) for column in columns])
     return codes[: ends[0]], codes[ends[0] : ends[1]], codes[ends[1] :]
+
+
+def _refuse_text_numbers(secret: str, values: list[str]) -> None:
+    """Refuse a text secret whose every value is a number, in any notation (ComputeError
+    naming an example and both fixes)."""
+    if not values or any(notation(value) is None for value in values):
+        return
+    found = text_numbers_example(values)
+    if found is None:
+        example, written = values[0], ""
+    else:
+        example, how = found
+        written = f" written with {' and '.join(how)}"
+    msg = (
+        f"secret {secret!r} of originals is text but every value is a number{written}, e.g. "
+        f"{example!r}: cast it to a number (pl.col({secret!r}).cast(pl.Float64)) to judge it "
+        "within the tolerance, or pass secret_kind='categorical' to compare the texts"
+    )
+    raise ComputeError(msg)

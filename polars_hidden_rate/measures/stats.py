@@ -1,5 +1,6 @@
 """Statistics of numbers and arrays, each written once: the normal quantile and tail, Wilson's
-interval, DeLong's interval of an AUC, a percentage.
+interval, an attack's residual risk over its control, DeLong's interval of an AUC, a
+percentage.
 
 A leaf: numpy, math and statistics only. The options these take (a confidence level, say)
 are checked by their callers, once, with `polars_hidden_rate.checks`; here they are
@@ -44,6 +45,23 @@ def wilson(successes: float, records: int, confidence: float) -> tuple[float, fl
     centre = (successes + 0.5 * z2) / denominator
     spread = successes * (records - successes) / records
     return centre, z / denominator * math.sqrt(spread + 0.25 * z2)
+
+
+def residual_risk(
+    attack: tuple[float, float], control: tuple[float, float]
+) -> tuple[float, tuple[float, float]]:
+    """anonymeter's ``residual_success`` and ``bind_value``: from the attack's and the
+    control's rates with their errors, ``(a - c) / (1 - c)`` and, with its error propagated
+    to first order, ``sqrt((da / (1 - c))^2 + (dc (a - 1) / (1 - c)^2)^2)``, the risk and
+    the risk plus and minus its error, each cut to [0, 1]. ``c`` is below 1."""
+    (rate, error), (base, base_error) = attack, control
+    residual = (rate - base) / (1.0 - base)
+    spread = math.hypot(error / (1.0 - base), base_error * (rate - 1.0) / (1.0 - base) ** 2)
+    return _unit(residual), (_unit(residual - spread), _unit(residual + spread))
+
+
+def _unit(value: float) -> float:
+    return min(max(value, 0.0), 1.0)
 
 
 def delong_variance(members: Float64Array, holdout: Float64Array) -> float:

@@ -35,9 +35,10 @@ from polars_hidden_rate.tasks import Tasks
 
 _COORD = f"{RESERVED_PREFIX}_dim"
 AUTO_CATEGORIES = 10
-"""``categorical="auto"``: integer columns with at most this many distinct values in the
-originals are categorical (the avatar paper's rule, ``get_categorical_continuous``)."""
-AUTO_RULE = f"auto: integer or text columns with at most {AUTO_CATEGORIES} distinct values"
+"""``categorical="auto"``: number columns (integer or float) with at most this many distinct
+values in the originals are categorical (the avatar paper's rule, ``get_categorical_continuous``:
+``len(unique()) <= 10`` whatever the type; gaps are not counted as a value)."""
+AUTO_RULE = f"auto: number or text columns with at most {AUTO_CATEGORIES} distinct values"
 ID_MIN_RECORDS = 50
 """From this many records, a default feature unique per row (integers or text) is taken for
 an identifier and refused."""
@@ -123,19 +124,19 @@ class ProjectedCoordinates:
 
     def _read_distinct(self, originals: pl.LazyFrame) -> set[str]:
         """Refuse a default feature unique per row (an identifier); with ``auto``, the
-        integer features with at most `AUTO_CATEGORIES` distinct values."""
+        number features with at most `AUTO_CATEGORIES` distinct values."""
         schema = originals.collect_schema()
         discrete = [
             name
             for name in self.spec.names
             if schema[name].is_integer() or name in self.spec.categorical
         ]
-        if not discrete:
+        counted = [*discrete, *(n for n in _auto_candidates(self.spec.names, schema) if self.auto)]
+        counted = list(dict.fromkeys(counted))
+        if not counted:
             return set()
         row = (
-            originals.select(
-                pl.len().alias(_ROWS), *(pl.col(c).drop_nulls().n_unique() for c in discrete)
-            )
+            originals.select(pl.len().alias(_ROWS), *_distinct_counts(counted))
             .collect()
             .row(0, named=True)
         )
@@ -152,7 +153,9 @@ class ProjectedCoordinates:
         if not self.auto:
             return set()
         return {
-            name for name in discrete if schema[name].is_integer() and row[name] <= AUTO_CATEGORIES
+            name
+            for name in _auto_candidates(self.spec.names, schema)
+            if row[name] <= AUTO_CATEGORIES
         }
 
     def with_fit(self, projection: Projection) -> ProjectedCoordinates:
@@ -331,6 +334,26 @@ def unseen_modalities(
             )
             raise ComputeError(msg)
     return {name: int(count) for name, count in row.items()}
+
+
+def auto_categorical(frame: pl.LazyFrame, names: Sequence[str]) -> set[str]:
+    """The columns of ``names`` that ``categorical="auto"`` takes as categorical in ``frame``
+    (the originals): numbers with at most `AUTO_CATEGORIES` distinct values (gaps not
+    counted); text, categorical and Boolean columns are categorical by type anyway."""
+    candidates = _auto_candidates(names, frame.collect_schema())
+    if not candidates:
+        return set()
+    row = frame.select(_distinct_counts(candidates)).collect().row(0, named=True)
+    return {name for name in candidates if row[name] <= AUTO_CATEGORIES}
+
+
+def _auto_candidates(names: Sequence[str], schema: pl.Schema) -> list[str]:
+    """The columns the ``auto`` rule reads the distinct values of: the numbers."""
+    return [name for name in names if schema[name].is_numeric()]
+
+
+def _distinct_counts(names: Sequence[str]) -> list[pl.Expr]:
+    return [pl.col(name).drop_nulls().n_unique() for name in names]
 
 
 def _numbers_as_text(originals: pl.LazyFrame, name: str, schema: pl.Schema) -> bool:

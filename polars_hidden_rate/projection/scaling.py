@@ -266,11 +266,24 @@ class Scaling:
         return pl.DataFrame(columns)
 
 
+RUN = 32
+"""How many terms a coordinate adds left to right before the runs' sums meet in a tree."""
+
+
 def _sum_in_order(terms: list[pl.Expr]) -> pl.Expr:
-    """``((t1 + t2) + t3) + ...``, null where any term is. Not ``pl.sum_horizontal``: from
-    three terms it adds in a tree its thread pool shapes, so the last bits of a sum would
-    depend on the threads, and an eager frame could differ from the same frame lazy."""
-    return functools.reduce(operator.add, terms)
+    """The terms' sum in one fixed order, null where any term is: left to right in runs of
+    `RUN` terms (``((t1 + t2) + t3) + ...``: up to 32 terms, the plain left-to-right sum), then
+    the runs' sums added pairwise, level by level (``(r1 + r2) + (r3 + r4)``, an odd last one
+    carried up as it is). Its depth is ``RUN + log2(len(terms) / RUN)``: Polars takes time and
+    memory quadratic in an expression's depth, which a chain of a thousand columns made
+    minutes and gigabytes. Not ``pl.sum_horizontal``: from three terms it adds in a tree its
+    thread pool shapes, so the last bits of a sum would depend on the threads, and an eager
+    frame could differ from the same frame lazy."""
+    level = [functools.reduce(operator.add, terms[i : i + RUN]) for i in range(0, len(terms), RUN)]
+    while len(level) > 1:
+        pairs = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+        level = [*pairs, level[-1]] if len(level) % 2 else pairs
+    return level[0]
 
 
 def _modalities_as(picked: list[Modality], name: str, dtype: pl.DataType) -> pl.Series:

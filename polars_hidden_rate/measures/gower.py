@@ -1,0 +1,216 @@
+"""anonymeter's space: its Gower-like distance between records of mixed types, exactly as
+anonymeter 1.1 computes it (``anonymeter/neighbors/mixed_types_kneighbors.py`` and
+``anonymeter/preprocessing/transformations.py``), for the attacks that take
+``space="gower"``.
+
+- **Columns.** A column of a number type (integers, floats, decimals) is numeric, any other
+  (text, categories, booleans, dates) categorical, as pandas' ``select_dtypes("number")``
+  splits them; a column must be of the same kind in every set. The numeric columns come
+  first, sorted by name, then the categorical ones, sorted by name: the order anonymeter
+  sums them in.
+- **Scaling.** For one search (the candidates, the records searched among, and the
+  queries), each numeric column is divided by its range over the union of the two:
+  ``max(max_c, max_q) - min(min_c, min_q)`` in float64, or 1 where that is 0. So the members' attack
+  and the control's are scaled apart, each over the synthetic set and its own targets.
+- **Distance.** ``sum |a_i / r_i - b_i / r_i|`` over the numeric columns, in their order,
+  then plus 1 for each categorical column where the two differ (a missing category is a
+  category of its own, as anonymeter's label encoding makes it); the float64 operations
+  of anonymeter's loop, one after the other, so the very same floats.
+- **Missing numbers** are refused: anonymeter's distance is NaN there and the record sorts
+  last, which is no rule an attack can be judged by.
+
+The searches here are exact block-wise brute forces over every (query, candidate) pair,
+``O(n m d)``, as anonymeter's are; none is sampled. Arrays out, for the attacks above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import polars as pl
+from polars.exceptions import ComputeError, SchemaError
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.frames import inexact_counts, is_text, raise_inexact
+
+Space = Literal["projected", "gower"]
+"""Where an attack measures: ``"projected"``, the package's projection fitted on the
+originals (the space of local cloaking), or ``"gower"``, anonymeter's distance."""
+
+BLOCK_ENTRIES = 1 << 21
+"""The (query, candidate) pairs a block of distances holds: 16 MiB of float64."""
+
+ANONYMETER_EPSILON = 1e-12
+"""anonymeter divides a numeric guess's miss by the guess plus this."""
+
+PROJECTION_OPTIONS = ("coords", "features", "ncp", "categorical", "impute")
+
+
+def check_space(space: object, caller: str) -> Space:
+    """``space`` checked: ``"projected"`` or ``"gower"``."""
+    if space not in ("projected", "gower"):
+        msg = f"{caller}(): `space` must be 'projected' or 'gower', got {space!r}"
+        raise ValueError(msg)
+    return space
+
+
+def refuse_projection_options(options: Mapping[str, object], caller: str) -> None:
+    """The options that shape the projection have no meaning in anonymeter's space."""
+    for option in PROJECTION_OPTIONS:
+        if options.get(option) not in (None, "none"):
+            msg = (
+                f"{caller}(space='gower') takes no `{option}`: it shapes the package's "
+                "projection, and anonymeter's distance takes the columns by their types"
+            )
+            raise ValueError(msg)
+    if options.get("cluster") is not None or options.get("device", "cpu") != "cpu":
+        msg = f"{caller}() runs on this machine's CPU: drop `cluster` and `device`"
+        raise NotImplementedError(msg)
+
+
+@dataclass(frozen=True)
+class GowerColumns:
+    """The columns of one search in anonymeter's order: numeric (sorted), then categorical
+    (sorted)."""
+
+    numeric: tuple[str, ...]
+    categorical: tuple[str, ...]
+
+    @classmethod
+    def of(cls, names: Sequence[str], schemas: Mapping[str, pl.Schema]) -> GowerColumns:
+        """The kinds of ``names`` in the sets' ``schemas``, which must agree."""
+        numeric: list[str] = []
+        categorical: list[str] = []
+        first = next(iter(schemas))
+        for name in sorted(names):
+            kinds = {role: schema[name].is_numeric() for role, schema in schemas.items()}
+            if len(set(kinds.values())) > 1:
+                msg = (
+                    f"column {name!r} is {schemas[first][name]} in {first} but "
+                    f"{next(s[name] for r, s in schemas.items() if kinds[r] != kinds[first])} "
+                    "elsewhere: anonymeter's distance needs it numeric in every set, or in "
+                    "none; cast one side to the other's type"
+                )
+                raise SchemaError(msg)
+            if kinds[first]:
+                numeric.append(name)
+            else:
+                categorical.append(name)
+        return cls(tuple(numeric), tuple(categorical))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.numeric, *self.categorical)
+
+    def arrays(self, read: Mapping[str, pl.DataFrame]) -> dict[str, Float64Array]:
+        """Each set's columns as float64 of shape ``(n, d)`` in this order: numbers as they
+        are (refused when missing or beyond float64's exact integers), categories as codes
+        shared by the sets (a missing value one more code)."""
+        columns: dict[str, list[np.ndarray]] = {role: [] for role in read}
+        for name in self.numeric:
+            for role, frame in read.items():
+                dtypes = {name: frame.schema[name]}
+                raise_inexact(inexact_counts(frame, dtypes), dtypes, "column", role)
+                values = frame.get_column(name).cast(pl.Float64)
+                if values.null_count() or values.is_nan().any():
+                    msg = (
+                        f"column {name!r} of {role} has missing values: anonymeter's "
+                        "distance to them is NaN; fill them first, or use space='projected' "
+                        "with `impute`"
+                    )
+                    raise ComputeError(msg)
+                columns[role].append(values.to_numpy())
+        for name in self.categorical:
+            parts = [frame.get_column(name) for frame in read.values()]
+            if all(is_text(part.dtype) for part in parts):
+                parts = [part.cast(pl.String) for part in parts]
+            codes = pl.concat(parts).rank("dense").fill_null(0).cast(pl.Float64).to_numpy()
+            ends = np.cumsum([0, *(len(part) for part in parts)])
+            for k, role in enumerate(read):
+                columns[role].append(codes[ends[k] : ends[k + 1]])
+        return {
+            role: np.column_stack(arrays) if arrays else np.empty((read[role].height, 0))
+            for role, arrays in columns.items()
+        }
+
+    def scaled(
+        self, candidates: Float64Array, queries: Float64Array
+    ) -> tuple[Float64Array, Float64Array]:
+        """anonymeter's ``_scale_numerical`` of one search: each numeric column divided by
+        its range over both arrays (1 where it is 0); the categorical codes as they are."""
+        candidates, queries = candidates.copy(), queries.copy()
+        for k in range(len(self.numeric)):
+            both = (candidates[:, k], queries[:, k])
+            low = min(float(part.min(initial=np.inf)) for part in both)
+            high = max(float(part.max(initial=-np.inf)) for part in both)
+            width = high - low  # in float64, as pandas takes it over mixed columns
+            width = 1.0 if width == 0.0 else width
+            for part in both:
+                part /= width
+        return candidates, queries
+
+
+def gower_distances(queries: Float64Array, candidates: Float64Array, numeric: int) -> Float64Array:
+    """``d[i, j]``, anonymeter's ``gower_distance`` of query ``i`` and candidate ``j``
+    (already scaled): the numeric columns' absolute differences summed in order, then 1 per
+    differing categorical column, each added as anonymeter's loop adds it."""
+    distances = np.zeros((len(queries), len(candidates)), dtype=np.float64)
+    for k in range(queries.shape[1]):
+        if k < numeric:
+            distances += np.abs(queries[:, k, None] - candidates[None, :, k])
+        else:
+            distances += queries[:, k, None] != candidates[None, :, k]
+    return distances
+
+
+def blocks(queries: int, candidates: int) -> Iterator[slice]:
+    """The queries cut into blocks of at most `BLOCK_ENTRIES` pairs (one query at least)."""
+    size = max(1, BLOCK_ENTRIES // max(candidates, 1))
+    for start in range(0, queries, size):
+        yield slice(start, min(start + size, queries))
+
+
+def anonymeter_right(
+    guesses: Float64Array,
+    secrets: Float64Array,
+    kind: Literal["categorical", "numeric"],
+    tolerance: float,
+) -> np.ndarray:
+    """``right[i, j]``: whether guess ``j`` is right for secret ``i`` by anonymeter's
+    ``evaluate_inference_guesses``: equal (categorical), or ``|g - s| / (g + 1e-12) <=
+    tolerance`` (numeric), or both missing."""
+    g, s = guesses[None, :], secrets[:, None]
+    if kind == "numeric":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            right = np.abs(g - s) / (g + ANONYMETER_EPSILON) <= tolerance
+    else:
+        right = g == s
+    return right | (np.isnan(g) & np.isnan(s))
+
+
+def inference_shares(
+    columns: GowerColumns,
+    synthetic: Float64Array,
+    targets: Float64Array,
+    guesses: Float64Array,
+    secrets: Float64Array,
+    *,
+    kind: Literal["categorical", "numeric"],
+    tolerance: float,
+    tie_tol: float,
+) -> Float64Array:
+    """Each target's chance of a right guess from its nearest synthetic record in
+    anonymeter's space (scaled over the synthetic set and these targets): ``matching /
+    tied`` over the synthetic records whose distance is at most the nearest's times ``1 +
+    tie_tol``. ``guesses`` are the synthetic records' secrets, ``secrets`` the targets'."""
+    candidates, queries = columns.scaled(synthetic, targets)
+    shares = np.empty(len(queries), dtype=np.float64)
+    for rows in blocks(len(queries), len(candidates)):
+        distances = gower_distances(queries[rows], candidates, len(columns.numeric))
+        tied = distances <= distances.min(axis=1, keepdims=True) * (1.0 + tie_tol)
+        matching = tied & anonymeter_right(guesses, secrets[rows], kind, tolerance)
+        shares[rows] = np.count_nonzero(matching, axis=1) / np.count_nonzero(tied, axis=1)
+    return shares

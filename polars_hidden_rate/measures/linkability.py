@@ -1,0 +1,461 @@
+"""anonymeter's linkability attack, with its control: can the synthetic set link two halves
+of a real record that an attacker holds apart?
+
+The attacker holds two tables of the same people, one with the columns ``A``, the other
+with ``B``, and the synthetic set. For a target (a real record), it takes the
+``n_neighbors`` synthetic records nearest to the target on ``A``, and those nearest on
+``B``: when the two sets share a record, the target's halves are linked (anonymeter's
+``LinkabilityEvaluator``, Giomi et al., PoPETs 2023). Run against the originals (the
+generator's training records) and against a holdout of the same population (the
+control), the excess of the first success over the second is what the synthetic set gives
+away about its own training records.
+
+- **Every record** of the originals and of the holdout is attacked (anonymeter samples
+  ``n_attacks``, 500 by default); each rate is over its own set's size.
+- **Ties are shared.** Where several synthetic records tie at the ``k``-th distance
+  (``k = n_neighbors``), which of them fill the last places of the ``k`` nearest is drawn
+  at random, on ``A`` and on ``B`` apart, and the target's success is the probability that
+  the two sets then meet: exact, from the counts of the records certainly among the
+  nearest (``C``) and tied at the edge (``T``) on each side and of their overlaps, a sum
+  of hypergeometric terms in integers, whatever the records' order (anonymeter takes
+  whichever its unstable sort puts first). A record ties at the edge when its distance
+  (``d2`` in the projected space, the distance in anonymeter's) lies within a factor ``1 +
+  tie_tol`` of the ``k``-th's, either side; one below that is certainly in. Where no record
+  ties at the edge, the success is anonymeter's 0 or 1.
+- **Rates and risk** as for the inference attack: Wilson's centres and errors at
+  ``confidence``, the risk ``(attack - control) / (1 - control)`` with its first-order
+  error, both cut to [0, 1] (`polars_hidden_rate.measures.stats.residual_risk`).
+
+The searches are exact block-wise brute forces over every (target, synthetic record) pair,
+``O(n m d)``, as anonymeter's: in the projected space the float64 ``d2`` of the engine
+(squared differences summed in column order, the arrays of one side at one power-of-two
+scale), in anonymeter's the floats of its own loop (`polars_hidden_rate.measures.gower`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from functools import partial
+from typing import Unpack
+
+import numpy as np
+import polars as pl
+from polars.exceptions import DuplicateError, NoDataError
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import AllComponents, check_confidence, check_tie_tol
+from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
+from polars_hidden_rate.measures.gower import (
+    GowerColumns,
+    Space,
+    blocks,
+    check_space,
+    gower_distances,
+    refuse_projection_options,
+)
+from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
+from polars_hidden_rate.measures.inference import SuccessRate
+from polars_hidden_rate.measures.stats import residual_risk
+from polars_hidden_rate.plan import CountOptions
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One side's ``k`` nearest synthetic records of a block of targets, as masks over the
+    synthetic records: ``certain`` (strictly nearer than the ``k``-th, beyond the tie
+    tolerance), ``tied`` (at the ``k``-th's distance, within it), and ``left``, how many of
+    the tied fill the ``k`` places (``k - |certain|``, between 1 and ``|tied|``)."""
+
+    certain: np.ndarray
+    tied: np.ndarray
+    left: np.ndarray
+
+    @classmethod
+    def of(cls, distances: Float64Array, k: int, tie_tol: float) -> Edge:
+        """From ``distances[i, j]`` of target ``i`` to synthetic record ``j`` (k at most
+        their number)."""
+        edge = np.partition(distances, k - 1, axis=1)[:, k - 1 : k]
+        certain = distances * (1.0 + tie_tol) < edge
+        tied = ~certain & (distances <= edge * (1.0 + tie_tol))
+        return cls(certain, tied, k - np.count_nonzero(certain, axis=1))
+
+
+def link_chances(a: Edge, b: Edge) -> Float64Array:
+    """Each target's probability that its ``k`` nearest on ``A`` and on ``B`` share a
+    record, the places at each edge filled at random among the tied: 1 when the certain
+    sets meet; else one minus the chance that ``A``'s random fill avoids ``B``'s certain
+    records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers."""
+    tied_a, tied_b = np.count_nonzero(a.tied, axis=1), np.count_nonzero(b.tied, axis=1)
+    sure = np.count_nonzero(a.certain & b.certain, axis=1) > 0
+    into_b = np.count_nonzero(a.tied & b.certain, axis=1)  # A's tied records B holds surely
+    both = np.count_nonzero(a.tied & b.tied, axis=1)  # tied on both sides
+    from_a = np.count_nonzero(a.certain & b.tied, axis=1)  # A's certain among B's tied
+    chances = np.empty(len(tied_a), dtype=np.float64)
+    for i in range(len(chances)):
+        if sure[i]:
+            chances[i] = 1.0
+            continue
+        ta, tb, ra, rb = int(tied_a[i]), int(tied_b[i]), int(a.left[i]), int(b.left[i])
+        shared, sure_b, sure_a = int(both[i]), int(into_b[i]), int(from_a[i])
+        rest = ta - shared - sure_b  # A's tied records on neither of B's lists
+        missed = sum(
+            math.comb(shared, x) * math.comb(rest, ra - x) * math.comb(tb - sure_a - x, rb)
+            for x in range(min(shared, ra) + 1)
+        )
+        chances[i] = float(1 - Fraction(missed, math.comb(ta, ra) * math.comb(tb, rb)))
+    return chances
+
+
+def squared_distances(queries: Float64Array, candidates: Float64Array) -> Float64Array:
+    """``d2[i, j]``: the engine's squared distance, the squared differences summed in column
+    order (no fused multiply-add)."""
+    d2 = np.zeros((len(queries), len(candidates)), dtype=np.float64)
+    for k in range(queries.shape[1]):
+        d2 += np.square(queries[:, k, None] - candidates[None, :, k])
+    return d2
+
+
+@dataclass(frozen=True)
+class LinkabilityRisk:
+    """anonymeter's linkability attack on a synthetic set, with the holdout as its control.
+
+    Attributes
+    ----------
+    risk
+        ``(members.rate - control.rate) / (1 - control.rate)``, cut to [0, 1]: 0 when the
+        synthetic set links the halves of its training records no better than those of any
+        record of the population.
+    risk_interval
+        The risk plus and minus its propagated error, cut to [0, 1] (also `interval`).
+    members, control
+        The attack's success on the originals and on the holdout (`SuccessRate`).
+    members_success, control_success
+        Each target's chance of a link (0 or 1 unless records tie at the edge), in its
+        set's order.
+    synthetic
+        The size of the synthetic set.
+    aux_cols
+        The attacker's two sets of columns, ``A`` and ``B``.
+    n_neighbors
+        How many nearest synthetic records each side keeps (at most the synthetic set's
+        size).
+    space
+        ``"projected"`` or ``"gower"``.
+    confidence
+        The level of the rates' errors and of ``risk_interval``.
+    tie_tol
+        The relative tolerance within which a record ties at the edge.
+    """
+
+    risk: float
+    risk_interval: tuple[float, float]
+    members: SuccessRate
+    control: SuccessRate
+    members_success: Float64Array
+    control_success: Float64Array
+    synthetic: int
+    aux_cols: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    n_neighbors: int = 1
+    space: Space = "projected"
+    confidence: float = 0.95
+    tie_tol: float = 1e-9
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """`risk_interval`: the risk plus and minus its error, cut to [0, 1]."""
+        return self.risk_interval
+
+    @classmethod
+    def of_shares(
+        cls,
+        members_success: Float64Array,
+        control_success: Float64Array,
+        synthetic: int,
+        *,
+        confidence: float = 0.95,
+        n_neighbors: int = 1,
+        tie_tol: float = 1e-9,
+    ) -> LinkabilityRisk:
+        """From each target's chance of a link, in the originals and the holdout."""
+        attack, control = (
+            SuccessRate.wilson(math.fsum(share), len(share), confidence)
+            for share in (members_success, control_success)
+        )
+        if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
+            msg = (
+                f"the control linked every record at confidence={confidence!r}: no residual "
+                "risk can be measured; use a usual confidence level such as 0.95"
+            )
+            raise ValueError(msg)
+        risk, interval = residual_risk((attack.rate, attack.error), (control.rate, control.error))
+        return cls(
+            risk,
+            interval,
+            attack,
+            control,
+            members_success,
+            control_success,
+            synthetic,
+            n_neighbors=n_neighbors,
+            confidence=confidence,
+            tie_tol=tie_tol,
+        )
+
+    @classmethod
+    def of_arrays(
+        cls,
+        sides: Sequence[tuple[Float64Array, Float64Array, Float64Array]],
+        *,
+        n_neighbors: int = 1,
+        tie_tol: float = 1e-9,
+        confidence: float = 0.95,
+    ) -> LinkabilityRisk:
+        """The attack in coordinate arrays: ``sides`` holds, for ``A`` and for ``B``, the
+        (originals, synthetic, holdout) coordinates of that side's space; each side is
+        brought to one power-of-two scale, the squared distances are the engine's."""
+        check_confidence(confidence)
+        k = _neighbours(n_neighbors)
+        scaled = [
+            canonical_scale(synthetic, originals, holdout, tie_tol=tie_tol)[0]
+            for originals, synthetic, holdout in sides
+        ]
+        synthetic = len(scaled[0][0])
+        k = min(k, synthetic)
+        members, control = (
+            _chances(
+                [(side[0], side[t]) for side in scaled],
+                (squared_distances, squared_distances),
+                k,
+                tie_tol,
+            )
+            for t in (1, 2)
+        )
+        return cls.of_shares(
+            members, control, synthetic, confidence=confidence, n_neighbors=k, tie_tol=tie_tol
+        )
+
+
+def _neighbours(n_neighbors: object) -> int:
+    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
+        msg = f"`n_neighbors` must be an integer of at least 1, got {n_neighbors!r}"
+        raise ValueError(msg)
+    return n_neighbors
+
+
+Distances = Callable[[Float64Array, Float64Array], Float64Array]
+"""``(queries, candidates) -> d[i, j]``: a side's distances."""
+
+
+def _chances(
+    pairs: Sequence[tuple[Float64Array, Float64Array]],
+    measures: Sequence[Distances],
+    k: int,
+    tie_tol: float,
+) -> Float64Array:
+    """Each target's chance of a link, from (candidates, targets) of each side and the
+    side's distances, block by block."""
+    targets = len(pairs[0][1])
+    chances = np.empty(targets, dtype=np.float64)
+    for rows in blocks(targets, 2 * len(pairs[0][0])):
+        a, b = (
+            Edge.of(measure(q[rows], c), k, tie_tol)
+            for (c, q), measure in zip(pairs, measures, strict=True)
+        )
+        chances[rows] = link_chances(a, b)
+    return chances
+
+
+def linkability_risk(
+    originals: pl.DataFrame | pl.LazyFrame,
+    synthetic: pl.DataFrame | pl.LazyFrame,
+    holdout: pl.DataFrame | pl.LazyFrame,
+    *,
+    aux_cols: tuple[ColumnSpec, ColumnSpec],
+    n_neighbors: int = 1,
+    space: Space = "projected",
+    confidence: float = 0.95,
+    **options: Unpack[CountOptions],
+) -> LinkabilityRisk:
+    """anonymeter's linkability attack: holding two tables of the same people with the
+    columns ``A`` and ``B``, can an attacker link their rows through the synthetic set,
+    beyond what it could for any record of the population?
+
+    For each target, the ``n_neighbors`` synthetic records nearest on ``A`` and those
+    nearest on ``B``; the target is linked when the two sets share a record. Every original
+    (the members) and every holdout record (the control) is attacked, and ties at the edge
+    of the nearest are shared ([`LinkabilityRisk`][polars_hidden_rate.LinkabilityRisk]).
+    Target: at most a small risk (anonymeter reads 0 as no risk found).
+
+    Parameters
+    ----------
+    originals
+        The records the synthetic set was generated from (the members).
+    synthetic
+        The synthetic records, any number of them, with the columns of ``A`` and ``B``.
+    holdout
+        Real records of the same population that the generator never saw, with the
+        originals' columns and types.
+    aux_cols
+        ``(A, B)``: the columns of the attacker's two tables, one or more each (names or a
+        selector), no column in both.
+    n_neighbors
+        How many nearest synthetic records each side keeps (anonymeter's 1 by default; at
+        most the synthetic set's size).
+    space
+        ``"projected"`` (default): each side in its own projection, fitted on the
+        originals' columns of that side with every component (``ncp="all"`` unless
+        given), the standardized Euclidean distance of
+        [`inference_risk`][polars_hidden_rate.inference_risk], ties within ``tie_tol`` of
+        the edge's ``d2``. ``"gower"``: anonymeter's distance
+        (`polars_hidden_rate.measures.gower`), numbers divided by their range over the
+        synthetic set and the targets, categories 0 or 1, summed; ties within ``tie_tol``
+        of the edge's distance. Where no record ties at the edge, the risk is anonymeter's
+        run on every record.
+    confidence
+        The level of the rates' errors and of the risk's interval.
+    **options
+        ``categorical``, ``impute`` and ``ncp`` shape each side's projection, as for
+        [`local_cloaking`][polars_hidden_rate.local_cloaking] (refused with
+        ``space="gower"``); ``tie_tol``; ``threads``. ``coords``, ``features``, the link
+        options, ``cluster`` and ``device="gpu"`` are refused.
+
+    Raises
+    ------
+    polars.exceptions.ColumnNotFoundError
+        When a column of ``A`` or ``B`` is missing from a set, before anything is read.
+    polars.exceptions.DuplicateError
+        When a column is named twice, or in both ``A`` and ``B``.
+    polars.exceptions.SchemaError
+        When the holdout's columns or types differ from the originals'.
+    polars.exceptions.NoDataError
+        When a set holds no record.
+    ValueError, TypeError
+        For a bad option (the message names it).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"age": [30, 40, 50, 60], "zip": [1, 2, 3, 4]})
+    >>> synthetic = originals  # copies: every record's halves are linked
+    >>> holdout = pl.DataFrame({"age": [31, 41, 52, 58], "zip": [4, 3, 1, 2]})
+    >>> found = phr.linkability_risk(originals, synthetic, holdout, aux_cols=("age", "zip"))
+    >>> found.members.successes, found.control.successes, round(found.risk, 3)
+    (4.0, 0.0, 0.676)
+    """
+    check_confidence(confidence)
+    check_space(space, "linkability_risk")
+    k = _neighbours(n_neighbors)
+    for option in ("coords", "features", "on", "left_on", "right_on"):
+        if options.get(option) is not None:
+            why = (
+                "each side's space is its `aux_cols`'"
+                if option in ("coords", "features")
+                else "the attack needs no link between the sets"
+            )
+            raise ValueError(f"linkability_risk() takes no `{option}`: {why}")
+    if space == "gower":
+        refuse_projection_options(options, "linkability_risk")
+    tie_tol = check_tie_tol(options.get("tie_tol", 1e-9))
+    frames = {
+        "originals": as_lazy(originals, "originals"),
+        "synthetic": as_lazy(synthetic, "synthetic"),
+        "holdout": as_lazy(holdout, "holdout"),
+    }
+    schemas = {role: frame.collect_schema() for role, frame in frames.items()}
+    check_holdout(schemas["originals"], schemas["holdout"])
+    sides = _aux_cols(aux_cols, schemas)
+    asked = options.get("ncp")
+    ncp: int | AllComponents = "all" if asked is None else asked
+    side_options: list[CountOptions] = [
+        {**options, "features": list(side), "ncp": ncp} for side in sides
+    ]
+    sets = (frames["originals"], frames["synthetic"], frames["holdout"])
+    for side_option in side_options:
+        holdout_plan(*sets, side_option, "linkability_risk")
+    names = [*sides[0], *sides[1]]
+    read = {role: frame.select(names).collect() for role, frame in frames.items()}
+    for role, frame in read.items():
+        if frame.height == 0:
+            raise NoDataError(f"{role}: no record, so there is nothing to attack")
+    if space == "gower":
+        found = _in_gower(read, schemas, sides, k, tie_tol, confidence)
+        return replace(found, aux_cols=sides, space=space)
+    arrays = []
+    for side_option in side_options:
+        request = holdout_plan(
+            read["originals"], read["synthetic"], read["holdout"], side_option, "linkability_risk"
+        ).fitted()
+        arrays.append(
+            (
+                request.coordinates_of(request.originals, "originals"),
+                request.coordinates_of(request.avatars, "synthetic"),
+                request.coordinates_of(read["holdout"].lazy(), "holdout"),
+            )
+        )
+    found = LinkabilityRisk.of_arrays(arrays, n_neighbors=k, tie_tol=tie_tol, confidence=confidence)
+    return replace(found, aux_cols=sides, space=space)
+
+
+def _aux_cols(
+    aux_cols: object, schemas: dict[str, pl.Schema]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(A, B)`` resolved in every set, disjoint."""
+    if not isinstance(aux_cols, tuple | list) or len(aux_cols) != 2:
+        msg = f"`aux_cols` must be a pair (A, B) of column sets, got {aux_cols!r}"
+        raise TypeError(msg)
+    sides = []
+    for side in aux_cols:
+        for role, schema in schemas.items():
+            names = resolve_columns(side, schema, role, "aux_cols")
+        if not names:
+            raise ValueError("`aux_cols`: each of A and B needs at least one column")
+        sides.append(tuple(names))
+    both = sorted(set(sides[0]) & set(sides[1]))
+    if both:
+        msg = f"`aux_cols`: {both[0]!r} is in both A and B; the attacker's tables share none"
+        raise DuplicateError(msg)
+    return sides[0], sides[1]
+
+
+def _in_gower(
+    read: dict[str, pl.DataFrame],
+    schemas: dict[str, pl.Schema],
+    sides: tuple[tuple[str, ...], tuple[str, ...]],
+    k: int,
+    tie_tol: float,
+    confidence: float,
+) -> LinkabilityRisk:
+    """The attack in anonymeter's space, each side's columns scaled over the synthetic set
+    and the targets of each attack, as anonymeter's searches scale them."""
+    columns = [GowerColumns.of(side, schemas) for side in sides]
+    arrays = [
+        column.arrays({role: frame.select(column.names) for role, frame in read.items()})
+        for column in columns
+    ]
+    synthetic = read["synthetic"].height
+    k = min(k, synthetic)
+    measures = [partial(_gower, numeric=len(column.numeric)) for column in columns]
+    members, control = (
+        _chances(
+            [
+                column.scaled(side["synthetic"], side[role])
+                for column, side in zip(columns, arrays, strict=True)
+            ],
+            measures,
+            k,
+            tie_tol,
+        )
+        for role in ("originals", "holdout")
+    )
+    return LinkabilityRisk.of_shares(
+        members, control, synthetic, confidence=confidence, n_neighbors=k, tie_tol=tie_tol
+    )
+
+
+def _gower(queries: Float64Array, candidates: Float64Array, *, numeric: int) -> Float64Array:
+    return gower_distances(queries, candidates, numeric)

@@ -1,0 +1,52 @@
+"""The privacy report of a release: every metric once, against its target, as JSON or HTML.
+
+[`privacy_report`][polars_hidden_rate.privacy_report] reads the coordinates once, counts the local
+cloaking, finds each avatar's two nearest originals on one kd-tree, checks direct
+copies on the raw features and, given the variables an attacker knows, measures the
+correlation protection rate; [`PrivacyReport`][polars_hidden_rate.PrivacyReport] holds the values,
+compares them with the targets, and renders them
+([`PrivacyReport.to_dict`][polars_hidden_rate.PrivacyReport.to_dict],
+[`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html]).
+
+The package, one job a module: `targets` (the metrics, their targets and labels), `model`
+(the `PrivacyReport` value), `sections` (what the report shows, a section per measure, and
+`SECTIONS`, the one list that registers them), `audit` (the sections of the evidence and of
+what was measured, which `hidden-rate check` prints too), `text` (the terminal's lines),
+`page` (the HTML page) and `svg` (its histograms), `run` (`privacy_report`, `report_of_plan`:
+the pre-checks and the measures, each once). The JSON, the page and the text render the
+sections and nothing else.
+"""
+
+from polars_hidden_rate.report.model import PrivacyReport
+from polars_hidden_rate.report.run import (
+    check_holdout_and_attack,
+    inference_attack,
+    privacy_report,
+    report_of_plan,
+)
+from polars_hidden_rate.report.targets import (
+    DEFAULT_TARGETS,
+    LABELS,
+    METRICS,
+    NO_PUBLIC_DEFINITION,
+    NOT_MEASURED,
+    UNDEFINED_METRICS,
+    MetricLabels,
+    check_targets,
+)
+
+__all__ = [
+    "DEFAULT_TARGETS",
+    "LABELS",
+    "METRICS",
+    "NOT_MEASURED",
+    "NO_PUBLIC_DEFINITION",
+    "UNDEFINED_METRICS",
+    "MetricLabels",
+    "PrivacyReport",
+    "check_holdout_and_attack",
+    "check_targets",
+    "inference_attack",
+    "privacy_report",
+    "report_of_plan",
+]

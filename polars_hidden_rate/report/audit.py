@@ -1,0 +1,142 @@
+"""The sections beside the figures, for the report and the gate alike: the evidence (own copies,
+ties, the link test) and what was measured (the provenance block). The terminal and the page
+word them differently (the terminal says more of the space and the link, the page gives the
+settings whole): each row names the format that shows it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from polars_hidden_rate.measures.section import Row, Section
+from polars_hidden_rate.measures.verdict import Evidence
+from polars_hidden_rate.provenance import components_words
+
+# The label column of these sections in the terminal, as in `hidden-rate check`.
+WIDTH = 22
+
+
+def evidence_section(evidence: Evidence | None) -> Section:
+    """Own copies, ties and the link test, a row each (the page adds the unseen categories);
+    the JSON entry ``evidence`` (None where not gathered: a summary of counts already written)."""
+    if evidence is None:
+        gathered = Row(
+            "link test",
+            "not gathered (a summary of counts already written: see docs/guarantees.md)",
+            only="text",
+        )
+        return Section("evidence", "Evidence", (gathered,), {"evidence": None}, width=WIDTH)
+    test = evidence.link
+    copies = (
+        "not compared (a cluster run on projected features: see docs/guarantees.md)"
+        if evidence.own_copies is None or evidence.own_copies_percent is None
+        else f"{evidence.own_copies:,} ({evidence.own_copies_percent:.2f} %) identical to "
+        "their own original"
+    )
+    text = [Row("own copies", copies, only="text")]
+    if evidence.hidden_by_ties_only is not None:
+        text.append(Row("hidden by ties only", f"{evidence.hidden_by_ties_only:,}", only="text"))
+    text.append(
+        Row(
+            "link test",
+            f"own avatar closer than a random one for {test.closer_share:.1f} % "
+            f"(p = {test.p_value:.2g}, {test.n:,} records)"
+            if test.tested
+            else "not run (fewer than 50 records)",
+            only="text",
+        )
+    )
+    unseen = ", ".join(f"{k}: {v:,}" for k, v in evidence.unseen_modalities.items())
+    page = [
+        Row(
+            "Own copies",
+            "not compared"
+            if evidence.own_copies is None
+            else f"{evidence.own_copies:,} ({evidence.own_copies_percent or 0.0:.2f} %)",
+            only="page",
+        ),
+        Row("Hidden by ties only", f"{evidence.hidden_by_ties_only or 0:,}", only="page"),
+        Row(
+            "Link test",
+            f"own avatar closer than a random one for {test.closer_share:.1f} % "
+            f"(p = {test.p_value:.2g}, n = {test.n:,})"
+            if test.tested
+            else "not run (fewer than 50 records)",
+            only="page",
+        ),
+        Row("Unseen categories", unseen or "none", only="page"),
+    ]
+    return Section(
+        "evidence", "Evidence", (*text, *page), {"evidence": evidence.to_dict()}, width=WIDTH
+    )
+
+
+def provenance_section(block: Mapping[str, Any]) -> Section:
+    """What was measured (`polars_hidden_rate.provenance`): the inputs, the settings, the
+    versions, the time; no rows for an empty block. The JSON entry ``provenance``."""
+    rows = [*_text_rows(block), *_page_rows(block)] if block else []
+    return Section(
+        "provenance", "What was measured", tuple(rows), {"provenance": dict(block)}, width=WIDTH
+    )
+
+
+def _text_rows(block: Mapping[str, Any]) -> list[Row]:
+    """The terminal's lines: inputs, the space, the link, the tie tolerance, versions, time."""
+    lines = []
+    for role, described in block["inputs"].items():
+        digest = described.get("sha256", f"{len(described.get('files', []))} files")
+        lines.append(
+            (
+                role,
+                f"{described['path']!r}, {described['rows']:,} rows, "
+                f"{described['size']:,} bytes, sha256 {digest}",
+            )
+        )
+    settings = block["settings"]
+    space = settings["space"]
+    if "projection" in space:
+        fills = ", ".join(f"{k}={v!r}" for k, v in space["fills"].items()) or "none"
+        words = components_words(
+            space["ncp"], space["components_available"], space["components_spanned"]
+        )
+        lines += [
+            ("space", f"{space['projection']}, {words}"),
+            ("features", ", ".join(space["features"])),
+            (
+                "categorical",
+                f"{', '.join(space['categorical']) or 'none'} ({space['categorical_rule']})",
+            ),
+            ("imputation", f"{space['impute']} (fills: {fills})"),
+        ]
+    else:
+        lines.append(("space", f"coordinates {', '.join(space['coords'])}"))
+    link = settings["link"]
+    by = "row order" if link["by"] == "row order" else f"key {link['left_on']} = {link['right_on']}"
+    lines += [
+        ("link", by),
+        ("tie tolerance", f"{settings['tie_tol']:g}"),
+        ("versions", ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v is not None)),
+        ("measured at", block["measured_at"]),
+    ]
+    return [Row(label, value, only="text") for label, value in lines]
+
+
+def _page_rows(block: Mapping[str, Any]) -> list[Row]:
+    """The page's rows: inputs, the settings as JSON, versions, time."""
+    inputs = [
+        (
+            role,
+            f"{described['path']} — {described['rows']:,} rows, {described['size']:,} "
+            f"bytes, sha256 {described.get('sha256', 'per file')}",
+        )
+        for role, described in block["inputs"].items()
+    ]
+    versions = ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v)
+    rows = [
+        *inputs,
+        ("Settings", json.dumps(block["settings"], sort_keys=True)),
+        ("Versions", versions),
+        ("Measured at (UTC)", block["measured_at"]),
+    ]
+    return [Row(label, value, only="page") for label, value in rows]

@@ -1,0 +1,232 @@
+"""The report's value: [`PrivacyReport`][polars_hidden_rate.PrivacyReport], the metrics measured,
+their targets and the per-record values behind them, and its renderings
+([`PrivacyReport.to_dict`][polars_hidden_rate.PrivacyReport.to_dict],
+[`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html])."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate.measures.correlation import CorrelationProtection
+from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
+from polars_hidden_rate.measures.section import Section
+from polars_hidden_rate.measures.verdict import Evidence
+from polars_hidden_rate.report import sections as registry
+from polars_hidden_rate.report.page import page_of
+from polars_hidden_rate.report.targets import (
+    DEFAULT_TARGETS,
+    METRICS,
+    NO_PUBLIC_DEFINITION,
+    NOT_MEASURED,
+    UNDEFINED_METRICS,
+    check_targets,
+)
+from polars_hidden_rate.report.text import text_of
+
+# The JSON's keys in the order of the first releases (`PrivacyReport.to_dict`).
+_KEYS = (
+    "n",
+    "n_hidden",
+    "space",
+    "confidence",
+    "hidden_rate_interval",
+    "metrics",
+    "evidence",
+    "holdout",
+    "passed",
+    "provenance",
+    "correlation_protection_rate",
+    "column_direct_match_protection",
+    "categorical_hidden_rate",
+)
+
+
+def _no_counts() -> CountArray:
+    return np.zeros(0, dtype=np.int64)
+
+
+def _no_values() -> Float64Array:
+    return np.zeros(0, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """The metrics of an anonymization, its targets, and the per-record values behind them.
+
+    Attributes
+    ----------
+    n
+        Number of original records (and of avatars).
+    n_hidden
+        Number of originals with ``local_cloaking > 0``.
+    hidden_rate
+        ``100 * n_hidden / n``.
+    hidden_rate_low, hidden_rate_high
+        The Wilson score interval of the hidden rate at ``confidence``, in percent.
+    confidence
+        The confidence level of that interval.
+    local_cloaking_median
+        Median local cloaking of the originals.
+    distance_to_closest_median
+        Median distance from an avatar to its closest original (DCR).
+    closest_distances_ratio_median
+        Median nearest neighbour distance ratio of the avatars (NNDR).
+    row_direct_match_protection
+        Percentage of avatars that copy no original on the raw features.
+    targets
+        The target of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], and of the
+        correlation protection rate; it passes when strictly above.
+    space
+        The space the local cloaking and the distances were measured in: the
+        projection, its components kept of those available (``"FAMD, 5 of 28
+        components"``), or the coordinate columns given (``"coords Dim1, Dim2
+        (2 columns)"``); empty when unknown.
+    local_cloaking, distance_to_closest, closest_distances_ratio
+        The per-record values (not compared, not in the dict): row ``i`` is the
+        ``i``-th original as read, and the avatar linked to it.
+    correlation_protection
+        The correlation protection rate and its counts, when the report was given the
+        variables an attacker knows (``known``); None otherwise.
+    """
+
+    n: int
+    n_hidden: int
+    hidden_rate: float
+    hidden_rate_low: float
+    hidden_rate_high: float
+    confidence: float
+    local_cloaking_median: float
+    distance_to_closest_median: float
+    closest_distances_ratio_median: float
+    row_direct_match_protection: float
+    targets: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TARGETS)
+    space: str = ""
+    local_cloaking: CountArray = field(default_factory=_no_counts, repr=False, compare=False)
+    distance_to_closest: Float64Array = field(default_factory=_no_values, repr=False, compare=False)
+    closest_distances_ratio: Float64Array = field(
+        default_factory=_no_values, repr=False, compare=False
+    )
+    evidence: Evidence | None = field(default=None, compare=False)
+    provenance: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
+    holdout: HoldoutFigures | None = field(default=None, compare=False)
+    correlation_protection: CorrelationProtection | None = None
+
+    def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
+        """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
+        return replace(self, provenance=MappingProxyType(dict(provenance)))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", check_targets(self.targets))
+
+    @property
+    def values(self) -> dict[str, float]:
+        """The value of each metric of [`METRICS`][polars_hidden_rate.report.METRICS]."""
+        return {name: float(getattr(self, name)) for name in METRICS}
+
+    @property
+    def checks(self) -> dict[str, bool]:
+        """Whether each metric is strictly above its target."""
+        return {name: value > self.targets[name] for name, value in self.values.items()}
+
+    @property
+    def release_checks(self) -> dict[str, bool]:
+        """Whether each metric measured beside [`METRICS`][polars_hidden_rate.report.METRICS] is
+        strictly above its target: the correlation protection rate, when measured."""
+        if self.correlation_protection is None:
+            return {}
+        target = self.targets["correlation_protection_rate"]
+        return {"correlation_protection_rate": self.correlation_protection.rate > target}
+
+    @property
+    def passed(self) -> bool:
+        """Every metric measured is above its target: those of
+        [`METRICS`][polars_hidden_rate.report.METRICS] and, when measured, the correlation
+        protection rate. The metrics without a public definition never decide it."""
+        return all(self.checks.values()) and all(self.release_checks.values())
+
+    def release_table(self) -> dict[str, dict[str, Any]]:
+        """The service's metrics beside [`METRICS`][polars_hidden_rate.report.METRICS]: for each,
+        ``{"value", "target", "passed", "reason"}``, the value and verdict None (and the
+        reason a sentence) where it is not computed; the correlation protection rate adds
+        its counts (``known``, ``n``, ``unique``, ``singled_out``, ``hidden_rate``,
+        ``tolerance``)."""
+        target = self.targets["correlation_protection_rate"]
+        measured = self.correlation_protection
+        if measured is None:
+            protection: dict[str, Any] = {
+                "value": None,
+                "target": target,
+                "passed": None,
+                "reason": NOT_MEASURED,
+            }
+        else:
+            protection = {
+                **measured.to_dict(),
+                "target": target,
+                "passed": self.release_checks["correlation_protection_rate"],
+                "reason": None,
+            }
+        undefined = {
+            name: {"value": None, "target": value, "passed": None, "reason": NO_PUBLIC_DEFINITION}
+            for name, value in UNDEFINED_METRICS.items()
+        }
+        return {"correlation_protection_rate": protection, **undefined}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain Python values, ready for `json.dumps`.
+
+        The keys, stable across releases: ``n``, ``n_hidden``, ``space`` (the
+        space of the local cloaking and the distances), ``confidence``,
+        ``hidden_rate_interval`` (``[low, high]`` in percent), ``metrics`` (for
+        each name of [`METRICS`][polars_hidden_rate.report.METRICS], in that order, ``{"value",
+        "target", "passed"}``), ``evidence``, ``holdout`` (the figures against a holdout,
+        `to_dict`, or None without one),
+        ``passed`` and ``provenance``; then, for the service's metrics of
+        [`release_table`][polars_hidden_rate.PrivacyReport.release_table],
+        ``correlation_protection_rate``, ``column_direct_match_protection`` and
+        ``categorical_hidden_rate`` (value None, with the reason, where not computed). Each
+        is the entry of one of the report's `sections`.
+        """
+        merged: dict[str, Any] = {}
+        for section in self.sections():
+            merged.update(section.entry)
+        # The keys of the first releases in their places; a newer section's keys after them.
+        return {**{key: merged.pop(key) for key in _KEYS if key in merged}, **merged}
+
+    def sections(self) -> tuple[Section, ...]:
+        """What the report shows, measure by measure (`polars_hidden_rate.report.sections`):
+        each section's rows (label, value, target, verdict), its JSON entry and its figures,
+        in the order the page and the text show them. `to_dict`, `to_html` and `to_text`
+        render these and nothing else."""
+        return tuple(section_of(self) for section_of in registry.SECTIONS)
+
+    def to_text(self) -> str:
+        """The report in the terminal, as ``hidden-rate report`` prints it: a line per row of
+        each section (a metric with the digits that decide its verdict, its target and PASS
+        or FAIL), then the evidence and what was measured."""
+        return text_of(self.sections())
+
+    def to_html(self, title: str = "Privacy report") -> str:
+        """One self-contained HTML page: the metrics against their targets, and histograms
+        of the local cloaking, the DCR and the NNDR as inline SVG (nothing is fetched).
+
+        Each value shows the digits that decide its verdict (a hidden rate of 89.995
+        is not shown as 90 beside a target of 90), each target as given. The
+        histograms give 0 a bar of its own (the originals not hidden, the avatars on
+        an original) and the values past the 99th percentile one more, each labelled
+        with its count; their titles name the space of `space`.
+
+        Parameters
+        ----------
+        title
+            The page's title and heading (escaped).
+        """
+        return page_of(self, self.sections(), title)

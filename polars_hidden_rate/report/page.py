@@ -1,0 +1,110 @@
+"""The report as one self-contained HTML page: a lead paragraph, the table of every section's
+metrics against their targets, the sections' histograms (`svg`), then a table for each
+section's other rows (the figures against the holdout, the evidence, what was measured)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.section import Row, Section
+from polars_hidden_rate.report.svg import svg_histogram
+
+if TYPE_CHECKING:
+    from polars_hidden_rate.report.model import PrivacyReport
+
+
+def page_of(report: PrivacyReport, sections: Sequence[Section], title: str) -> str:
+    """`PrivacyReport.to_html` of ``report``'s ``sections``."""
+    shown = [(section, section.rows_in("page")) for section in sections]
+    rows = "\n".join(
+        _metric_row(row) for _, rows in shown for row in rows if row.target is not None
+    )
+    figures = "\n".join(
+        svg_histogram(
+            figure.values,
+            figure.title,
+            figure.x_label,
+            figure.y_label,
+            target=figure.target,
+            limits=figure.limits,
+            discrete=figure.discrete,
+            zero_bar=figure.zero_bar,
+            space=report.space,
+        )
+        for section in sections
+        for figure in section.figures
+    )
+    tables = "\n".join(
+        _table(section.title, facts)
+        for section, rows in shown
+        if (facts := [row for row in rows if row.target is None])
+    )
+    space = f"\nMeasured in {html.escape(report.space)}." if report.space else ""
+    verdict = "passed" if report.passed else "failed"
+    interval = (
+        f"{_number(report.hidden_rate_low)} – {_number(report.hidden_rate_high)} % "
+        f"({_number(100 * report.confidence)} % Wilson interval)"
+    )
+    heading = html.escape(title)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{heading}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; margin-bottom: 1.5em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: left; }}
+.pass {{ color: #1a7f37; font-weight: bold; }}
+.fail {{ color: #cf222e; font-weight: bold; }}
+.na {{ color: #6e7781; }}
+figure {{ display: inline-block; margin: 0 1em 1em 0; }}
+</style>
+</head>
+<body>
+<h1>{heading}</h1>
+<p>{report.n:,} records; {report.n_hidden:,} hidden; hidden rate {interval}.{space}
+Overall: <span class="{"pass" if report.passed else "fail"}">{verdict}</span>.</p>
+<table>
+<thead><tr><th>Metric</th><th>Value</th><th>Target</th><th>Result</th></tr></thead>
+<tbody>
+{rows}
+</tbody>
+</table>
+{figures}
+{tables}
+</body>
+</html>
+"""
+
+
+def _metric_row(row: Row) -> str:
+    """A row of the table of metrics: its value and verdict against its target, or why it
+    has none."""
+    assert row.target is not None
+    if row.value is None:
+        value, result = html.escape(row.reason), '<td class="na">not computed</td>'
+    else:
+        assert not isinstance(row.value, str), "a metric's value is a number"
+        value = html.escape(decisive(row.value, row.target, 4))
+        result = '<td class="pass">pass</td>' if row.passed else '<td class="fail">FAIL</td>'
+    return (
+        f"<tr><td>{html.escape(row.label_in('page'))}</td><td>{value}</td>"
+        f"<td>&gt; {html.escape(exact(row.target))}</td>{result}</tr>"
+    )
+
+
+def _number(value: float) -> str:
+    """A value for people: at most 4 significant digits, no exponent below 10^6."""
+    return html.escape(f"{value:.4g}")
+
+
+def _table(heading: str, rows: Sequence[Row]) -> str:
+    body = "\n".join(
+        f"<tr><th>{html.escape(row.label_in('page'))}</th><td>{html.escape(str(row.value))}</td></tr>"
+        for row in rows
+    )
+    return f"<h2>{html.escape(heading)}</h2>\n<table>\n<tbody>\n{body}\n</tbody>\n</table>"

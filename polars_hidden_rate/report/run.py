@@ -1,0 +1,303 @@
+"""The report's run: the pre-checks, the read, the counts and the distances of a planned
+request, each measure once (`privacy_report`, `report_of_plan`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Unpack
+
+import numpy as np
+import polars as pl
+
+from polars_hidden_rate.checks import check_confidence
+from polars_hidden_rate.frames import ColumnSpec, as_lazy
+from polars_hidden_rate.measures.correlation import (
+    check_known,
+    correlation_protection,
+)
+from polars_hidden_rate.measures.holdout import check_holdout
+from polars_hidden_rate.measures.holdout_figures import HoldoutFigures, counts_and_figures
+from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
+from polars_hidden_rate.measures.row_match import row_direct_match_protection
+from polars_hidden_rate.measures.secrets import SecretKind
+from polars_hidden_rate.measures.stats import percent
+from polars_hidden_rate.measures.summary import hidden_rate_interval
+from polars_hidden_rate.measures.verdict import (
+    Inspector,
+    Verdict,
+)
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.provenance import components_words
+from polars_hidden_rate.report.model import PrivacyReport
+from polars_hidden_rate.report.targets import check_targets
+
+
+def privacy_report(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    *,
+    targets: Mapping[str, float] | None = None,
+    confidence: float = 0.95,
+    allow_unlinked: bool = False,
+    by_row_order: bool = False,
+    holdout: pl.DataFrame | pl.LazyFrame | None = None,
+    known: ColumnSpec | None = None,
+    secret: str | None = None,
+    secret_kind: SecretKind = "auto",
+    secret_tolerance: float = DEFAULT_TOLERANCE,
+    **options: Unpack[CountOptions],
+) -> PrivacyReport:
+    """Measure an anonymization with every metric of [`METRICS`][polars_hidden_rate.report.METRICS],
+    against targets.
+
+    The coordinates are read once (the projection fitted once) for the local
+    cloaking, the DCR and the NNDR; the direct matches read the raw features.
+
+    Parameters
+    ----------
+    originals, avatars
+        As for [`local_cloaking`][polars_hidden_rate.local_cloaking]; LazyFrames are collected.
+    targets
+        Targets overriding [`DEFAULT_TARGETS`][polars_hidden_rate.report.DEFAULT_TARGETS], by metric
+        name; a metric passes when its value is strictly above its target.
+    confidence
+        The confidence level of the hidden rate's interval.
+    allow_unlinked, by_row_order
+        The verdict options of `cloaking_summary`: a link
+        that looks random, or a row-order link while both frames hold a key column, is
+        refused unless they say otherwise.
+    holdout
+        Real records of the same population that the generator never saw, with the
+        originals' columns and types (refused otherwise, before anything is read): the
+        report then adds the membership attack, the DCR overfitting protection and the
+        holdout's own DCR and NNDR (`HoldoutFigures`),
+        in the same space. They have no target and do not decide
+        [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed].
+    known
+        The variables an attacker knows (names or a selector, in both frames; checked
+        before anything is counted): the report then measures the
+        [`correlation_protection_rate`][polars_hidden_rate.correlation_protection_rate] with
+        its hidden rate, and that rate's target decides
+        [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed] too.
+    secret, secret_kind, secret_tolerance
+        With a holdout and ``known``: the attribute inference attack of
+        [`inference_risk`][polars_hidden_rate.inference_risk] on the column ``secret``
+        (``secret_kind`` and ``secret_tolerance`` are its ``secret_kind`` and ``tolerance``),
+        added to the holdout's figures (no target either). Its space is the known columns'
+        own.
+    **options
+        The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions]. The
+        raw features of the direct matches are ``features`` (default the columns
+        both frames share, less the keys), also when ``coords`` are given. With
+        ``cluster``, the counts and the distances both run on the Dask cluster;
+        with ``device="gpu"``, the counts run on the GPU and the distances on
+        this machine's CPU (they have no GPU path), with the same results.
+
+    Returns
+    -------
+    PrivacyReport
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 3.0, 4.0]})
+    >>> avatars = pl.DataFrame({"Dim1": [0.5, 1.5, 3.0, 4.0]})
+    >>> report = phr.privacy_report(originals, avatars, coords="Dim1")
+    >>> report.hidden_rate, report.row_direct_match_protection, report.passed
+    (25.0, 50.0, False)
+    >>> report.to_dict()["metrics"]["distance_to_closest_median"]
+    {'value': 0.25, 'target': 0.2, 'passed': True}
+    """
+    check_targets(targets, known=known)
+    check_confidence(confidence)
+    request = plan(originals, avatars, options, caller="privacy_report")
+    known_names = None
+    if known is not None:
+        known_names = check_known(
+            known, request.originals.collect_schema(), request.avatars.collect_schema()
+        )
+    attack = inference_attack(
+        known_names, secret, secret_kind, secret_tolerance, holdout is not None
+    )
+    held_out = None
+    if holdout is not None:
+        held_out = as_lazy(holdout, "holdout")
+        check_holdout_and_attack(request, held_out, attack)
+    verdict = Verdict.of({"allow_unlinked": allow_unlinked, "by_row_order": by_row_order})
+    return report_of_plan(
+        Inspector.start(request, verdict),
+        targets=targets,
+        confidence=confidence,
+        holdout=held_out,
+        known=known,
+        inference=attack,
+    )
+
+
+def check_holdout_and_attack(
+    request: CountPlan, holdout: pl.LazyFrame, attack: InferenceAttack | None
+) -> None:
+    """The report's pre-check of a ``holdout``, before anything is read or counted: the
+    originals' columns and types (`check_holdout`), and the columns the inference ``attack``
+    (`inference_attack`, None without one) needs in the three sets."""
+    check_holdout(request.originals.collect_schema(), holdout.collect_schema())
+    if attack is not None:
+        attack.check(
+            {
+                "originals": request.originals.collect_schema(),
+                "synthetic": request.avatars.collect_schema(),
+                "holdout": holdout.collect_schema(),
+            }
+        )
+
+
+def inference_attack(
+    known: Sequence[str] | None,
+    secret: str | None,
+    secret_kind: SecretKind,
+    tolerance: float,
+    with_holdout: bool,
+) -> InferenceAttack | None:
+    """The report's attribute inference attack, checked (None without a ``secret``): it
+    needs the ``known`` columns (resolved to names) and a holdout to control it."""
+    if secret is None:
+        if secret_kind != "auto" or tolerance != DEFAULT_TOLERANCE:
+            msg = (
+                "`secret_kind` and `secret_tolerance` set the attribute inference attack: give "
+                "its `secret` (and `known`, and a holdout)"
+            )
+            raise ValueError(msg)
+        return None
+    if known is None:
+        msg = "the attribute inference attack on `secret` needs the `known` columns too"
+        raise ValueError(msg)
+    if not with_holdout:
+        msg = (
+            "the attribute inference attack (`known`, `secret`) needs a holdout to control it: "
+            "pass `holdout`"
+        )
+        raise ValueError(msg)
+    return InferenceAttack.of(known, secret, secret_kind, tolerance)
+
+
+def report_of_plan(
+    inspector: Inspector,
+    *,
+    targets: Mapping[str, float] | None = None,
+    confidence: float = 0.95,
+    holdout: pl.LazyFrame | None = None,
+    known: ColumnSpec | None = None,
+    inference: InferenceAttack | None = None,
+) -> PrivacyReport:
+    """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
+    taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
+    ``inference`` attack (`inference_attack`) run on it."""
+    checked_targets = check_targets(targets, known=known)
+    level = check_confidence(confidence)
+    known_names = None
+    if known is not None:
+        schemas = (inspector.request.originals, inspector.request.avatars)
+        known_names = check_known(known, *(frame.collect_schema() for frame in schemas))
+    request, space = _with_space(inspector.request)
+    if request is not inspector.request:  # fitted here: the caller's inspector learns nothing
+        inspector = replace(inspector, request=request)
+    # The attack first: its reads can refuse values (a secret of text that holds numbers)
+    # before the longer count runs.
+    attacked = None
+    if holdout is not None and inference is not None:
+        # The known columns as the report's projection takes them (categorical or not, gaps
+        # filled or not), on this machine.
+        attacked = inference.run(
+            request.originals,
+            request.avatars,
+            holdout,
+            confidence=level,
+            **request.options_for(inference.known),
+        )
+    aligned = inspector.read()
+    figures = None
+    if holdout is None:  # the read's arrays are needed by nothing else: taken in place
+        counts, found = request.counts_and_nearest_two(inspector, aligned)
+    else:
+        held_out = request.coordinates_of(holdout, "holdout")
+        if request.walks_here:
+            # The avatars' walk through the originals' tree also gives the DCR overfitting's
+            # distances to the training records: walked once, in one scale for all three,
+            # the count's tree of the avatars walked again.
+            counts, found, figures = counts_and_figures(
+                request, inspector, aligned, held_out, confidence=level
+            )
+        else:
+            counts = request.counts_for(inspector, aligned)
+            found = request.nearest_two(aligned)
+            figures = HoldoutFigures.of_arrays(
+                aligned.originals,
+                aligned.avatars,
+                held_out,
+                threads=request.threads,
+                confidence=level,
+                tie_tol=request.tie_tol,
+            )
+    # The read's arrays (taken in place) and the scaled distances are let go before the
+    # direct-match pass reads the frames again: at 1e8 records they are 100 bytes each.
+    del aligned
+    dcr, nndr = found.nearest, found.ratio
+    del found
+    if figures is not None:
+        figures = replace(figures, inference=attacked)
+    link = request.link
+    protection = row_direct_match_protection(
+        request.originals,
+        request.avatars,
+        features=list(request.projection.features) if request.projection else None,
+        left_on=list(link.left) or None,
+        right_on=list(link.right) or None,
+    )
+    n, n_hidden = len(counts), int(np.count_nonzero(counts))
+    low, high = hidden_rate_interval(n_hidden, n, level)
+    linkable = None
+    if known_names is not None:
+        linkable = correlation_protection(
+            request.originals, request.avatars, known_names, hidden_rate=percent(n_hidden, n)
+        )
+    return PrivacyReport(
+        n=n,
+        n_hidden=n_hidden,
+        hidden_rate=percent(n_hidden, n),
+        hidden_rate_low=low,
+        hidden_rate_high=high,
+        confidence=level,
+        local_cloaking_median=float(np.median(counts)),
+        distance_to_closest_median=float(np.median(dcr)),
+        closest_distances_ratio_median=float(np.median(nndr)),
+        row_direct_match_protection=protection,
+        targets=checked_targets,
+        space=space,
+        local_cloaking=counts,
+        distance_to_closest=dcr,
+        closest_distances_ratio=nndr,
+        evidence=inspector.evidence(),
+        holdout=figures,
+        correlation_protection=linkable,
+    )
+
+
+def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
+    """The request, its projection fitted (once: the read uses that fit), and the words for
+    its space: ``"FAMD, 5 of 47 components (the originals span 28)"``, ``"PCA, 3 of 3
+    components"``, or ``"coords Dim1, Dim2 (2 columns)"``."""
+    if request.projection is None:
+        columns = len(request.coords)
+        return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
+    request = request.fitted()
+    assert request.projection is not None
+    assert request.projection.fitted is not None
+    fitted = request.projection.fitted
+    words = components_words(fitted.ncp, fitted.max_ncp, fitted.n_components)
+    return request, f"{fitted.model}, {words}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -1,0 +1,32 @@
+"""The report in the terminal (``hidden-rate report``): each section's rows, a line each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.section import Row, Section
+
+
+def section_lines(section: Section) -> list[str]:
+    """The lines of ``section``'s rows the terminal shows, labels in a column of its width:
+    a metric with the digits that decide its verdict, its target and PASS or FAIL (or why
+    it is not computed), a fact as its text."""
+    return [_line(row, section.width) for row in section.rows_in("text")]
+
+
+def text_of(sections: Iterable[Section]) -> str:
+    """Every section's lines, in order."""
+    return "\n".join(line for section in sections for line in section_lines(section))
+
+
+def _line(row: Row, width: int) -> str:
+    label = f"{row.label:<{width}}"
+    if row.target is None:
+        return f"{label}{row.value}"
+    bound = f"target > {exact(row.target)}"
+    if row.value is None:
+        return f"{label}{row.reason} ({bound})"
+    assert not isinstance(row.value, str), "a metric's value is a number"
+    shown = decisive(row.value, row.target, 4)  # the digits that decide the verdict
+    return f"{label}{shown:<12}target > {exact(row.target):<8}{'PASS' if row.passed else 'FAIL'}"

@@ -1,0 +1,94 @@
+"""The peers as oracles: run anonymeter's and SDMetrics' own code on a case given as JSON on
+stdin, print their figures as JSON. Run by the peers' venv (``make peers``: .venv-peers,
+whose pins conflict with the package's), never imported by the suite's own venv: the
+tests call it through a subprocess (`tests/test_linkability.py`, `tests/test_baseline.py`).
+
+The input: a list of cases, ``{"peer": "linkability" | "inference" | "baseline",
+"originals": {column: values}, "synthetic": {...}, "holdout": {...}, ...}``, in JSON, so
+floats travel exactly (Python's repr round-trips); the output, their figures in order. One
+process for all (importing the peers and compiling anonymeter's kernels take most of it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from typing import Any
+
+
+def _frame(columns: dict[str, list[Any]]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(columns)
+
+
+def linkability(case: dict[str, Any]) -> dict[str, Any]:
+    from anonymeter.evaluators import LinkabilityEvaluator
+
+    originals, synthetic = _frame(case["originals"]), _frame(case["synthetic"])
+    evaluator = LinkabilityEvaluator(
+        ori=originals,
+        syn=synthetic,
+        aux_cols=(case["aux_cols"][0], case["aux_cols"][1]),
+        n_attacks=len(originals),  # every record: the sample is then a permutation
+        n_neighbors=case["n_neighbors"],
+        control=_frame(case["holdout"]),
+    ).evaluate(n_jobs=1)
+    return _results(evaluator.results(confidence_level=case["confidence"]))
+
+
+def inference(case: dict[str, Any]) -> dict[str, Any]:
+    from anonymeter.evaluators import InferenceEvaluator
+
+    originals, holdout = _frame(case["originals"]), _frame(case["holdout"])
+    evaluator = InferenceEvaluator(
+        ori=originals,
+        syn=_frame(case["synthetic"]),
+        aux_cols=case["known"],
+        secret=case["secret"],
+        regression=case["regression"],
+        n_attacks=max(len(originals), len(holdout)),
+        control=holdout,
+    ).evaluate(n_jobs=1)
+    return _results(evaluator.results(confidence_level=case["confidence"]))
+
+
+def _results(results: Any) -> dict[str, Any]:
+    risk = results.risk()
+    return {
+        "risk": risk.value,
+        "interval": list(risk.ci),
+        "n_success": int(results.n_success),
+        "n_control": int(results.n_control),
+        "attack_rate": [results.attack_rate.value, results.attack_rate.error],
+        "control_rate": [results.control_rate.value, results.control_rate.error],
+    }
+
+
+def baseline(case: dict[str, Any]) -> dict[str, Any]:
+    from sdmetrics.single_table import DCRBaselineProtection
+
+    originals, synthetic = _frame(case["originals"]), _frame(case["synthetic"])
+    metadata = {"columns": {name: {"sdtype": "numerical"} for name in originals.columns}}
+    DCRBaselineProtection._seed = case["seed"]
+    found = DCRBaselineProtection.compute_breakdown(originals, synthetic, metadata, None)
+    medians = found["median_DCR_to_real_data"]
+    return {
+        "score": found["score"],
+        "synthetic_median": medians["synthetic_data"],
+        "random_median": medians["random_data_baseline"],
+    }
+
+
+def main() -> None:
+    cases = json.load(sys.stdin)
+    peers = {"linkability": linkability, "inference": inference, "baseline": baseline}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anonymeter warns when an attack beats no baseline
+        found = [peers[case["peer"]](case) for case in cases]
+    json.dump(found, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""SDMetrics' DCR baseline protection (`dcr_baseline_protection`): the medians against a
+float64 brute force, invariant to row order and to power-of-two scales, the random records
+as SDMetrics draws them (deterministic with the seed), and SDMetrics itself, run in the
+peers' venv, where the spaces meet (one numeric column: the ratio of medians does not
+depend on the unit)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from polars.exceptions import NoDataError
+
+import polars_hidden_rate as phr
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.measures.baseline import DcrBaseline, random_records
+from tests.helpers import as_columns, examples, run_peer
+
+
+def brute_median_dcr(originals: Float64Array, queries: Float64Array) -> float:
+    dcr = []
+    for q in queries.tolist():
+        best = math.inf
+        for x in originals.tolist():
+            d2 = 0.0
+            for a, b in zip(q, x, strict=True):
+                d2 += (a - b) * (a - b)
+            best = min(best, d2)
+        dcr.append(math.sqrt(best))
+    return float(np.median(dcr))
+
+
+grid = st.lists(st.tuples(st.integers(-3, 3), st.integers(-2, 2)), min_size=1, max_size=12)
+
+
+@given(
+    sets=st.tuples(grid, grid, grid),
+    offset=st.sampled_from([0.0, 2.0**40]),
+    unit=st.sampled_from([2.0**-600, 2.0**600]),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=examples(200), deadline=None)
+def test_the_medians_equal_the_brute_force_whatever_the_order_and_scale(
+    sets: tuple[list[tuple[int, int]], ...], offset: float, unit: float, seed: int
+) -> None:
+    o, s, r = (np.array(rows, dtype=np.float64) + offset for rows in sets)
+    found = DcrBaseline.of_arrays(o, s, r)
+    synthetic, random = brute_median_dcr(o, s), brute_median_dcr(o, r)
+    assert (found.synthetic_median, found.random_median) == (synthetic, random)
+    expected = math.nan if random == 0.0 else min(synthetic / random, 1.0)
+    assert found.score == pytest.approx(expected, nan_ok=True)
+    rng = np.random.default_rng(seed)
+    scaled = DcrBaseline.of_arrays(
+        o[rng.permutation(len(o))] * unit, s[rng.permutation(len(s))] * unit, r * unit
+    )
+    assert scaled.score == found.score or (math.isnan(scaled.score) and math.isnan(found.score))
+    assert scaled.synthetic_median == math.ldexp(synthetic, round(math.log2(unit)))
+
+
+def test_random_records_are_drawn_as_sdmetrics_draws_them() -> None:
+    originals = pl.DataFrame(
+        {
+            "i": [3, 7, 5, None],
+            "f": [0.5, 2.5, None, 1.0],
+            "c": ["b", "a", "b", "c"],
+            "k": [10, 20, 10, 20],
+        }
+    )
+    drawn = random_records(originals, frozenset({"k"}), 2000, seed=3)
+    assert drawn.schema == originals.schema
+    assert drawn["i"].drop_nulls().is_between(3, 7).all()
+    assert set(drawn["i"].drop_nulls().to_list()) == {3, 4, 5, 6, 7}
+    assert drawn["f"].drop_nulls().is_between(0.5, 2.5).all()
+    assert set(drawn["c"].to_list()) == {"a", "b", "c"}
+    assert set(drawn["k"].to_list()) == {10, 20}  # a categorical integer: its values only
+    assert 0.15 < drawn["i"].null_count() / 2000 < 0.35  # the originals' missing share
+    assert drawn["c"].null_count() == 0
+    own = np.random.default_rng(3).integers(3, 8, 2000)  # the first column: numpy's draws
+    present = drawn["i"].is_not_null().to_numpy()
+    assert drawn["i"].drop_nulls().to_list() == own[present].tolist()
+    assert random_records(originals, frozenset(), 50, seed=3).equals(
+        random_records(originals.reverse(), frozenset(), 50, seed=3).select(originals.columns)
+    )
+
+
+def test_the_score_through_the_projection() -> None:
+    rng = np.random.default_rng(0)
+    originals = pl.DataFrame(
+        {
+            "x": rng.normal(size=200),
+            "y": rng.normal(size=200) * 50.0,
+            "c": rng.choice(["p", "q"], 200),
+        }
+    )
+    copies = phr.dcr_baseline_protection(originals, originals)
+    assert (copies.score, copies.synthetic_median) == (0.0, 0.0)
+    fresh = pl.DataFrame(
+        {
+            "x": rng.normal(size=150),
+            "y": rng.normal(size=150) * 50.0,
+            "c": rng.choice(["p", "q"], 150),
+        }
+    )
+    found = phr.dcr_baseline_protection(originals, fresh, seed=4)
+    assert found == phr.dcr_baseline_protection(originals, fresh, seed=4)  # deterministic
+    assert found != phr.dcr_baseline_protection(originals, fresh, seed=5)
+    assert 0.0 < found.score <= 1.0
+    assert found.synthetic == 150
+    assert found.originals == 200
+    shuffled = phr.dcr_baseline_protection(originals, fresh.reverse(), seed=4)
+    assert shuffled.synthetic_median == found.synthetic_median
+    assert found.to_dict()["seed"] == 4
+    coords = phr.dcr_baseline_protection(
+        originals.select("x", "y"), fresh.select("x", "y"), coords=["x", "y"]
+    )
+    assert 0.0 < coords.score <= 1.0
+
+
+def test_bad_requests_are_refused() -> None:
+    frame = pl.DataFrame({"x": [1.0, 2.0, 4.0]})
+    with pytest.raises(ValueError, match="takes no `on`"):
+        phr.dcr_baseline_protection(frame, frame, on="x")
+    with pytest.raises(ValueError, match="seed"):
+        phr.dcr_baseline_protection(frame, frame, seed=-1)
+    with pytest.raises(NotImplementedError):
+        phr.dcr_baseline_protection(frame, frame, device="gpu")
+    with pytest.raises(NoDataError):
+        phr.dcr_baseline_protection(frame, frame.clear())
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        phr.dcr_baseline_protection(frame, frame, nope=1)  # type: ignore[call-arg]
+
+
+# --- SDMetrics itself, in the peers' venv (`make peers`)
+
+
+def sdmetrics_cases() -> list[tuple[pl.DataFrame, pl.DataFrame, int]]:
+    rng = np.random.default_rng(2)
+    floats = pl.DataFrame({"x": rng.normal(size=120) * 7.0 + 3.0})
+    near = pl.DataFrame({"x": floats["x"].head(60) + rng.normal(size=60) * 0.01})
+    integers = pl.DataFrame({"n": rng.integers(0, 1000, 90)})
+    return [
+        (floats, near, 0),
+        (floats, pl.DataFrame({"x": rng.uniform(-10.0, 15.0, 80)}), 11),
+        (integers, pl.DataFrame({"n": rng.integers(0, 1000, 70)}), 5),
+    ]
+
+
+def test_the_score_equals_sdmetrics_in_one_column() -> None:
+    cases = sdmetrics_cases()
+    peers = run_peer(
+        [
+            {
+                "peer": "baseline",
+                "originals": as_columns(o),
+                "synthetic": as_columns(s),
+                "seed": seed,
+            }
+            for o, s, seed in cases
+        ],
+        needs="sdmetrics",
+    )
+    for (originals, synthetic, seed), peer in zip(cases, peers, strict=True):
+        found = phr.dcr_baseline_protection(originals, synthetic, seed=seed)
+        assert math.isclose(found.score, peer["score"], rel_tol=1e-9)
+        # The units differ (SDMetrics divides by the range, the projection by the standard
+        # deviation), by one factor for both medians.
+        factor: Any = found.synthetic_median / peer["synthetic_median"]
+        assert math.isclose(found.random_median / peer["random_median"], factor, rel_tol=1e-9)
