@@ -93,12 +93,14 @@ def warn_holdout_overlap(
 @dataclass(frozen=True)
 class HoldoutSpace:
     """The originals, the synthetic records and the holdout, as coordinate arrays of one
-    space (the plan's), read at once."""
+    space (the plan's), read at once, with the plan's threads and ``tie_tol`` (the rounding
+    allowance of every comparison of two distances)."""
 
     originals: Float64Array
     synthetic: Float64Array
     holdout: Float64Array
     threads: int | None
+    tie_tol: float
 
     @classmethod
     def read(
@@ -120,6 +122,7 @@ class HoldoutSpace:
             space.coordinates_of(space.avatars, "synthetic"),
             space.coordinates_of(held_out, "holdout"),
             request.threads,
+            request.tie_tol,
         )
 
 

@@ -249,6 +249,7 @@ def report_of_plan(
                 held_out,
                 threads=request.threads,
                 confidence=level,
+                tie_tol=request.tie_tol,
             )
     # The read's arrays (taken in place) and the scaled distances are let go before the
     # direct-match pass reads the frames again: at 1e8 records they are 100 bytes each.
