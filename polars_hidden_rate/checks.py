@@ -28,6 +28,13 @@ class InvariantError(RuntimeError):
     ``python -O`` keeps the check."""
 
 
+def invariant(holds: bool, what: str) -> None:
+    """`InvariantError` naming ``what`` unless ``holds``: a check of the package's own
+    logic, kept under ``python -O`` (an ``assert`` is not)."""
+    if not holds:
+        raise InvariantError(f"{what}: does not hold (a bug in polars_hidden_rate)")
+
+
 def known(value: T | None, what: str) -> T:
     """``value``, which the package's own logic guarantees is set; `InvariantError`
     (naming ``what``) where it is None."""

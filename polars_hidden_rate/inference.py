@@ -34,6 +34,7 @@ from typing import Literal
 import numpy as np
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import invariant
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import tied_matches
@@ -174,7 +175,7 @@ class InferenceRisk:
             (originals, synthetic, holdout),
             strict=True,
         ):
-            assert values.shape == (len(rows),), f"one secret per record of {name}"
+            invariant(values.shape == (len(rows),), f"one secret per record of {name}")
         for name, rows in (("synthetic", points), ("originals", members), ("holdout", others)):
             if len(rows) == 0:
                 msg = f"there are no {name} records to attack with or to attack"

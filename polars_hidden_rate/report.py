@@ -24,7 +24,7 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.checks import check_confidence, check_real
+from polars_hidden_rate.checks import check_confidence, check_real, known
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.frames import ColumnSpec, as_lazy
 from polars_hidden_rate.holdout import (
@@ -683,9 +683,9 @@ def _attack(
     options: CountOptions = {"threads": request.threads, "tie_tol": request.tie_tol}
     projection = request.projection
     if projection is not None:
-        assert projection.fitted is not None, "the report fits its projection first"
+        fit = known(projection.fitted, "the fit of the report's projection (fitted first)")
         # The fit's categories, whichever rule chose them (by type, named, or "auto").
-        chosen = {f.name for f in projection.fitted.scaling.categorical}
+        chosen = {f.name for f in fit.scaling.categorical}
         forced = [name for name in attack.known if name in chosen]
         if forced:
             options["categorical"] = forced
@@ -701,9 +701,7 @@ def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
         columns = len(request.coords)
         return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
     request = request.fitted()
-    assert request.projection is not None
-    assert request.projection.fitted is not None
-    fitted = request.projection.fitted
+    fitted = known(known(request.projection, "a projection").fitted, "the projection's fit")
     words = components_words(fitted.ncp, fitted.max_ncp, fitted.n_components)
     return request, f"{fitted.model}, {words}"
 

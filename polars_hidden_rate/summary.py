@@ -18,7 +18,7 @@ import polars as pl
 from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import CountArray
-from polars_hidden_rate.checks import check_percentage
+from polars_hidden_rate.checks import InvariantError, check_percentage
 from polars_hidden_rate.digits import decisive, exact
 from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.verdict import Evidence
@@ -79,8 +79,8 @@ class CloakingSummary:
                 f"< {exact(self.min_rate)} %"
             )
         if self.copies_fail:
-            assert self.evidence is not None
-            assert self.max_own_copies is not None
+            if self.evidence is None or self.max_own_copies is None:
+                raise InvariantError("own copies fail only with evidence and a limit")
             reasons.append(
                 f"own copies {self.evidence.own_copies_percent:.2f} % "
                 f"> {self.max_own_copies:g} % (--max-own-copies)"
