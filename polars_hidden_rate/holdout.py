@@ -576,8 +576,8 @@ def _secret_values(
     if kind == "numeric" or (len(set(dtypes)) > 1 and not all(map(is_text, dtypes))):
         # Compared as float64, which must hold every value.
         for (role, frame), column in zip(read.items(), columns, strict=True):
-            raise_inexact(inexact_counts(frame, {secret: column.dtype}), {secret: column.dtype},
-                          "secret", role)  # fmt: skip
+            wanted = {secret: column.dtype}
+            raise_inexact(inexact_counts(frame, wanted), wanted, "secret", role)
     if kind == "numeric":
         return tuple(  # type: ignore[return-value]
             column.cast(pl.Float64).fill_null(float("nan")).to_numpy() for column in columns
@@ -842,11 +842,10 @@ class _SharedWalks:
         given: int = 0,
     ) -> None:
         # NaN checks in the order of the separate walks: the reference's pair first.
+        sets = ((originals, "originals"), (holdout, "holdout"), (synthetic, "synthetic"))
         o_largest, h_largest, s_largest = (
-            largest_magnitude(np.asarray(array), name)
-            for array, name in ((originals, "originals"), (holdout, "holdout"),
-                                (synthetic, "synthetic"))
-        )  # fmt: skip
+            largest_magnitude(np.asarray(array), name) for array, name in sets
+        )
         largest = max(o_largest, h_largest, s_largest)
         dim = np.shape(originals)[1] if np.ndim(originals) == 2 else 0
         self.exponent = exponent_for(largest, dim)
@@ -967,10 +966,8 @@ class _SharedWalks:
             raise ValueError(msg)
         if not self._at_count_scale(cloaking, self.originals.points.shape[1]):
             return self._walk(self.synthetic, self.originals)  # other floats: walk them all
-        own = squared_distances(
-            self.originals.points, self.synthetic.points, slice(None),
-            self.synthetic.position[rows],
-        )  # fmt: skip
+        points, their_own = self.synthetic.points, self.synthetic.position[rows]
+        own = squared_distances(self.originals.points, points, slice(None), their_own)
         hidden = np.flatnonzero(cloaking.counts[rows] > 0)
         return squared_nearest(
             self.synthetic, self.originals.points, threads=self.threads, rows=hidden, seed=own
@@ -996,10 +993,10 @@ class _SharedWalks:
         else:
             to_training = self._walk(self.originals, self.synthetic)
         in_order = np.arange(len(to_training), dtype=np.int64)  # the synthetic tree's own
+        members, points = len(self.originals.points), self.synthetic.points
         overfitting = DcrOverfitting.of_nearest(
-            to_training, self.holdout, self.synthetic.points, len(self.originals.points),
-            self.threads, rows=in_order,
-        )  # fmt: skip
+            to_training, self.holdout, points, members, self.threads, rows=in_order
+        )
         return HoldoutFigures(
             membership,
             overfitting,
