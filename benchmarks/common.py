@@ -141,12 +141,21 @@ def header(command: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def write_results(out: Path, name: str, payload: dict[str, Any], markdown: str) -> list[Path]:
-    """Write ``name.json`` and ``name.md`` into ``out``; return their paths."""
+    """Write ``name.json`` and ``name.md`` into ``out``; return their paths.
+
+    Into benchmarks/results/ (the committed results), the plots of docs/performance.md are
+    then drawn again from every result there (``benchmarks.plots``; skipped, with a note,
+    without matplotlib).
+    """
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / f"{name}.json"
     md_path = out / f"{name}.md"
     json_path.write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")
     md_path.write_text(markdown)
+    if out.resolve() == RESULTS:
+        from benchmarks import plots
+
+        plots.refresh(RESULTS)
     return [json_path, md_path]
 
 

@@ -4,23 +4,21 @@ Importing the package registers the ``avatar`` namespace on DataFrame and LazyFr
 """
 
 from polars_hidden_rate import namespace as _namespace  # noqa: F401  (registers `avatar`)
-from polars_hidden_rate.api import CountOptions, hidden_rate, local_cloaking
+from polars_hidden_rate.api import hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
-from polars_hidden_rate.dataset import local_cloaking_to_parquet
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
-from polars_hidden_rate.holdout import dcr_overfitting_protection, inference_risk, membership_risk
-from polars_hidden_rate.inference import InferenceRisk
-from polars_hidden_rate.membership import MembershipRisk
-from polars_hidden_rate.metrics import (
-    closest_distances_ratio,
-    correlation_protection_rate,
-    distance_to_closest,
-    hidden_rate_interval,
-    row_direct_match_protection,
-)
+from polars_hidden_rate.measures.correlation import correlation_protection_rate
+from polars_hidden_rate.measures.distances import closest_distances_ratio, distance_to_closest
+from polars_hidden_rate.measures.inference import InferenceRisk, inference_risk
+from polars_hidden_rate.measures.membership import MembershipRisk, membership_risk
+from polars_hidden_rate.measures.overfitting import dcr_overfitting_protection
+from polars_hidden_rate.measures.row_match import row_direct_match_protection
+from polars_hidden_rate.measures.summary import hidden_rate_interval
+from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.projection import Projection
 from polars_hidden_rate.report import PrivacyReport, privacy_report
+from polars_hidden_rate.to_parquet import local_cloaking_to_parquet
 
 __all__ = [
     "CountOptions",

@@ -2,8 +2,7 @@
 
 Both walk one path: `plan` checks the schemas and returns a
 `CountPlan`, which reads the coordinate arrays, runs the
-exact engine and joins the counts back. The planner's names are re-exported here, where
-they were first documented.
+exact engine and joins the counts back. The planner's names live in `polars_hidden_rate.plan`.
 """
 
 from __future__ import annotations
@@ -14,29 +13,14 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.frames import check_output_free
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import (
-    OPTION_NAMES,
     CountOptions,
-    CountPlan,
-    Device,
     FrameT,
-    Keys,
-    ReadInspector,
     plan,
 )
 
-__all__ = [
-    "OPTION_NAMES",
-    "CountOptions",
-    "CountPlan",
-    "Device",
-    "FrameT",
-    "Keys",
-    "ReadInspector",
-    "hidden_rate",
-    "local_cloaking",
-    "plan",
-]
+__all__ = ["hidden_rate", "local_cloaking"]
 
 
 def local_cloaking(
@@ -124,4 +108,4 @@ def hidden_rate(
     """
     request = plan(originals, avatars, options, caller="hidden_rate")
     counts = request.counts(cap=1)  # only c_i > 0 matters: each record stops at one rival
-    return 100.0 * int(np.count_nonzero(counts)) / len(counts)
+    return percent(int(np.count_nonzero(counts)), len(counts))

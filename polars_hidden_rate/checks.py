@@ -65,7 +65,12 @@ def check_real(value: object, option: str, *, low: float, high: float = math.inf
 def check_percentage(value: object, option: str) -> float:
     """A percentage in ``[0, 100]``; a value in ``(0, 1]`` is refused as a fraction given for a
     percentage (0.9 for 90 %), which would gate at almost nothing."""
-    number = check_real(value, option, low=0.0, high=100.0)
+    return refuse_fraction(check_real(value, option, low=0.0, high=100.0), option)
+
+
+def refuse_fraction(number: float, option: str) -> float:
+    """``number``, a checked percentage, unless it lies in ``(0, 1]``: a fraction given for a
+    percentage (0.9 for 90 %), refused with a message naming ``option``."""
     if 0.0 < number <= 1.0:
         msg = (
             f"{_named(option)} is a percentage: {number:g} means {number:g} %; "
@@ -107,6 +112,12 @@ def check_ncp_option(ncp: object) -> int | AllComponents | None:
     return check_count(ncp, "ncp")
 
 
+def check_tolerance(tolerance: object) -> float:
+    """A tolerance (the share of a value's magnitude a match may miss it by): a finite
+    number >= 0."""
+    return check_real(tolerance, "tolerance", low=0.0)
+
+
 def check_tie_tol(tie_tol: object) -> float:
     """The relative tie tolerance: a finite number >= 0."""
     return check_real(tie_tol, "tie_tol", low=0.0)
@@ -123,7 +134,8 @@ def check_cap(cap: object) -> int | None:
 
 
 def check_confidence(confidence: object) -> float:
-    """A confidence level: a number strictly between 0 and 1."""
+    """A confidence level: a number strictly between 0 and 1, where the normal quantile of
+    `polars_hidden_rate.measures.stats.normal_quantile` is finite."""
     level = check_real(confidence, "confidence", low=0.0, high=1.0)
     if level in (0.0, 1.0):
         msg = f"`confidence` must lie strictly between 0 and 1, got {confidence!r}"

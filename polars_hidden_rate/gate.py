@@ -2,8 +2,8 @@
 
 [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] stops a Python pipeline; the
 ``hidden-rate check`` command line does the same with an exit code, from
-[`summarize`][polars_hidden_rate.gate.summarize]. The summaries themselves live in
-`polars_hidden_rate.summary` (re-exported here, their documented path).
+[`summarize`][polars_hidden_rate.measures.summary.summarize]. The summaries themselves live in
+`polars_hidden_rate.measures.summary`.
 """
 
 from __future__ import annotations
@@ -14,33 +14,30 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.checks import known
-from polars_hidden_rate.digits import decisive, exact
-from polars_hidden_rate.plan import CountOptions, plan
-from polars_hidden_rate.summary import (
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.stats import percent
+from polars_hidden_rate.measures.summary import (
     CloakingSummary,
     check_min_rate,
     quartiles_below,
     summarize,
 )
-from polars_hidden_rate.verdict import (
+from polars_hidden_rate.measures.verdict import (
     DEFAULT_MAX_OWN_COPIES,
     Inspector,
     Verdict,
     VerdictOptions,
     split_options,
 )
+from polars_hidden_rate.plan import CountOptions, plan
 
 __all__ = [
     "QUARTILE_CAP",
-    "CloakingSummary",
     "GateOptions",
     "HiddenRateTooLowError",
     "OwnCopiesError",
     "assert_hidden_rate",
-    "check_min_rate",
     "cloaking_summary",
-    "quartiles_below",
-    "summarize",
     "summarize_inspected",
 ]
 
@@ -79,7 +76,7 @@ class OwnCopiesError(AssertionError):
 
     def __init__(self, own_copies: int, n: int, max_own_copies: float) -> None:
         self.own_copies = own_copies
-        self.own_copies_percent = 100.0 * own_copies / n
+        self.own_copies_percent = percent(own_copies, n)
         self.max_own_copies = max_own_copies
         super().__init__(
             f"{own_copies} of {n} avatars ({self.own_copies_percent:.2f} %) are identical to "
@@ -98,7 +95,7 @@ def cloaking_summary(
     **options: Unpack[CountOptions],
 ) -> CloakingSummary:
     """Count and summarise in one go, with the verdict's evidence: what
-    [`summarize`][polars_hidden_rate.gate.summarize] gives on the output of
+    [`summarize`][polars_hidden_rate.measures.summary.summarize] gives on the output of
     [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking], value for value, at
     less cost, and the link test, own copies and ties (docs/guarantees.md).
 
@@ -212,11 +209,11 @@ def assert_hidden_rate(
     request = plan(originals, avatars, counting, caller="assert_hidden_rate")
     inspector = Inspector.start(request, verdict)
     counts = request.counts(inspector.read(), cap=1, consume=True)
-    rate = 100.0 * int(np.count_nonzero(counts)) / len(counts)
+    rate = percent(int(np.count_nonzero(counts)), len(counts))
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)
     copies = inspector.evidence().own_copies
     copies = known(copies, "the own copies, which a local read compares")
-    if 100.0 * copies / len(counts) > verdict.max_own_copies:
+    if percent(copies, len(counts)) > verdict.max_own_copies:
         raise OwnCopiesError(copies, len(counts), verdict.max_own_copies)
     return rate

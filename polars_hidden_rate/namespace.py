@@ -7,9 +7,10 @@ from typing import Generic, Unpack
 
 import polars as pl
 
-from polars_hidden_rate import api, metrics, report
+from polars_hidden_rate import api, report
 from polars_hidden_rate.frames import ColumnSpec
-from polars_hidden_rate.metrics import AvatarsT
+from polars_hidden_rate.measures import correlation, distances, row_match
+from polars_hidden_rate.measures.distances import AvatarsT
 from polars_hidden_rate.plan import CountOptions, FrameT, Keys
 
 
@@ -37,7 +38,7 @@ class AvatarNamespace(Generic[FrameT]):
         """Forward to
         [`polars_hidden_rate.distance_to_closest`][polars_hidden_rate.distance_to_closest] with this
         frame as the originals: the avatars come back, with ``distance_to_closest``."""
-        return metrics.distance_to_closest(self._frame, avatars, **options)
+        return distances.distance_to_closest(self._frame, avatars, **options)
 
     def closest_distances_ratio(
         self, avatars: AvatarsT, **options: Unpack[CountOptions]
@@ -46,7 +47,7 @@ class AvatarNamespace(Generic[FrameT]):
         [`polars_hidden_rate.closest_distances_ratio`][polars_hidden_rate.closest_distances_ratio]
         with this frame as the originals: the avatars come back, with
         ``closest_distances_ratio``."""
-        return metrics.closest_distances_ratio(self._frame, avatars, **options)
+        return distances.closest_distances_ratio(self._frame, avatars, **options)
 
     def row_direct_match_protection(
         self,
@@ -60,7 +61,7 @@ class AvatarNamespace(Generic[FrameT]):
         """Forward to
         [`polars_hidden_rate.row_direct_match_protection`][polars_hidden_rate.row_direct_match_protection]
         with this frame as the originals."""
-        return metrics.row_direct_match_protection(
+        return row_match.row_direct_match_protection(
             self._frame, avatars, features=features, on=on, left_on=left_on, right_on=right_on
         )
 
@@ -69,14 +70,14 @@ class AvatarNamespace(Generic[FrameT]):
         avatars: pl.DataFrame | pl.LazyFrame,
         known: ColumnSpec,
         *,
-        tolerance: float = metrics.CORRELATION_TOLERANCE,
+        tolerance: float = correlation.CORRELATION_TOLERANCE,
         hidden_rate: float | None = None,
         **options: Unpack[CountOptions],
     ) -> float:
         """Forward to
         [`polars_hidden_rate.correlation_protection_rate`][polars_hidden_rate.correlation_protection_rate]
         with this frame as the originals."""
-        return metrics.correlation_protection_rate(
+        return correlation.correlation_protection_rate(
             self._frame, avatars, known, tolerance=tolerance, hidden_rate=hidden_rate, **options
         )
 

@@ -24,30 +24,28 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.checks import check_confidence, check_real, known
-from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.checks import check_confidence, check_real, known, refuse_fraction
 from polars_hidden_rate.frames import ColumnSpec, as_lazy
-from polars_hidden_rate.holdout import (
-    HoldoutFigures,
-    InferenceAttack,
-    check_holdout,
-    counts_and_figures,
-)
-from polars_hidden_rate.inference import DEFAULT_TOLERANCE, InferenceRisk, SecretKind
-from polars_hidden_rate.metrics import (
+from polars_hidden_rate.measures.correlation import (
     CorrelationProtection,
     check_known,
     correlation_protection,
-    hidden_rate_interval,
-    row_direct_match_protection,
 )
-from polars_hidden_rate.plan import CountOptions, CountPlan, plan
-from polars_hidden_rate.provenance import components_words
-from polars_hidden_rate.verdict import (
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.holdout import check_holdout
+from polars_hidden_rate.measures.holdout_figures import HoldoutFigures, counts_and_figures
+from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack, InferenceRisk
+from polars_hidden_rate.measures.row_match import row_direct_match_protection
+from polars_hidden_rate.measures.secrets import SecretKind
+from polars_hidden_rate.measures.stats import percent
+from polars_hidden_rate.measures.summary import hidden_rate_interval
+from polars_hidden_rate.measures.verdict import (
     Evidence,
     Inspector,
     Verdict,
 )
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.provenance import components_words
 
 METRICS = (
     "hidden_rate",
@@ -417,13 +415,8 @@ def check_targets(
         for name, value in targets.items()
     }
     for name in _PERCENTAGES:
-        if 0.0 < checked.get(name, 0.0) <= 1.0:
-            value = checked[name]
-            msg = (
-                f"`targets[{name!r}]` is a percentage: {value:g} means {value:g} %; "
-                f"did you mean {100 * value:g}?"
-            )
-            raise ValueError(msg)
+        if name in checked:
+            refuse_fraction(checked[name], f"targets[{name!r}]")
     return MappingProxyType({**DEFAULT_TARGETS, **checked})
 
 
@@ -636,12 +629,12 @@ def report_of_plan(
     linkable = None
     if known_names is not None:
         linkable = correlation_protection(
-            request.originals, request.avatars, known_names, hidden_rate=100.0 * n_hidden / n
+            request.originals, request.avatars, known_names, hidden_rate=percent(n_hidden, n)
         )
     return PrivacyReport(
         n=n,
         n_hidden=n_hidden,
-        hidden_rate=100.0 * n_hidden / n,
+        hidden_rate=percent(n_hidden, n),
         hidden_rate_low=low,
         hidden_rate_high=high,
         confidence=level,

@@ -1,16 +1,23 @@
-"""Shared test helpers: the float64 brute-force references, the Hypothesis budget and the
-adversarial cases of the nearest-two search."""
+"""Shared test helpers: the float64 brute-force references, the Hypothesis budget, the
+adversarial cases of the nearest-two search, and the cases several test modules share (linked
+parquet files, adversarial linked arrays and worker probes for clusters, mixed-type cohorts):
+no test module imports another."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import importlib
 import math
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 import pytest
 from hypothesis import strategies as st
 
@@ -201,3 +208,137 @@ def exact_integer_shares(
         right = [g == secret or (math.isnan(g) and math.isnan(secret)) for g in tied]
         shares.append(sum(right) / len(tied))
     return shares
+
+
+# --- parquet datasets: linked cases written as files (local, on a cluster, by the CLI)
+
+
+COORDS = ["Dim1", "Dim2", "Dim3"]
+
+
+def linked_case(n: int, seed: int, *, kind: str = "grid") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an `id` and more columns; their avatars shuffled, linked back by `id`."""
+    rng = np.random.default_rng(seed)
+    if kind == "grid":  # ties and duplicates everywhere
+        originals = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+        avatars = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+    else:
+        originals = rng.normal(size=(n, 3)) * 2.0**40
+        avatars = originals + rng.normal(scale=0.3, size=(n, 3)) * 2.0**40
+    ids = rng.permutation(n) * 7 + 3
+    left = pl.DataFrame(
+        {
+            "id": ids,
+            **dict(zip(COORDS, originals.T, strict=True)),
+            "note": [f"r{i}" for i in range(n)],
+        }
+    )
+    right = pl.DataFrame({"id": ids, **dict(zip(COORDS, avatars.T, strict=True))})
+    return left, right.sample(fraction=1.0, shuffle=True, seed=seed)
+
+
+def write_files(frame: pl.DataFrame, folder: Path, files: int) -> Path:
+    """``frame`` cut into ``files`` parquet files (some may be empty) in ``folder``."""
+    folder.mkdir(parents=True)
+    for k, rows in enumerate(np.array_split(np.arange(frame.height), files)):
+        frame[rows].write_parquet(folder / f"part{k:03d}.parquet")
+    return folder
+
+
+def siblings(folder: Path) -> list[str]:
+    return sorted(entry.name for entry in folder.iterdir())
+
+
+def changed(right: pl.DataFrame, change: str) -> pl.DataFrame:
+    """The avatars with one bad record (or none at all)."""
+    row = pl.int_range(pl.len())
+    if change == "duplicate avatar":
+        return right.with_columns(pl.when(row == 5).then(pl.col("id").get(9)).otherwise("id"))
+    if change == "missing avatar":
+        return right.with_columns(pl.when(row == 5).then(-1).otherwise("id").alias("id"))
+    if change == "extra avatar":
+        return pl.concat([right, right.head(1).with_columns(id=pl.lit(-5, pl.Int64))])
+    if change == "null avatar key":
+        return right.with_columns(pl.when(row == 5).then(None).otherwise("id").alias("id"))
+    if change == "nan coordinate":
+        return right.with_columns(
+            pl.when(row == 5).then(float("nan")).otherwise("Dim2").alias("Dim2")
+        )
+    if change == "wide integer coordinate":  # one Decimal(38, 0) value float64 cannot hold
+        rounded = pl.col("Dim1").round().cast(pl.Int64)
+        wide = pl.when(row == 5).then(pl.lit(2**53 + 1, pl.Int64)).otherwise(rounded)
+        return right.with_columns(wide.cast(pl.Decimal(38, 0)).alias("Dim1"))
+    if change == "empty":
+        return right.head(0)
+    raise AssertionError(change)
+
+
+# --- clusters: adversarial linked arrays, a slowed-down worker, a scheduler's finished tasks
+
+
+def adversarial(kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Linked (originals, avatars) with ties, duplicates, zero distances or large offsets."""
+    rng = np.random.default_rng(seed)
+    if kind == "gaussian":
+        originals = rng.normal(size=(n, 3))
+        return originals, originals + rng.normal(scale=0.3, size=(n, 3))
+    grid = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+    if kind == "grid":
+        return grid, rng.integers(0, 4, size=(n, 3)).astype(np.float64)
+    if kind == "duplicates":
+        originals = np.repeat(grid[: n // 4], 4, axis=0)
+        avatars = originals.copy()
+        avatars[::3] += 1.0
+        return originals, avatars
+    if kind == "offset":
+        return grid + 1e9, rng.integers(0, 4, size=(n, 3)) + 1e9
+    if kind == "dyadic":
+        return grid / 8, rng.integers(0, 32, size=(n, 3)) / 32
+    raise AssertionError(kind)
+
+
+def slow_down(module: str, name: str, seconds: float) -> Callable[[], None]:
+    """A function for `client.run` that makes every call of `module.name` on a worker sleep
+    first."""
+
+    def install() -> None:
+        owner = importlib.import_module(module)
+        original = getattr(owner, name)
+
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(seconds)
+            return original(*args, **kwargs)
+
+        setattr(owner, name, slow)
+
+    return install
+
+
+def tasks_done(dask_scheduler: Any, prefix: str) -> int:
+    group = dask_scheduler.task_prefixes.get(prefix)
+    return 0 if group is None else group.states["memory"] + group.states["forgotten"]
+
+
+# --- mixed-type cohorts (the projection, local and partitioned)
+
+
+STAGES = ["I", "II", "III", "IV"]
+
+
+def cohort(n: int, seed: int) -> pl.DataFrame:
+    """Mixed types: integers, floats, a date, strings, an Enum and a Boolean."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(20, 90, n)
+    return pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "age": age,
+            "weight": np.round(50 + 0.3 * age + rng.normal(0, 8, n), 1),
+            "visit": [
+                dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 900, n)
+            ],
+            "sex": rng.choice(["F", "M"], n),
+            "stage": rng.choice(STAGES, n, p=[0.4, 0.3, 0.2, 0.1]),
+            "smoker": rng.random(n) < 0.3,
+        }
+    ).with_columns(pl.col("stage").cast(pl.Enum(STAGES)))

@@ -15,7 +15,7 @@ import pytest
 PAUSED_CHECK = """
 import pathlib, sys, time
 import polars_hidden_rate.cli as cli
-import polars_hidden_rate.dataset as dataset
+import polars_hidden_rate.to_parquet as to_parquet
 
 signals = pathlib.Path(sys.argv[1])
 
@@ -25,8 +25,8 @@ def pause(result):
         time.sleep(0.01)
     return result
 
-write = dataset.DatasetJob.write
-dataset.DatasetJob.write = lambda self, staging: pause(write(self, staging))
+write = to_parquet.DatasetJob.write
+to_parquet.DatasetJob.write = lambda self, staging: pause(write(self, staging))
 summarize = cli.summarize
 cli.summarize = lambda *args, **options: pause(summarize(*args, **options))
 sys.argv = ["hidden-rate", *sys.argv[2:]]

@@ -329,3 +329,48 @@ def test_the_parquet_bench_runs_the_gate_and_the_report(tmp_path: Path) -> None:
         assert spent > 0
     with pytest.raises(RuntimeError, match="exited 2"):
         bench_parquet.work("gate", inputs[0], tmp_path / "missing.parquet", tmp_path / "x", 1)
+
+
+def test_the_plots_are_drawn_from_the_results(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from benchmarks import plots
+
+    results = tmp_path / "results"
+    arguments = ["--sizes", "300,600", "--dims", "5", "--engines", "ours,ckdtree"]
+    assert bench_counts.main([*arguments, "--threads", "1", "--out", str(results)]) == 0
+    paths = plots.write(results, tmp_path / "images")
+    assert [path.name for path in paths] == ["count_time.svg", "scale_time_memory.svg"]
+    drawn = paths[0].read_text()
+    assert "scipy cKDTree" in drawn  # the text stays text
+    assert 'href="http' not in drawn  # nothing from another host
+    assert "<metadata" not in drawn  # no date either
+    assert plots.write(results, tmp_path / "images")[0].read_text() == drawn  # no date in it
+
+
+def test_the_plots_keep_the_newest_and_our_current_engine_only() -> None:
+    from benchmarks.plots import ENGINE_SINCE, Point, newest
+
+    before = "2026-11-29T18:42:13+00:00"
+    assert before[:10] < ENGINE_SINCE
+    series = newest(
+        [
+            Point("ours", 10, 1.0, before),  # an earlier engine: left out
+            Point("ours", 100, 3.0, "2026-12-01T22:11:21+00:00"),
+            Point("ours", 100, 2.0, "2026-12-02T03:06:39+00:00"),  # the newest at n = 100
+            Point("ckdtree", 10, 5.0, before),  # a peer's code does not change with ours
+        ]
+    )
+    assert series == {"ckdtree": [(10, 5.0)], "ours": [(100, 2.0)]}
+
+
+def test_a_run_into_the_results_draws_the_plots_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import common, plots
+
+    drawn: list[Path] = []
+    monkeypatch.setattr(common, "RESULTS", tmp_path.resolve())
+    monkeypatch.setattr(plots, "refresh", drawn.append)
+    common.write_results(tmp_path, "into_the_results", {}, "")
+    common.write_results(tmp_path / "elsewhere", "not_there", {}, "")
+    assert drawn == [tmp_path.resolve()]

@@ -19,10 +19,9 @@ from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import cli
-from polars_hidden_rate.gate import summarize
-from tests.helpers import counts_of, local_cluster
+from polars_hidden_rate.measures.summary import summarize
+from tests.helpers import COORDS, counts_of, linked_case, local_cluster, siblings, write_files
 from tests.paused_run import PausedRun
-from tests.test_dataset import COORDS, linked_case, siblings, write_files
 
 SCRIPT = Path(sys.executable).with_name("hidden-rate")
 

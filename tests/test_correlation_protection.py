@@ -14,7 +14,7 @@ from polars.exceptions import ColumnNotFoundError, DuplicateError, SchemaError
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.engine.boxes import count_in_boxes
-from polars_hidden_rate.metrics import CorrelationProtection, correlation_protection
+from polars_hidden_rate.measures.correlation import CorrelationProtection, correlation_protection
 from polars_hidden_rate.report import PrivacyReport
 from tests.helpers import examples
 

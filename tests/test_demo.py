@@ -11,7 +11,7 @@ import pytest
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.cli import main
-from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
+from polars_hidden_rate.demo.cohort import DEFAULT_KS, cohort, k_table, sweep_k
 
 
 def test_demo_prints_the_k_table_and_writes_plots(

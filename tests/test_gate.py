@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import engine, gate
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import quartiles_below, summarize
 from tests.helpers import brute_force_counts, counts_of, hidden_share
 
 
@@ -120,23 +120,23 @@ def test_cloaking_summary_equals_the_summary_of_the_full_counts(
 def test_quartiles_below_the_cap_are_the_quartiles(counts: list[int], cap: int) -> None:
     full = np.array(counts, dtype=np.int64)
     capped = np.minimum(full, cap)
-    if gate.quartiles_below(capped, cap):  # sound: the capped quartiles are the quartiles
+    if quartiles_below(capped, cap):  # sound: the capped quartiles are the quartiles
         assert summarize(pl.DataFrame({"local_cloaking": capped})) == summarize(
             pl.DataFrame({"local_cloaking": full})
         )
     if full.max() < cap:  # and no recount when nothing was capped
-        assert gate.quartiles_below(capped, cap)
+        assert quartiles_below(capped, cap)
 
 
 def test_hidden_rate_counts_only_to_the_first_rival(monkeypatch: pytest.MonkeyPatch) -> None:
     caps: list[object] = []
-    count_cloaking = engine.count_cloaking
+    cloaking_result = engine.cloaking_result  # what the planner counts with
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         caps.append(kwargs.get("cap"))
-        return count_cloaking(*args, **kwargs)
+        return cloaking_result(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "count_cloaking", spy)
+    monkeypatch.setattr(engine, "cloaking_result", spy)
     originals, avatars, rate = _frames(3)
     assert phr.hidden_rate(originals, avatars, coords=["a", "b"]) == pytest.approx(rate)
     assert caps == [1]

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.frames.files import scan
-from polars_hidden_rate.gate import cloaking_summary, summarize
+from polars_hidden_rate.gate import cloaking_summary
+from polars_hidden_rate.measures.summary import summarize
 from polars_hidden_rate.namespace import AvatarNamespace
 from tests.helpers import brute_force_counts, examples, hidden_share
 

@@ -1,5 +1,5 @@
-"""The import paths the docs give keep working after the engine and cluster moved into
-packages: each old module re-exports the very objects of their new homes."""
+"""One import path per job: the modules that moved left no shim behind, and the package's
+own names are the very objects of the modules that define them."""
 
 from __future__ import annotations
 
@@ -7,42 +7,40 @@ import importlib
 
 import pytest
 
-MOVED = {
-    "polars_hidden_rate.neighbours": {
-        "nearest_two": "polars_hidden_rate.engine.nearest",
-        "NearestTwo": "polars_hidden_rate.engine.nearest",
-        "canonical_scale": "polars_hidden_rate.engine.scale",
-    },
-    "polars_hidden_rate.distributed": {
-        "count_cloaking_distributed": "polars_hidden_rate.cluster.arrays",
-        "nearest_two_distributed": "polars_hidden_rate.cluster.arrays",
-        "Sizing": "polars_hidden_rate.cluster.shards",
-        "size_tasks": "polars_hidden_rate.cluster.shards",
-        "pairs_within_reach": "polars_hidden_rate.cluster.shards",
-        "require_client": "polars_hidden_rate.tasks",
-        "worker_specs": "polars_hidden_rate.tasks",
-        "WorkerSpec": "polars_hidden_rate.tasks",
-        "EXTRA_HINT": "polars_hidden_rate.tasks",
-    },
-    "polars_hidden_rate.cluster_data": {
-        "count_and_write": "polars_hidden_rate.cluster.dataset",
-        "TaskPlan": "polars_hidden_rate.cluster.shards",
-        "plan_tasks": "polars_hidden_rate.cluster.shards",
-        "records_per_task": "polars_hidden_rate.cluster.shards",
-    },
-}
+# Paths of 0.1.0's first drafts: each job has its one module now (docs/api.md).
+REMOVED = [
+    "polars_hidden_rate.neighbours",
+    "polars_hidden_rate.distributed",
+    "polars_hidden_rate.linkage",
+    "polars_hidden_rate.metrics",
+    "polars_hidden_rate.holdout",
+    "polars_hidden_rate.membership",
+    "polars_hidden_rate.inference",
+    "polars_hidden_rate.verdict",
+    "polars_hidden_rate.summary",
+    "polars_hidden_rate.digits",
+    "polars_hidden_rate.stats",
+    "polars_hidden_rate.cluster_data",
+    "polars_hidden_rate.dataset",
+    "polars_hidden_rate.cluster.dataset",
+    "polars_hidden_rate.cohort",
+    "polars_hidden_rate.plots",
+]
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_re_exports_its_new_home(old: str) -> None:
-    module = importlib.import_module(old)
-    assert sorted(module.__all__) == sorted(MOVED[old])
-    for name, home in MOVED[old].items():
-        assert getattr(module, name) is getattr(importlib.import_module(home), name), name
+@pytest.mark.parametrize("old", REMOVED)
+def test_a_moved_module_leaves_no_second_path(old: str) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
-def test_the_package_still_exports_count_cloaking() -> None:
+def test_the_package_exports_the_defining_modules_objects() -> None:
     import polars_hidden_rate as phr
     from polars_hidden_rate import engine
+    from polars_hidden_rate.measures import correlation, inference, membership, overfitting
 
     assert phr.count_cloaking is engine.count_cloaking
+    assert phr.membership_risk is membership.membership_risk
+    assert phr.inference_risk is inference.inference_risk
+    assert phr.dcr_overfitting_protection is overfitting.dcr_overfitting_protection
+    assert phr.correlation_protection_rate is correlation.correlation_protection_rate

@@ -28,7 +28,7 @@ from polars.exceptions import (
 
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.inference import InferenceRisk
+from polars_hidden_rate.measures.inference import InferenceRisk
 from tests.helpers import brute_shares, exact_integer_shares, examples
 
 

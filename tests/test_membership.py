@@ -19,14 +19,16 @@ from polars.exceptions import NoDataError, SchemaError
 
 import polars_hidden_rate as phr
 import polars_hidden_rate.engine.kdtree as kdtree_module
-import polars_hidden_rate.holdout as holdout_module
+import polars_hidden_rate.measures.walks as walks_module
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import nearest_two, squared_nearest
 from polars_hidden_rate.engine.scale import canonical_scale, exponent_for
-from polars_hidden_rate.holdout import DcrOverfitting, HoldoutFigures, LinkedCloaking
-from polars_hidden_rate.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
+from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
+from polars_hidden_rate.measures.membership import MembershipRisk, auc, auc_interval, tpr_at_fpr
+from polars_hidden_rate.measures.overfitting import DcrOverfitting
+from polars_hidden_rate.measures.walks import LinkedCloaking
 from tests.helpers import examples
 
 # Few distinct values, so that ties within and across the two sides are frequent.
@@ -129,7 +131,7 @@ def test_one_record_a_side_gives_the_whole_interval() -> None:
         (lambda: auc([1.0], [[1.0]]), "`holdout` must be one score per record"),
         (lambda: auc([math.nan], [1.0]), "`members` holds NaN"),
         (lambda: tpr_at_fpr([1.0], [1.0], 1.5), r"`fpr` must lie in \[0, 1\]"),
-        (lambda: auc_interval([1.0], [1.0], 1.0), r"`confidence` must lie in \(0, 1\)"),
+        (lambda: auc_interval([1.0], [1.0], 1.0), "`confidence` must lie strictly between 0 and 1"),
     ],
 )
 def test_bad_scores_are_refused(call: object, message: str) -> None:
@@ -256,7 +258,7 @@ def test_the_counts_spare_walks_and_change_no_score(
         return squared_nearest(*args, **kwargs)  # the walk the module calls
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(holdout_module, "squared_nearest", counting_walk)
+        patch.setattr(walks_module, "squared_nearest", counting_walk)
         found, figures = HoldoutFigures.with_nearest(o, s, h, cloaking=cloaking)
     largest = [float(np.abs(a).max()) for a in (o, s, h)]
     count_scale = exponent_for(max(largest[:2]), 2, tie_tol)
@@ -298,7 +300,7 @@ def test_the_report_s_count_lends_its_tree_and_changes_no_figure(
         return build_side_by_side(arrays, **options)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(holdout_module, "build_side_by_side", counted_builds)
+        patch.setattr(walks_module, "build_side_by_side", counted_builds)
         report = phr.privacy_report(
             frames[0], frames[1], holdout=frames[2], coords=["a", "b"], tie_tol=tie_tol
         )

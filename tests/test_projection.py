@@ -23,29 +23,9 @@ from polars.exceptions import (
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import Projection, passes
 from polars_hidden_rate.projection.scaling import CategoricalFeature
-from tests.helpers import brute_force_counts, examples, hidden_share
+from tests.helpers import STAGES, brute_force_counts, cohort, examples, hidden_share
 
-STAGES = ["I", "II", "III", "IV"]
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
-
-
-def cohort(n: int, seed: int) -> pl.DataFrame:
-    """Mixed types: integers, floats, a date, strings, an Enum and a Boolean."""
-    rng = np.random.default_rng(seed)
-    age = rng.integers(20, 90, n)
-    return pl.DataFrame(
-        {
-            "id": np.arange(n),
-            "age": age,
-            "weight": np.round(50 + 0.3 * age + rng.normal(0, 8, n), 1),
-            "visit": [
-                dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 900, n)
-            ],
-            "sex": rng.choice(["F", "M"], n),
-            "stage": rng.choice(STAGES, n, p=[0.4, 0.3, 0.2, 0.1]),
-            "smoker": rng.random(n) < 0.3,
-        }
-    ).with_columns(pl.col("stage").cast(pl.Enum(STAGES)))
 
 
 def perturbed(frame: pl.DataFrame, seed: int) -> pl.DataFrame:

@@ -24,8 +24,7 @@ from polars_hidden_rate.projection import Projection, partitioned, passes
 from polars_hidden_rate.projection.scaling import CategoricalFeature, NumericFeature
 from polars_hidden_rate.projection.types import FeatureSpec
 from polars_hidden_rate.tasks import LocalTasks
-from tests.helpers import examples, local_cluster
-from tests.test_projection import cohort
+from tests.helpers import cohort, examples, local_cluster
 
 RTOL = 1e-12
 MEASURED: list[float] = []  # the largest relative difference of each comparison

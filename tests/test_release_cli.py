@@ -16,7 +16,7 @@ import pytest
 import polars_hidden_rate as phr
 import polars_hidden_rate.cli as cli
 from polars_hidden_rate.cli import main
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import summarize
 from tests.helpers import without_provenance
 
 FEATURES = ["age", "bmi", "stage", "smoker"]

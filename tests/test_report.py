@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError, SchemaError
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import metrics
+from polars_hidden_rate.measures import row_match
 from polars_hidden_rate.report import DEFAULT_TARGETS, METRICS, PrivacyReport
 from tests.helpers import brute_force_counts, examples
 
@@ -239,7 +239,7 @@ def test_direct_matches_equal_a_set_of_the_originals(
     with pytest.MonkeyPatch.context() as patch:
         if collide:
             alike = (pl.struct("x", "s").hash() * 0 + 7).alias("hash")
-            patch.setattr(metrics, "_row_hash", lambda dtypes: alike)
+            patch.setattr(row_match, "_row_hash", lambda dtypes: alike)
         assert phr.row_direct_match_protection(originals, avatars) == pytest.approx(expected)
 
 

@@ -8,7 +8,10 @@ docs venv has matplotlib, the ``plot`` extra, so the files can always be made ag
 
 - ``k_table.md``: the demo's k table, as a Markdown table (the home page includes it);
 - ``hidden_rate_by_k.png`` and ``local_cloaking.png``: the demo's two plots;
-- ``privacy_report.html``: the privacy report of one of the demo's anonymizations (``REPORT_K``).
+- ``privacy_report.html``: the privacy report of one of the demo's anonymizations (``REPORT_K``),
+  against a holdout (another draw of the cohort, never avatarized) and with the attribute
+  inference attack (``KNOWN`` known to the attacker, ``SECRET`` inferred), so that the page
+  shows every row the report can hold.
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ from pathlib import Path
 import polars as pl
 
 from polars_hidden_rate import avatarize, privacy_report
-from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
-from polars_hidden_rate.plots import cloaking_histogram, k_curve
+from polars_hidden_rate.demo.cohort import DEFAULT_KS, cohort, k_table, sweep_k
+from polars_hidden_rate.demo.plots import cloaking_histogram, k_curve
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 NCP = 5  # the demo's default
 SEED = 0
 # Below the hidden-rate target at this k, so the example report shows a FAIL beside passes.
 REPORT_K = 20
+HOLDOUT_SEED = 1  # the holdout: records of the same population the generator never saw
+KNOWN = ("age", "sex", "region")
+SECRET = "diabetes"
 
 
 def k_table_markdown(table: pl.DataFrame) -> str:
@@ -49,7 +55,15 @@ def write(folder: Path) -> list[Path]:
     markdown = folder / "k_table.md"
     markdown.write_text(k_table_markdown(table))
     avatars = avatarize(originals, REPORT_K, ncp=NCP, seed=SEED)
-    report = privacy_report(originals, avatars, ncp=NCP, by_row_order=True)
+    report = privacy_report(
+        originals,
+        avatars,
+        ncp=NCP,
+        by_row_order=True,
+        holdout=cohort(len(originals), seed=HOLDOUT_SEED),
+        known=list(KNOWN),
+        secret=SECRET,
+    )
     page = folder / "privacy_report.html"
     page.write_text(report.to_html(title=f"Privacy report: the demo cohort at k = {REPORT_K}"))
     return [

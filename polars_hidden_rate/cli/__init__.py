@@ -32,7 +32,6 @@ import polars as pl
 from polars_hidden_rate.cli.formatting import format_json, format_report, format_text
 from polars_hidden_rate.cli.parser import PROG, UsageError, build_parser
 from polars_hidden_rate.cli.signals import in_background, stop_signals_raised
-from polars_hidden_rate.dataset import plan_dataset
 from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.frames.files import (
     file_format,
@@ -40,13 +39,11 @@ from polars_hidden_rate.frames.files import (
     scan,
     scan_literal,
 )
-from polars_hidden_rate.gate import (
-    CloakingSummary,
-    check_min_rate,
-    summarize,
-    summarize_inspected,
-)
-from polars_hidden_rate.holdout import InferenceAttack, check_holdout
+from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.measures.holdout import check_holdout
+from polars_hidden_rate.measures.inference import InferenceAttack
+from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.measures.verdict import Inspector, Verdict
 from polars_hidden_rate.outputs import (
     check_output,
     describe,
@@ -65,7 +62,7 @@ from polars_hidden_rate.provenance import (
 )
 from polars_hidden_rate.report import check_targets, inference_attack, report_of_plan
 from polars_hidden_rate.tasks import EXTRA_HINT
-from polars_hidden_rate.verdict import Inspector, Verdict
+from polars_hidden_rate.to_parquet import plan_dataset
 
 __all__ = [
     "PROG",
@@ -413,7 +410,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``hidden-rate demo``: the k table on a synthetic cohort, and the plots."""
-    from polars_hidden_rate.cohort import DEFAULT_KS, cohort, k_table, sweep_k
+    from polars_hidden_rate.demo.cohort import DEFAULT_KS, cohort, k_table, sweep_k
 
     # k neighbours need k + 1 records; ncp components need ncp + 1 (the cohort's n records
     # span n - 1 dimensions).
@@ -444,7 +441,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"\nk = {shown} left out: k must be below --rows ({args.rows}).")
     print("\nAt very small k the hidden rate can dip before it rises with k (docs/avatarize.md).")
     if args.plot is not None:
-        from polars_hidden_rate.plots import cloaking_histogram, k_curve
+        from polars_hidden_rate.demo.plots import cloaking_histogram, k_curve
 
         args.plot.mkdir(parents=True, exist_ok=True)
         written = [

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.summary import CloakingSummary
+from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.report import LABELS, PrivacyReport
-from polars_hidden_rate.summary import CloakingSummary
-from polars_hidden_rate.verdict import Evidence
 
 
 def format_text(summary: CloakingSummary) -> str:

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from distributed import Client, Future
 
 # The logger's name stays the one docs/scale.md gives for filtering its warnings.
-logger = logging.getLogger("polars_hidden_rate.distributed")
+logger = logging.getLogger(__name__)
 ResultT = TypeVar("ResultT")
 
 # How often one (block, shard) task may be resubmitted after losing its inputs.
@@ -177,7 +177,7 @@ def nearest_two_distributed(
     sizing: Sizing | None = None,
 ) -> NearestTwo:
     """Each avatar's nearest two originals, on a Dask cluster; bit-identical to
-    [`nearest.nearest_two`][polars_hidden_rate.neighbours.nearest_two].
+    [`nearest.nearest_two`][polars_hidden_rate.engine.nearest.nearest_two].
 
     The two smallest ``d2`` over all originals are the two smallest of the per-shard
     two smallest, so the originals are cut into shards (a kd-tree each), the avatars

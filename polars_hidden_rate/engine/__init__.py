@@ -212,7 +212,7 @@ def cloaking_result(
     >>> avatars = np.array([[1.0], [0.0], [1.0]])
     >>> result = cloaking_result(originals, avatars, strategy="tree", closer=True)
     >>> result.counts.tolist(), result.closer.tolist(), result.strategy
-    ([1, 1, 1], [True, True, False], 'tree')
+    ([2, 2, 1], [True, True, False], 'tree')
     """
     threads, strategy = check_threads(threads), check_strategy(strategy)
     cap = check_cap(cap)

@@ -83,7 +83,7 @@ def linked_arrays(
     """Linked coordinates at the canonical scale, as contiguous float64, with each ``T_i``.
 
     Both arrays are multiplied by one power of two
-    ([`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale]), exactly unless a
+    ([`canonical_scale`][polars_hidden_rate.engine.scale.canonical_scale]), exactly unless a
     coordinate falls below the normal range, before any ``d2`` is taken: data
     and the same data times ``2^k`` give bit-identical arrays, hence identical
     counts, and no square can overflow. With ``overwrite_input``, arrays that are

@@ -3,7 +3,7 @@
 Distances follow the engine's definition: direct differences, squared and summed
 in column order, no fused multiply-add. Both arrays are first brought, exactly, to
 one canonical scale by a power of two
-([`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale]), so no square overflows and
+([`canonical_scale`][polars_hidden_rate.engine.scale.canonical_scale]), so no square overflows and
 the results are invariant under power-of-two rescaling. A kd-tree of the
 originals (`KdTree`) is built once and walked
 with the box bounds of its counting walk: a node is skipped only when its lower
@@ -37,7 +37,7 @@ class NearestTwo:
     """Per avatar, the distances to its nearest and second-nearest original.
 
     The distances are kept at the canonical scale
-    ([`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale]); the properties give
+    ([`canonical_scale`][polars_hidden_rate.engine.scale.canonical_scale]); the properties give
     them in the input units.
 
     Attributes

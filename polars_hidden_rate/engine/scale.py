@@ -40,7 +40,7 @@ def canonical_exponent(dim: int, tie_tol: float = 0.0) -> int:
 
 
 def exponent_for(largest: float, dim: int, tie_tol: float = 0.0) -> int:
-    """The ``e`` of [`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale] for data
+    """The ``e`` of [`canonical_scale`][polars_hidden_rate.engine.scale.canonical_scale] for data
     whose largest ``|coordinate|`` is ``largest`` (0 when it is 0): what parts of the data, reduced
     to their largest, agree on.
 
@@ -55,7 +55,7 @@ def exponent_for(largest: float, dim: int, tie_tol: float = 0.0) -> int:
 def largest_magnitude(array: Float64Array, name: str | None = None) -> float:
     """The largest ``|coordinate|`` of ``array`` (0 when empty); a NaN or infinite one is a
     ValueError naming ``name``: with `exponent_for`, the exponent that
-    [`canonical_scale`][polars_hidden_rate.neighbours.canonical_scale] gives any set of arrays
+    [`canonical_scale`][polars_hidden_rate.engine.scale.canonical_scale] gives any set of arrays
     (that of their largest), told without scaling them."""
     # max and min rather than abs(): no temporary as large as the array
     magnitude = max(float(array.max(initial=0.0)), -float(array.min(initial=0.0)))

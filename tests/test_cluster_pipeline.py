@@ -19,15 +19,24 @@ from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeEr
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate.cluster import dataset as cluster_data
+from polars_hidden_rate.cluster import pipeline
 from polars_hidden_rate.cluster.shards import TaskPlan
 from polars_hidden_rate.frames import open_dataset
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
-from tests.helpers import brute_force_counts, local_cluster
-from tests.test_dataset import COORDS, changed, linked_case, siblings, write_files
-from tests.test_distributed import _slow_down, _tasks_done, adversarial
+from tests.helpers import (
+    COORDS,
+    adversarial,
+    brute_force_counts,
+    changed,
+    linked_case,
+    local_cluster,
+    siblings,
+    slow_down,
+    tasks_done,
+    write_files,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +62,12 @@ def frames(
 
 def run_with_tasks(
     client: Any, originals: Path, avatars: Path, output: Path, tasks: Any, **options: Any
-) -> phr.gate.CloakingSummary:
+) -> phr.measures.summary.CloakingSummary:
     """The cluster path with a chosen number of buckets, blocks and shards."""
     left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
     request = plan(left.scan(), right.scan(), {**options, "cluster": client})  # type: ignore[typeddict-item]
     with staged_directory(output) as staging:
-        return cluster_data.count_and_write(request, left, right, staging, None, tasks=tasks)
+        return pipeline.count_and_write(request, left, right, staging, None, tasks=tasks)
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
@@ -113,7 +122,7 @@ def test_any_cut_gives_the_local_counts(
             {"coords": COORDS, "on": "id", "tie_tol": tie_tol, "cluster": threads_client},
         )
         with staged_directory(out) as staging:
-            summary = cluster_data.count_and_write(
+            summary = pipeline.count_and_write(
                 request, left_set, right_set, staging, None, tasks=tasks
             )
         assert_frame_equal(pl.read_parquet(out), expected)
@@ -162,7 +171,7 @@ def test_quartiles_above_the_histogram_come_from_bisection(
     expected = summarize(phr.local_cloaking(left, right, coords=COORDS, on="id"))
     assert expected.local_cloaking_q3 > 2
     for bins in (1, 2, 1024):
-        monkeypatch.setattr(cluster_data, "HISTOGRAM_BINS", bins)
+        monkeypatch.setattr(pipeline, "HISTOGRAM_BINS", bins)
         summary = phr.local_cloaking_to_parquet(
             tmp_path / "o", tmp_path / "a", tmp_path / f"out{bins}", coords=COORDS, on="id",
             cluster=threads_client,
@@ -380,7 +389,7 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     write_files(left, tmp_path / "o", 3)
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
-    client.run(_slow_down("polars_hidden_rate.engine", "count_within", 0.25))
+    client.run(slow_down("polars_hidden_rate.engine", "count_within", 0.25))
     tasks = TaskPlan(buckets=3, blocks=4, shards=4)
     outcome: dict[str, Any] = {}
 
@@ -396,7 +405,7 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     runner = threading.Thread(target=measure)
     runner.start()
     deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
-    while client.run_on_scheduler(_tasks_done, prefix="phr-count-within") == 0:
+    while client.run_on_scheduler(tasks_done, prefix="phr-count-within") == 0:
         assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
         assert time.monotonic() < deadline, "no count finished within 180 s"
         time.sleep(0.02)
@@ -423,9 +432,9 @@ def test_the_cluster_judges_the_link_as_locally(
 ) -> None:
     # Issue 19 on a cluster: the link test on the very records the local path tests (all of
     # them, or its seeded sample), own copies on the coordinates, a random link refused.
-    from polars_hidden_rate import linkage
-    from polars_hidden_rate.dataset import plan_dataset
-    from polars_hidden_rate.verdict import UnlinkedAvatarsError, Verdict
+    from polars_hidden_rate.measures import link_test as linkage
+    from polars_hidden_rate.measures.verdict import UnlinkedAvatarsError, Verdict
+    from polars_hidden_rate.to_parquet import plan_dataset
 
     if sample is not None:
         monkeypatch.setattr(linkage, "SAMPLE", sample)
@@ -435,7 +444,7 @@ def test_the_cluster_judges_the_link_as_locally(
     originals = write_files(left, tmp_path / "o", 3)
     avatars = write_files(right.sample(fraction=1.0, shuffle=True, seed=2), tmp_path / "a", 2)
 
-    def judged(name: str, **options: Any) -> phr.gate.CloakingSummary:
+    def judged(name: str, **options: Any) -> phr.measures.summary.CloakingSummary:
         job = plan_dataset(
             originals,
             avatars,
@@ -485,8 +494,8 @@ def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
     the local path finds them; and the records hidden by ties only. Grid data: exact ties
     everywhere; 30 avatars copy their original; 20 more equal it on the first two coordinates
     only, which a comparison of the coordinates read would take for copies."""
-    from polars_hidden_rate.dataset import plan_dataset
-    from polars_hidden_rate.verdict import Verdict
+    from polars_hidden_rate.measures.verdict import Verdict
+    from polars_hidden_rate.to_parquet import plan_dataset
 
     left, right = linked_case(300, seed=41)
     right = right.sort("id")
@@ -501,7 +510,7 @@ def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
         {"features": COORDS, "ncp": 2} if space == "features" else {"coords": COORDS, "ncp": 2}
     )
 
-    def judged(name: str, **extra: Any) -> phr.gate.CloakingSummary:
+    def judged(name: str, **extra: Any) -> phr.measures.summary.CloakingSummary:
         job = plan_dataset(
             originals,
             avatars,

@@ -18,10 +18,16 @@ import polars as pl
 from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import CountArray
-from polars_hidden_rate.checks import InvariantError, check_percentage
-from polars_hidden_rate.digits import decisive, exact
+from polars_hidden_rate.checks import (
+    InvariantError,
+    check_confidence,
+    check_count,
+    check_percentage,
+)
 from polars_hidden_rate.frames import as_lazy
-from polars_hidden_rate.verdict import Evidence
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.stats import percent, wilson
+from polars_hidden_rate.measures.verdict import Evidence
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ class CloakingSummary:
     @property
     def not_hidden_share(self) -> float:
         """Percentage of records with ``local_cloaking == 0``."""
-        return 100.0 * self.not_hidden / self.n
+        return percent(self.not_hidden, self.n)
 
     @property
     def failures(self) -> list[str]:
@@ -170,7 +176,7 @@ def summarize(
     Examples
     --------
     >>> import polars as pl
-    >>> from polars_hidden_rate.gate import summarize
+    >>> from polars_hidden_rate.measures.summary import summarize
     >>> summary = summarize(pl.DataFrame({"local_cloaking": [0, 3, 5, 10]}), min_rate=80)
     >>> summary.hidden_rate, summary.local_cloaking_median, summary.passed
     (75.0, 4.0, False)
@@ -197,7 +203,7 @@ def summarize(
     if row["missing"]:
         msg = f"local_cloaking is null in {row['missing']} of {n} records: nothing to summarise"
         raise pl.exceptions.ComputeError(msg)
-    rate = 100.0 * (n - int(row["not_hidden"])) / n
+    rate = percent(n - int(row["not_hidden"]), n)
     summary = CloakingSummary(
         n=n,
         hidden_rate=rate,
@@ -240,8 +246,8 @@ def summary_from_order_statistics(
 
     The quartiles interpolate linearly between the order statistics at ``floor`` and
     ``ceil`` of ``q (n - 1)``, as Polars' ``quantile(q, "linear")`` and ``median`` do, so
-    the summary is [`summarize`][polars_hidden_rate.gate.summarize]'s, value for value, without
-    the counts in one place.
+    the summary is [`summarize`][polars_hidden_rate.measures.summary.summarize]'s, value for
+    value, without the counts in one place.
 
     Examples
     --------
@@ -261,7 +267,7 @@ def summary_from_order_statistics(
         above = float(order_statistic(min(low + 1, n - 1)))
         return below + (above - below) * (position - low)
 
-    rate = 100.0 * (n - not_hidden) / n
+    rate = percent(n - not_hidden, n)
     return CloakingSummary(
         n=n,
         hidden_rate=rate,
@@ -277,3 +283,47 @@ def summary_from_order_statistics(
 def histogram(counts: CountArray, bins: int) -> CountArray:
     """How many counts equal ``0, 1, ..., bins - 1``, then how many are ``bins`` or more."""
     return np.bincount(np.minimum(counts, bins), minlength=bins + 1).astype(np.int64)
+
+
+def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a hidden rate, in percent.
+
+    With ``z`` the normal quantile of ``(1 + confidence) / 2``, the bounds are
+    ``(k + z²/2 ± z sqrt(k(n - k)/n + z²/4)) / (n + z²)`` for ``k = n_hidden``
+    (`polars_hidden_rate.measures.stats.wilson`, as the inference attack's rates). Unlike the
+    normal approximation, it stays within [0, 100] and keeps its coverage at rates near 100;
+    the bound at an end is that end exactly (100 when every record is hidden, 0 when none is).
+
+    Parameters
+    ----------
+    n_hidden
+        Number of hidden records (``local_cloaking > 0``), ``0 <= n_hidden <= n``.
+    n
+        Number of records, at least 1.
+    confidence
+        Confidence level, in (0, 1).
+
+    Returns
+    -------
+    tuple of float
+        The lower and upper bounds, in percent.
+
+    Examples
+    --------
+    >>> import polars_hidden_rate as phr
+    >>> low, high = phr.hidden_rate_interval(90, 100)
+    >>> round(low, 2), round(high, 2)
+    (82.56, 94.48)
+    """
+    n = check_count(n, "n")
+    n_hidden = check_count(n_hidden, "n_hidden", low=0)
+    if n_hidden > n:
+        msg = f"`n_hidden` must be at most n={n}, got {n_hidden}"
+        raise ValueError(msg)
+    level = check_confidence(confidence)
+    centre, half = wilson(n_hidden, n, level)
+    # At k = 0 (k = n) the lower (upper) bound is exactly 0 (100): the formula gives it up
+    # to rounding (2.8e-15, 99.99999999999999).
+    low = 0.0 if n_hidden == 0 else min(max(100.0 * (centre - half), 0.0), 100.0)
+    high = 100.0 if n_hidden == n else min(max(100.0 * (centre + half), 0.0), 100.0)
+    return low, high

@@ -23,19 +23,22 @@ in float64) rather than their square roots, which can merge two of them.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
-from statistics import NormalDist
+from typing import Unpack
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.checks import known
+from polars_hidden_rate.checks import check_confidence, known
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest
 from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.measures.holdout import HoldoutSpace
+from polars_hidden_rate.measures.stats import delong_interval
+from polars_hidden_rate.plan import CountOptions
 
 DEFAULT_FPR = 0.1
 """The false positive rate the attack papers report the true positive rate at."""
@@ -99,9 +102,12 @@ class MembershipRisk:
         # One placement of each side for both (its arrays are let go afterwards); no
         # interval at a confidence out of range, refused when asked for.
         of_members, of_holdout = self._sorted.placements()
-        interval = None
-        if 0.0 < self.confidence < 1.0:
-            interval = _interval_of(of_members, of_holdout, self.confidence)
+        try:
+            interval: tuple[float, float] | None = _interval_of(
+                of_members, of_holdout, self.confidence
+            )
+        except ValueError:  # the confidence, checked again by `auc_interval`
+            interval = None
         return _auc_of(of_members, of_holdout), interval
 
     @property
@@ -114,7 +120,7 @@ class MembershipRisk:
     def auc_interval(self) -> tuple[float, float]:
         """DeLong's interval of [`auc`][polars_hidden_rate.MembershipRisk.auc] at `confidence`
         (``membership.auc_interval``)."""
-        _check_confidence(self.confidence)
+        check_confidence(self.confidence)
         interval = known(self._auc_and_interval[1], "DeLong's interval at a checked confidence")
         return interval
 
@@ -209,17 +215,12 @@ def _auc_of(of_members: Placements, of_holdout: Placements) -> float:
 def _interval_of(
     of_members: Placements, of_holdout: Placements, confidence: float
 ) -> tuple[float, float]:
-    _check_confidence(confidence)
+    check_confidence(confidence)
     m, h = len(of_members.beats), len(of_holdout.beats)
-    centre = _auc_of(of_members, of_holdout)
-    if m < 2 or h < 2:
-        return 0.0, 1.0
+    # Each record's placement among the other side, ties counting half: DeLong's V.
     v_members = of_members.halves() / (2.0 * h)
     v_holdout = of_holdout.halves() / (2.0 * m)
-    variance = float(np.var(v_members, ddof=1)) / m + float(np.var(v_holdout, ddof=1)) / h
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    spread = z * math.sqrt(variance)
-    return max(0.0, centre - spread), min(1.0, centre + spread)
+    return delong_interval(_auc_of(of_members, of_holdout), v_members, v_holdout, confidence)
 
 
 def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
@@ -248,7 +249,7 @@ def auc_interval(
     the sample variance. With one record on a side the variance is not defined; the
     interval is then [0, 1].
     """
-    _check_confidence(confidence)  # before the scores are looked at
+    check_confidence(confidence)  # before the scores are looked at
     return _interval_of(*placements(members, holdout), confidence)
 
 
@@ -269,12 +270,6 @@ def tpr_at_fpr(members: npt.ArrayLike, holdout: npt.ArrayLike, fpr: float = DEFA
     """
     _check_fpr(fpr)  # before the scores are looked at
     return _Sorted.of(members, holdout).tpr_at_fpr(fpr)
-
-
-def _check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        msg = f"`confidence` must lie in (0, 1), got {confidence!r}"
-        raise ValueError(msg)
 
 
 def _check_fpr(fpr: float) -> None:
@@ -300,3 +295,65 @@ def _scores(name: str, values: npt.ArrayLike) -> Float64Array:
 def _ratio(numerator: int, denominator: int) -> float:
     # Python's int division rounds correctly, whatever the sizes.
     return numerator / denominator
+
+
+def membership_risk(
+    originals: pl.DataFrame | pl.LazyFrame,
+    synthetic: pl.DataFrame | pl.LazyFrame,
+    holdout: pl.DataFrame | pl.LazyFrame,
+    *,
+    confidence: float = 0.95,
+    **options: Unpack[CountOptions],
+) -> MembershipRisk:
+    """The membership attack: can an attacker holding a real record and the synthetic set
+    tell whether the record was among the originals the generator learnt from?
+
+    Each real record, original (a member) or holdout (not one), is scored by its distance to
+    its nearest synthetic record; the closer, the likelier a member. The figures compare the
+    two groups' scores ([`MembershipRisk`][polars_hidden_rate.MembershipRisk]): the AUC
+    (ties counting half, counted exactly), its DeLong interval, and the true positive rate at
+    a false positive rate (10 % by default, as the attack papers report it). Random guessing
+    gives an AUC of 0.5 and a true positive rate equal to the false positive rate.
+
+    Parameters
+    ----------
+    originals
+        The records the synthetic set was generated from (the members).
+    synthetic
+        The synthetic records, any number of them (avatars or another generator's).
+    holdout
+        Real records of the same population that the generator never saw, with the
+        originals' columns and types.
+    confidence
+        The level of the AUC's interval.
+    **options
+        ``coords`` or ``features``, ``categorical``, ``impute`` and ``ncp`` choose the
+        space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]; ``threads``. No link:
+        ``on`` only keeps key columns out of the default features. ``cluster`` and
+        ``device="gpu"`` are refused (the walk runs on this machine's CPU).
+
+    Raises
+    ------
+    polars.exceptions.SchemaError
+        When the holdout's columns or types differ from the originals', before anything is
+        read.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"Dim1": [0.0, 1.0, 2.0, 3.0]})
+    >>> synthetic = pl.DataFrame({"Dim1": [0.0, 1.0, 2.0, 3.0]})  # copies
+    >>> holdout = pl.DataFrame({"Dim1": [0.5, 1.5, 2.5, 3.5]})
+    >>> risk = phr.membership_risk(originals, synthetic, holdout, coords="Dim1")
+    >>> risk.auc, risk.tpr_at_fpr(0.1)
+    (1.0, 1.0)
+    """
+    space = HoldoutSpace.read(originals, synthetic, holdout, options, "membership_risk")
+    return MembershipRisk.of_arrays(
+        space.originals,
+        space.synthetic,
+        space.holdout,
+        threads=space.threads,
+        confidence=confidence,
+    )

@@ -3,7 +3,6 @@ worker dies mid-run."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
@@ -28,11 +27,14 @@ from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.tasks import TASK_MEMORY_FRACTION, WorkerSpec
 from tests.helpers import (
     OFFSETS,
+    adversarial,
     brute_force_counts,
     brute_force_two,
     examples,
     local_cluster,
     nearest_two_case,
+    slow_down,
+    tasks_done,
 )
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
@@ -42,27 +44,6 @@ COORDS = ["Dim1", "Dim2", "Dim3"]
 def client() -> Iterator[Any]:
     with local_cluster(processes=True) as client:
         yield client
-
-
-def adversarial(kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Linked (originals, avatars) with ties, duplicates, zero distances or large offsets."""
-    rng = np.random.default_rng(seed)
-    if kind == "gaussian":
-        originals = rng.normal(size=(n, 3))
-        return originals, originals + rng.normal(scale=0.3, size=(n, 3))
-    grid = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
-    if kind == "grid":
-        return grid, rng.integers(0, 4, size=(n, 3)).astype(np.float64)
-    if kind == "duplicates":
-        originals = np.repeat(grid[: n // 4], 4, axis=0)
-        avatars = originals.copy()
-        avatars[::3] += 1.0
-        return originals, avatars
-    if kind == "offset":
-        return grid + 1e9, rng.integers(0, 4, size=(n, 3)) + 1e9
-    if kind == "dyadic":
-        return grid / 8, rng.integers(0, 32, size=(n, 3)) / 32
-    raise AssertionError(kind)
 
 
 def linked_frames(
@@ -123,28 +104,6 @@ def test_any_sharding_sums_to_the_brute_force(
     assert counts.tolist() == brute_force_counts(originals, avatars, 1e-9).tolist()
 
 
-def _slow_down(module: str, name: str, seconds: float) -> Callable[[], None]:
-    """A function for `client.run` that makes every call of `module.name` on a worker sleep
-    first."""
-
-    def install() -> None:
-        owner = importlib.import_module(module)
-        original = getattr(owner, name)
-
-        def slow(*args: Any, **kwargs: Any) -> Any:
-            time.sleep(seconds)
-            return original(*args, **kwargs)
-
-        setattr(owner, name, slow)
-
-    return install
-
-
-def _tasks_done(dask_scheduler: Any, prefix: str) -> int:
-    group = dask_scheduler.task_prefixes.get(prefix)
-    return 0 if group is None else group.states["memory"] + group.states["forgotten"]
-
-
 def _cloaking(left: pl.DataFrame, right: pl.DataFrame, cluster: Any) -> pl.DataFrame:
     return phr.local_cloaking(left, right, coords=COORDS, on="id", cluster=cluster)
 
@@ -182,7 +141,7 @@ def _kill_a_worker_mid_run(client: Any, kind: str) -> None:
     originals, avatars = adversarial("gaussian", 600, seed=6)
     left, right = linked_frames(originals, avatars, seed=7)
     expected = metric(left, right, None)
-    client.run(_slow_down(module, walk, 0.25))
+    client.run(slow_down(module, walk, 0.25))
     outcome: dict[str, Any] = {}
 
     def measure() -> None:
@@ -194,7 +153,7 @@ def _kill_a_worker_mid_run(client: Any, kind: str) -> None:
     runner = threading.Thread(target=measure)
     runner.start()
     deadline = time.monotonic() + 180  # generous: a loaded machine starts tasks late
-    while client.run_on_scheduler(_tasks_done, prefix=task_prefix) == 0:
+    while client.run_on_scheduler(tasks_done, prefix=task_prefix) == 0:
         assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
         assert time.monotonic() < deadline, "no task finished within 180 s"
         time.sleep(0.02)

@@ -33,8 +33,7 @@ def cloaking_histogram(per_record: pl.DataFrame, path: str | Path) -> Path:
         A frame with a ``local_cloaking`` column, such as the output of
         [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]. With a ``k``
         column too (the output of
-        [`polars_hidden_rate.cohort.sweep_k`][polars_hidden_rate.cohort.sweep_k]), one outline per
-        ``k``.
+        [`sweep_k`][polars_hidden_rate.demo.cohort.sweep_k]), one outline per ``k``.
     path
         The PNG file to write.
 
@@ -74,7 +73,7 @@ def k_curve(table: pl.DataFrame, path: str | Path) -> Path:
     ----------
     table
         Columns ``k``, ``hidden_rate`` and ``local_cloaking_median``, as
-        [`polars_hidden_rate.cohort.k_table`][polars_hidden_rate.cohort.k_table] returns.
+        [`polars_hidden_rate.demo.cohort.k_table`][polars_hidden_rate.demo.cohort.k_table] returns.
     path
         The PNG file to write.
 

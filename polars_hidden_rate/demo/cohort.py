@@ -1,9 +1,10 @@
 """The demonstration: a synthetic cohort the package makes itself, and how k moves the hidden rate.
 
-[`cohort`][polars_hidden_rate.cohort.cohort] draws a seeded mixed-type cohort (no download, no data
-file); [`sweep_k`][polars_hidden_rate.cohort.sweep_k] avatarizes it for several ``k`` and measures
-each anonymization; [`k_table`][polars_hidden_rate.cohort.k_table] sums that up.
-``hidden-rate demo`` (and ``make demo``) runs all three.
+[`cohort`][polars_hidden_rate.demo.cohort.cohort] draws a seeded mixed-type cohort (no
+download, no data file); [`sweep_k`][polars_hidden_rate.demo.cohort.sweep_k] avatarizes it for
+several ``k`` and measures each anonymization;
+[`k_table`][polars_hidden_rate.demo.cohort.k_table] sums that up. ``hidden-rate demo`` (and
+``make demo``) runs all three.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import polars as pl
 
 from polars_hidden_rate.api import local_cloaking
 from polars_hidden_rate.checks import check_count
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.measures.summary import summarize
 
 DEFAULT_KS = (2, 5, 10, 20, 50)
 
@@ -43,7 +44,7 @@ def cohort(rows: int = 3000, *, seed: int = 0) -> pl.DataFrame:
 
     Examples
     --------
-    >>> from polars_hidden_rate.cohort import cohort
+    >>> from polars_hidden_rate.demo.cohort import cohort
     >>> frame = cohort(5, seed=1)
     >>> frame.shape
     (5, 10)
@@ -127,12 +128,12 @@ def sweep_k(
 
 def k_table(per_record: pl.DataFrame) -> pl.DataFrame:
     """The hidden rate and local cloaking median for each ``k`` of
-    [`sweep_k`][polars_hidden_rate.cohort.sweep_k]'s output.
+    [`sweep_k`][polars_hidden_rate.demo.cohort.sweep_k]'s output.
 
     Examples
     --------
     >>> import polars as pl
-    >>> from polars_hidden_rate.cohort import k_table
+    >>> from polars_hidden_rate.demo.cohort import k_table
     >>> per_record = pl.DataFrame({"k": [2, 2, 5, 5], "local_cloaking": [0, 2, 3, 5]})
     >>> k_table(per_record)
     shape: (2, 3)

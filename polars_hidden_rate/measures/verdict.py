@@ -2,7 +2,7 @@
 
 The gates (`cloaking_summary`,
 [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate], ``hidden-rate check``) and the report
-refuse to judge a release whose link looks random (`polars_hidden_rate.linkage`), or
+refuse to judge a release whose link looks random (`polars_hidden_rate.measures.link_test`), or
 that is linked by row order while both frames hold a column that is a key; and they count
 the avatars identical to their own original on the raw features, and the records hidden
 only through ties. Everything here comes from the read that the counts come from
@@ -22,7 +22,8 @@ from polars.exceptions import ComputeError
 from polars_hidden_rate._types import BoolArray, CountArray
 from polars_hidden_rate.checks import InvariantError, OptionTypeError, check_real
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
-from polars_hidden_rate.linkage import LinkTest, link_test
+from polars_hidden_rate.measures.link_test import LinkTest, link_test
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions, CountPlan
 
 DEFAULT_MAX_OWN_COPIES = 10.0
@@ -138,7 +139,7 @@ class Evidence:
     def own_copies_percent(self) -> float | None:
         if self.own_copies is None:
             return None
-        return 100.0 * self.own_copies / self.n if self.n else 0.0
+        return percent(self.own_copies, self.n) if self.n else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {

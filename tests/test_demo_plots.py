@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from polars_hidden_rate.cohort import cohort, k_table
-from polars_hidden_rate.gate import summarize
+from polars_hidden_rate.demo.cohort import cohort, k_table
+from polars_hidden_rate.measures.summary import summarize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -57,7 +57,7 @@ def _is_png(path: Path) -> bool:
 
 def test_plots_are_written(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from polars_hidden_rate.plots import cloaking_histogram, k_curve
+    from polars_hidden_rate.demo.plots import cloaking_histogram, k_curve
 
     rng = np.random.default_rng(1)
     per_record = pl.DataFrame(

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.engine.scale import exponent_for
+from polars_hidden_rate.measures.stats import percent, upper_tail
 
 MIN_RECORDS = 50
 """Below this many records the test is not run: too few to tell a random link apart."""
@@ -73,7 +73,7 @@ class LinkTest:
     def closer_share(self) -> float:
         """Percentage of comparisons the own avatar wins, ties counting half."""
         total = self.closer + self.farther + self.ties
-        return 100.0 * (self.closer + 0.5 * self.ties) / total if total else math.nan
+        return percent(self.closer + 0.5 * self.ties, total) if total else math.nan
 
     @property
     def tested(self) -> bool:
@@ -183,13 +183,5 @@ def _test(x: Float64Array, y: Float64Array, population: int) -> LinkTest:
     ties = n * m - closer - farther
     # The own avatar's rank among its m + 1 is uniform under a random link.
     z = (closer + 0.5 * ties - n * m / 2.0) / math.sqrt(n * m * (m + 2) / 12.0)
-    p_value = _upper_tail(z)
+    p_value = upper_tail(z)
     return LinkTest(n, closer, farther, ties, p_value, m, population)
-
-
-def _upper_tail(z: float) -> float:
-    """``P(Z >= z)`` for a standard normal ``Z``; far out, where ``1 - cdf`` rounds to 0,
-    its asymptotic form."""
-    if z < 8:
-        return 1.0 - NormalDist().cdf(z)
-    return math.exp(-z * z / 2.0) / (z * math.sqrt(2.0 * math.pi))

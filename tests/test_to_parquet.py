@@ -14,51 +14,23 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
-from polars_hidden_rate.cluster import dataset as cluster_data
-from polars_hidden_rate.cluster import shards
-from polars_hidden_rate.cluster.dataset import Splits
+from polars_hidden_rate.cluster import pipeline, shards
+from polars_hidden_rate.cluster.pipeline_tasks import Splits, count_at_most
 from polars_hidden_rate.cluster.shards import plan_tasks, records_per_task
 from polars_hidden_rate.frames import KeyProblems, link_by_key, open_dataset
-from polars_hidden_rate.gate import cloaking_summary, summarize
+from polars_hidden_rate.gate import cloaking_summary
+from polars_hidden_rate.measures.summary import histogram, summarize, summary_from_order_statistics
 from polars_hidden_rate.outputs import part_name
-from polars_hidden_rate.summary import histogram, summary_from_order_statistics
 from polars_hidden_rate.tasks import WorkerSpec
-from tests.helpers import brute_force_counts, counts_of
-
-COORDS = ["Dim1", "Dim2", "Dim3"]
-
-
-def linked_case(n: int, seed: int, *, kind: str = "grid") -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Originals with an `id` and more columns; their avatars shuffled, linked back by `id`."""
-    rng = np.random.default_rng(seed)
-    if kind == "grid":  # ties and duplicates everywhere
-        originals = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
-        avatars = rng.integers(0, 4, size=(n, 3)).astype(np.float64)
-    else:
-        originals = rng.normal(size=(n, 3)) * 2.0**40
-        avatars = originals + rng.normal(scale=0.3, size=(n, 3)) * 2.0**40
-    ids = rng.permutation(n) * 7 + 3
-    left = pl.DataFrame(
-        {
-            "id": ids,
-            **dict(zip(COORDS, originals.T, strict=True)),
-            "note": [f"r{i}" for i in range(n)],
-        }
-    )
-    right = pl.DataFrame({"id": ids, **dict(zip(COORDS, avatars.T, strict=True))})
-    return left, right.sample(fraction=1.0, shuffle=True, seed=seed)
-
-
-def write_files(frame: pl.DataFrame, folder: Path, files: int) -> Path:
-    """``frame`` cut into ``files`` parquet files (some may be empty) in ``folder``."""
-    folder.mkdir(parents=True)
-    for k, rows in enumerate(np.array_split(np.arange(frame.height), files)):
-        frame[rows].write_parquet(folder / f"part{k:03d}.parquet")
-    return folder
-
-
-def siblings(folder: Path) -> list[str]:
-    return sorted(entry.name for entry in folder.iterdir())
+from tests.helpers import (
+    COORDS,
+    brute_force_counts,
+    changed,
+    counts_of,
+    linked_case,
+    siblings,
+    write_files,
+)
 
 
 @pytest.mark.parametrize(("left_files", "right_files"), [(1, 1), (4, 3), (5, 7)])
@@ -181,30 +153,6 @@ def test_an_output_that_is_a_file_or_has_no_folder_is_refused(tmp_path: Path) ->
         phr.local_cloaking_to_parquet(
             originals, avatars, tmp_path / "no" / "out", coords=COORDS, on="id"
         )
-
-
-def changed(right: pl.DataFrame, change: str) -> pl.DataFrame:
-    """The avatars with one bad record (or none at all)."""
-    row = pl.int_range(pl.len())
-    if change == "duplicate avatar":
-        return right.with_columns(pl.when(row == 5).then(pl.col("id").get(9)).otherwise("id"))
-    if change == "missing avatar":
-        return right.with_columns(pl.when(row == 5).then(-1).otherwise("id").alias("id"))
-    if change == "extra avatar":
-        return pl.concat([right, right.head(1).with_columns(id=pl.lit(-5, pl.Int64))])
-    if change == "null avatar key":
-        return right.with_columns(pl.when(row == 5).then(None).otherwise("id").alias("id"))
-    if change == "nan coordinate":
-        return right.with_columns(
-            pl.when(row == 5).then(float("nan")).otherwise("Dim2").alias("Dim2")
-        )
-    if change == "wide integer coordinate":  # one Decimal(38, 0) value float64 cannot hold
-        rounded = pl.col("Dim1").round().cast(pl.Int64)
-        wide = pl.when(row == 5).then(pl.lit(2**53 + 1, pl.Int64)).otherwise(rounded)
-        return right.with_columns(wide.cast(pl.Decimal(38, 0)).alias("Dim1"))
-    if change == "empty":
-        return right.head(0)
-    raise AssertionError(change)
 
 
 @pytest.mark.parametrize(
@@ -375,7 +323,7 @@ def test_an_order_statistic_from_the_histogram_is_the_sorted_count(bins: int, se
     merged = histogram(counts, bins)
     ordered = np.sort(counts)
     found = [
-        cluster_data.order_statistic(k, merged, lambda v: cluster_data.count_at_most(counts, v))
+        pipeline.order_statistic(k, merged, lambda v: count_at_most(counts, v))
         for k in range(len(counts))
     ]
     assert found == ordered.tolist()
@@ -388,9 +336,7 @@ def test_a_quartile_at_the_first_count_past_the_bins_is_not_taken_from_them() ->
     assert merged.tolist() == [1, 3]
 
     def statistic(k: int) -> int:
-        return cluster_data.order_statistic(
-            k, merged, lambda v: cluster_data.count_at_most(counts, v)
-        )
+        return pipeline.order_statistic(k, merged, lambda v: count_at_most(counts, v))
 
     assert statistic(1) == 5
     summary = summary_from_order_statistics(4, 1, statistic, min_rate=None)

@@ -4,12 +4,13 @@
 the avatars as parquet files (a file, a directory of files, or a list), and writes one
 ``part-NNNNN.parquet`` per originals file into an output directory: the originals' columns plus
 ``local_cloaking`` and ``hidden``. It returns the gate's
-[`CloakingSummary`][polars_hidden_rate.gate.CloakingSummary] without bringing the records back.
+[`CloakingSummary`][polars_hidden_rate.measures.summary.CloakingSummary] without bringing the
+records back.
 
 Without ``cluster``, the local engine counts every linked coordinate (as
 [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking] does), then each originals
 file is read again, given its counts and written as its own part. With ``cluster``, the workers do
-all of that (`polars_hidden_rate.cluster.dataset`) and the driver only plans.
+all of that (`polars_hidden_rate.cluster.pipeline`) and the driver only plans.
 
 The parts are written into a private temporary directory beside ``output``, renamed to
 ``output`` when every part is complete: nothing half-written is ever visible, a failure
@@ -30,11 +31,16 @@ from typing import Unpack
 import polars as pl
 
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
+from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.measures.verdict import (
+    Inspector,
+    Verdict,
+    check_row_order_link,
+    copy_features,
+)
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
-from polars_hidden_rate.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.verdict import Inspector, Verdict, check_row_order_link, copy_features
 
 
 def local_cloaking_to_parquet(
@@ -66,13 +72,13 @@ def local_cloaking_to_parquet(
         The keyword options of
         [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]
         ([`CountOptions`][polars_hidden_rate.CountOptions]). ``cluster`` runs every stage on the
-        workers (`polars_hidden_rate.cluster.dataset`); without it, the local engine.
+        workers (`polars_hidden_rate.cluster.pipeline`); without it, the local engine.
 
     Returns
     -------
     CloakingSummary
-        What [`polars_hidden_rate.gate.summarize`][polars_hidden_rate.gate.summarize] gives on the
-        written records.
+        What [`summarize`][polars_hidden_rate.measures.summary.summarize] gives on the written
+        records.
 
     Raises
     ------
@@ -133,9 +139,9 @@ class DatasetJob:
         Locally, the verdict's evidence (link test, own copies) comes from the read the
         counts come from; a cluster run does not gather it (docs/guarantees.md)."""
         if self.request.cluster is not None:
-            from polars_hidden_rate.cluster import dataset as cluster_data
+            from polars_hidden_rate.cluster import pipeline
 
-            return cluster_data.count_and_write(
+            return pipeline.count_and_write(
                 self.request,
                 self.originals,
                 self.avatars,

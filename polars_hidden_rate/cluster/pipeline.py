@@ -1,0 +1,614 @@
+"""Local cloaking of parquet datasets on a Dask cluster: the workers read, link, count and write.
+
+`count_and_write` runs [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet]
+with ``cluster=``. The driver holds futures, file metadata, split points, boxes and
+scalars, never a column: its memory grows with the number of files, blocks and shards,
+not with the records. Every stage is a set of pure tasks, each a function of files and
+of other tasks' results, so a lost worker's results are recomputed by Dask from the
+files, and the counts cannot change. This module is the driver (one method of `_Pipeline`
+per stage); the tasks, and the values they pass each other, are in
+`polars_hidden_rate.cluster.pipeline_tasks`.
+
+1. **Read** (one task per file of each side): the key columns (cast to the types both
+   sides share), the coordinates as float64, and each record's global row. The task
+   checks what `read_aligned` checks and returns
+   scalars: rows, the largest ``|coordinate|``, missing values, null keys, and a sample
+   of the first coordinate for the split points. The records stay on the worker, cut
+   into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order).
+2. The driver sums those scalars, raises the local errors, and chooses the canonical
+   exponent (`exponent_for` of the global largest)
+   and the split points: ``B - 1`` for query blocks and ``S - 1`` for avatar shards,
+   quantiles of the sample of ``(first coordinate, row)`` pairs, as a distributed sort
+   chooses them.
+3. **Link** (one task per bucket): an original and its avatar have the same key, so
+   they meet in one bucket (Dask moves the pieces between workers, as its task-based
+   shuffle does). The task links them as locally (`link_by_key`)
+   and reports its key problems, which the driver sums; it multiplies both sides
+   by ``2^e``, computes each ``T_i`` (`own_thresholds`)
+   and cuts its originals by the block split points.
+4. **Shards** (one per range of avatars): each avatar file cuts its avatars by the
+   shard split points; a shard task gathers its pieces and builds its kd-tree where
+   it runs. **Blocks** gather their pieces from every bucket.
+5. The driver gathers the boxes and prunes (block, shard) pairs exactly
+   (`pairs_within_reach`); one **count** task per
+   pair left calls `count_within`; a task per block sums
+   its partial counts.
+6. **Write** (one task per originals file): the totals are routed back to their files
+   by row, the file is read again, given ``local_cloaking`` and ``hidden``, and written
+   as its part. The task returns a histogram of the counts; the driver builds the
+   summary from the histograms (and, for a quartile above them, by bisection over the
+   workers' counts).
+
+The counts equal the local engine's, bit for bit: the same exponent, the same float64
+thresholds, and every partial count exact (``docs/scale.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+from polars.exceptions import NoDataError, ShapeError
+
+from polars_hidden_rate._types import CountArray, IndexArray
+from polars_hidden_rate.cluster.pipeline_tasks import (
+    BucketEvidence,
+    Linked,
+    LinkSpec,
+    Points,
+    Queries,
+    Read,
+    ReadStats,
+    Shard,
+    Side,
+    Splits,
+    Written,
+    assemble,
+    block_box,
+    block_piece,
+    build_shard,
+    count_at_most,
+    count_pair,
+    gather_block,
+    link_bucket,
+    link_problems,
+    raise_missing_features,
+    read_partition,
+    read_piece,
+    read_stats,
+    route,
+    shard_box,
+    shard_pieces,
+    sum_partials,
+    ties_only_of,
+    write_partition,
+)
+from polars_hidden_rate.cluster.shards import TaskPlan, pairs_in_reach, plan_tasks
+from polars_hidden_rate.engine.scale import exponent_for
+from polars_hidden_rate.frames import (
+    Dataset,
+    KeyProblems,
+    MissingValues,
+    raise_inexact,
+    raise_missing,
+)
+from polars_hidden_rate.measures.link_test import link_test_of_sample, sampled_rows
+from polars_hidden_rate.measures.summary import CloakingSummary, summary_from_order_statistics
+from polars_hidden_rate.measures.verdict import (
+    Evidence,
+    UnlinkedAvatarsError,
+    Verdict,
+    compares_coordinates,
+    copy_features,
+    copy_fingerprints,
+    unlinked_message,
+)
+from polars_hidden_rate.tasks import (
+    DaskTasks,
+    pieces,
+    require_client,
+    worker_specs,
+)
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from polars_hidden_rate.plan import CountPlan
+
+SAMPLE_PER_SPLIT = 64
+"""Sampled first coordinates per split point, spread over the files by their rows."""
+HISTOGRAM_BINS = 1024
+"""Counts below this are summarised from the workers' histograms alone."""
+
+
+def order_statistic(k: int, merged: CountArray, at_most: Callable[[int], int]) -> int:
+    """The ``k``-th smallest count (from 0), from the histogram of every count (``merged``:
+    how many equal ``0, 1, ..., bins - 1``, then how many are ``bins`` or more) and, when it
+    lies at or above ``bins``, a bisection on ``at_most(value)``: how many counts are at most
+    ``value``."""
+    below = np.cumsum(merged[:-1])  # how many counts are at most 0, 1, ..., bins - 1
+    if k < below[-1]:
+        return int(np.searchsorted(below, k, side="right"))
+    low = high = len(below)  # fewer than k + 1 counts lie below: it is at least this
+    while at_most(high) <= k:  # a value at or above it, then bisect
+        high *= 2
+    while low < high:
+        middle = (low + high) // 2
+        if at_most(middle) > k:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+
+def count_and_write(
+    request: CountPlan,
+    originals: Dataset,
+    avatars: Dataset,
+    staging: Path,
+    min_rate: float | None,
+    *,
+    tasks: TaskPlan | None = None,
+    verdict: Verdict | None = None,
+) -> CloakingSummary:
+    """Count on the cluster of ``request`` and write one part per originals file into
+    ``staging``; the summary of the counts. With ``verdict``, the link test runs on the
+    records the local path tests (gathered from the link buckets, before any count), and
+    own copies are counted where the coordinates are the given ones."""
+    pipeline = _Pipeline(require_client(request.cluster), request, originals, avatars)
+    return pipeline.run(staging, min_rate, tasks, verdict)
+
+
+class _Pipeline:
+    """One run's stages, each a method that submits its tasks, keyed
+    ``phr-<stage>-<index>-<run>``. `run` drops each stage's futures once the next
+    stage's tasks are submitted, so Dask frees every stage's data as soon as the next stage
+    has it; no future is kept on the pipeline itself."""
+
+    def __init__(
+        self, client: Client, request: CountPlan, originals: Dataset, avatars: Dataset
+    ) -> None:
+        self.client = client
+        self.tasks = DaskTasks(client)
+        self.request = request
+        self.originals = originals
+        self.avatars = avatars
+
+    def submit(self, name: str, function: Any, *args: Any) -> Future[Any]:
+        return self.tasks.run(name, function, *args)  # type: ignore[no-any-return]
+
+    def gather(self, futures: Sequence[Future[Any]]) -> list[Any]:
+        return self.tasks.gather(futures)
+
+    def run(
+        self, staging: Path, min_rate: float | None, plan: TaskPlan | None, verdict: Verdict | None
+    ) -> CloakingSummary:
+        """Every stage in order (``docs/scale.md``), then the summary of the counts."""
+        request, originals = self.request, self.originals
+        left, right = _sides(request, originals, self.avatars, self.client)
+        dim = len(left.names)
+        if plan is None:
+            workers = worker_specs(self.client)
+            plan = plan_tasks(originals.rows, self.avatars.rows, dim, workers)
+        left_reads, right_reads, left_stats, right_stats = self.read(left, right, plan)
+        spec = self.link_spec(left, right, left_stats, right_stats, plan, verdict)
+        links = self.link(spec, plan, left_reads, right_reads)
+        cuts = self.cut_avatars(spec, plan, right_reads)
+        del left_reads, right_reads
+        evidence = self.check_links(links, left, right, right_stats, verdict, dim)
+        shards = self.build_shards(dim, plan, cuts)
+        blocks = self.gather_blocks(dim, plan, links)
+        del cuts, links
+        totals = self.count(blocks, shards)
+        del blocks, shards
+        counts = self.counts_by_file(totals)
+        ties_only = None if evidence is None else self.ties_only(totals)
+        del totals
+        written = self.write(staging, counts)
+        summary = self.summary(written, counts, min_rate)
+        if evidence is None or verdict is None:
+            return summary
+        evidence = replace(evidence, hidden_by_ties_only=ties_only)
+        gated = replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies)
+        return replace(gated, passed=summary.passed and not gated.copies_fail)
+
+    # --- 1. read ---------------------------------------------------------------------------
+
+    def read(
+        self, left: Side, right: Side, plan: TaskPlan
+    ) -> tuple[list[Future[Read]], list[Future[Read]], list[ReadStats], list[ReadStats]]:
+        """Each side's read tasks and their scalars, checked as the local read checks them."""
+        sample = SAMPLE_PER_SPLIT * max(plan.blocks, plan.shards)
+        left_reads = self.read_side(self.originals, left, plan.buckets, sample)
+        right_reads = self.read_side(self.avatars, right, plan.buckets, sample)
+        left_stats = self.gather(
+            [self.submit(f"stats-originals-{p}", read_stats, f) for p, f in enumerate(left_reads)]
+        )
+        right_stats = self.gather(
+            [self.submit(f"stats-avatars-{q}", read_stats, f) for q, f in enumerate(right_reads)]
+        )
+        _raise_read_errors(
+            self.request,
+            self.originals,
+            self.avatars,
+            left,
+            right,
+            left_stats,
+            right_stats,
+            self.client,
+        )
+        return left_reads, right_reads, left_stats, right_stats
+
+    def read_side(
+        self, dataset: Dataset, side: Side, buckets: int, sample: int
+    ) -> list[Future[Read]]:
+        n = max(dataset.rows, 1)
+        return [
+            self.submit(
+                f"read-{side.role}-{p}",
+                read_partition,
+                part.path.absolute(),  # the workers may run elsewhere than here
+                side,
+                part.offset,
+                buckets,
+                math.ceil(sample * part.rows / n),
+            )
+            for p, part in enumerate(dataset.partitions)
+        ]
+
+    # --- 2. split points -------------------------------------------------------------------
+
+    def link_spec(
+        self,
+        left: Side,
+        right: Side,
+        left_stats: Sequence[ReadStats],
+        right_stats: Sequence[ReadStats],
+        plan: TaskPlan,
+        verdict: Verdict | None,
+    ) -> LinkSpec:
+        """The canonical exponent of the whole data and the split points, from the scalars."""
+        request = self.request
+        dim = len(left.names)
+        largest = max(stats.largest for stats in [*left_stats, *right_stats])
+        return LinkSpec(
+            keys=max(len(left.keys), 1),
+            left_names=left.key_names,
+            right_names=right.key_names,
+            dim=dim,
+            exponent=exponent_for(largest, dim, request.tie_tol),
+            tie_tol=request.tie_tol,
+            query_splits=Splits.from_sample(left_stats, plan.blocks),
+            avatar_splits=Splits.from_sample(right_stats, plan.shards),
+            originals=len(left_stats),
+            sampled=sampled_rows(self.originals.rows),
+            copies=verdict is not None,
+        )
+
+    # --- 3. link ---------------------------------------------------------------------------
+
+    def link(
+        self,
+        spec: LinkSpec,
+        plan: TaskPlan,
+        left_reads: Sequence[Future[Read]],
+        right_reads: Sequence[Future[Read]],
+    ) -> list[Future[Linked]]:
+        """One link task per key bucket, from that bucket's piece of every file."""
+        return [
+            self.submit(
+                f"link-bucket-{h}",
+                link_bucket,
+                spec,
+                plan.blocks,
+                *pieces(self.submit, "link-piece", [*left_reads, *right_reads], h, read_piece),
+            )
+            for h in range(plan.buckets)
+        ]
+
+    def check_links(
+        self,
+        links: Sequence[Future[Linked]],
+        left: Side,
+        right: Side,
+        right_stats: Sequence[ReadStats],
+        verdict: Verdict | None,
+        dim: int,
+    ) -> Evidence | None:
+        """The key problems of the whole link, raised as locally; with ``verdict``, the link
+        test on the records the local path tests."""
+        found = self.gather(
+            [self.submit(f"problems-{h}", link_problems, f) for h, f in enumerate(links)]
+        )
+        problems = [bucket for bucket, _ in found]
+        _key_problems(left, right, [], right_stats, problems).raise_first()
+        if verdict is None:
+            return None
+        shares = [e for _, e in found if e is not None]
+        return _judge_link(self.request, verdict, shares, dim, self.originals.rows)
+
+    # --- 4. shards and blocks --------------------------------------------------------------
+
+    def cut_avatars(
+        self, spec: LinkSpec, plan: TaskPlan, right_reads: Sequence[Future[Read]]
+    ) -> list[Future[tuple[Points, ...]]]:
+        """Each avatar file's avatars at the canonical scale, cut by the shard split points."""
+        return [
+            self.submit(
+                f"shard-pieces-{q}",
+                shard_pieces,
+                f,
+                spec.exponent,
+                spec.avatar_splits,
+                plan.shards,
+            )
+            for q, f in enumerate(right_reads)
+        ]
+
+    def build_shards(
+        self, dim: int, plan: TaskPlan, cuts: Sequence[Future[tuple[Points, ...]]]
+    ) -> list[Future[Shard]]:
+        """One task per shard: its pieces of every avatar file, its kd-tree built there."""
+        return [
+            self.submit(
+                f"shard-{s}", build_shard, dim, *pieces(self.submit, "shard-piece", cuts, s)
+            )
+            for s in range(plan.shards)
+        ]
+
+    def gather_blocks(
+        self, dim: int, plan: TaskPlan, links: Sequence[Future[Linked]]
+    ) -> list[Future[Queries]]:
+        """One task per query block: its pieces of every link bucket."""
+        return [
+            self.submit(
+                f"block-{b}",
+                gather_block,
+                dim,
+                *pieces(self.submit, "block-piece", links, b, block_piece),
+            )
+            for b in range(plan.blocks)
+        ]
+
+    # --- 5. count --------------------------------------------------------------------------
+
+    def count(
+        self, blocks: Sequence[Future[Queries]], shards: Sequence[Future[Shard]]
+    ) -> list[Future[tuple[IndexArray, CountArray, int]]]:
+        """The pairs the boxes cannot exclude, one count task each; per block, the sum of
+        its partial counts, with its originals' rows."""
+        shard_boxes = self.gather(
+            [self.submit(f"shard-box-{s}", shard_box, f) for s, f in enumerate(shards)]
+        )
+        block_boxes = self.gather(
+            [self.submit(f"block-box-{b}", block_box, f) for b, f in enumerate(blocks)]
+        )
+        partials: list[list[Future[tuple[IndexArray, CountArray, IndexArray]]]] = [
+            [] for _ in blocks
+        ]
+        for b, s in pairs_in_reach(block_boxes, shard_boxes):
+            partials[b].append(
+                self.submit(
+                    f"count-within-{b}-{s}",
+                    count_pair,
+                    blocks[b],
+                    shards[s],
+                    s,
+                    self.request.threads,
+                )
+            )
+        return [
+            self.submit(f"sum-{b}", sum_partials, blocks[b], *partials[b])
+            for b in range(len(blocks))
+        ]
+
+    def ties_only(self, totals: Sequence[Future[tuple[IndexArray, CountArray, int]]]) -> int:
+        """The records hidden by ties only, summed over the blocks."""
+        found = [self.submit(f"ties-only-{b}", ties_only_of, t) for b, t in enumerate(totals)]
+        return int(sum(self.gather(found)))
+
+    # --- 6. write --------------------------------------------------------------------------
+
+    def counts_by_file(
+        self, totals: Sequence[Future[tuple[IndexArray, CountArray, int]]]
+    ) -> list[Future[CountArray]]:
+        """Each originals file's counts in its row order, routed back from every block."""
+        offsets = np.array([part.offset for part in self.originals.partitions], dtype=np.int64)
+        routes = [
+            self.submit(f"route-{b}", route, total, offsets) for b, total in enumerate(totals)
+        ]
+        return [
+            self.submit(
+                f"assemble-{p}",
+                assemble,
+                part.rows,
+                *pieces(self.submit, "route-piece", routes, p),
+            )
+            for p, part in enumerate(self.originals.partitions)
+        ]
+
+    def write(self, staging: Path, counts: Sequence[Future[CountArray]]) -> list[Written]:
+        """Each originals file written as its part with its counts; their histograms."""
+        return self.gather(
+            [
+                self.submit(
+                    f"write-{p}",
+                    write_partition,
+                    part.path.absolute(),
+                    part.rows,
+                    counts[p],
+                    staging.absolute(),
+                    p,
+                    HISTOGRAM_BINS,
+                )
+                for p, part in enumerate(self.originals.partitions)
+            ]
+        )
+
+    def summary(
+        self,
+        written: Sequence[Written],
+        counts: Sequence[Future[CountArray]],
+        min_rate: float | None,
+    ) -> CloakingSummary:
+        """From the histograms; an order statistic at or above their last bin is found by
+        bisection over the workers' counts."""
+        merged = np.sum([w.histogram for w in written], axis=0)
+        n = sum(w.rows for w in written)
+        not_hidden = sum(w.not_hidden for w in written)
+        return summary_from_order_statistics(
+            n,
+            not_hidden,
+            lambda k: order_statistic(k, merged, lambda value: self._at_most(counts, value)),
+            min_rate=min_rate,
+        )
+
+    def _at_most(self, counts: Sequence[Future[CountArray]], value: int) -> int:
+        tasks = [
+            self.submit(f"at-most-{value}-{uuid.uuid4().hex[:8]}", count_at_most, f, value)
+            for f in counts
+        ]
+        return int(sum(self.gather(tasks)))
+
+
+def _sides(
+    request: CountPlan, originals: Dataset, avatars: Dataset, client: Client
+) -> tuple[Side, Side]:
+    """The read specification of each side: keys cast to their common type (categories as
+    text, so that their hashes and joins do not depend on codes), coordinates."""
+    link = request.link
+    names, projection = list(request.coords), None
+    if request.projection is not None:
+        # Fitted by the workers, a task per file, partials merged here in file order (the
+        # very fit of the local dataset path); the workers compute the coordinates.
+        files = [part.path.absolute() for part in originals.partitions]
+        projection = request.projection.fit_files(files, DaskTasks(client, "phr-fit"))
+        names = request.projection.names(projection)
+    sides = []
+    fingerprints = (None, None) if compares_coordinates(request) else copy_fingerprints(request)
+    for role, dataset, which, key_names, fingerprint in (
+        ("originals", originals, "left", link.left, fingerprints[0]),
+        ("avatars", avatars, "right", link.right, fingerprints[1]),
+    ):
+        keys = tuple(
+            key.cast(pl.String) if _is_text(dtype, dataset.schema[name]) else key
+            for key, name, dtype in zip(
+                link.key_columns(which),  # type: ignore[arg-type]
+                key_names,
+                link.common_types,
+                strict=True,
+            )
+        )
+        if projection is None:
+            coordinates = [pl.col(name) for name in names]
+        else:
+            projection.check_schema(dataset.schema)  # here, before any task runs
+            coordinates = projection.coordinates(names)  # of the inputs read_partition adds
+        sides.append(
+            Side(
+                role=role,
+                keys=keys,
+                key_names=tuple(key_names) or ("row",),
+                coordinates=tuple(coordinates),
+                names=tuple(names),
+                rows=originals.rows,
+                projection=projection,
+                fingerprint=fingerprint,
+            )
+        )
+    return sides[0], sides[1]
+
+
+def _is_text(common: pl.DataType | None, own: pl.DataType) -> bool:
+    dtype = common if common is not None else own
+    return isinstance(dtype, pl.Categorical | pl.Enum)
+
+
+def _raise_read_errors(
+    request: CountPlan,
+    originals: Dataset,
+    avatars: Dataset,
+    left: Side,
+    right: Side,
+    left_stats: Sequence[ReadStats],
+    right_stats: Sequence[ReadStats],
+    client: Client,
+) -> None:
+    """The errors of `read_aligned`, in its order, from the
+    read tasks' scalars: empty sides, missing or inexact coordinates, heights, null keys."""
+    for side, stats, dataset in ((left, left_stats, originals), (right, right_stats, avatars)):
+        rows = sum(s.rows for s in stats)
+        if rows == 0:
+            msg = f"{side.role} is empty: there is nothing to measure"
+            raise NoDataError(msg)
+        missing: MissingValues = Counter()
+        for s in stats:
+            missing += s.missing
+        if missing and side.projection is not None:
+            # As locally: the features whose gaps (or values) made a coordinate missing.
+            files = [part.path.absolute() for part in dataset.partitions]
+            client.gather(
+                client.submit(raise_missing_features, files, side.projection, side.role, pure=False)
+            )
+        raise_missing(missing, f"coords of {side.role}", rows=rows)
+        beyond = {name: sum(s.beyond.get(name, 0) for s in stats) for name in side.names}
+        raise_inexact(beyond, dataset.schema, "coords column", side.role)
+    if request.link.by_row_order and originals.rows != avatars.rows:
+        msg = (
+            f"originals have {originals.rows} rows but avatars have {avatars.rows}; "
+            "linking by row order needs equal heights (or give `on`)"
+        )
+        raise ShapeError(msg)
+    _key_problems(left, right, left_stats, [], []).raise_first()
+
+
+def _key_problems(
+    left: Side,
+    right: Side,
+    left_stats: Sequence[ReadStats],
+    right_stats: Sequence[ReadStats],
+    buckets: Sequence[KeyProblems],
+) -> KeyProblems:
+    """The key problems of the whole link: null keys from the read tasks (files in row
+    order), the rest from the link buckets."""
+    names = (left.key_names, right.key_names)
+    nulls = KeyProblems(
+        names,
+        nulls=(sum(s.null_keys for s in left_stats), sum(s.null_keys for s in right_stats)),
+        null_examples=(
+            next((s.null_key_example for s in left_stats if s.null_keys), None),
+            next((s.null_key_example for s in right_stats if s.null_keys), None),
+        ),
+    )
+    found = (replace(b, nulls=(0, 0), null_examples=(None, None)) for b in buckets)
+    return KeyProblems.combine([nulls, *found])
+
+
+def _judge_link(
+    request: CountPlan,
+    verdict: Verdict,
+    pieces: Sequence[BucketEvidence],
+    dim: int,
+    population: int,
+) -> Evidence:
+    """The link test on the records gathered from the buckets (in record order, the rows the
+    local path takes); refuses a random link as the local path does."""
+    ids = np.concatenate([p.ids for p in pieces])
+    order = np.argsort(ids, kind="stable")
+    x = np.concatenate([p.originals for p in pieces]).reshape(-1, dim)[order]
+    y = np.concatenate([p.avatars for p in pieces]).reshape(-1, dim)[order]
+    test = link_test_of_sample(x, y, population)
+    if not test.linked and not verdict.allow_unlinked:
+        raise UnlinkedAvatarsError(unlinked_message(test, request), test)
+    copies = sum(p.own_copies for p in pieces)
+    return Evidence(population, test, copies, tuple(copy_features(request)))

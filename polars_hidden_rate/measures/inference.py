@@ -1,0 +1,463 @@
+"""The attribute inference attack's figures, from coordinate arrays and secret values.
+
+An attacker holds the synthetic set and the ``known`` attributes of a target, a real
+record, and guesses its ``secret`` attribute: the secret of the synthetic record nearest
+to the target on the known attributes (anonymeter's inference evaluator, Giomi et al.,
+PoPETs 2023). The guess is right when it equals the secret (a categorical secret) or lies
+within ``tolerance * |secret|`` of it (a numeric one). Run against the originals (the
+generator's training records, the members) and against a holdout of the same population
+that the generator never saw (the control), the excess of the first success over the
+second is what the synthetic set gives away about its own training records; what it
+gives about any record of the population is the control's.
+
+- Ties are shared: when several synthetic records are nearest, a guess drawn at random
+  among them is right with probability ``matching / tied``, and that is the target's
+  success, whatever the records' order (anonymeter takes the first). A record is tied
+  nearest when its squared distance is at most the nearest's times ``1 + tie_tol``; both
+  counts are exact in float64 (`tied_matches`), and the successes sum fractions (correctly
+  rounded, `math.fsum`).
+- Rates are Wilson's centres with their normal errors at ``confidence`` (anonymeter's
+  ``success_rate``); the risk is ``(members - control) / (1 - control)``, its error
+  propagated to first order (anonymeter's ``residual_success``), then both cut to [0, 1]
+  (``bind_value``).
+
+Arrays in, values out: no frames here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Unpack
+
+import numpy as np
+import polars as pl
+from polars.exceptions import ColumnNotFoundError, NoDataError
+
+from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import (
+    AllComponents,
+    check_confidence,
+    check_tie_tol,
+    check_tolerance,
+    invariant,
+)
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import (
+    tied_matches,
+)
+from polars_hidden_rate.engine.scale import (
+    canonical_scale,
+)
+from polars_hidden_rate.frames import (
+    ColumnSpec,
+    as_lazy,
+    resolve_columns,
+)
+from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
+from polars_hidden_rate.measures.secrets import (
+    SecretKind,
+    check_attack,
+    secret_kind_of,
+    secret_values,
+)
+from polars_hidden_rate.measures.stats import wilson
+from polars_hidden_rate.plan import CountOptions
+
+"""How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
+the tolerance), or ``"auto"``: numeric for number columns, categorical otherwise."""
+
+DEFAULT_TOLERANCE = 0.05
+"""A numeric guess is right within this share of the secret's magnitude (anonymeter's)."""
+
+
+@dataclass(frozen=True)
+class SuccessRate:
+    """An attack's success rate on ``records`` targets, as anonymeter estimates it.
+
+    Attributes
+    ----------
+    successes
+        The expected number of right guesses (ties shared), a sum of fractions.
+    records
+        The number of targets.
+    rate, error
+        Wilson's centre and half-width at ``confidence``
+        (`polars_hidden_rate.measures.stats.wilson`):
+        ``(s + z^2/2) / (n + z^2)`` and ``z / (n + z^2) * sqrt(s (n - s) / n + z^2 / 4)``.
+    """
+
+    successes: float
+    records: int
+    rate: float
+    error: float
+
+    @classmethod
+    def wilson(cls, successes: float, records: int, confidence: float) -> SuccessRate:
+        return cls(successes, records, *wilson(successes, records, confidence))
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "successes": self.successes,
+            "records": self.records,
+            "share": self.successes / self.records,
+            "rate": self.rate,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class InferenceRisk:
+    """The attribute inference attack on a synthetic set, with the holdout as its control.
+
+    Attributes
+    ----------
+    risk
+        ``(members.rate - control.rate) / (1 - control.rate)``, cut to [0, 1]: 0 when the
+        synthetic set tells no more about its training records than about any record of the
+        population, 1 when it gives every training record's secret away.
+    risk_interval
+        The risk plus and minus its propagated error, cut to [0, 1].
+    members, control
+        The attack's success on the originals and on the holdout (`SuccessRate`).
+    members_success, control_success
+        Each target's chance of a right guess (``matching / tied``), in its set's order.
+    synthetic
+        The size of the synthetic set.
+    secret_kind
+        ``"categorical"`` or ``"numeric"``: how the guesses were judged.
+    tolerance
+        The share of a numeric secret's magnitude a right guess may miss it by (0 when
+        categorical).
+    confidence
+        The level of the rates' errors and of ``risk_interval``.
+    known, secret
+        The attributes the attacker knows and the one guessed (empty when computed from
+        arrays).
+    ncp
+        The components of the known attributes' projection the distances used: ``"all"``
+        (the default of [`inference_risk`][polars_hidden_rate.inference_risk]) or a number.
+    categorical
+        The known attributes projected as categories (empty when computed from arrays).
+    tie_tol
+        The relative tolerance within which a record ties with the nearest.
+    """
+
+    risk: float
+    risk_interval: tuple[float, float]
+    members: SuccessRate
+    control: SuccessRate
+    members_success: Float64Array
+    control_success: Float64Array
+    synthetic: int
+    secret_kind: Literal["categorical", "numeric"]
+    tolerance: float
+    confidence: float = 0.95
+    known: tuple[str, ...] = ()
+    secret: str = ""
+    ncp: int | str = "all"
+    categorical: tuple[str, ...] = ()
+    tie_tol: float = 1e-9
+
+    @classmethod
+    def of_arrays(
+        cls,
+        originals: Float64Array,
+        synthetic: Float64Array,
+        holdout: Float64Array,
+        secrets: tuple[Float64Array, Float64Array, Float64Array],
+        *,
+        secret_kind: Literal["categorical", "numeric"],
+        tolerance: float = DEFAULT_TOLERANCE,
+        tie_tol: float = 1e-9,
+        threads: int | None = None,
+        confidence: float = 0.95,
+    ) -> InferenceRisk:
+        """Attack the originals and the holdout from the synthetic set: one scale for the
+        three coordinate arrays (the known attributes' space), one kd-tree of the synthetic
+        records. ``secrets`` are the three sets' secret values as float64 (categories as
+        codes shared by the three, a missing value as NaN)."""
+        check_confidence(confidence)
+        tolerance = 0.0 if secret_kind == "categorical" else check_tolerance(tolerance)
+        (points, members, others), _ = canonical_scale(
+            synthetic, originals, holdout, names=("synthetic", "originals", "holdout")
+        )
+        for name, values, rows in zip(
+            ("originals", "synthetic", "holdout"),
+            secrets,
+            (originals, synthetic, holdout),
+            strict=True,
+        ):
+            invariant(values.shape == (len(rows),), f"one secret per record of {name}")
+        for name, rows in (("synthetic", points), ("originals", members), ("holdout", others)):
+            if len(rows) == 0:
+                msg = f"there are no {name} records to attack with or to attack"
+                raise ValueError(msg)
+        threads = threads or usable_cores()
+        tree = KdTree.build(points, threads=threads)
+        shares = [
+            _success(
+                *tied_matches(
+                    tree, secrets[1], queries, values, tolerance, tie_tol=tie_tol, threads=threads
+                )
+            )
+            for queries, values in ((members, secrets[0]), (others, secrets[2]))
+        ]
+        attack, control = (
+            SuccessRate.wilson(math.fsum(share), len(share), confidence) for share in shares
+        )
+        if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
+            msg = (
+                f"the control guessed every secret at confidence={confidence!r}: no residual "
+                "risk can be measured; use a usual confidence level such as 0.95"
+            )
+            raise ValueError(msg)
+        residual = (attack.rate - control.rate) / (1.0 - control.rate)
+        error = math.hypot(
+            attack.error / (1.0 - control.rate),
+            control.error * (attack.rate - 1.0) / (1.0 - control.rate) ** 2,
+        )
+        return cls(
+            _unit(residual),
+            (_unit(residual - error), _unit(residual + error)),
+            attack,
+            control,
+            shares[0],
+            shares[1],
+            len(points),
+            secret_kind,
+            tolerance,
+            confidence,
+            tie_tol=tie_tol,
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """The figures as JSON values."""
+        low, high = self.risk_interval
+        return {
+            "risk": self.risk,
+            "risk_interval": [low, high],
+            "confidence": self.confidence,
+            "members": self.members.to_dict(),
+            "control": self.control.to_dict(),
+            "synthetic": self.synthetic,
+            "known": list(self.known),
+            "secret": self.secret,
+            "ncp": self.ncp,
+            "categorical": list(self.categorical),
+            "tie_tol": self.tie_tol,
+            "secret_kind": self.secret_kind,
+            "tolerance": self.tolerance,
+        }
+
+
+def _success(tied: np.ndarray, matching: np.ndarray) -> Float64Array:
+    share: Float64Array = matching / tied
+    return share
+
+
+def _unit(value: float) -> float:
+    return min(max(value, 0.0), 1.0)
+
+
+def inference_risk(
+    originals: pl.DataFrame | pl.LazyFrame,
+    synthetic: pl.DataFrame | pl.LazyFrame,
+    holdout: pl.DataFrame | pl.LazyFrame,
+    *,
+    known: ColumnSpec,
+    secret: str,
+    secret_kind: SecretKind = "auto",
+    tolerance: float = DEFAULT_TOLERANCE,
+    confidence: float = 0.95,
+    **options: Unpack[CountOptions],
+) -> InferenceRisk:
+    """The attribute inference attack: knowing some attributes of a real record, how well
+    does the synthetic set give away another, beyond what it gives about any record of the
+    population?
+
+    The attacker takes the synthetic record nearest to the target on the ``known``
+    attributes and guesses its ``secret`` (anonymeter's inference evaluator). The nearest
+    record is found in the projection of the known attributes fitted on the originals, with
+    every component (``ncp="all"``): the Euclidean distance of the standardized known
+    attributes (numbers centred on the originals' mean and divided by their standard
+    deviation; each category an indicator centred on its share ``p`` and divided by
+    ``sqrt(p)``, as FAMD weighs them). Every target is attacked, the originals (the members)
+    and the holdout (the control); ties among nearest records are shared
+    ([`InferenceRisk`][polars_hidden_rate.InferenceRisk]), a record being tied nearest when its
+    squared distance is within ``tie_tol`` (relative, default 1e-9) of the nearest's, as a
+    rival ties with one's own avatar in the local cloaking: the projection's roundings do not
+    split two records at the same distance.
+
+    Parameters
+    ----------
+    originals
+        The records the synthetic set was generated from (the members).
+    synthetic
+        The synthetic records, any number of them, with the ``known`` and ``secret`` columns.
+    holdout
+        Real records of the same population that the generator never saw, with the
+        originals' columns and types.
+    known
+        The attributes the attacker knows of a target: one or more columns.
+    secret
+        The attribute the attacker guesses, not among ``known``.
+    secret_kind
+        ``"categorical"``: a guess is right when equal to the secret (a missing value
+        matches a missing one); ``"numeric"``: when within ``tolerance * |secret|`` of it;
+        ``"auto"`` (default): numeric for a number column, categorical otherwise. A text
+        secret whose values are all numbers is refused under ``"auto"``: say which it is.
+    tolerance
+        The share of a numeric secret's magnitude a right guess may miss it by (anonymeter's
+        0.05); unused for a categorical secret.
+    confidence
+        The level of the rates' errors and of the risk's interval.
+    **options
+        ``categorical``, ``impute`` and ``ncp`` (default ``"all"``) choose the known
+        attributes' space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking];
+        ``tie_tol``; ``threads``. ``coords`` and ``features`` are refused (the space is the
+        known attributes'), and so are the link options ``on``, ``left_on`` and ``right_on``
+        (the attack needs no link), ``cluster`` and ``device="gpu"``.
+
+    Raises
+    ------
+    polars.exceptions.ColumnNotFoundError
+        When a known or secret column is missing from a set, before anything is read.
+    polars.exceptions.DuplicateError
+        When ``known`` names a column twice.
+    polars.exceptions.SchemaError
+        When the holdout's columns or types differ from the originals', or the secret's type
+        cannot be judged as asked, before anything is read.
+    polars.exceptions.ComputeError
+        When a known column or the secret holds values that cannot be measured: gaps without
+        ``impute``, integers beyond 2^53 that float64 does not hold, text that holds numbers.
+    polars.exceptions.NoDataError
+        When a set holds no record.
+    ValueError, TypeError
+        For a bad option (the message names it); NotImplementedError for ``cluster`` or
+        ``device="gpu"``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> import polars_hidden_rate as phr
+    >>> originals = pl.DataFrame({"age": [30, 40, 50, 60], "ill": ["y", "n", "y", "n"]})
+    >>> synthetic = originals  # copies: every secret is given away
+    >>> holdout = pl.DataFrame({"age": [31, 41, 52, 58], "ill": ["n", "y", "n", "y"]})
+    >>> found = phr.inference_risk(originals, synthetic, holdout, known="age", secret="ill")
+    >>> found.members.successes, found.control.successes, round(found.risk, 3)
+    (4.0, 0.0, 0.676)
+    """
+    schema = as_lazy(originals, "originals").collect_schema()
+    attack = InferenceAttack.of(
+        resolve_columns(known, schema, "originals", "known"), secret, secret_kind, tolerance
+    )
+    return attack.run(originals, synthetic, holdout, confidence=confidence, **options)
+
+
+@dataclass(frozen=True)
+class InferenceAttack:
+    """What [`inference_risk`][polars_hidden_rate.inference_risk] is asked, checked: the
+    attribute inference attack of a report is this, run on the report's sets."""
+
+    known: tuple[str, ...]
+    secret: str
+    secret_kind: SecretKind = "auto"
+    tolerance: float = DEFAULT_TOLERANCE
+
+    @classmethod
+    def of(
+        cls,
+        known: Sequence[str],
+        secret: str,
+        secret_kind: SecretKind = "auto",
+        tolerance: float = DEFAULT_TOLERANCE,
+    ) -> InferenceAttack:
+        """Check the settings, ``known`` resolved to names (`resolve_columns`) beforehand."""
+        names = list(known)
+        check_attack(names, secret)
+        if secret_kind not in ("auto", "categorical", "numeric"):
+            msg = f"`secret_kind` must be 'auto', 'categorical' or 'numeric', got {secret_kind!r}"
+            raise ValueError(msg)
+        return cls(tuple(names), secret, secret_kind, check_tolerance(tolerance))
+
+    def check(self, schemas: dict[str, pl.Schema]) -> Literal["categorical", "numeric"]:
+        """Check the columns in the three sets' schemas (originals, synthetic, holdout) and
+        return how the secret is judged."""
+        for role, schema in schemas.items():
+            resolve_columns(list(self.known), schema, role, "known")
+            if self.secret not in schema:
+                msg = f"secret {self.secret!r} not found in {role}; available: {schema.names()}"
+                raise ColumnNotFoundError(msg)
+        return secret_kind_of(
+            self.secret,
+            schemas["originals"][self.secret],
+            schemas["synthetic"][self.secret],
+            self.secret_kind,
+        )
+
+    def run(
+        self,
+        originals: pl.DataFrame | pl.LazyFrame,
+        synthetic: pl.DataFrame | pl.LazyFrame,
+        holdout: pl.DataFrame | pl.LazyFrame,
+        *,
+        confidence: float = 0.95,
+        **options: Unpack[CountOptions],
+    ) -> InferenceRisk:
+        """Check the sets (the holdout's schema first), read each once, and attack."""
+        for option in ("coords", "features", "on", "left_on", "right_on"):
+            if options.get(option) is not None:
+                why = (
+                    "the space is the `known` columns'"
+                    if option in ("coords", "features")
+                    else ("the attack needs no link between the sets")
+                )
+                msg = f"inference_risk() takes no `{option}`: {why}"
+                raise ValueError(msg)
+        check_confidence(confidence)
+        tie_tol = check_tie_tol(options.get("tie_tol", 1e-9))
+        names = list(self.known)
+        frames = {
+            "originals": as_lazy(originals, "originals"),
+            "synthetic": as_lazy(synthetic, "synthetic"),
+            "holdout": as_lazy(holdout, "holdout"),
+        }
+        schemas = {role: frame.collect_schema() for role, frame in frames.items()}
+        check_holdout(schemas["originals"], schemas["holdout"])
+        kind = self.check(schemas)
+        asked = options.get("ncp")
+        ncp: int | AllComponents = "all" if asked is None else asked  # every one unless asked
+        space_options: CountOptions = {**options, "features": names, "ncp": ncp}
+        sets = (frames["originals"], frames["synthetic"], frames["holdout"])
+        holdout_plan(*sets, space_options, "inference_risk")
+        # Read each set once, the secret with the known attributes: a lazy plan that gives its
+        # rows in another order on a second read cannot pair a record with another's secret.
+        read = {
+            role: frame.select([*names, self.secret]).collect() for role, frame in frames.items()
+        }
+        for role, frame in read.items():
+            if frame.height == 0:
+                raise NoDataError(f"{role}: no record, so there is nothing to attack")
+        secrets = secret_values(read, self.secret, kind, chosen=self.secret_kind != "auto")
+        request = holdout_plan(
+            read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
+        ).fitted()
+        fitted = request.projection.fitted if request.projection is not None else None
+        found = InferenceRisk.of_arrays(
+            request.coordinates_of(request.originals, "originals"),
+            request.coordinates_of(request.avatars, "synthetic"),
+            request.coordinates_of(read["holdout"].lazy(), "holdout"),
+            secrets,
+            secret_kind=kind,
+            tolerance=self.tolerance,
+            tie_tol=tie_tol,
+            threads=request.threads,
+            confidence=confidence,
+        )
+        categorical = () if fitted is None else tuple(f.name for f in fitted.scaling.categorical)
+        return replace(
+            found, known=self.known, secret=self.secret, ncp=ncp, categorical=categorical
+        )
