@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Literal
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
 
 AllComponents = Literal["all"]
 """``ncp="all"``: every component of the scaled space, also the directions the originals do
@@ -18,6 +20,27 @@ not span (saiph's ``nf=None``)."""
 
 class OptionTypeError(TypeError, ValueError):
     """An option of the wrong type (a TypeError, and a ValueError for older callers)."""
+
+
+class InvariantError(RuntimeError):
+    """One of the package's own invariants does not hold: a bug in the package, never a
+    problem of the caller's data or options. Raised in place of an ``assert``, so that
+    ``python -O`` keeps the check."""
+
+
+def invariant(holds: bool, what: str) -> None:
+    """`InvariantError` naming ``what`` unless ``holds``: a check of the package's own
+    logic, kept under ``python -O`` (an ``assert`` is not)."""
+    if not holds:
+        raise InvariantError(f"{what}: does not hold (a bug in polars_hidden_rate)")
+
+
+def known(value: T | None, what: str) -> T:
+    """``value``, which the package's own logic guarantees is set; `InvariantError`
+    (naming ``what``) where it is None."""
+    if value is None:
+        raise InvariantError(f"{what} is missing (a bug in polars_hidden_rate)")
+    return value
 
 
 def check_real(value: object, option: str, *, low: float, high: float = math.inf) -> float:

@@ -13,6 +13,7 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
+from polars_hidden_rate.checks import known
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import (
@@ -213,7 +214,7 @@ def assert_hidden_rate(
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)
     copies = inspector.evidence().own_copies
-    assert copies is not None  # a local read compares them
+    copies = known(copies, "the own copies, which a local read compares")
     if percent(copies, len(counts)) > verdict.max_own_copies:
         raise OwnCopiesError(copies, len(counts), verdict.max_own_copies)
     return rate

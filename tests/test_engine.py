@@ -650,18 +650,16 @@ def test_a_collapsed_tree_counts_what_the_plain_tree_counts(
         thresholds = engine.own_thresholds(queries, avatars[rivals], 0.0)
         below = engine.strictly_below(thresholds)
         expected = brute_force_within(queries, thresholds, links, avatars)
-        closer = np.zeros(n, dtype=bool)
-        counts = collapsed.count_rivals(
-            queries, thresholds, rows, threads=threads, cap=cap, closer_than=below, closer=closer
+        counts, closer = collapsed.count_and_closer(
+            queries, thresholds, rows, below, threads=threads, cap=cap
         )
         capped = expected if cap is None else np.minimum(expected, cap)
         np.testing.assert_array_equal(counts, capped)
         np.testing.assert_array_equal(closer, brute_force_closer(queries, below, links, avatars))
         plain = tree.count_rivals(queries, thresholds, rows, threads=threads, cap=cap)
         np.testing.assert_array_equal(counts, plain)
-        flags = np.zeros(n, dtype=bool)
-        found = direct.count_rivals(
-            queries, thresholds, rows, threads=threads, cap=cap, closer_than=below, closer=flags
+        found, flags = direct.count_and_closer(
+            queries, thresholds, rows, below, threads=threads, cap=cap
         )
         np.testing.assert_array_equal(found, counts)
         np.testing.assert_array_equal(flags, closer)
@@ -739,10 +737,12 @@ def test_heavy_duplicates_count_and_flag_as_the_brute_force(
     d2 = ((originals[:, None, :] - avatars[None, :, :]) ** 2).sum(axis=2)
     closer_expected = (d2 < np.diag(d2)[:, None]).any(axis=1)
     for overwrite in (False, True):
-        x, y, closer = originals.copy(), avatars.copy(), np.zeros(len(originals), dtype=bool)
-        counts = count_cloaking(x, y, strategy=strategy, closer=closer, overwrite_input=overwrite)
-        np.testing.assert_array_equal(counts, expected)
-        np.testing.assert_array_equal(closer, closer_expected & (expected > 0))
+        x, y = originals.copy(), avatars.copy()
+        result = engine.cloaking_result(
+            x, y, strategy=strategy, closer=True, overwrite_input=overwrite
+        )
+        np.testing.assert_array_equal(result.counts, expected)
+        np.testing.assert_array_equal(result.closer, closer_expected & (expected > 0))
     if strategy != "flat":
         assert told == [told_by == "sample"] * 2
 
@@ -754,13 +754,13 @@ def test_duplicated_avatars_are_counted_on_the_collapsed_tree(
     """The walk runs on each distinct avatar once (counts unchanged), and the probe predicts
     a flat pass over every avatar, not over the distinct ones."""
     walked: list[kdtree.KdTree] = []
-    count_rivals = kdtree.KdTree.count_rivals
+    count_and_closer = kdtree.KdTree.count_and_closer
 
-    def spy(tree: kdtree.KdTree, *args: object, **kwargs: object) -> np.ndarray:
+    def spy(tree: kdtree.KdTree, *args: object, **kwargs: object) -> object:
         walked.append(tree)
-        return count_rivals(tree, *args, **kwargs)  # type: ignore[arg-type]
+        return count_and_closer(tree, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(kdtree.KdTree, "count_rivals", spy)
+    monkeypatch.setattr(kdtree.KdTree, "count_and_closer", spy)
     rng = np.random.default_rng(8)
     originals = rng.integers(-2, 3, size=(3_000, 2)).astype(np.float64)
     avatars = originals[rng.permutation(len(originals))]
@@ -785,33 +785,32 @@ def test_a_count_keeps_the_tree_it_built_on_the_avatars_array(strategy: engine.S
     expected = brute_force_counts(originals, avatars, 0.0)
     (x, y), _ = canonical_scale(originals, avatars)  # the count then scales by 1, in place
     given_x, given_y = x.copy(), y.copy()
-    kept: list[kdtree.KdTree] = []
-    counts = count_cloaking(
-        x, y, tie_tol=0.0, strategy=strategy, overwrite_input=True, keep_tree=kept
+    result = engine.cloaking_result(
+        x, y, tie_tol=0.0, strategy=strategy, overwrite_input=True, keep_tree=True
     )
-    np.testing.assert_array_equal(counts, expected)
+    np.testing.assert_array_equal(result.counts, expected)
     np.testing.assert_array_equal(x, given_x)  # the queries were not taken along
     if strategy == "flat":
-        assert kept == []
+        assert result.tree is None
         np.testing.assert_array_equal(y, given_y)
         return
-    (tree,) = kept
+    tree = result.tree
+    assert tree is not None
     assert tree.weights is None
     assert tree.points is y  # the avatars' array, reordered
     np.testing.assert_array_equal(tree.points[tree.position], given_y)
     np.testing.assert_array_equal(tree.order, np.argsort(tree.position))
-    restored: list[kdtree.KdTree] = []
-    count_cloaking(x, given_y.copy(), overwrite_input=True, restore_order=True, keep_tree=restored)
-    assert restored == []  # put back in row order: no tree of them is left
+    restored = engine.cloaking_result(
+        x, given_y.copy(), overwrite_input=True, restore_order=True, keep_tree=True
+    )
+    assert restored.tree is None  # put back in row order: no tree of them is left
 
 
 def test_a_count_on_heavy_duplicates_keeps_no_tree() -> None:
     # Told from a sample before any plain tree is built: the collapsed tree is no avatar's.
     rng = np.random.default_rng(2)
     avatars = rng.integers(0, 3, size=(20_000, 2)).astype(np.float64)
-    kept: list[kdtree.KdTree] = []
-    count_cloaking(avatars, avatars[::-1].copy(), keep_tree=kept)
-    assert kept == []
+    assert engine.cloaking_result(avatars, avatars[::-1].copy(), keep_tree=True).tree is None
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -332,15 +332,11 @@ def test_a_rival_at_the_strict_threshold_is_strictly_closer(copies: int) -> None
     assert expected.sum() == groups
     for strategy in ("tree", "flat", "auto"):
         for cap in (None, 1):
-            closer = np.zeros(len(x), dtype=bool)
-            counts = engine.count_cloaking(
-                x,
-                y,
-                tie_tol=0.0,
-                strategy=strategy,
-                cap=cap,
-                closer=closer,
+            found = engine.cloaking_result(
+                x, y, tie_tol=0.0, strategy=strategy, cap=cap, closer=True
             )
+            counts, closer = found.counts, found.closer
+            assert closer is not None
             hidden = counts > 0
             assert closer[hidden].tolist() == expected[hidden].tolist(), (strategy, cap)
     assert engine.closer_rivals(x, y).tolist() == expected.tolist()

@@ -105,14 +105,15 @@ def test_the_counting_walk_flags_strictly_closer_rivals(
     rng = np.random.default_rng(seed)
     x = rng.integers(-2, 3, (n, d)).astype(float)
     y = x + rng.integers(-1, 2, (n, d)) * (rng.random((n, 1)) < 0.6)
-    closer = np.zeros(n, dtype=bool)
-    counts = engine.count_cloaking(
+    result = engine.cloaking_result(
         x * scale,
         y * scale,
         strategy=strategy,  # type: ignore[arg-type]
         cap=cap,
-        closer=closer,
+        closer=True,
     )
+    counts, closer = result.counts, result.closer
+    assert closer is not None
     expected = brute_force_counts(x, y, 1e-9)
     assert counts.tolist() == (expected if cap is None else np.minimum(expected, cap)).tolist()
     hidden = expected > 0
@@ -585,8 +586,6 @@ def test_the_engine_says_which_strategy_counted(strategy: str) -> None:
     rng = np.random.default_rng(4)
     originals = rng.integers(-2, 3, (300, 3)).astype(float)
     avatars = originals + rng.integers(-1, 2, originals.shape)
-    chosen: list[engine.Strategy] = []
-    counts = engine.count_cloaking(originals, avatars, strategy=strategy, chosen=chosen)  # type: ignore[arg-type]
-    np.testing.assert_array_equal(counts, brute_force_counts(originals, avatars, 1e-9))
-    assert len(chosen) == 1
-    assert chosen[0] == ("tree" if strategy == "auto" else strategy)  # small: no probe
+    result = engine.cloaking_result(originals, avatars, strategy=strategy)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(result.counts, brute_force_counts(originals, avatars, 1e-9))
+    assert result.strategy == ("tree" if strategy == "auto" else strategy)  # small: no probe

@@ -314,13 +314,15 @@ def count_in_shard(
     the shard, else -1), a pure function of its inputs. ``threads=None`` counts on one
     thread: Dask already runs a task per worker thread, and more would oversubscribe. With
     ``closer_than`` and ``closer``, the walk also flags the queries with a rival in the
-    shard within ``closer_than`` (`engine.count_within`)."""
-    return engine.count_within(
+    shard within ``closer_than`` (`engine.within_result`)."""
+    result = engine.within_result(
         queries,
         thresholds,
         own,
         shard,
         threads=threads or 1,
         closer_than=closer_than if closer is not None else None,
-        closer=closer,
     )
+    if closer is not None and result.closer is not None:
+        closer[:] = result.closer
+    return result.counts

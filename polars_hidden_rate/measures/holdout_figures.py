@@ -12,7 +12,6 @@ import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import check_tie_tol
-from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
     NearestTwo,
     nearest_two,
@@ -253,10 +252,10 @@ def counts_and_figures(
     (originals, avatars, holdout), _ = canonical_scale(
         originals, avatars, holdout, overwrite_input=True
     )
-    kept: list[KdTree] = []  # the count's tree of the avatars, their array reordered into it
+    # With the count's tree of the avatars, their array reordered into it.
     scaled = replace(aligned, originals=originals, avatars=avatars)
-    counts = request.counts_for(inspector, scaled, consume=True, keep_tree=kept)
-    cloaking = LinkedCloaking(counts, request.tie_tol, kept[0] if kept else None)
+    counted = request.result_for(inspector, scaled, consume=True, keep_tree=True)
+    counts, cloaking = counted.counts, LinkedCloaking(counted.counts, request.tie_tol, counted.tree)
     with stage("nearest records, with the holdout", enabled=request.progress):
         found, figures = HoldoutFigures.with_nearest(
             originals,

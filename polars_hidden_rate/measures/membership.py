@@ -51,7 +51,7 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.checks import check_confidence, check_tie_tol
+from polars_hidden_rate.checks import check_confidence, check_tie_tol, known
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest
@@ -200,8 +200,7 @@ class MembershipRisk:
         """DeLong's interval of [`auc`][polars_hidden_rate.MembershipRisk.auc] at `confidence`
         (``membership.auc_interval``)."""
         check_confidence(self.confidence)
-        interval = self._auc_and_interval[1]
-        assert interval is not None
+        interval = known(self._auc_and_interval[1], "DeLong's interval at a checked confidence")
         return interval
 
     def tpr_at_fpr(self, fpr: float = DEFAULT_FPR) -> float:

@@ -84,8 +84,8 @@ def secret_values(
     if kind == "numeric" or (len(set(dtypes)) > 1 and not all(map(is_text, dtypes))):
         # Compared as float64, which must hold every value.
         for (role, frame), column in zip(read.items(), columns, strict=True):
-            raise_inexact(inexact_counts(frame, {secret: column.dtype}), {secret: column.dtype},
-                          "secret", role)  # fmt: skip
+            wanted = {secret: column.dtype}
+            raise_inexact(inexact_counts(frame, wanted), wanted, "secret", role)
     if kind == "numeric":
         return tuple(  # type: ignore[return-value]
             column.cast(pl.Float64).fill_null(float("nan")).to_numpy() for column in columns

@@ -23,7 +23,7 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate._types import BoolArray, CountArray
-from polars_hidden_rate.checks import OptionTypeError, check_real
+from polars_hidden_rate.checks import InvariantError, OptionTypeError, check_real
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.measures.link_test import ALPHA, LinkTest, link_test
 from polars_hidden_rate.measures.stats import percent
@@ -439,7 +439,8 @@ class Inspector:
         self.strategy = strategy
 
     def evidence(self) -> Evidence:
-        assert self.link is not None, "inspect a read first"
+        if self.link is None:
+            raise InvariantError("the link is unknown: inspect a read first")
         records = self.link.n if self.link.population is None else self.link.population
         return Evidence(
             records,

@@ -207,7 +207,8 @@ class ProjectedCoordinates:
     def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:
         """``frame``'s coordinates (the ``role`` side) in the fitted projection, read on their
         own, linked to nothing; a missing coordinate is explained as in `read`."""
-        assert self.fitted is not None, "fit the projection first (with_fit)"
+        if self.fitted is None:
+            raise ValueError("fit the projection first (with_fit)")
         projection = self.fitted
         names = self.names(projection)
         schema = frame.collect_schema()
