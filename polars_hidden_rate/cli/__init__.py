@@ -40,7 +40,9 @@ from polars_hidden_rate.frames.files import (
     scan_literal,
 )
 from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.measures.gower import Space
 from polars_hidden_rate.measures.inference import InferenceAttack
+from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Inspector, Verdict
 from polars_hidden_rate.outputs import (
@@ -60,9 +62,11 @@ from polars_hidden_rate.provenance import (
     with_fit,
 )
 from polars_hidden_rate.report import (
+    baseline_of,
     check_holdout_and_attack,
     check_targets,
     inference_attack,
+    linkability_attack,
     report_of_plan,
 )
 from polars_hidden_rate.tasks import EXTRA_HINT
@@ -194,11 +198,12 @@ def _planned(
     caller: str,
     holdout: Path | None = None,
     attack: InferenceAttack | None = None,
+    linking: LinkabilityAttack | None = None,
 ) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None]:
     """The inputs read, the request planned and fitted, its inspector, the inputs as the
     provenance states them (hashed in a thread of their own, beside the counting) and the
     ``holdout`` file, if any, checked against the originals (and the columns of the
-    inference ``attack``) before anything is counted."""
+    inference ``attack`` and of the ``linking`` attack) before anything is counted."""
     originals, avatars = _read_inputs(args)
     verdict = _verdict(args)
     request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
@@ -208,7 +213,7 @@ def _planned(
     held_out = None
     if holdout is not None:
         held_out = _scan(args, holdout, "HOLDOUT")
-        check_holdout_and_attack(request, held_out, attack)
+        check_holdout_and_attack(request, held_out, attack, linking)
         rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
     inputs = hashing.submit(
@@ -370,15 +375,31 @@ def run_report(args: argparse.Namespace) -> int:
     targets = dict(args.target or [])
     check_targets(targets, known=args.known)  # before anything is read
     _refuse_inputs(args.html, "--html", args)  # its folder too
+    space = _attack_space(args)
     attack = inference_attack(
-        args.known, args.secret, args.secret_kind, args.secret_tolerance, args.holdout is not None
+        args.known,
+        args.secret,
+        args.secret_kind,
+        args.secret_tolerance,
+        args.holdout is not None,
+        space,
     )
+    linking = _linkability(args, space)
+    if args.baseline_seed is not None and not args.dcr_baseline:
+        raise ValueError("--baseline-seed seeds the DCR baseline protection: add --dcr-baseline")
+    seed = baseline_of(args.dcr_baseline, args.baseline_seed or 0)
     request, inspector, inputs, holdout = in_background(
-        lambda: _planned(args, "report", args.holdout, attack)
+        lambda: _planned(args, "report", args.holdout, attack, linking)
     )
     report = in_background(
         lambda: report_of_plan(
-            inspector, targets=targets, holdout=holdout, known=args.known, inference=attack
+            inspector,
+            targets=targets,
+            holdout=holdout,
+            known=args.known,
+            inference=attack,
+            linkability=linking,
+            dcr_baseline=seed,
         )
     )
     more: dict[str, Any] = {"max_own_copies": inspector.verdict.max_own_copies}
@@ -388,7 +409,16 @@ def run_report(args: argparse.Namespace) -> int:
             "secret": attack.secret,
             "secret_kind": attack.secret_kind,
             "tolerance": attack.tolerance,
+            "space": attack.space,
         }
+    if linking is not None:
+        more["linkability"] = {
+            "aux_cols": [list(side) for side in linking.aux_cols],
+            "n_neighbors": linking.n_neighbors,
+            "space": linking.space,
+        }
+    if seed is not None:
+        more["dcr_baseline"] = {"seed": seed}
     block = provenance(
         inputs.result(), describe_settings(request, strategy=inspector.strategy, **more)
     )
@@ -402,6 +432,49 @@ def run_report(args: argparse.Namespace) -> int:
         text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
         print(text)
     return 0 if report.passed else 1
+
+
+def _attack_space(args: argparse.Namespace) -> Space:
+    """``--space``, which only the attacks take: refused without one."""
+    if args.space is None:
+        return "projected"
+    if args.secret is None and args.aux_a is None and args.aux_b is None:
+        raise ValueError(
+            "--space sets the space of the attacks: give --secret (with --known and --holdout) "
+            "or --aux-a and --aux-b (with --holdout) too"
+        )
+    space: Space = args.space
+    return space
+
+
+def _linkability(args: argparse.Namespace, space: Space) -> LinkabilityAttack | None:
+    """The linkability attack of ``--aux-a`` and ``--aux-b``, checked, its errors naming
+    the flags; None without them."""
+    if args.aux_a is None and args.aux_b is None:
+        if args.neighbors is not None:
+            raise ValueError(
+                "--neighbors sets the linkability attack: give --aux-a and --aux-b (and "
+                "--holdout) too"
+            )
+        return None
+    if args.aux_a is None or args.aux_b is None:
+        given, missing = ("--aux-a", "--aux-b") if args.aux_b is None else ("--aux-b", "--aux-a")
+        raise ValueError(
+            f"{given} needs {missing}: the linkability attack takes the columns of the "
+            "attacker's two tables"
+        )
+    if args.holdout is None:
+        raise ValueError(
+            "the linkability attack (--aux-a, --aux-b) needs a holdout to control it: "
+            "give --holdout"
+        )
+    return linkability_attack(
+        (args.aux_a, args.aux_b),
+        args.neighbors or 1,
+        space,
+        with_holdout=True,
+        names=("--aux-a", "--aux-b"),
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -470,7 +470,8 @@ def linkability_risk(
     **options
         ``categorical``, ``impute`` and ``ncp`` shape each side's projection, as for
         [`local_cloaking`][polars_hidden_rate.local_cloaking] (refused with
-        ``space="gower"``); ``tie_tol``; ``threads``. ``coords``, ``features``, the link
+        ``space="gower"``; ``categorical`` names may be of either side, each side takes its
+        own); ``tie_tol``; ``threads``. ``coords``, ``features``, the link
         options, ``cluster`` and ``device="gpu"`` are refused.
 
     Raises
@@ -524,6 +525,15 @@ def linkability_risk(
     side_options: list[CountOptions] = [
         {**options, "features": list(side), "ncp": ncp} for side in sides
     ]
+    named = options.get("categorical")
+    if isinstance(named, str):
+        named = [named]
+    if isinstance(named, list | tuple) and all(isinstance(name, str) for name in named):
+        # Names of either side's columns: each side takes its own (a name of neither is
+        # refused by the first side's plan, naming it).
+        for side, side_option in zip(sides, side_options, strict=True):
+            own = [n for n in named if n in side or n not in (*sides[0], *sides[1])]
+            side_option["categorical"] = own or None
     sets = (frames["originals"], frames["synthetic"], frames["holdout"])
     for side_option in side_options:
         holdout_plan(*sets, side_option, "linkability_risk")
