@@ -390,6 +390,7 @@ def test_the_attack_through_the_script(tmp_path: Path) -> None:
         "secret": "smoker",
         "secret_kind": "auto",
         "tolerance": 0.05,
+        "space": "projected",
     }
     text = subprocess.run([*common, *attack], capture_output=True, text=True, check=False)
     assert "inference risk on 'smoker'" in text.stdout

@@ -424,3 +424,144 @@ def test_a_csv_date_is_read_as_parquet_reads_it(tmp_path: Path) -> None:
     read = {kind: scan(tmp_path / f"f.{kind}", "originals") for kind in ("csv", "parquet")}
     assert read["csv"].collect_schema() == read["parquet"].collect_schema()
     assert read["csv"].collect().equals(read["parquet"].collect())
+
+
+def test_report_linkability_and_dcr_baseline_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--aux-a, --aux-b, --neighbors and --dcr-baseline, --baseline-seed: the JSON's
+    ``linkability`` and ``dcr_baseline_protection`` are the standalone functions' values on
+    the same data and options, the text and the provenance say them; no target, so the exit
+    code is the other metrics'."""
+    originals, avatars = raw_release(seed=12)
+    holdout, _ = raw_release(n=150, seed=13)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    h = write_raw(holdout, tmp_path / "h.csv", ";")
+    easy = [f"--target={name}=-1" for name in phr.report.METRICS]
+    args = ["report", str(o), str(a), *OPTIONS, *easy, "--holdout", str(h)]
+    asked = ["--aux-a", "age,stage", "--aux-b", "bmi,smoker", "--neighbors", "2"]
+    asked += ["--dcr-baseline", "--baseline-seed", "4"]
+    assert main([*args, *asked, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    options = {"categorical": ["stage"], "impute": "median"}
+    sides = (["age", "stage"], ["bmi", "smoker"])
+    linked = phr.linkability_risk(
+        originals,
+        avatars,
+        holdout,
+        aux_cols=sides,
+        n_neighbors=2,
+        **options,  # type: ignore[arg-type]
+    )
+    assert data["linkability"] == linked.to_dict()
+    baseline = phr.dcr_baseline_protection(
+        originals.drop("id"),
+        avatars,
+        seed=4,
+        features=FEATURES,
+        ncp=4,
+        **options,  # type: ignore[arg-type]
+    )
+    assert data["dcr_baseline_protection"] == baseline.to_dict()
+    settings = data["provenance"]["settings"]
+    assert settings["linkability"] == {
+        "aux_cols": [["age", "stage"], ["bmi", "smoker"]],
+        "n_neighbors": 2,
+        "space": "projected",
+    }
+    assert settings["dcr_baseline"] == {"seed": 4}
+    # Without them: null, and nothing in the provenance.
+    assert main([*args, "--format", "json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["linkability"] is None
+    assert plain["dcr_baseline_protection"] is None
+    assert "linkability" not in plain["provenance"]["settings"]
+    # The text: a line for each; a failing target still decides the exit code alone.
+    assert main([*args, *asked, "--target", "hidden_rate=100"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("linkability risk") for line in lines)
+    assert any(line.startswith("DCR baseline protection") for line in lines)
+
+
+def test_report_attacks_in_anonymeter_space_and_an_auto_categorical_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--space gower applies to the inference and the linkability attacks; a number secret
+    that --categorical auto makes categorical is judged by equality."""
+    rng = np.random.default_rng(14)
+
+    def cohort(n: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "age": rng.normal(40, 9, n),
+                "wtkg": rng.normal(75, 12, n),
+                "homo": rng.integers(0, 2, n),
+                "karnof": rng.choice([70, 80, 90, 100], n),
+            }
+        )
+
+    originals, holdout = cohort(200), cohort(100)
+    avatars = originals.with_columns(pl.col("age") + rng.normal(0, 3, 200))
+    o = write_raw(originals, tmp_path / "o.csv", ",")
+    a = write_raw(avatars, tmp_path / "a.csv", ",")
+    h = write_raw(holdout, tmp_path / "h.csv", ",")
+    easy = [f"--target={name}=-1" for name in phr.report.METRICS]
+    args = ["report", str(o), str(a), "--categorical", "auto", "--holdout", str(h), *easy]
+    args += ["--known", "age,wtkg", "--secret", "homo", "--target=correlation_protection_rate=-1"]
+    code = main([*args, "--format", "json", "--allow-unlinked"])
+    assert code == 0
+    inference = json.loads(capsys.readouterr().out)["holdout"]["inference"]
+    assert inference["secret_kind"] == "categorical"  # homo: 2 values, auto-categorical
+    assert inference["space"] == "projected"
+    gower = [*args, "--space", "gower", "--aux-a", "age", "--aux-b", "karnof", "--allow-unlinked"]
+    assert main([*gower, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["holdout"]["inference"]["space"] == "gower"
+    assert data["linkability"]["space"] == "gower"
+    alone = phr.linkability_risk(
+        originals, avatars, holdout, aux_cols=("age", "karnof"), space="gower"
+    )
+    assert data["linkability"] == alone.to_dict()
+    assert data["provenance"]["settings"]["inference"]["space"] == "gower"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--aux-a", "age"], "--aux-a needs --aux-b"),
+        (["--aux-b", "age"], "--aux-b needs --aux-a"),
+        (["--aux-a", "age", "--aux-b", "bmi"], "needs a holdout to control it: give --holdout"),
+        (["--neighbors", "2"], "--neighbors sets the linkability attack"),
+        (["--neighbors", "0"], "argument --neighbors: must be an integer of at least 1"),
+        (["--space", "gower"], "--space sets the space of the attacks"),
+        (["--space", "euclid"], "argument --space: invalid choice"),
+        (["--baseline-seed", "3"], "--baseline-seed seeds the DCR baseline protection"),
+        (["--dcr-baseline", "--baseline-seed", "-1"], "argument --baseline-seed: must be"),
+        (
+            ["--holdout", "{h}", "--aux-a", "age", "--aux-b", "age,bmi"],
+            "'age' is in both --aux-a and --aux-b",
+        ),
+        (
+            ["--holdout", "{h}", "--aux-a", "nope", "--aux-b", "bmi"],
+            "--aux-a column 'nope' not found in originals",
+        ),
+        (
+            ["--holdout", "{h}", "--aux-a", "age", "--aux-b", "bmi,bmi"],
+            "`--aux-b` names a column twice",
+        ),
+    ],
+)
+def test_report_linkability_and_baseline_flags_bad_input_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    originals, avatars = raw_release(n=50, seed=8)
+    held_out, _ = raw_release(n=50, seed=9)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    h = write_raw(held_out, tmp_path / "h.csv", ";")
+    filled = [item.format(h=h) for item in extra]
+    assert main(["report", str(o), str(a), *OPTIONS, *filled]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert message in err

@@ -372,8 +372,12 @@ def test_report_dict_keys_and_json() -> None:
         "correlation_protection_rate",
         "column_direct_match_protection",
         "categorical_hidden_rate",
+        "linkability",
+        "dcr_baseline_protection",
     ]
     assert data["holdout"] is None  # without a holdout
+    assert data["linkability"] is None  # not asked
+    assert data["dcr_baseline_protection"] is None
     # Without `known` the correlation protection rate is not measured; the two metrics
     # without a public definition never are: null, with the reason, and no verdict.
     assert data["correlation_protection_rate"] == {
@@ -582,6 +586,8 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
         holdout=holdout,
         known=["Dim1", "Dim2"],
         secret="Dim3",
+        aux_cols=(["Dim1"], ["Dim2", "Dim3"]),
+        dcr_baseline=True,
     ).with_provenance(
         {
             "inputs": {"originals": {"path": "o.csv", "rows": 120, "size": 9, "sha256": "ab"}},
@@ -607,9 +613,88 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
                 f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
             ), row
     assert {s.key for s in report.sections()} == {
-        "records", "metrics", "release", "verdict", "holdout", "evidence", "provenance",
+        "records", "metrics", "release", "verdict", "holdout", "linkability", "dcr_baseline",
+        "evidence", "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())
+
+
+def test_the_linkability_and_baseline_entries_equal_the_standalone_functions() -> None:
+    """The report's ``linkability`` and ``dcr_baseline_protection`` are the values of
+    `linkability_risk` and `dcr_baseline_protection` on the same sets and options, in the
+    projected space (each side's own projection, the report's for the baseline) and in
+    anonymeter's; the report's text and page say them."""
+    originals, avatars = make_frames(150, seed=8)
+    holdout, _ = make_frames(70, seed=9)
+    raw = {"features": DIMS, "ncp": 2}
+    sides = (["Dim1"], ["Dim2", "Dim3"])
+    for space, options in (("projected", raw), ("gower", {"coords": DIMS})):
+        report = phr.privacy_report(
+            originals,
+            avatars,
+            on="id",
+            holdout=holdout,
+            aux_cols=sides,
+            n_neighbors=2,
+            attack_space=space,  # type: ignore[arg-type]
+            dcr_baseline=True,
+            baseline_seed=5,
+            **options,
+        )
+        data = report.to_dict()
+        alone = phr.linkability_risk(
+            originals,
+            avatars,
+            holdout,
+            aux_cols=sides,
+            n_neighbors=2,
+            space=space,  # type: ignore[arg-type]
+        )
+        assert data["linkability"] == alone.to_dict()
+        assert data["linkability"]["space"] == space
+        assert data["linkability"]["aux_cols"] == [["Dim1"], ["Dim2", "Dim3"]]
+        baseline = phr.dcr_baseline_protection(originals, avatars, seed=5, **options)
+        assert data["dcr_baseline_protection"] == baseline.to_dict()
+        assert data["dcr_baseline_protection"]["seed"] == 5
+        text, page = report.to_text(), report.to_html()
+        for shown in (f"{alone.risk:.4f}", f"{baseline.score:.4f}"):
+            assert shown in text
+            assert shown in page
+        assert "<h2>Linkability attack</h2>" in page
+        assert "<h2>DCR baseline protection</h2>" in page
+
+
+def test_the_report_refuses_a_linkability_attack_or_baseline_it_cannot_run() -> None:
+    originals, avatars = make_frames(40, seed=1)
+    holdout, _ = make_frames(20, seed=2)
+    options: dict[str, Any] = {"coords": DIMS, "on": "id"}
+    sides = (["Dim1"], ["Dim2"])
+    with pytest.raises(ValueError, match="needs a holdout"):
+        phr.privacy_report(originals, avatars, aux_cols=sides, **options)
+    with pytest.raises(ValueError, match="`n_neighbors` sets the linkability attack"):
+        phr.privacy_report(originals, avatars, holdout=holdout, n_neighbors=3, **options)
+    with pytest.raises(ValueError, match="`attack_space` sets the space"):
+        phr.privacy_report(originals, avatars, attack_space="gower", **options)
+    with pytest.raises(ValueError, match="`space` must be"):
+        phr.privacy_report(originals, avatars, attack_space="euclid", **options)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`baseline_seed` seeds"):
+        phr.privacy_report(originals, avatars, baseline_seed=3, **options)
+    with pytest.raises(ValueError, match="`baseline_seed` must be a non-negative integer"):
+        phr.privacy_report(originals, avatars, dcr_baseline=True, baseline_seed=-1, **options)
+    with pytest.raises(DuplicateError, match="'Dim1' is in both A and B"):
+        phr.privacy_report(
+            originals, avatars, holdout=holdout, aux_cols=(["Dim1"], ["Dim1"]), **options
+        )
+    with pytest.raises(ColumnNotFoundError, match="aux_cols column 'x' not found in originals"):
+        phr.privacy_report(
+            originals, avatars, holdout=holdout, aux_cols=(["x"], ["Dim2"]), **options
+        )
+    with pytest.raises(SchemaError, match="lacks 'Dim2'"):  # before the attack's columns
+        phr.privacy_report(
+            originals, avatars, holdout=holdout.drop("Dim2"), aux_cols=sides, **options
+        )
+    with pytest.raises(TypeError, match="must be a pair"):
+        phr.privacy_report(originals, avatars, holdout=holdout, aux_cols="Dim1", **options)  # type: ignore[arg-type]
 
 
 def test_benchmark_script_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ docs venv has matplotlib, the ``plot`` extra, so the files can always be made ag
 - ``hidden_rate_by_k.png`` and ``local_cloaking.png``: the demo's two plots;
 - ``privacy_report.html``: the privacy report of one of the demo's anonymizations (``REPORT_K``),
   against a holdout (another draw of the cohort, never avatarized) and with the attribute
-  inference attack (``KNOWN`` known to the attacker, ``SECRET`` inferred), so that the page
-  shows every row the report can hold.
+  inference attack (``KNOWN`` known to the attacker, ``SECRET`` inferred), the linkability
+  attack (the attacker's two tables ``AUX_COLS``) and the DCR baseline protection, so that
+  the page shows every row the report can hold.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ REPORT_K = 20
 HOLDOUT_SEED = 1  # the holdout: records of the same population the generator never saw
 KNOWN = ("age", "sex", "region")
 SECRET = "diabetes"
+AUX_COLS = (["age", "sex", "region"], ["height_cm", "weight_kg", "smoker"])  # linkability
 
 
 def k_table_markdown(table: pl.DataFrame) -> str:
@@ -63,6 +65,8 @@ def write(folder: Path) -> list[Path]:
         holdout=cohort(len(originals), seed=HOLDOUT_SEED),
         known=list(KNOWN),
         secret=SECRET,
+        aux_cols=AUX_COLS,
+        dcr_baseline=True,
     )
     page = folder / "privacy_report.html"
     page.write_text(report.to_html(title=f"Privacy report: the demo cohort at k = {REPORT_K}"))

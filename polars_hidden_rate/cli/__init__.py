@@ -42,8 +42,10 @@ from polars_hidden_rate.frames.files import (
     scan_literal,
 )
 from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.measures.gower import Space
 from polars_hidden_rate.measures.holdout import HoldoutOverlapWarning
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
+from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Inspector, Verdict
 from polars_hidden_rate.outputs import (
@@ -63,9 +65,11 @@ from polars_hidden_rate.provenance import (
     with_fit,
 )
 from polars_hidden_rate.report import (
+    baseline_of,
     check_holdout_and_attack,
     check_targets,
     inference_attack,
+    linkability_attack,
     report_of_plan,
 )
 from polars_hidden_rate.tasks import EXTRA_HINT
@@ -199,11 +203,12 @@ def _planned(
     caller: str,
     holdout: Path | None = None,
     attack: InferenceAttack | None = None,
+    linking: LinkabilityAttack | None = None,
 ) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None]:
     """The inputs read, the request planned and fitted, its inspector, the inputs as the
     provenance states them (hashed in a thread of their own, beside the counting) and the
     ``holdout`` file, if any, checked against the originals (and the columns of the
-    inference ``attack``) before anything is counted."""
+    inference ``attack`` and of the ``linking`` attack) before anything is counted."""
     originals, avatars = _read_inputs(args)
     verdict = _verdict(args)
     request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
@@ -215,7 +220,7 @@ def _planned(
         named = {"HOLDOUT": holdout, "ORIGINALS": args.originals, "AVATARS": args.avatars}
         refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
         held_out = _scan(args, holdout, "HOLDOUT")
-        overlap = check_holdout_and_attack(request, held_out, attack)
+        overlap = check_holdout_and_attack(request, held_out, attack, linking)
         if overlap is not None:
             print(f"{PROG}: warning: {overlap}", file=sys.stderr)
         rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
@@ -386,15 +391,31 @@ def run_report(args: argparse.Namespace) -> int:
     check_targets(targets, known=args.known)  # before anything is read
     _refuse_inputs(args.html, "--html", args)  # its folder too
     _check_attack_options(args)
+    space = _attack_space(args)
     attack = inference_attack(
-        args.known, args.secret, args.secret_kind, args.secret_tolerance, args.holdout is not None
+        args.known,
+        args.secret,
+        args.secret_kind,
+        args.secret_tolerance,
+        args.holdout is not None,
+        space,
     )
+    linking = _linkability(args, space)
+    if args.baseline_seed is not None and not args.dcr_baseline:
+        raise ValueError("--baseline-seed seeds the DCR baseline protection: add --dcr-baseline")
+    seed = baseline_of(args.dcr_baseline, args.baseline_seed or 0)
     request, inspector, inputs, holdout = in_background(
-        lambda: _planned(args, "report", args.holdout, attack)
+        lambda: _planned(args, "report", args.holdout, attack, linking)
     )
     report = in_background(
         lambda: report_of_plan(
-            inspector, targets=targets, holdout=holdout, known=args.known, inference=attack
+            inspector,
+            targets=targets,
+            holdout=holdout,
+            known=args.known,
+            inference=attack,
+            linkability=linking,
+            dcr_baseline=seed,
         )
     )
     more: dict[str, Any] = {}
@@ -404,7 +425,16 @@ def run_report(args: argparse.Namespace) -> int:
             "secret": attack.secret,
             "secret_kind": attack.secret_kind,
             "tolerance": attack.tolerance,
+            "space": attack.space,
         }
+    if linking is not None:
+        more["linkability"] = {
+            "aux_cols": [list(side) for side in linking.aux_cols],
+            "n_neighbors": linking.n_neighbors,
+            "space": linking.space,
+        }
+    if seed is not None:
+        more["dcr_baseline"] = {"seed": seed}
     block = provenance(
         inputs.result(),
         describe_settings(
@@ -463,6 +493,49 @@ def _check_attack_options(args: argparse.Namespace) -> None:
             f"{' and '.join(missing)}"
         )
         raise ValueError(msg)
+
+
+def _attack_space(args: argparse.Namespace) -> Space:
+    """``--space``, which only the attacks take: refused without one."""
+    if args.space is None:
+        return "projected"
+    if args.secret is None and args.aux_a is None and args.aux_b is None:
+        raise ValueError(
+            "--space sets the space of the attacks: give --secret (with --known and --holdout) "
+            "or --aux-a and --aux-b (with --holdout) too"
+        )
+    space: Space = args.space
+    return space
+
+
+def _linkability(args: argparse.Namespace, space: Space) -> LinkabilityAttack | None:
+    """The linkability attack of ``--aux-a`` and ``--aux-b``, checked, its errors naming
+    the flags; None without them."""
+    if args.aux_a is None and args.aux_b is None:
+        if args.neighbors is not None:
+            raise ValueError(
+                "--neighbors sets the linkability attack: give --aux-a and --aux-b (and "
+                "--holdout) too"
+            )
+        return None
+    if args.aux_a is None or args.aux_b is None:
+        given, missing = ("--aux-a", "--aux-b") if args.aux_b is None else ("--aux-b", "--aux-a")
+        raise ValueError(
+            f"{given} needs {missing}: the linkability attack takes the columns of the "
+            "attacker's two tables"
+        )
+    if args.holdout is None:
+        raise ValueError(
+            "the linkability attack (--aux-a, --aux-b) needs a holdout to control it: "
+            "give --holdout"
+        )
+    return linkability_attack(
+        (args.aux_a, args.aux_b),
+        args.neighbors or 1,
+        space,
+        with_holdout=True,
+        names=("--aux-a", "--aux-b"),
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -149,6 +149,46 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
             f"(default {DEFAULT_TOLERANCE:g})"
         ),
     )
+    report.add_argument(
+        "--aux-a",
+        type=_names,
+        metavar="A1,A2",
+        help=(
+            "with --holdout and --aux-b: adds the linkability attack; the columns of the "
+            "attacker's first table"
+        ),
+    )
+    report.add_argument(
+        "--aux-b",
+        type=_names,
+        metavar="B1,B2",
+        help="the columns of the attacker's second table (none of --aux-a's)",
+    )
+    report.add_argument(
+        "--neighbors",
+        type=_at_least(1),
+        metavar="K",
+        help="the linkability attack's nearest synthetic records on each side (default 1)",
+    )
+    report.add_argument(
+        "--space",
+        choices=["projected", "gower"],
+        help=(
+            "the space of the inference and linkability attacks: each attack's columns "
+            "projected (default), or anonymeter's Gower distance"
+        ),
+    )
+    report.add_argument(
+        "--dcr-baseline",
+        action="store_true",
+        help="adds the DCR baseline protection: the synthetic records' DCR against random ones",
+    )
+    report.add_argument(
+        "--baseline-seed",
+        type=_at_least(0),
+        metavar="S",
+        help="with --dcr-baseline: the seed of its random records (default 0)",
+    )
     report.set_defaults(command=runners["report"])
 
     demo = commands.add_parser(
@@ -196,7 +236,7 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
         type=_names,
         metavar="C1,C2,...",
         help="features to project as categorical whatever their type (codes 0/1/2, ...); "
-        "'auto': integer columns with at most 10 distinct values in the originals",
+        "'auto': number columns (any type) with at most 10 distinct values in the originals",
     )
     command.add_argument(
         "--impute",

@@ -18,7 +18,10 @@ from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest, walk_order
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import as_lazy
-from polars_hidden_rate.plan import CountOptions, plan
+from polars_hidden_rate.measures.section import Row, Section
+from polars_hidden_rate.plan import CountOptions, CountPlan, plan, require_cpu
+
+BASELINE_TITLE = "DCR baseline protection"
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,54 @@ class DcrBaseline:
             seed,
         )
 
+    @classmethod
+    def of_plan(cls, space: CountPlan, *, seed: int = 0) -> DcrBaseline:
+        """In the space of a fitted plan (`CountPlan.fitted`), on this machine's CPU: the
+        random records drawn over the originals' columns of that space (`random_records`,
+        as many as the synthetic records), then projected with its fit as the synthetic
+        records are."""
+        columns = list(space.projection.features if space.projection else space.coords)
+        drawn_from = space.originals.select(columns).collect()
+        fitted = space.projection.fitted if space.projection is not None else None
+        categorical = frozenset(
+            () if fitted is None else (f.name for f in fitted.scaling.categorical)
+        )
+        synthetic = space.coordinates_of(space.avatars, "synthetic")
+        random = random_records(drawn_from, categorical, len(synthetic), seed)
+        return cls.of_arrays(
+            space.coordinates_of(space.originals, "originals"),
+            synthetic,
+            space.coordinates_of(random.lazy(), "random records"),
+            seed=seed,
+            threads=space.threads,
+        )
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The figures as (label, value) lines, for the text and the page of a report."""
+        score = (
+            "undefined (the random records' median DCR is 0)"
+            if math.isnan(self.score)
+            else f"{self.score:.4f} (1: as far from the originals as random records)"
+        )
+        return [
+            ("DCR baseline protection", score),
+            (
+                "  median DCR",
+                f"{self.synthetic_median:.4g} of the synthetic records, {self.random_median:.4g} "
+                f"of {self.synthetic:,} random records (seed {self.seed})",
+            ),
+        ]
+
+    def section(self) -> Section:
+        """The figures as a report's section: `rows` (no target) and the JSON entry
+        ``dcr_baseline_protection`` (`to_dict`)."""
+        return Section(
+            "dcr_baseline",
+            BASELINE_TITLE,
+            tuple(Row(label, value) for label, value in self.rows()),
+            {"dcr_baseline_protection": self.to_dict()},
+        )
+
     def to_dict(self) -> dict[str, float | int | None]:
         """The figures as JSON values (a NaN score as null)."""
         return {
@@ -94,6 +145,14 @@ class DcrBaseline:
             "originals": self.originals,
             "seed": self.seed,
         }
+
+
+def check_seed(seed: object, name: str = "seed") -> int:
+    """``seed`` checked: a non-negative integer (``name`` says it in the error)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        msg = f"`{name}` must be a non-negative integer, got {seed!r}"
+        raise ValueError(msg)
+    return seed
 
 
 def random_records(
@@ -182,12 +241,8 @@ def dcr_baseline_protection(
         if options.get(option) is not None:
             msg = f"dcr_baseline_protection() takes no `{option}`: it needs no link"
             raise ValueError(msg)
-    if options.get("cluster") is not None or options.get("device", "cpu") != "cpu":
-        msg = "dcr_baseline_protection() runs on this machine's CPU: drop `cluster` and `device`"
-        raise NotImplementedError(msg)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        msg = f"`seed` must be a non-negative integer, got {seed!r}"
-        raise ValueError(msg)
+    require_cpu(options, "dcr_baseline_protection")
+    check_seed(seed)
     request = plan(originals, synthetic, options, caller="dcr_baseline_protection")
     columns = list(request.projection.features if request.projection else request.coords)
     read = {
@@ -199,13 +254,12 @@ def dcr_baseline_protection(
     space = plan(
         read["originals"], read["synthetic"], options, caller="dcr_baseline_protection"
     ).fitted()
-    fitted = space.projection.fitted if space.projection is not None else None
-    categorical = frozenset(() if fitted is None else (f.name for f in fitted.scaling.categorical))
-    random = random_records(read["originals"], categorical, read["synthetic"].height, seed)
-    return DcrBaseline.of_arrays(
-        space.coordinates_of(space.originals, "originals"),
-        space.coordinates_of(space.avatars, "synthetic"),
-        space.coordinates_of(random.lazy(), "random records"),
-        seed=seed,
-        threads=space.threads,
-    )
+    return DcrBaseline.of_plan(space, seed=seed)
+
+
+def baseline_section(found: DcrBaseline | None) -> Section:
+    """A report's section of the DCR baseline protection: `DcrBaseline.section`, or when not
+    asked no rows and the JSON entry ``dcr_baseline_protection`` None."""
+    if found is None:
+        return Section("dcr_baseline", BASELINE_TITLE, entry={"dcr_baseline_protection": None})
+    return found.section()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import polars as pl
@@ -35,6 +35,7 @@ from polars.exceptions import ComputeError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.frames import inexact_counts, is_text, raise_inexact
+from polars_hidden_rate.plan import CountOptions, require_cpu
 
 Space = Literal["projected", "gower"]
 """Where an attack measures: ``"projected"``, the package's projection fitted on the
@@ -66,9 +67,7 @@ def refuse_projection_options(options: Mapping[str, object], caller: str) -> Non
                 "projection, and anonymeter's distance takes the columns by their types"
             )
             raise ValueError(msg)
-    if options.get("cluster") is not None or options.get("device", "cpu") != "cpu":
-        msg = f"{caller}() runs on this machine's CPU: drop `cluster` and `device`"
-        raise NotImplementedError(msg)
+    require_cpu(cast("CountOptions", options), caller)
 
 
 @dataclass(frozen=True)

@@ -411,6 +411,8 @@ class InferenceAttack:
     secret: str
     secret_kind: SecretKind = "auto"
     tolerance: float = DEFAULT_TOLERANCE
+    # Where a report runs it (`run`'s ``space``).
+    space: Space = "projected"
 
     @classmethod
     def of(
@@ -419,6 +421,7 @@ class InferenceAttack:
         secret: str,
         secret_kind: SecretKind = "auto",
         tolerance: float = DEFAULT_TOLERANCE,
+        space: Space = "projected",
     ) -> InferenceAttack:
         """Check the settings, ``known`` resolved to names (`resolve_columns`) beforehand."""
         names = list(known)
@@ -426,7 +429,8 @@ class InferenceAttack:
         if secret_kind not in ("auto", "categorical", "numeric"):
             msg = f"`secret_kind` must be 'auto', 'categorical' or 'numeric', got {secret_kind!r}"
             raise ValueError(msg)
-        return cls(tuple(names), secret, secret_kind, check_tolerance(tolerance))
+        check_space(space, "inference_risk")
+        return cls(tuple(names), secret, secret_kind, check_tolerance(tolerance), space)
 
     def check(
         self, schemas: dict[str, pl.Schema], *, declared: bool = False

@@ -35,11 +35,11 @@ scale), in anonymeter's the floats of its own loop (`polars_hidden_rate.measures
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
-from typing import Unpack
+from typing import Any, Unpack
 
 import numpy as np
 import polars as pl
@@ -59,7 +59,8 @@ from polars_hidden_rate.measures.gower import (
 )
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
 from polars_hidden_rate.measures.inference import SuccessRate
-from polars_hidden_rate.measures.stats import residual_risk
+from polars_hidden_rate.measures.section import Row, Section
+from polars_hidden_rate.measures.stats import percent, residual_risk
 from polars_hidden_rate.plan import CountOptions
 
 
@@ -238,6 +239,155 @@ class LinkabilityRisk:
             members, control, synthetic, confidence=confidence, n_neighbors=k, tie_tol=tie_tol
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON values (the report's ``linkability``): ``risk``,
+        ``risk_interval``, ``confidence``, ``members`` and ``control`` (`SuccessRate.to_dict`),
+        ``synthetic``, ``aux_cols`` (``[A, B]``), ``n_neighbors``, ``space``, ``tie_tol``."""
+        low, high = self.risk_interval
+        return {
+            "risk": self.risk,
+            "risk_interval": [low, high],
+            "confidence": self.confidence,
+            "members": self.members.to_dict(),
+            "control": self.control.to_dict(),
+            "synthetic": self.synthetic,
+            "aux_cols": [list(side) for side in self.aux_cols],
+            "n_neighbors": self.n_neighbors,
+            "space": self.space,
+            "tie_tol": self.tie_tol,
+        }
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The attack as (label, value) lines, for the text and the page of a report: the
+        risk, what the attacker holds, the links made."""
+        low, high = self.risk_interval
+        level = f"{100 * self.confidence:g} %"
+        members, control = self.members, self.control
+        rule = (
+            "the synthetic record nearest on A is the one nearest on B"
+            if self.n_neighbors == 1
+            else f"the {self.n_neighbors} synthetic records nearest on A and those on B share one"
+        )
+        a, b = (", ".join(map(repr, side)) for side in self.aux_cols)
+        return [
+            (
+                "linkability risk",
+                f"{self.risk:.4f} ({low:.4f} to {high:.4f}, {level}; 0: no more than on the "
+                "holdout)",
+            ),
+            (
+                "  attacker holds",
+                f"A: {a}; B: {b}; linked when {rule} ({self.space} space)",
+            ),
+            (
+                "  links made",
+                f"{percent(members.successes, members.records):.2f} % of originals, "
+                f"{percent(control.successes, control.records):.2f} % of the holdout (Wilson "
+                f"rates {100 * members.rate:.2f} % and {100 * control.rate:.2f} %, which the risk "
+                "compares)",
+            ),
+        ]
+
+    def section(self) -> Section:
+        """The attack as a report's section: `rows` (no target) and the JSON entry
+        ``linkability`` (`to_dict`)."""
+        return Section(
+            "linkability",
+            LINKABILITY_TITLE,
+            tuple(Row(label, value) for label, value in self.rows()),
+            {"linkability": self.to_dict()},
+        )
+
+
+LINKABILITY_TITLE = "Linkability attack"
+
+
+def linkability_section(found: LinkabilityRisk | None) -> Section:
+    """A report's section of the linkability attack: `LinkabilityRisk.section`, or when not
+    asked no rows and the JSON entry ``linkability`` None."""
+    if found is None:
+        return Section("linkability", LINKABILITY_TITLE, entry={"linkability": None})
+    return found.section()
+
+
+Sides = tuple[tuple[str, ...], tuple[str, ...]]
+"""The attacker's two sets of columns, ``A`` and ``B``, as names."""
+
+
+@dataclass(frozen=True)
+class LinkabilityAttack:
+    """What [`linkability_risk`][polars_hidden_rate.linkability_risk] is asked, checked: the
+    linkability attack of a report is this, run on the report's sets. ``names`` says how an
+    error names ``A`` and ``B`` (the command line's ``--aux-a`` and ``--aux-b``)."""
+
+    aux_cols: Sides
+    n_neighbors: int = 1
+    space: Space = "projected"
+    names: tuple[str, str] = ("aux_cols", "aux_cols")
+
+    @classmethod
+    def of(
+        cls,
+        aux_cols: Sequence[Sequence[str]],
+        n_neighbors: int = 1,
+        space: Space = "projected",
+        *,
+        names: tuple[str, str] = ("aux_cols", "aux_cols"),
+    ) -> LinkabilityAttack:
+        """Check the settings, each side of ``aux_cols`` resolved to names (`resolve_columns`)
+        beforehand."""
+        check_space(space, "linkability_risk")
+        k = _neighbours(n_neighbors)
+        if isinstance(aux_cols, str) or len(aux_cols) != 2:
+            msg = f"`{names[0]}` must be a pair (A, B) of column sets, got {aux_cols!r}"
+            raise TypeError(msg)
+        sides = tuple(tuple(side) for side in aux_cols)
+        for side, name in zip(sides, names, strict=True):
+            if not side:
+                raise ValueError(f"`{name}`: each of A and B needs at least one column")
+        both = sorted(set(sides[0]) & set(sides[1]))
+        if both:
+            where = (
+                f"`{names[0]}`: {both[0]!r} is in both A and B"
+                if names[0] == names[1]
+                else f"{both[0]!r} is in both {names[0]} and {names[1]}"
+            )
+            raise DuplicateError(f"{where}; the attacker's tables share none")
+        return cls((sides[0], sides[1]), k, space, names)
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of ``A`` then ``B``."""
+        return [*self.aux_cols[0], *self.aux_cols[1]]
+
+    def check(self, schemas: Mapping[str, pl.Schema]) -> None:
+        """Check the columns of ``A`` and ``B`` in each set's schema (originals, synthetic,
+        holdout), before anything is read."""
+        for role, schema in schemas.items():
+            for side, name in zip(self.aux_cols, self.names, strict=True):
+                resolve_columns(list(side), schema, role, name)
+
+    def run(
+        self,
+        originals: pl.DataFrame | pl.LazyFrame,
+        synthetic: pl.DataFrame | pl.LazyFrame,
+        holdout: pl.DataFrame | pl.LazyFrame,
+        *,
+        confidence: float = 0.95,
+        **options: Unpack[CountOptions],
+    ) -> LinkabilityRisk:
+        """[`linkability_risk`][polars_hidden_rate.linkability_risk] of the three sets."""
+        return linkability_risk(
+            originals,
+            synthetic,
+            holdout,
+            aux_cols=self.aux_cols,
+            n_neighbors=self.n_neighbors,
+            space=self.space,
+            confidence=confidence,
+            **options,
+        )
+
 
 def _neighbours(n_neighbors: object) -> int:
     if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
@@ -320,7 +470,8 @@ def linkability_risk(
     **options
         ``categorical``, ``impute`` and ``ncp`` shape each side's projection, as for
         [`local_cloaking`][polars_hidden_rate.local_cloaking] (refused with
-        ``space="gower"``); ``tie_tol``; ``threads``. ``coords``, ``features``, the link
+        ``space="gower"``; ``categorical`` names may be of either side, each side takes its
+        own); ``tie_tol``; ``threads``. ``coords``, ``features``, the link
         options, ``cluster`` and ``device="gpu"`` are refused.
 
     Raises
@@ -374,6 +525,15 @@ def linkability_risk(
     side_options: list[CountOptions] = [
         {**options, "features": list(side), "ncp": ncp} for side in sides
     ]
+    named = options.get("categorical")
+    if isinstance(named, str):
+        named = [named]
+    if isinstance(named, list | tuple) and all(isinstance(name, str) for name in named):
+        # Names of either side's columns: each side takes its own (a name of neither is
+        # refused by the first side's plan, naming it).
+        for side, side_option in zip(sides, side_options, strict=True):
+            own = [n for n in named if n in side or n not in (*sides[0], *sides[1])]
+            side_option["categorical"] = own or None
     sets = (frames["originals"], frames["synthetic"], frames["holdout"])
     for side_option in side_options:
         holdout_plan(*sets, side_option, "linkability_risk")

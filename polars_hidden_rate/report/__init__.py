@@ -19,8 +19,10 @@ sections and nothing else.
 
 from polars_hidden_rate.report.model import PrivacyReport
 from polars_hidden_rate.report.run import (
+    baseline_of,
     check_holdout_and_attack,
     inference_attack,
+    linkability_attack,
     privacy_report,
     report_of_plan,
 )
@@ -44,9 +46,11 @@ __all__ = [
     "UNDEFINED_METRICS",
     "MetricLabels",
     "PrivacyReport",
+    "baseline_of",
     "check_holdout_and_attack",
     "check_targets",
     "inference_attack",
+    "linkability_attack",
     "privacy_report",
     "report_of_plan",
 ]

@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import CorrelationProtection
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
+from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from polars_hidden_rate.measures.section import Section
 from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.report import sections as registry
@@ -93,6 +95,11 @@ class PrivacyReport:
     correlation_protection
         The correlation protection rate and its counts, when the report was given the
         variables an attacker knows (``known``); None otherwise.
+    linkability
+        The linkability attack against the holdout, when asked (``aux_cols``); None
+        otherwise.
+    dcr_baseline
+        The DCR baseline protection, when asked (``dcr_baseline``); None otherwise.
     """
 
     n: int
@@ -118,6 +125,8 @@ class PrivacyReport:
     )
     holdout: HoldoutFigures | None = field(default=None, compare=False)
     correlation_protection: CorrelationProtection | None = None
+    linkability: LinkabilityRisk | None = field(default=None, compare=False)
+    dcr_baseline: DcrBaseline | None = field(default=None, compare=False)
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
         """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
@@ -192,7 +201,9 @@ class PrivacyReport:
         ``passed`` and ``provenance``; then, for the service's metrics of
         [`release_table`][polars_hidden_rate.PrivacyReport.release_table],
         ``correlation_protection_rate``, ``column_direct_match_protection`` and
-        ``categorical_hidden_rate`` (value None, with the reason, where not computed). Each
+        ``categorical_hidden_rate`` (value None, with the reason, where not computed); then
+        ``linkability`` (the linkability attack, `LinkabilityRisk.to_dict`) and
+        ``dcr_baseline_protection`` (`DcrBaseline.to_dict`), each None unless asked. Each
         is the entry of one of the report's `sections`.
         """
         merged: dict[str, Any] = {}

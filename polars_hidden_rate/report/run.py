@@ -12,11 +12,13 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.checks import check_confidence
-from polars_hidden_rate.frames import ColumnSpec, as_lazy
+from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
+from polars_hidden_rate.measures.baseline import DcrBaseline, check_seed
 from polars_hidden_rate.measures.correlation import (
     check_known,
     correlation_protection,
 )
+from polars_hidden_rate.measures.gower import Space, check_space
 from polars_hidden_rate.measures.holdout import (
     HoldoutOverlapWarning,
     check_holdout,
@@ -24,6 +26,7 @@ from polars_hidden_rate.measures.holdout import (
 )
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures, counts_and_figures
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
+from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
 from polars_hidden_rate.measures.secrets import SecretKind
 from polars_hidden_rate.measures.stats import percent
@@ -33,6 +36,7 @@ from polars_hidden_rate.measures.verdict import (
     Verdict,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.progress import stage
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.report.model import PrivacyReport
 from polars_hidden_rate.report.targets import check_targets
@@ -51,6 +55,11 @@ def privacy_report(
     secret: str | None = None,
     secret_kind: SecretKind = "auto",
     secret_tolerance: float = DEFAULT_TOLERANCE,
+    aux_cols: tuple[ColumnSpec, ColumnSpec] | None = None,
+    n_neighbors: int = 1,
+    attack_space: Space = "projected",
+    dcr_baseline: bool = False,
+    baseline_seed: int = 0,
     **options: Unpack[CountOptions],
 ) -> PrivacyReport:
     """Measure an anonymization with every metric of [`METRICS`][polars_hidden_rate.report.METRICS],
@@ -91,6 +100,23 @@ def privacy_report(
         (``secret_kind`` and ``secret_tolerance`` are its ``secret_kind`` and ``tolerance``),
         added to the holdout's figures (no target either). Its space is the known columns'
         own.
+    aux_cols, n_neighbors
+        With a holdout: the linkability attack of
+        [`linkability_risk`][polars_hidden_rate.linkability_risk], ``(A, B)`` the columns of
+        the attacker's two tables (names or selectors, checked in the three sets before
+        anything is counted) and ``n_neighbors`` its nearest synthetic records on each
+        side; the report's ``linkability`` (no target). Each side's space is its columns'
+        own.
+    attack_space
+        The space of the inference and the linkability attacks: ``"projected"`` (default)
+        or ``"gower"``, anonymeter's distance (their ``space``).
+    dcr_baseline, baseline_seed
+        Also measure SDMetrics' DCR baseline protection
+        ([`dcr_baseline_protection`][polars_hidden_rate.dcr_baseline_protection]) in the
+        report's space, its random records drawn with ``baseline_seed``; the report's
+        ``dcr_baseline_protection`` (no target). It needs no holdout; it costs about as
+        much again as the report's DCR (a draw as large as the synthetic set, and its walk
+        through a kd-tree of the originals), so it is measured on request.
     **options
         The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions]. The
         raw features of the direct matches are ``features`` (default the columns
@@ -123,13 +149,30 @@ def privacy_report(
         known_names = check_known(
             known, request.originals.collect_schema(), request.avatars.collect_schema()
         )
+    check_space(attack_space, "privacy_report")
     attack = inference_attack(
-        known_names, secret, secret_kind, secret_tolerance, holdout is not None
+        known_names, secret, secret_kind, secret_tolerance, holdout is not None, attack_space
     )
+    sides = None
+    if aux_cols is not None:
+        if (
+            isinstance(aux_cols, str)
+            or not isinstance(aux_cols, tuple | list)
+            or (len(aux_cols) != 2)
+        ):
+            msg = f"`aux_cols` must be a pair (A, B) of column sets, got {aux_cols!r}"
+            raise TypeError(msg)
+        schema = request.originals.collect_schema()
+        sides = [resolve_columns(side, schema, "originals", "aux_cols") for side in aux_cols]
+    linking = linkability_attack(sides, n_neighbors, attack_space, holdout is not None)
+    if attack is None and linking is None and attack_space != "projected":
+        msg = "`attack_space` sets the space of the attacks: give `secret` or `aux_cols` too"
+        raise ValueError(msg)
+    seed = baseline_of(dcr_baseline, baseline_seed)
     held_out = None
     if holdout is not None:
         held_out = as_lazy(holdout, "holdout")
-        overlap = check_holdout_and_attack(request, held_out, attack)
+        overlap = check_holdout_and_attack(request, held_out, attack, linking)
         if overlap is not None:
             warnings.warn(overlap, HoldoutOverlapWarning, stacklevel=2)
     verdict = Verdict.of({"allow_unlinked": allow_unlinked, "by_row_order": by_row_order})
@@ -140,27 +183,34 @@ def privacy_report(
         holdout=held_out,
         known=known,
         inference=attack,
+        linkability=linking,
+        dcr_baseline=seed,
     )
 
 
 def check_holdout_and_attack(
-    request: CountPlan, holdout: pl.LazyFrame, attack: InferenceAttack | None
+    request: CountPlan,
+    holdout: pl.LazyFrame,
+    attack: InferenceAttack | None,
+    linkability: LinkabilityAttack | None = None,
 ) -> str | None:
     """The report's pre-check of a ``holdout``, before anything is counted: the originals'
     columns and types less the link's keys (`check_holdout`), and the columns the inference
-    ``attack`` (`inference_attack`, None without one) needs in the three sets. Returns the
-    words of a `HoldoutOverlapWarning` when the holdout copies originals (`holdout_overlap`),
-    for the caller to warn or print; None otherwise."""
+    ``attack`` (`inference_attack`, None without one) and the ``linkability`` attack
+    (`linkability_attack`) need in the three sets. Returns the words of a
+    `HoldoutOverlapWarning` when the holdout copies originals (`holdout_overlap`), for the
+    caller to warn or print; None otherwise."""
     keys = request.link.left
     check_holdout(request.originals.collect_schema(), holdout.collect_schema(), keys)
+    schemas = {
+        "originals": request.originals.collect_schema(),
+        "synthetic": request.avatars.collect_schema(),
+        "holdout": holdout.collect_schema(),
+    }
     if attack is not None:
-        attack.check(
-            {
-                "originals": request.originals.collect_schema(),
-                "synthetic": request.avatars.collect_schema(),
-                "holdout": holdout.collect_schema(),
-            }
-        )
+        attack.check(schemas)
+    if linkability is not None:
+        linkability.check(schemas)
     return holdout_overlap(request.originals, holdout, keys)
 
 
@@ -170,6 +220,7 @@ def inference_attack(
     secret_kind: SecretKind,
     tolerance: float,
     with_holdout: bool,
+    space: Space = "projected",
 ) -> InferenceAttack | None:
     """The report's attribute inference attack, checked (None without a ``secret``): it
     needs the ``known`` columns (resolved to names) and a holdout to control it."""
@@ -190,7 +241,40 @@ def inference_attack(
             "pass `holdout`"
         )
         raise ValueError(msg)
-    return InferenceAttack.of(known, secret, secret_kind, tolerance)
+    return InferenceAttack.of(known, secret, secret_kind, tolerance, space)
+
+
+def linkability_attack(
+    aux_cols: Sequence[Sequence[str]] | None,
+    n_neighbors: int,
+    space: Space,
+    with_holdout: bool,
+    *,
+    names: tuple[str, str] = ("aux_cols", "aux_cols"),
+) -> LinkabilityAttack | None:
+    """The report's linkability attack, checked (None without ``aux_cols``, the columns
+    ``(A, B)`` resolved to names): it needs a holdout to control it. ``names``: how the
+    errors name ``A`` and ``B`` (the command line's flags)."""
+    if aux_cols is None:
+        if n_neighbors != 1:
+            msg = "`n_neighbors` sets the linkability attack: give its `aux_cols` (and a holdout)"
+            raise ValueError(msg)
+        return None
+    if not with_holdout:
+        msg = "the linkability attack (`aux_cols`) needs a holdout to control it: pass `holdout`"
+        raise ValueError(msg)
+    return LinkabilityAttack.of(aux_cols, n_neighbors, space, names=names)
+
+
+def baseline_of(measured: bool, seed: int) -> int | None:
+    """The seed of the report's DCR baseline protection, checked; None when not asked."""
+    check_seed(seed, "baseline_seed")
+    if not measured:
+        if seed != 0:
+            msg = "`baseline_seed` seeds the DCR baseline protection: pass `dcr_baseline=True`"
+            raise ValueError(msg)
+        return None
+    return seed
 
 
 def report_of_plan(
@@ -201,10 +285,14 @@ def report_of_plan(
     holdout: pl.LazyFrame | None = None,
     known: ColumnSpec | None = None,
     inference: InferenceAttack | None = None,
+    linkability: LinkabilityAttack | None = None,
+    dcr_baseline: int | None = None,
 ) -> PrivacyReport:
     """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
     taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
-    ``inference`` attack (`inference_attack`) run on it."""
+    ``inference`` attack (`inference_attack`) and the ``linkability`` attack
+    (`linkability_attack`) run on it; with ``dcr_baseline``, the DCR baseline protection
+    with that seed (`baseline_of`)."""
     checked_targets = check_targets(targets, known=known)
     level = check_confidence(confidence)
     known_names = None
@@ -220,13 +308,28 @@ def report_of_plan(
     if holdout is not None and inference is not None:
         # The known columns as the report's projection takes them (categorical or not, gaps
         # filled or not), on this machine.
+        # A secret the projection takes as categorical (named, or by `categorical="auto"`)
+        # is judged by equality: named to the attack too, where it is a number (text is).
+        secret = inference.secret
+        judged = [*inference.known, *([secret] if _is_number(request, secret) else [])]
         attacked = inference.run(
             request.originals,
             request.avatars,
             holdout,
             confidence=level,
-            **request.options_for(inference.known),
+            space=inference.space,
+            **_attack_options(request, judged, inference.space),
         )
+    linked = None
+    if holdout is not None and linkability is not None:
+        with stage("linkability attack", enabled=request.progress):
+            linked = linkability.run(
+                request.originals,
+                request.avatars,
+                holdout,
+                confidence=level,
+                **_attack_options(request, linkability.columns, linkability.space),
+            )
     aligned = inspector.read()
     figures = None
     if holdout is None:  # the read's arrays are needed by nothing else: taken in place
@@ -266,6 +369,10 @@ def report_of_plan(
         left_on=list(link.left) or None,
         right_on=list(link.right) or None,
     )
+    baseline = None
+    if dcr_baseline is not None:
+        with stage("DCR baseline protection", enabled=request.progress):
+            baseline = DcrBaseline.of_plan(request, seed=dcr_baseline)
     n, n_hidden = len(counts), int(np.count_nonzero(counts))
     low, high = hidden_rate_interval(n_hidden, n, level)
     linkable = None
@@ -292,7 +399,23 @@ def report_of_plan(
         evidence=inspector.evidence(),
         holdout=figures,
         correlation_protection=linkable,
+        linkability=linked,
+        dcr_baseline=baseline,
     )
+
+
+def _attack_options(request: CountPlan, columns: Sequence[str], space: Space) -> CountOptions:
+    """An attack's options on ``columns``: in the projected space the plan's own
+    (`CountPlan.options_for`: the columns as the report's projection takes them, categorical
+    or not, gaps filled or not, on this machine); anonymeter's takes the columns by their
+    types, so only the threads and the tie tolerance."""
+    if space == "gower":
+        return {"threads": request.threads, "tie_tol": request.tie_tol}
+    return request.options_for(columns)
+
+
+def _is_number(request: CountPlan, name: str) -> bool:
+    return request.originals.collect_schema()[name].is_numeric()
 
 
 def _with_space(request: CountPlan) -> tuple[CountPlan, str]:

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from polars_hidden_rate.measures.baseline import baseline_section
 from polars_hidden_rate.measures.holdout_figures import holdout_section
+from polars_hidden_rate.measures.linkability import linkability_section
 from polars_hidden_rate.measures.section import Histogram, Row, Section
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
 from polars_hidden_rate.report.targets import LABELS
@@ -142,6 +144,8 @@ SECTIONS: tuple[SectionOf, ...] = (
     release_section,
     verdict_section,
     lambda report: holdout_section(report.holdout),
+    lambda report: linkability_section(report.linkability),
+    lambda report: baseline_section(report.dcr_baseline),
     lambda report: evidence_section(report.evidence),
     lambda report: provenance_section(report.provenance),
 )
