@@ -372,8 +372,21 @@ def test_report_dict_keys_and_json() -> None:
         "correlation_protection_rate",
         "column_direct_match_protection",
         "categorical_hidden_rate",
+        # The newer sections' keys, after those of the first releases.
+        "own_copies",
+        "link_use",
+        "holdout_metrics",
     ]
     assert data["holdout"] is None  # without a holdout
+    assert data["holdout_metrics"] is None
+    assert data["link_use"] == "judged"
+    assert data["own_copies"] == {
+        "value": report.evidence.own_copies_percent if report.evidence else None,
+        "target": 10.0,
+        "direction": "<=",
+        "passed": True,
+        "reason": None,
+    }
     # Without `known` the correlation protection rate is not measured; the two metrics
     # without a public definition never are: null, with the reason, and no verdict.
     assert data["correlation_protection_rate"] == {
@@ -498,7 +511,8 @@ def test_html_page() -> None:
         ["Row direct match protection (%)", "100", "> 90", "pass"],
         [
             "Correlation protection rate (%)",
-            "not computed: give `known`, the variables an attacker knows (--known)",
+            # No Markdown on the page: the code marks of the terminal's words left out.
+            "not computed: give known, the variables an attacker knows (--known)",
             "> 95",
             "not computed",
         ],
@@ -607,7 +621,8 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
                 f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
             ), row
     assert {s.key for s in report.sections()} == {
-        "records", "metrics", "release", "verdict", "holdout", "evidence", "provenance",
+        "records", "metrics", "release", "verdict", "holdout", "holdout_metrics", "evidence",
+        "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())
 
@@ -872,7 +887,8 @@ def test_values_beside_their_targets_show_the_digits_that_decide() -> None:
         ["0.3", "> 0.3", "FAIL"],
         ["90.00004", "> 90", "pass"],
         [
-            "not computed: give `known`, the variables an attacker knows (--known)",
+            # No Markdown on the page: the code marks of the terminal's words left out.
+            "not computed: give known, the variables an attacker knows (--known)",
             "> 95",
             "not computed",
         ],

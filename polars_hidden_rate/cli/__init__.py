@@ -179,6 +179,16 @@ def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> 
     check_output(path, inputs, kind="file", name=option)
 
 
+def _overrides(inspector: Inspector) -> dict[str, Any]:
+    """The verdict options that relax the link's checks, as given, and the link test's figure
+    (None before the read that runs it): for the provenance of every output."""
+    return {
+        "allow_unlinked": inspector.verdict.allow_unlinked,
+        "by_row_order": inspector.verdict.by_row_order,
+        "link_test": None if inspector.link is None else inspector.link.to_dict(),
+    }
+
+
 def _verdict(args: argparse.Namespace) -> Verdict:
     return Verdict.of(
         {
@@ -241,6 +251,7 @@ def run_check(args: argparse.Namespace) -> int:
             strategy=inspector.strategy,
             min_rate=min_rate,
             max_own_copies=inspector.verdict.max_own_copies,
+            **_overrides(inspector),
         )
 
     if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
@@ -368,7 +379,8 @@ def _scheduler_address(path: Path) -> str:
 def run_report(args: argparse.Namespace) -> int:
     """``hidden-rate report``: every metric once, against its target; optionally as a page."""
     targets = dict(args.target or [])
-    check_targets(targets, known=args.known)  # before anything is read
+    # Before anything is read.
+    check_targets(targets, known=args.known, holdout=args.holdout, secret=args.secret)
     _refuse_inputs(args.html, "--html", args)  # its folder too
     attack = inference_attack(
         args.known, args.secret, args.secret_kind, args.secret_tolerance, args.holdout is not None
@@ -381,7 +393,12 @@ def run_report(args: argparse.Namespace) -> int:
             inspector, targets=targets, holdout=holdout, known=args.known, inference=attack
         )
     )
-    more: dict[str, Any] = {"max_own_copies": inspector.verdict.max_own_copies}
+    if report.link_use == "absent" and not args.quiet:
+        print(f"{PROG}: note: {report.override_notes[0]}", file=sys.stderr)
+    more: dict[str, Any] = {
+        "max_own_copies": inspector.verdict.max_own_copies,
+        **_overrides(inspector),
+    }
     if attack is not None:
         more["inference"] = {
             "known": list(attack.known),
