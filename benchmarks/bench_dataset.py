@@ -6,13 +6,16 @@ in its own process:
 
 - ``local``: ``phr.local_cloaking_to_parquet(originals/, avatars/, out-local/, on="id")``;
 - ``cluster``: the same call with ``cluster=Client(scheduler_file=...)``, on a ``dask
-  scheduler`` and ``--workers`` ``dask worker`` processes (``--nthreads 1`` each) started from
-  the command line, as on a real cluster.
+  scheduler`` and ``--workers`` ``dask worker`` processes (``--nthreads`` of ``--threads``,
+  default 1) started from the command line, as on a real cluster.
 
 Reports the wall time of each (from the call to the written output, imports and the
 client's connection left out), the driver's peak RSS (its own ``VmHWM``), each worker's
 ``VmHWM``, and whether the two outputs are equal, part by part and column by column.
-With ``--stages``, the cluster run also records Dask's task stream and reports, stage by
+The cluster run also reports the tasks the scheduler ran (a scheduler plugin counting each
+finished task, by key prefix), against the number `TaskPlan.tasks` modelled before the run,
+and the CPU seconds of the scheduler and of each worker process during the call.
+With ``--stages``, it also records Dask's task stream and reports, stage by
 stage, its tasks, the workers' compute and transfer seconds, and when it ran.
 Writes ``<out>/dataset.json`` and ``<out>/dataset.md``. Run heavy sizes under
 ``flock /tmp/phr-heavy.lock``.
@@ -78,17 +81,21 @@ def work(mode: str, directory: Path, scheduler_file: Path | None, stages: bool) 
     import contextlib
 
     import polars_hidden_rate as phr
+    from polars_hidden_rate.tasks import tasks_run
 
     cluster = None
     recording: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    counting: contextlib.AbstractContextManager[dict[str, int] | None] = contextlib.nullcontext()
     if mode == "cluster":
         from distributed import Client, get_task_stream
 
         cluster = Client(scheduler_file=str(scheduler_file))
+        counting = tasks_run(cluster)
         if stages:
             recording = get_task_stream(cluster)
+        before = cpu_seconds(cluster)
     started = time.perf_counter()
-    with recording as stream:
+    with counting as ran, recording as stream:
         summary = phr.local_cloaking_to_parquet(
             directory / "originals",
             directory / "avatars",
@@ -103,8 +110,48 @@ def work(mode: str, directory: Path, scheduler_file: Path | None, stages: bool) 
     if stream is not None:
         report["stages"] = stage_profile(stream.data)
     if cluster is not None:
+        after = cpu_seconds(cluster)
+        report["cpu_s"] = {name: round(after[name] - before[name], 2) for name in after}
+        report["tasks_run"] = dict(sorted(ran.items())) if ran is not None else {}
+        report["tasks_modelled"] = modelled_tasks(cluster, directory)
         cluster.close()
     return report
+
+
+def own_cpu_seconds() -> float:
+    """This process's user and system CPU seconds."""
+    import os
+
+    times = os.times()
+    return times.user + times.system
+
+
+def cpu_seconds(client: Any) -> dict[str, float]:
+    """The CPU seconds of the scheduler (``scheduler``) and of each worker process so far."""
+    workers = client.run(own_cpu_seconds)
+    return {
+        "scheduler": client.run_on_scheduler(own_cpu_seconds),
+        **{f"worker {k}": workers[address] for k, address in enumerate(sorted(workers))},
+    }
+
+
+def modelled_tasks(client: Any, directory: Path) -> dict[str, Any]:
+    """`TaskPlan.tasks` of the run, stage by stage, as the driver plans it."""
+    import dataclasses
+
+    from polars_hidden_rate.cluster.shards import plan_tasks
+    from polars_hidden_rate.frames import open_dataset
+    from polars_hidden_rate.tasks import worker_specs
+
+    left = open_dataset(directory / "originals", "originals")
+    right = open_dataset(directory / "avatars", "avatars")
+    plan = plan_tasks(left.rows, right.rows, DIMS, worker_specs(client))
+    stages = plan.tasks(len(left.partitions), len(right.partitions))
+    return {
+        "plan": dataclasses.asdict(plan),
+        "stages": dataclasses.asdict(stages),
+        "total": stages.total,
+    }
 
 
 def stage_of(key: str) -> str:
@@ -115,7 +162,13 @@ def stage_of(key: str) -> str:
     --------
     >>> stage_of("phr-count-within-3-17-0123456789ab"), stage_of("phr-at-most-9-1a2b-0123")
     ('count-within', 'at-most')
+    >>> stage_of("phr-link-pieces-0123456789ab"), stage_of("rechunk-transfer-" + "0a" * 16)
+    ('link-pieces', 'rechunk-transfer')
     """
+    if not key.startswith("phr-"):  # Dask's own: rechunk-transfer, shuffle-barrier, ...
+        from dask.utils import key_split
+
+        return str(key_split(key))
     parts = key.split("-")[1:-1]
     return "-".join(itertools.takewhile(lambda part: not part.isdigit(), parts)) or key
 
@@ -127,7 +180,7 @@ def stage_profile(tasks: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]
     origin = min((span["start"] for span in spans), default=0.0)
     stages: dict[str, dict[str, float]] = {}
     for task in tasks:
-        key = task["key"] if isinstance(task["key"], str) else str(task["key"])
+        key = task["key"][0] if isinstance(task["key"], tuple) else str(task["key"])
         entry = stages.setdefault(
             stage_of(key),
             {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0, "first_s": math.inf, "last_s": 0.0},
@@ -160,7 +213,9 @@ def run_child(
     return entry
 
 
-def start_cluster(directory: Path, workers: int, memory: str) -> tuple[list[Any], Path]:
+def start_cluster(
+    directory: Path, workers: int, memory: str, threads: int = 1
+) -> tuple[list[Any], Path]:
     """``dask scheduler`` and ``workers`` x ``dask worker``, as processes of their own."""
     dask = str(Path(sys.executable).with_name("dask"))
     scheduler_file = directory / "scheduler.json"
@@ -183,7 +238,7 @@ def start_cluster(directory: Path, workers: int, memory: str) -> tuple[list[Any]
         processes.append(
             subprocess.Popen(
                 [dask, "worker", "--scheduler-file", str(scheduler_file), "--nworkers", "1",
-                 "--nthreads", "1", "--memory-limit", memory, "--no-dashboard"],
+                 "--nthreads", str(threads), "--memory-limit", memory, "--no-dashboard"],
                 stdout=(logs / f"worker-{k}.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
             )
         )  # fmt: skip
@@ -225,7 +280,8 @@ def markdown(payload: dict[str, Any]) -> str:
         f"({machine['cpu_model']}, {machine['memory_gib']} GiB): "
         f"n={payload['n']:,} originals and avatars, {DIMS} coordinates, "
         f"{payload['files']} parquet files per side; {payload['workers']} `dask worker` "
-        f"processes (`--nthreads 1 --memory-limit {payload['memory_limit']}`).",
+        f"processes (`--nthreads {payload.get('threads', 1)} --memory-limit "
+        f"{payload['memory_limit']}`).",
         "",
         "| run | status | seconds | driver peak RSS MiB | workers' peak RSS MiB |",
         "|---|---|---:|---:|---|",
@@ -236,6 +292,19 @@ def markdown(payload: dict[str, Any]) -> str:
             f"| {name} | {run['status']} | {run.get('seconds', '-')} | "
             f"{run.get('peak_rss_mib', 0):,.0f} | {workers or '-'} |"
         )
+    if cluster.get("tasks_run"):
+        ran, modelled = cluster["tasks_run"], cluster["tasks_modelled"]
+        cpu = ", ".join(f"{name} {s:.1f}" for name, s in cluster["cpu_s"].items())
+        lines += [
+            "",
+            f"Tasks the scheduler ran: **{sum(ran.values()):,}** (modelled before the run: "
+            f"{modelled['total']:,}; {modelled['plan']['buckets']} buckets, "
+            f"{modelled['plan']['shards']} shards); CPU seconds during the call: {cpu}.",
+            "",
+            "| task prefix | tasks |",
+            "|---|---:|",
+            *(f"| {prefix} | {count:,} |" for prefix, count in ran.items()),
+        ]
     if "seconds" in local and "seconds" in cluster:
         ratio = cluster["seconds"] / local["seconds"]
         lines += [
@@ -272,6 +341,7 @@ def header_payload(args: argparse.Namespace, n: int) -> dict[str, Any]:
         "n": n,
         "files": args.files,
         "workers": args.workers,
+        "threads": args.threads,
         "memory_limit": args.memory_limit,
     }
 
@@ -284,6 +354,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--n", default="2e7", help="originals (and avatars), default 2e7")
     parser.add_argument("--files", type=int, default=8, help="parquet files per side")
     parser.add_argument("--workers", type=int, default=2, help="`dask worker` processes")
+    parser.add_argument("--threads", type=int, default=1, help="each worker's --nthreads")
     parser.add_argument("--memory-limit", default="10GiB", help="each worker's --memory-limit")
     parser.add_argument("--dir", type=Path, help="folder for the data (default: temporary)")
     parser.add_argument("--reuse", action="store_true", help="reuse the inputs in --dir")
@@ -311,7 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_inputs(directory, n, args.files, profile=args.profile, seed=args.seed)
     payload = header_payload(args, n)
     runs: dict[str, dict[str, Any]] = {"local": run_child("local", directory, None)}
-    processes, scheduler_file = start_cluster(directory, args.workers, args.memory_limit)
+    processes, scheduler_file = start_cluster(
+        directory, args.workers, args.memory_limit, args.threads
+    )
     try:
         worker_peaks(scheduler_file, args.workers)  # every worker up before the clock starts
         runs["cluster"] = run_child("cluster", directory, scheduler_file, args.stages)

@@ -66,10 +66,12 @@ def run_ours(
 def run_ours_flags(
     originals: Float64Array, avatars: Float64Array, tie_tol: float, threads: int
 ) -> CountArray:
-    import polars_hidden_rate as phr
 
-    closer = np.zeros(len(originals), dtype=bool)
-    return phr.count_cloaking(originals, avatars, tie_tol=tie_tol, threads=threads, closer=closer)
+    from polars_hidden_rate import engine
+
+    return engine.cloaking_result(
+        originals, avatars, tie_tol=tie_tol, threads=threads, closer=True
+    ).counts
 
 
 def run_ckdtree(

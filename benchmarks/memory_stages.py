@@ -149,8 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (arrays, "canonical_scale", "scale"),
                 (arrays, "own_thresholds", "thresholds"),
                 (engine, "choose_strategy", "probe"),
-                (kdtree.KdTree, "count_rivals", "walk"),
-                (plan.CountPlan, "counts", "counts"),
+                (kdtree.KdTree, "count_and_closer", "walk"),
+                (plan.CountPlan, "result", "counts"),
             ):
                 recorder.wrap(owner, attribute, name)
             recorder.wrap(kdtree.KdTree, "build", "tree")

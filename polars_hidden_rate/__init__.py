@@ -7,7 +7,7 @@ from polars_hidden_rate import namespace as _namespace  # noqa: F401  (registers
 from polars_hidden_rate.api import hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
-from polars_hidden_rate.gate import HiddenRateTooLowError, assert_hidden_rate
+from polars_hidden_rate.gate import HiddenRateTooLowError, OwnCopiesError, assert_hidden_rate
 from polars_hidden_rate.measures.baseline import DcrBaseline, dcr_baseline_protection
 from polars_hidden_rate.measures.correlation import correlation_protection_rate
 from polars_hidden_rate.measures.distances import closest_distances_ratio, distance_to_closest
@@ -29,6 +29,7 @@ __all__ = [
     "InferenceRisk",
     "LinkabilityRisk",
     "MembershipRisk",
+    "OwnCopiesError",
     "PrivacyReport",
     "Projection",
     "assert_hidden_rate",

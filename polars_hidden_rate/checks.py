@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Literal
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
 
 AllComponents = Literal["all"]
 """``ncp="all"``: every component of the scaled space, also the directions the originals do
@@ -18,6 +20,27 @@ not span (saiph's ``nf=None``)."""
 
 class OptionTypeError(TypeError, ValueError):
     """An option of the wrong type (a TypeError, and a ValueError for older callers)."""
+
+
+class InvariantError(RuntimeError):
+    """One of the package's own invariants does not hold: a bug in the package, never a
+    problem of the caller's data or options. Raised in place of an ``assert``, so that
+    ``python -O`` keeps the check."""
+
+
+def invariant(holds: bool, what: str) -> None:
+    """`InvariantError` naming ``what`` unless ``holds``: a check of the package's own
+    logic, kept under ``python -O`` (an ``assert`` is not)."""
+    if not holds:
+        raise InvariantError(f"{what}: does not hold (a bug in polars_hidden_rate)")
+
+
+def known(value: T | None, what: str) -> T:
+    """``value``, which the package's own logic guarantees is set; `InvariantError`
+    (naming ``what``) where it is None."""
+    if value is None:
+        raise InvariantError(f"{what} is missing (a bug in polars_hidden_rate)")
+    return value
 
 
 def check_real(value: object, option: str, *, low: float, high: float = math.inf) -> float:
@@ -95,9 +118,22 @@ def check_tolerance(tolerance: object) -> float:
     return check_real(tolerance, "tolerance", low=0.0)
 
 
-def check_tie_tol(tie_tol: object) -> float:
-    """The relative tie tolerance: a finite number >= 0."""
-    return check_real(tie_tol, "tie_tol", low=0.0)
+MAX_TIE_TOL = 1e-3
+"""The relative tie tolerance is below this: it is a rounding allowance (float64 sums of
+squares round by about ``d`` units of ``2^-53``; the default is ``1e-9``), not a radius that
+hides records behind rivals farther than their own avatar."""
+
+
+def check_tie_tol(tie_tol: object, option: str = "tie_tol") -> float:
+    """The relative tie tolerance: a finite number >= 0, below `MAX_TIE_TOL`."""
+    number = check_real(tie_tol, option, low=0.0)
+    if number >= MAX_TIE_TOL:
+        msg = (
+            f"{_named(option)} must be below {MAX_TIE_TOL:g}, got {tie_tol!r}: it is a "
+            "rounding allowance for ties (default 1e-9), not a distance"
+        )
+        raise ValueError(msg)
+    return number
 
 
 def check_threads(threads: object) -> int | None:

@@ -13,6 +13,7 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
+from polars_hidden_rate.checks import known
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import (
@@ -77,9 +78,10 @@ class OwnCopiesError(AssertionError):
         self.own_copies = own_copies
         self.own_copies_percent = percent(own_copies, n)
         self.max_own_copies = max_own_copies
+        shown = decisive(self.own_copies_percent, max_own_copies, 2, "f")
         super().__init__(
-            f"{own_copies} of {n} avatars ({self.own_copies_percent:.2f} %) are identical to "
-            f"their own original, above the maximum of {max_own_copies:g} %"
+            f"{own_copies} of {n} avatars ({shown} %) are identical to their own original, "
+            f"above the maximum of {exact(max_own_copies)} %"
         )
 
 
@@ -212,7 +214,7 @@ def assert_hidden_rate(
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)
     copies = inspector.evidence().own_copies
-    assert copies is not None  # a local read compares them
+    copies = known(copies, "the own copies, which a local read compares")
     if percent(copies, len(counts)) > verdict.max_own_copies:
         raise OwnCopiesError(copies, len(counts), verdict.max_own_copies)
     return rate

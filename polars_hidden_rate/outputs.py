@@ -173,23 +173,72 @@ def ordinary_file_access(folder: Path) -> Access:
     """The mode an ordinary ``open`` gives a new file in ``folder`` (umask, default ACLs):
     read off an empty file created there and removed at once (the umask cannot be read
     without setting it, for every thread of the process)."""
-    probe = folder / f".{os.urandom(6).hex()}.probe"
-    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    anonymous = _anonymous_file_access(folder)
+    if anonymous is not None:
+        return anonymous
+    return _probe(
+        folder,
+        lambda probe: os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)),
+        os.unlink,
+    )
+
+
+def _anonymous_file_access(folder: Path) -> Access | None:
+    """The mode of a file created in ``folder`` without a name (Linux's ``O_TMPFILE``: the
+    umask and default ACLs apply as to any new file), so that no stop, however timed, can
+    leave it behind; None where the system or the file system has no such file."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
     try:
-        return Access(stat.S_IMODE(os.stat(probe).st_mode), None)
+        descriptor = os.open(folder, flag | os.O_WRONLY, 0o666)
+    except OSError as error:
+        if error.errno in (*_UNSUPPORTED, errno.EISDIR):
+            return None
+        raise
+    try:
+        return Access(stat.S_IMODE(os.fstat(descriptor).st_mode), None)
     finally:
-        probe.unlink()
+        os.close(descriptor)
 
 
 def ordinary_directory_access(folder: Path) -> Access:
     """The mode an ordinary ``mkdir`` gives a new directory in ``folder``, as
     `ordinary_file_access` reads a file's."""
+    return _probe(folder, lambda probe: os.mkdir(probe, 0o777), os.rmdir)
+
+
+def _probe(
+    folder: Path, create: Callable[[Path], object], delete: Callable[[Path], object]
+) -> Access:
+    """The mode of a probe that ``create`` makes in ``folder`` (exclusively), removed by
+    ``delete`` however this ends: the creation is inside the ``try``, so that a stop signal
+    arriving the instant after it (before any other statement) still removes it. A name
+    someone else holds already (one chance in 2^48) fails, and is left to them."""
     probe = folder / f".{os.urandom(6).hex()}.probe"
-    os.mkdir(probe, 0o777)
+    ours = True
     try:
+        try:
+            create(probe)
+        except FileExistsError:
+            ours = False
+            raise
         return Access(stat.S_IMODE(os.stat(probe).st_mode), None)
     finally:
-        os.rmdir(probe)
+        if ours:
+            _remove_despite_a_stop(lambda: delete(probe))
+
+
+def _remove_despite_a_stop(remove_it: Callable[[], object]) -> None:
+    """``remove_it()``, done even when a stop signal's exception interrupts it (it is then
+    done again, and the stop goes on); a thing already gone is no error."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            remove_it()
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            remove_it()
+        raise
 
 
 def access_of(path: Path) -> Access:
@@ -384,7 +433,7 @@ def replace_atomically(path: Path, write: Callable[[Path], object], *, name: str
         grant(temporary, access)
         publish(temporary, path, found, name=name)
     finally:
-        temporary.unlink(missing_ok=True)
+        _remove_despite_a_stop(temporary.unlink)
 
 
 def _create_private(temporary: Path, *, replaces: Path | None) -> Access:
@@ -421,9 +470,15 @@ def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator
     ``output`` is left as it was.
     """
     staging = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex}"
-    os.mkdir(staging, 0o700)
-    own = identity(staging)
+    ours, own = True, None
     try:
+        # Created inside the ``try``: a stop arriving the instant after removes it too.
+        try:
+            os.mkdir(staging, 0o700)
+        except FileExistsError:  # not ours: left to whoever made it
+            ours = False
+            raise
+        own = identity(staging)
         # Whatever the umask, the owner may write the parts; a set-group-ID bit inherited from
         # the folder stays, so the parts get the group an ordinary mkdir would give them.
         os.chmod(staging, 0o700 | stat.S_IMODE(os.stat(staging).st_mode) & stat.S_ISGID)
@@ -446,7 +501,8 @@ def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator
         grant(staging, folder)  # the parts first: the directory opens only once they are set
         publish(staging, output, replaces, name="output")
     except BaseException:
-        if own is not None and own.same_entry(identity(staging)):
+        # Ours, and still the one made here (not yet published, nor replaced by another's).
+        if ours and (own is None or own.same_entry(identity(staging))):
             shutil.rmtree(staging, ignore_errors=True)
         raise
 

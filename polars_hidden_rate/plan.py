@@ -21,9 +21,9 @@ from polars.exceptions import ComputeError
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
-from polars_hidden_rate.checks import AllComponents, check_threads, check_tie_tol
+from polars_hidden_rate.checks import AllComponents, check_threads, check_tie_tol, known
 from polars_hidden_rate.cluster import arrays as distributed
-from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine import CountResult
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
 from polars_hidden_rate.frames import (
@@ -105,11 +105,24 @@ class CountPlan:
         cap: int | None = None,
         consume: bool = False,
         reuse: bool = False,
-        closer: BoolArray | None = None,
-        chosen: list[str] | None = None,
-        keep_tree: list[KdTree] | None = None,
     ) -> CountArray:
-        """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read).
+        """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read):
+        those of `result`."""
+        return self.result(aligned, cap=cap, consume=consume, reuse=reuse).counts
+
+    def result(
+        self,
+        aligned: Aligned | None = None,
+        *,
+        cap: int | None = None,
+        consume: bool = False,
+        reuse: bool = False,
+        closer: bool = False,
+        keep_tree: bool = False,
+    ) -> CountResult:
+        """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read),
+        and the strategy that ran (``"tree"`` or ``"flat"`` on the CPU, ``"gpu"``,
+        ``"cluster"``).
 
         With ``cap``, ``min(c_i, cap)``: the CPU engine then stops each record at its
         ``cap``-th rival (``cap=1`` gives the hidden flags at the cost of the first rival);
@@ -118,13 +131,12 @@ class CountPlan:
         reorders them in place rather than copying them (a read made here always is); with
         ``reuse`` too, the arrays are left at the canonical scale in their row order, which
         a second count of them takes as they are (`count_cloaking`'s ``restore_order``).
-        With ``closer``, each hidden record's flag there says whether a rival is strictly
+        With ``closer``, each hidden record's flag says whether a rival is strictly
         closer than its own avatar (`closer_rivals`): the
-        CPU engine finds it in the walk that counts. With ``chosen``, the strategy that ran
-        is appended to it (``"tree"`` or ``"flat"`` on the CPU, ``"gpu"``, ``"cluster"``).
-        With ``keep_tree``, the CPU engine appends the plain kd-tree it built on the avatars,
-        where it built one (`count_cloaking`'s ``keep_tree``; with ``consume``, its points
-        are the avatars' array, reordered).
+        CPU engine finds it in the walk that counts. With ``keep_tree``, the CPU engine
+        keeps the plain kd-tree it built on the avatars, where it built one
+        (`cloaking_result`'s ``keep_tree``; with ``consume``, its points are the avatars'
+        array, reordered).
         """
         if aligned is None:
             aligned, consume = self.read(), True
@@ -140,7 +152,7 @@ class CountPlan:
             counts = gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
             used = "gpu"
         else:
-            return engine.count_cloaking(
+            return engine.cloaking_result(
                 originals,
                 avatars,
                 tie_tol=self.tie_tol,
@@ -150,16 +162,14 @@ class CountPlan:
                 overwrite_input=consume,
                 restore_order=reuse,
                 closer=closer,
-                chosen=chosen,  # type: ignore[arg-type]  # the engine appends its Strategy
                 keep_tree=keep_tree,
             )
-        if chosen is not None:
-            chosen.append(used)
-        if closer is not None:
+        flags = None
+        if closer:
             hidden = np.flatnonzero(counts > 0)
-            closer[:] = False
-            closer[hidden] = engine.closer_rivals(originals, avatars, hidden, threads=self.threads)
-        return counts if cap is None else np.minimum(counts, cap)
+            flags = np.zeros(len(counts), dtype=bool)
+            flags[hidden] = engine.closer_rivals(originals, avatars, hidden, threads=self.threads)
+        return CountResult(counts if cap is None else np.minimum(counts, cap), flags, used)
 
     def counts_for(
         self,
@@ -169,25 +179,30 @@ class CountPlan:
         cap: int | None = None,
         consume: bool = False,
         reuse: bool = False,
-        keep_tree: list[KdTree] | None = None,
     ) -> CountArray:
-        """`counts` of ``aligned`` as ``inspector`` needs them: the counting walk also
+        """`counts` of ``aligned`` as ``inspector`` needs them: those of `result_for`."""
+        return self.result_for(inspector, aligned, cap=cap, consume=consume, reuse=reuse).counts
+
+    def result_for(
+        self,
+        inspector: ReadInspector,
+        aligned: Aligned,
+        *,
+        cap: int | None = None,
+        consume: bool = False,
+        reuse: bool = False,
+        keep_tree: bool = False,
+    ) -> CountResult:
+        """`result` of ``aligned`` as ``inspector`` needs it: the counting walk also
         flags the hidden records that have a rival strictly closer than their avatar, and
         the inspector learns those flags and the strategy that ran; ``keep_tree`` as for
-        `counts`."""
-        closer = np.zeros(len(aligned.originals), dtype=bool)
-        chosen: list[str] = []
-        counts = self.counts(
-            aligned,
-            cap=cap,
-            consume=consume,
-            reuse=reuse,
-            closer=closer,
-            chosen=chosen,
-            keep_tree=keep_tree,
+        `result`."""
+        result = self.result(
+            aligned, cap=cap, consume=consume, reuse=reuse, closer=True, keep_tree=keep_tree
         )
-        inspector.after(counts, closer, chosen[-1] if chosen else None)
-        return counts
+        closer = known(result.closer, "the flags of a count asked for them")
+        inspector.after(result.counts, closer, result.strategy)
+        return result
 
     def counts_and_nearest_two(
         self, inspector: ReadInspector, aligned: Aligned

@@ -6,20 +6,20 @@ JSON, HTML, and the per-record parquet's metadata), so a verdict can be audited 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from polars_hidden_rate.frames import open_dataset
+from polars_hidden_rate.frames.files import sha256
 from polars_hidden_rate.plan import CountPlan
 
 VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
 """The distributions whose versions an output states."""
-_CHUNK = 1 << 20
 
 
 def versions(names: Sequence[str] = VERSIONED) -> dict[str, str | None]:
@@ -38,28 +38,31 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+def describe_input(
+    path: str | Path, rows: int | None, files: Sequence[Path] | None = None
+) -> dict[str, Any]:
+    """A file's (or a parquet directory's) path, resolved, its size, sha256 and rows.
 
-
-def describe_input(path: str | Path, rows: int | None) -> dict[str, Any]:
-    """A file's (or a directory's parquet files') path, size, sha256 and rows."""
+    A directory is described by the files its read reads, ``files`` (a `Dataset`'s paths), or
+    when not given by the listing that read makes
+    ([`open_dataset`][polars_hidden_rate.frames.datasets.open_dataset]): its parquet parts,
+    never a subdirectory, a marker or another file the read skips.
+    """
     given = Path(path)
-    files = sorted(given.glob("*.parquet")) if given.is_dir() else [given]
+    if given.is_dir():
+        read = list(files) if files is not None else open_dataset(given, "input").paths
+    else:
+        read = [given]
+    sizes = [file.stat().st_size for file in read]
     described: dict[str, Any] = {
         "path": str(given.resolve()),
-        "size": sum(file.stat().st_size for file in files),
+        "size": sum(sizes),
         "rows": rows,
     }
     if given.is_dir():
         described["files"] = [
-            {"name": file.name, "size": file.stat().st_size, "sha256": sha256(file)}
-            for file in files
+            {"name": file.name, "size": size, "sha256": sha256(file)}
+            for file, size in zip(read, sizes, strict=True)
         ]
     else:
         described["sha256"] = sha256(given)
@@ -81,14 +84,22 @@ def components_words(ncp: int, available: int, spanned: int) -> str:
 
 
 def describe_settings(
-    request: CountPlan, *, strategy: str | None = None, **more: Any
+    request: CountPlan,
+    *,
+    strategy: str | None = None,
+    verdict: Mapping[str, Any] | None = None,
+    link_test: Mapping[str, Any] | None = None,
+    **more: Any,
 ) -> dict[str, Any]:
     """Every setting ``request`` resolved: the space (coords, or the fitted projection's
     features, categorical columns and how they were chosen, kind, ncp of the available
     components and how many the originals span, the ``ncp`` asked for (an integer, ``"all"`` or
     None for the default), imputation and fills), the link, the tie tolerance and the engine (the
     ``strategy`` that counted: ``"tree"``, ``"flat"``, ``"gpu"`` or ``"cluster"``; ``"auto"``
-    when the description precedes the count, as a file's metadata does); plus ``more``."""
+    when the description precedes the count); the options of the ``verdict`` when one judged
+    (``Verdict.to_dict``: ``allow_unlinked`` and ``by_row_order``, the link overrides, and
+    ``max_own_copies``) and the ``link_test`` it ran (``LinkTest.to_dict``; None when it has
+    not run); plus ``more``."""
     settings: dict[str, Any] = {}
     projection = request.projection
     if projection is None or projection.fitted is None:
@@ -123,6 +134,9 @@ def describe_settings(
         "device": request.device,
         "cluster": request.cluster is not None,
     }
+    if verdict is not None:
+        settings.update(verdict)
+        settings["link_test"] = None if link_test is None else dict(link_test)
     settings.update(more)
     return settings
 

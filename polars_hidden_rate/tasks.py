@@ -4,12 +4,15 @@
 Every Dask run of the package (the fit's passes, the in-memory scatter path, the parquet
 pipeline) submits its tasks through one `DaskTasks`: one place names the keys
 (``phr-<stage>-...-<run>``, so the dashboard groups a run's tasks by stage) and decides
-how results come back. Dask is imported only when a cluster is used.
+how results come back. Its `DaskTasks.exchange` is the pipeline's all-to-all exchange, on
+Dask's P2P shuffle (the rechunk of an array of pieces), in tasks linear in producers plus
+consumers. Dask is imported only when a cluster is used.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import operator
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -85,6 +88,41 @@ class DaskTasks:
         """Every result of ``handles``, in their order."""
         return list(self.client.gather(list(handles)))
 
+    def exchange(
+        self, name: str, producers: Sequence[Future[Any]], consumers: int, cut: Callable[[Any], Any]
+    ) -> list[Future[Any]]:
+        """An all-to-all exchange on Dask's P2P shuffle: ``cut(result)`` of each producer
+        (one task each, ``(<key of name>, p, 0)``) is a sequence of ``consumers`` pieces;
+        the future of consumer ``c`` holds piece ``c`` of every producer, in producer order,
+        as `received` unpacks it (hand it to `gathered`).
+
+        The pieces are the cells of a ``producers x consumers`` object array chunked by rows;
+        Dask's P2P rechunk to one chunk per column moves them between the workers in
+        `exchange_tasks` tasks: a transfer per row, a barrier and an unpack per column,
+        where a task-based exchange needs one per pair. The shuffle is Dask's, so a lost
+        worker's pieces are recomputed (the shuffle restarts) and no result changes.
+        """
+        import dask.array
+        import numpy as np
+        from dask.highlevelgraph import HighLevelGraph
+
+        rows = self.key(name)
+        graph: dict[Any, Any] = {
+            (rows, p, 0): (_as_row, cut, future, consumers) for p, future in enumerate(producers)
+        }
+        array: Any = dask.array.Array  # dask.array is not annotated
+        pieces_of = array(
+            HighLevelGraph.from_collections(rows, graph, dependencies=[]),
+            rows,
+            chunks=((1,) * len(producers), (consumers,)),
+            dtype=object,
+            meta=np.empty((0, 0), dtype=object),
+        )
+        by_consumer = pieces_of.rechunk(
+            ((len(producers),), (1,) * consumers), method="p2p"
+        ).to_delayed(optimize_graph=False)
+        return list(self.client.compute(list(by_consumer.ravel()), optimize_graph=False))
+
     def scatter(self, values: dict[str, Any]) -> dict[str, Future[Any]]:
         """Send each value to the workers under the key of its name; a future for each."""
         futures = self.client.scatter({self.key(name): value for name, value in values.items()})
@@ -108,6 +146,132 @@ def pieces(
     [2, 4]
     """
     return [run(f"{name}-{p}-{index}", pick, result, index) for p, result in enumerate(producers)]
+
+
+def exchange_tasks(producers: int, consumers: int) -> int:
+    """The tasks `DaskTasks.exchange` submits: a cut per producer, then Dask's P2P rechunk
+    (a transfer per producer, a barrier, an unpack per consumer), or, to one consumer, one
+    concatenation; nothing more when there is one of each.
+
+    Examples
+    --------
+    >>> exchange_tasks(1000, 512), exchange_tasks(8, 1), exchange_tasks(1, 1)
+    (2513, 9, 1)
+    """
+    if consumers == 1:
+        return producers + (producers > 1)
+    return 2 * producers + 1 + consumers
+
+
+class Piece:
+    """One cell of an exchanged array: a value numpy stores as is (a frame or a tuple in an
+    object array would be taken for a sequence), with its size for Dask's memory limits."""
+
+    __slots__ = ("nbytes", "value")
+
+    def __init__(self, value: Any, nbytes: int) -> None:
+        self.value = value
+        self.nbytes = nbytes
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Piece, (self.value, self.nbytes)
+
+    def __sizeof__(self) -> int:
+        return self.nbytes + 64
+
+
+def _nbytes(value: Any) -> int:
+    """The bytes of a piece: its arrays, frames and fields, summed."""
+    if hasattr(value, "estimated_size"):  # a Polars frame
+        return int(value.estimated_size())
+    if hasattr(value, "nbytes"):
+        return int(value.nbytes)
+    if isinstance(value, tuple | list):
+        return sum(_nbytes(item) for item in value)
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields:
+        return sum(_nbytes(getattr(value, name)) for name in fields)
+    return 0
+
+
+def _as_row(cut: Callable[[Any], Any], result: Any, consumers: int) -> Any:
+    """Task: ``cut(result)``, its ``consumers`` pieces as a ``1 x consumers`` object array."""
+    import numpy as np
+
+    pieces = cut(result)
+    if len(pieces) != consumers:
+        msg = f"a producer cut {len(pieces)} pieces for {consumers} consumers"
+        raise RuntimeError(msg)
+    row = np.empty((1, consumers), dtype=object)
+    for c, piece in enumerate(pieces):
+        row[0, c] = Piece(piece, _nbytes(piece))
+    return row
+
+
+def received(column: Any) -> list[Any]:
+    """The pieces of one consumer of `DaskTasks.exchange`, in producer order."""
+    return [cell.value for cell in column[:, 0]]
+
+
+def gathered(function: Callable[..., Any], column: Any, *args: Any) -> Any:
+    """Task: ``function(*args, *pieces)``, the pieces of one consumer of an exchange."""
+    return function(*args, *received(column))
+
+
+@contextlib.contextmanager
+def tasks_run(client: Client) -> Iterator[dict[str, int]]:
+    """The tasks the scheduler of ``client`` ran while inside, by prefix (`task_prefix`:
+    ``phr-link-bucket``, ``rechunk-transfer``, ...), filled in on leaving: a scheduler
+    plugin counts each task that finished (a recomputed one once per run)."""
+    name = f"phr-tasks-run-{uuid.uuid4().hex[:12]}"
+    client.run_on_scheduler(_start_counting, name)
+    counts: dict[str, int] = {}
+    try:
+        yield counts
+    finally:
+        counts.update(client.run_on_scheduler(_stop_counting, name))
+
+
+def task_prefix(key: Any) -> str:
+    """The stage of a task key: for the package's (``phr-<stage>-<indices>-<run>``, or a
+    tuple under such a name) its words up to the first index, else Dask's `key_split`.
+
+    Examples
+    --------
+    >>> task_prefix("phr-assemble-3-0123456789ab"), task_prefix(("phr-link-pieces-01ab", 3, 0))
+    ('phr-assemble', 'phr-link-pieces')
+    >>> task_prefix(("rechunk-transfer-" + "0a" * 16, 2, 0))
+    'rechunk-transfer'
+    """
+    name = str(key[0] if isinstance(key, tuple) else key)
+    words = name.split("-")
+    if words[0] != "phr" or len(words) < 3:
+        from dask.utils import key_split
+
+        return str(key_split(key))
+    kept = itertools.takewhile(lambda word: not word.isdigit(), words[1:-1])
+    return "-".join(["phr", *kept])
+
+
+def _start_counting(name: str, dask_scheduler: Any = None) -> None:
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class TaskCounter(SchedulerPlugin):
+        def __init__(self) -> None:
+            self.counts: dict[str, int] = {}
+
+        def transition(self, key: Any, start: str, finish: str, *args: Any, **kw: Any) -> None:
+            if start == "processing" and finish == "memory":
+                prefix = task_prefix(key)
+                self.counts[prefix] = self.counts.get(prefix, 0) + 1
+
+    dask_scheduler.add_plugin(TaskCounter(), name=name)
+
+
+def _stop_counting(name: str, dask_scheduler: Any = None) -> dict[str, int]:
+    plugin = dask_scheduler.plugins[name]
+    dask_scheduler.remove_plugin(name=name)
+    return dict(plugin.counts)
 
 
 def require_client(cluster: object) -> Client:

@@ -35,7 +35,7 @@ from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate,
 from polars_hidden_rate.measures.verdict import (
     Inspector,
     Verdict,
-    check_row_order_link,
+    check_link,
     copy_features,
 )
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
@@ -181,7 +181,7 @@ def plan_dataset(
     request = plan(left.scan(), right.scan(), options, caller=caller)
     check_output_free(left.schema)
     if verdict is not None:
-        check_row_order_link(request, verdict)
+        check_link(request, verdict)
     return DatasetJob(request, left, right, target, threshold, verdict, replaces)
 
 

@@ -198,6 +198,10 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     stages = payload["runs"]["cluster"]["stages"]
     assert {"read-originals", "link-bucket", "shard", "count-within", "write"} <= set(stages)
     assert stages["write"]["tasks"] == 2  # one per originals file
+    cluster = payload["runs"]["cluster"]
+    assert sum(cluster["tasks_run"].values()) == cluster["tasks_modelled"]["total"]
+    assert cluster["tasks_run"]["rechunk-transfer"] > 0  # the exchanges on Dask's P2P
+    assert set(cluster["cpu_s"]) == {"scheduler", "worker 0", "worker 1"}
     assert stages["read-originals"]["first_s"] <= stages["write"]["first_s"]
     assert "| count-within |" in (tmp_path / "results" / "dataset.md").read_text()
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]

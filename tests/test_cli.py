@@ -162,13 +162,13 @@ def test_counts_once(
     files: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    count_cloaking = engine.count_cloaking
+    cloaking_result = engine.cloaking_result  # what the planner counts with
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        return count_cloaking(*args, **kwargs)
+        return cloaking_result(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "count_cloaking", counting)
+    monkeypatch.setattr(engine, "cloaking_result", counting)
     assert main(_check(files, "--quiet")) == 0
     assert len(calls) == 1
     assert main(_check(files, "--quiet", "--output", str(tmp_path / "o.parquet"))) == 0

@@ -25,6 +25,7 @@ from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.measures.summary import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
+from polars_hidden_rate.tasks import tasks_run
 from tests.helpers import (
     COORDS,
     adversarial,
@@ -98,9 +99,9 @@ def test_parts_are_bit_identical_to_the_local_engine(
 @pytest.mark.parametrize(
     "tasks",
     [
-        TaskPlan(buckets=1, blocks=1, shards=1),
-        TaskPlan(buckets=5, blocks=7, shards=3),
-        TaskPlan(buckets=3, blocks=40, shards=60),  # pieces and shards left empty
+        TaskPlan(buckets=1, shards=1),
+        TaskPlan(buckets=5, shards=3),
+        TaskPlan(buckets=3, shards=60),  # pieces and shards left empty
     ],
 )
 @pytest.mark.parametrize("kind", ["grid", "offset"])
@@ -239,7 +240,7 @@ def test_many_key_problems_give_the_local_message_word_for_word(
     with pytest.raises((ComputeError, DuplicateError)) as local:
         phr.local_cloaking(left, right, coords=COORDS, on="id")
     for buckets in (1, 2, 5):
-        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, shards=2)
         with pytest.raises(type(local.value)) as cluster:
             run_with_tasks(
                 threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
@@ -267,15 +268,19 @@ def test_a_composite_key_partly_null_in_several_files_is_reported_as_locally(
     keys = ["id", "part"]
     with pytest.raises(ComputeError, match=rf"of {side} is null in 4 rows") as local:
         phr.local_cloaking(left, right, coords=COORDS, on=keys)
-    assert str(local.value).endswith(f"e.g. {{'id': {holed['id'][10]}, 'part': None}}; every "
-                                     "record needs a key")  # fmt: skip
+    example = (  # the originals' values are never quoted; the avatars', released, are
+        "its values not shown (they are the originals')"
+        if side == "originals"
+        else f"e.g. {{'id': {holed['id'][10]}, 'part': None}}"
+    )
+    assert str(local.value).endswith(f"{example}; every record needs a key")
     with pytest.raises(ComputeError) as on_files:
         phr.local_cloaking_to_parquet(
             tmp_path / "o", tmp_path / "a", tmp_path / "local", coords=COORDS, on=keys
         )
     assert str(on_files.value) == str(local.value)
     for buckets in (1, 3):
-        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, shards=2)
         with pytest.raises(ComputeError) as cluster:
             run_with_tasks(
                 threads_client, tmp_path / "o", tmp_path / "a", tmp_path / f"out{buckets}", tasks,
@@ -301,7 +306,7 @@ def test_float_keys_match_as_locally_signed_zeros_and_nan(
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     for buckets in (1, 4):
-        tasks = TaskPlan(buckets=buckets, blocks=2, shards=2)
+        tasks = TaskPlan(buckets=buckets, shards=2)
         out = tmp_path / f"out{buckets}"
         run_with_tasks(threads_client, tmp_path / "o", tmp_path / "a", out, tasks,
                        coords=COORDS, on="id")  # fmt: skip
@@ -390,7 +395,7 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
     write_files(right, tmp_path / "a", 3)
     expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
     client.run(slow_down("polars_hidden_rate.engine", "count_within", 0.25))
-    tasks = TaskPlan(buckets=3, blocks=4, shards=4)
+    tasks = TaskPlan(buckets=3, shards=4)
     outcome: dict[str, Any] = {}
 
     def measure() -> None:
@@ -535,3 +540,31 @@ def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
     assert remote.evidence.hidden_by_ties_only == local.evidence.hidden_by_ties_only
     assert local.evidence.hidden_by_ties_only is not None
     assert local.evidence.hidden_by_ties_only > 0  # a grid ties
+
+
+@pytest.mark.parametrize(
+    ("files", "tasks"),
+    [
+        ((3, 2), TaskPlan(buckets=3, shards=4)),
+        ((2, 3), TaskPlan(buckets=1, shards=2)),  # the link's exchange to one consumer
+        ((1, 1), TaskPlan(buckets=2, shards=1)),
+    ],
+)
+def test_a_run_submits_the_tasks_its_plan_says(
+    threads_client: Any, tmp_path: Path, files: tuple[int, int], tasks: TaskPlan
+) -> None:
+    """The scheduler runs, stage by stage summed, the tasks `TaskPlan.tasks` models, and
+    each exchange in the tasks of Dask's P2P shuffle: none per pair."""
+    left, right, _, _ = frames("gaussian", 300, seed=4)
+    write_files(left, tmp_path / "o", files[0])
+    write_files(right, tmp_path / "a", files[1])
+    with tasks_run(threads_client) as ran:
+        run_with_tasks(
+            threads_client, tmp_path / "o", tmp_path / "a", tmp_path / "out", tasks,
+            coords=COORDS, on="id",
+        )  # fmt: skip
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    assert_frame_equal(pl.read_parquet(tmp_path / "out"), expected)
+    assert sum(ran.values()) == tasks.tasks(*files).total, ran
+    assert ran.get("rechunk-transfer", 0) <= 2 * sum(files) + tasks.buckets + tasks.shards
+    assert not any("piece-" in prefix or prefix == "getitem" for prefix in ran), ran

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 from concurrent.futures import ThreadPoolExecutor
 
@@ -493,13 +494,17 @@ def test_auto_chooses_flat_on_isotropic_data_and_the_tree_on_low_dimensions(
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_tie_tol_widens_the_threshold_by_exactly_its_factor(strategy: str) -> None:
-    # Record 0: own avatar at d2 = 1, a rival at d2 = 1.44. tie_tol = 0.25 gives T = 1.25,
-    # so the rival is out; a tolerance applied twice (T = 1.5) would take it in.
+    # Record 0: own avatar at d2 = 1, a rival at d2 = 1 + 1.5 * 2^-11 (rounded). tie_tol =
+    # 2^-11 gives T = 1 + 2^-11, so the rival is out; a tolerance applied twice
+    # (T = 1 + 2^-10) would take it in. (tie_tol stays below 1e-3, checks.MAX_TIE_TOL.)
+    rival = math.sqrt(1.0 + 1.5 * 2.0**-11)
+    assert 1.0 + 2.0**-11 < rival * rival < 1.0 + 2.0**-10
     originals = np.array([[0.0], [10.0]])
-    avatars = np.array([[1.0], [-1.2]])
-    counts = count_cloaking(originals, avatars, tie_tol=0.25, strategy=strategy)  # type: ignore[arg-type]
+    avatars = np.array([[1.0], [-rival]])
+    counts = count_cloaking(originals, avatars, tie_tol=2.0**-11, strategy=strategy)  # type: ignore[arg-type]
     assert counts.tolist() == [0, 1]
-    assert count_cloaking(originals, avatars, tie_tol=0.5, strategy=strategy).tolist() == [1, 1]  # type: ignore[arg-type]
+    wider = count_cloaking(originals, avatars, tie_tol=2.0**-10, strategy=strategy)  # type: ignore[arg-type]
+    assert wider.tolist() == [1, 1]
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -539,7 +544,7 @@ def test_counting_in_place_matches_brute_force(
     data=integer_grids(),
     strategy=st.sampled_from(STRATEGIES),
     cap=st.sampled_from([None, 1, 3]),
-    tie_tol=st.sampled_from([0.0, 1e-9, 3.0]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 9.99e-4]),
     big=st.booleans(),
 )
 def test_counting_in_place_then_again_gives_the_same_counts(
@@ -645,18 +650,16 @@ def test_a_collapsed_tree_counts_what_the_plain_tree_counts(
         thresholds = engine.own_thresholds(queries, avatars[rivals], 0.0)
         below = engine.strictly_below(thresholds)
         expected = brute_force_within(queries, thresholds, links, avatars)
-        closer = np.zeros(n, dtype=bool)
-        counts = collapsed.count_rivals(
-            queries, thresholds, rows, threads=threads, cap=cap, closer_than=below, closer=closer
+        counts, closer = collapsed.count_and_closer(
+            queries, thresholds, rows, below, threads=threads, cap=cap
         )
         capped = expected if cap is None else np.minimum(expected, cap)
         np.testing.assert_array_equal(counts, capped)
         np.testing.assert_array_equal(closer, brute_force_closer(queries, below, links, avatars))
         plain = tree.count_rivals(queries, thresholds, rows, threads=threads, cap=cap)
         np.testing.assert_array_equal(counts, plain)
-        flags = np.zeros(n, dtype=bool)
-        found = direct.count_rivals(
-            queries, thresholds, rows, threads=threads, cap=cap, closer_than=below, closer=flags
+        found, flags = direct.count_and_closer(
+            queries, thresholds, rows, below, threads=threads, cap=cap
         )
         np.testing.assert_array_equal(found, counts)
         np.testing.assert_array_equal(flags, closer)
@@ -734,10 +737,12 @@ def test_heavy_duplicates_count_and_flag_as_the_brute_force(
     d2 = ((originals[:, None, :] - avatars[None, :, :]) ** 2).sum(axis=2)
     closer_expected = (d2 < np.diag(d2)[:, None]).any(axis=1)
     for overwrite in (False, True):
-        x, y, closer = originals.copy(), avatars.copy(), np.zeros(len(originals), dtype=bool)
-        counts = count_cloaking(x, y, strategy=strategy, closer=closer, overwrite_input=overwrite)
-        np.testing.assert_array_equal(counts, expected)
-        np.testing.assert_array_equal(closer, closer_expected & (expected > 0))
+        x, y = originals.copy(), avatars.copy()
+        result = engine.cloaking_result(
+            x, y, strategy=strategy, closer=True, overwrite_input=overwrite
+        )
+        np.testing.assert_array_equal(result.counts, expected)
+        np.testing.assert_array_equal(result.closer, closer_expected & (expected > 0))
     if strategy != "flat":
         assert told == [told_by == "sample"] * 2
 
@@ -749,13 +754,13 @@ def test_duplicated_avatars_are_counted_on_the_collapsed_tree(
     """The walk runs on each distinct avatar once (counts unchanged), and the probe predicts
     a flat pass over every avatar, not over the distinct ones."""
     walked: list[kdtree.KdTree] = []
-    count_rivals = kdtree.KdTree.count_rivals
+    count_and_closer = kdtree.KdTree.count_and_closer
 
-    def spy(tree: kdtree.KdTree, *args: object, **kwargs: object) -> np.ndarray:
+    def spy(tree: kdtree.KdTree, *args: object, **kwargs: object) -> object:
         walked.append(tree)
-        return count_rivals(tree, *args, **kwargs)  # type: ignore[arg-type]
+        return count_and_closer(tree, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(kdtree.KdTree, "count_rivals", spy)
+    monkeypatch.setattr(kdtree.KdTree, "count_and_closer", spy)
     rng = np.random.default_rng(8)
     originals = rng.integers(-2, 3, size=(3_000, 2)).astype(np.float64)
     avatars = originals[rng.permutation(len(originals))]
@@ -780,33 +785,32 @@ def test_a_count_keeps_the_tree_it_built_on_the_avatars_array(strategy: engine.S
     expected = brute_force_counts(originals, avatars, 0.0)
     (x, y), _ = canonical_scale(originals, avatars)  # the count then scales by 1, in place
     given_x, given_y = x.copy(), y.copy()
-    kept: list[kdtree.KdTree] = []
-    counts = count_cloaking(
-        x, y, tie_tol=0.0, strategy=strategy, overwrite_input=True, keep_tree=kept
+    result = engine.cloaking_result(
+        x, y, tie_tol=0.0, strategy=strategy, overwrite_input=True, keep_tree=True
     )
-    np.testing.assert_array_equal(counts, expected)
+    np.testing.assert_array_equal(result.counts, expected)
     np.testing.assert_array_equal(x, given_x)  # the queries were not taken along
     if strategy == "flat":
-        assert kept == []
+        assert result.tree is None
         np.testing.assert_array_equal(y, given_y)
         return
-    (tree,) = kept
+    tree = result.tree
+    assert tree is not None
     assert tree.weights is None
     assert tree.points is y  # the avatars' array, reordered
     np.testing.assert_array_equal(tree.points[tree.position], given_y)
     np.testing.assert_array_equal(tree.order, np.argsort(tree.position))
-    restored: list[kdtree.KdTree] = []
-    count_cloaking(x, given_y.copy(), overwrite_input=True, restore_order=True, keep_tree=restored)
-    assert restored == []  # put back in row order: no tree of them is left
+    restored = engine.cloaking_result(
+        x, given_y.copy(), overwrite_input=True, restore_order=True, keep_tree=True
+    )
+    assert restored.tree is None  # put back in row order: no tree of them is left
 
 
 def test_a_count_on_heavy_duplicates_keeps_no_tree() -> None:
     # Told from a sample before any plain tree is built: the collapsed tree is no avatar's.
     rng = np.random.default_rng(2)
     avatars = rng.integers(0, 3, size=(20_000, 2)).astype(np.float64)
-    kept: list[kdtree.KdTree] = []
-    count_cloaking(avatars, avatars[::-1].copy(), keep_tree=kept)
-    assert kept == []
+    assert engine.cloaking_result(avatars, avatars[::-1].copy(), keep_tree=True).tree is None
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

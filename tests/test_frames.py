@@ -74,3 +74,30 @@ def test_the_whole_read_raises_what_read_aligned_raises() -> None:
             with pytest.raises(PolarsError) as raised:
                 read_aligned(originals.lazy(), avatars.lazy(), ["x", "k"], Link())
             assert f"{type(raised.value).__name__}: {raised.value}" == expected
+
+
+def test_a_decimal_comma_may_start_a_number() -> None:
+    from polars_hidden_rate.frames.text_numbers import DECIMAL_COMMA_NUMBER, notation
+
+    for value in (",5", "-,25", "+,5e3"):
+        assert notation(value) == ("a decimal comma",), value
+    # The same pattern in Polars' regex, as the csv read applies it.
+    assert pl.Series([",5", "-,25", "1,5"]).str.contains(DECIMAL_COMMA_NUMBER).all()
+
+
+@pytest.mark.parametrize("precision", [16, 17])
+def test_decimals_of_more_than_15_digits_are_checked_against_float64(precision: int) -> None:
+    import decimal
+
+    from polars_hidden_rate.frames import inexact_counts, inexact_values
+
+    dtype = pl.Decimal(precision, 2)
+    # Two values a cent apart whose nearest float64 is one and the same.
+    digits = "9" * (precision - 2)
+    values = [decimal.Decimal(f"{digits}.01"), decimal.Decimal(f"{digits}.02")]
+    assert float(values[0]) == float(values[1])
+    frame = pl.DataFrame({"d": values}, schema={"d": dtype})
+    assert inexact_values(pl.col("d"), dtype) is not None
+    assert inexact_counts(frame, {"d": dtype}) == {"d": 2 if precision == 17 else 1}
+    # 15 digits always come back from their float64.
+    assert inexact_values(pl.col("d"), pl.Decimal(15, 2)) is None

@@ -130,13 +130,13 @@ def test_quartiles_below_the_cap_are_the_quartiles(counts: list[int], cap: int) 
 
 def test_hidden_rate_counts_only_to_the_first_rival(monkeypatch: pytest.MonkeyPatch) -> None:
     caps: list[object] = []
-    count_cloaking = engine.count_cloaking
+    cloaking_result = engine.cloaking_result  # what the planner counts with
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         caps.append(kwargs.get("cap"))
-        return count_cloaking(*args, **kwargs)
+        return cloaking_result(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "count_cloaking", spy)
+    monkeypatch.setattr(engine, "cloaking_result", spy)
     originals, avatars, rate = _frames(3)
     assert phr.hidden_rate(originals, avatars, coords=["a", "b"]) == pytest.approx(rate)
     assert caps == [1]

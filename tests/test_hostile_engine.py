@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from polars_hidden_rate import engine
-from polars_hidden_rate.engine import count_cloaking, count_within, gpu, parallel
+from polars_hidden_rate.engine import count_cloaking, count_within, gpu, nearest, parallel
 from polars_hidden_rate.engine.scale import canonical_exponent
 from tests.helpers import brute_force_counts, brute_force_within, examples, local_cluster
 
@@ -120,9 +120,13 @@ def test_huge_and_tiny_coordinates_count_as_at_a_sane_scale(strategy: engine.Str
 
 def test_the_canonical_scale_leaves_room_for_every_square() -> None:
     """No d2 or threshold can overflow, even with every coordinate at the extremes, and a
-    coordinate 2^-750 times the largest keeps a normal square."""
+    coordinate 2^-750 times the largest keeps a normal square. (A tie_tol of 1e-3 or more is
+    refused: a rounding allowance, checks.MAX_TIE_TOL.)"""
+    for tie_tol in (1e-3, 1.0, 1e6, 1e300):
+        with pytest.raises(ValueError, match="`tie_tol` must be below"):
+            engine.linked_arrays(np.zeros((2, 1)), np.ones((2, 1)), tie_tol)
     for d in (1, 5, 100, 10_000):
-        for tie_tol in (0.0, 1e-9, 1.0, 1e6, 1e300):
+        for tie_tol in (0.0, 1e-9, 9.99e-4):
             originals = np.full((2, d), np.finfo(np.float64).max)
             originals[1] = -originals[1]
             scaled, reversed_, thresholds = engine.linked_arrays(originals, -originals, tie_tol)
@@ -403,3 +407,94 @@ def test_numpy_scalars_are_accepted(tie_tol: Any, expected: list[int], threads: 
 def test_lists_and_integer_arrays_are_coordinates_too() -> None:
     counts = count_cloaking([[0], [1], [3]], np.array([[1], [0], [3]], dtype=np.int32))
     assert counts.tolist() == [1, 1, 0]
+
+
+def _tree_of(points: np.ndarray) -> Any:
+    from polars_hidden_rate.engine.kdtree import KdTree
+
+    return KdTree.build(points)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: _tree_of(GOOD).count_rivals(GOOD, np.ones(3), None, rows=np.arange(3)),
+            "`rows` needs `own`",
+        ),
+        (
+            lambda: _tree_of(GOOD).count_rivals(
+                GOOD, np.ones(3), np.arange(3), rows=np.array([0, 1, 3])
+            ),
+            r"`rows` must lie in \[0, 3\)",
+        ),
+        (
+            lambda: _tree_of(GOOD).count_and_closer(GOOD, np.ones(3), None, np.ones(2)),
+            r"`closer_than` must hold one value per query \(3\)",
+        ),
+        (
+            lambda: engine.within_result(GOOD, np.ones(3), None, GOOD, closer_than=np.ones(4)),
+            r"`closer_than` must hold one value per query \(3\)",
+        ),
+        (
+            lambda: _tree_of(GOOD).build(GOOD, companions=(np.zeros((2, 1)),)),
+            "each companion must be a writable C-order 2-D float64 array of 3 rows",
+        ),
+        (
+            lambda: nearest.squared_nearest(_tree_of(GOOD), GOOD, threads=1, rows=np.arange(4)),
+            "`rows` must name every one of the 3 queries once, got 4 rows",
+        ),
+        (
+            lambda: nearest.squared_nearest(_tree_of(GOOD), np.zeros((3, 3)), threads=1),
+            "the queries must have the tree's 2 columns",
+        ),
+        (
+            lambda: nearest.squared_nearest(_tree_of(GOOD), GOOD, threads=1, seed=np.zeros(2)),
+            r"`seed` must hold one d2 per query \(3\)",
+        ),
+        (
+            lambda: nearest.within_reach(_tree_of(GOOD), GOOD, np.ones(2), threads=1),
+            r"`thresholds` must hold one per query \(3\)",
+        ),
+        (
+            lambda: nearest.tied_matches(
+                _tree_of(GOOD), np.zeros(2), GOOD, np.zeros(3), 0.0, tie_tol=0.0, threads=1
+            ),
+            r"`values` must hold one per point of the tree \(3\)",
+        ),
+    ],
+)
+def test_the_engines_argument_checks_raise(call: Any, message: str) -> None:
+    """The kernels check no index: the engine refuses what they would read past, with a
+    ValueError (no assert, which ``python -O`` drops)."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_checks_hold_under_python_o() -> None:
+    """``python -O`` drops asserts: the package's checks are exceptions, and stay."""
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "from polars_hidden_rate.checks import InvariantError, known\n"
+        "from polars_hidden_rate.engine.kdtree import KdTree\n"
+        "assert False, 'asserts are on'\n"
+        "tree = KdTree.build(np.zeros((3, 2)))\n"
+        "try:\n"
+        "    tree.count_rivals(np.zeros((3, 2)), np.ones(3), None, rows=np.arange(3))\n"
+        "except ValueError as error:\n"
+        "    print('refused:', error)\n"
+        "try:\n"
+        "    known(None, 'a value')\n"
+        "except InvariantError as error:\n"
+        "    print('refused:', error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-O", "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines() == [
+        "refused: `rows` needs `own`",
+        "refused: a value is missing (a bug in polars_hidden_rate)",
+    ]

@@ -73,7 +73,7 @@ def cases(draw: st.DrawFn) -> tuple[list[Float64Array], list[Float64Array], floa
     offset=st.sampled_from([0.0, 2.0**40, -(2.0**60)]),
     unit=st.sampled_from([1.0, 2.0**-30, 2.0**300]),
     kind=st.sampled_from(["numeric", "categorical"]),
-    tie_tol=st.sampled_from([0.0, 1e-9, 0.25]),
+    tie_tol=st.sampled_from([0.0, 1e-9, 9.99e-4]),
 )
 @settings(max_examples=examples(300))
 def test_the_attack_equals_the_brute_force_on_integer_grids(
@@ -379,7 +379,7 @@ def test_the_attack_through_the_script(tmp_path: Path) -> None:
     done = subprocess.run(
         [*common, *attack, "--format", "json"], capture_output=True, text=True, check=False
     )
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr  # some target misses
     data = json.loads(done.stdout)
     expected = phr.inference_risk(
         originals, avatars, holdout, known=["age", "bmi"], secret="smoker"
@@ -494,15 +494,19 @@ def test_a_secret_declared_categorical_is_judged_by_equality() -> None:
     )
     assert expected.secret_kind == "categorical"
     assert expected.control.successes / 600 < 0.1
-    for categorical in (["code"], "code", ["k", "code"]):
+    for categorical in (["code"], "code"):
         named = phr.inference_risk(
             originals, synthetic, holdout, known="k", secret="code", categorical=categorical
         )
         assert named.secret_kind == "categorical"
-        assert named.control_success.tolist() == expected.control_success.tolist() or (
-            categorical == ["k", "code"]  # k itself taken as categorical: another space
+        assert named.control_success.tolist() == expected.control_success.tolist()
+        assert named.categorical == ()
+    # k itself taken as categorical: its continuous values in the other sets are none of the
+    # originals' categories, refused as the avatars' would be.
+    with pytest.raises(pl.exceptions.ComputeError, match=r"'k' holds .*: 600 of 600 synthetic"):
+        phr.inference_risk(
+            originals, synthetic, holdout, known="k", secret="code", categorical=["k", "code"]
         )
-        assert named.categorical == (("k",) if categorical == ["k", "code"] else ())
     # "auto" takes a number with at most 10 distinct values as categorical: the secret too.
     few = [
         frame.with_columns(code=pl.col("code") % 10) for frame in (originals, synthetic, holdout)

@@ -202,3 +202,100 @@ def test_the_part_writer_adds_the_counts_and_refuses_a_changed_file(tmp_path: Pa
     with pytest.raises(ComputeError, match=r"o\.parquet' changed while it was being counted"):
         outputs.write_counted_part(source, 4, np.array([0, 2, 5, 1]), staging, 2)
     assert os.listdir(staging) == ["part-00001.parquet"]
+
+
+class _Stopped(BaseException):
+    """A stop signal, as `polars_hidden_rate.cli.signals` raises one, arriving mid-step."""
+
+
+def _stop_after(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """``os.<name>`` does its work, then a stop arrives at once (the earliest instant a
+    signal's handler can run after the call)."""
+    real = getattr(os, name)
+
+    def stopped(*args: object, **kwargs: object) -> object:
+        real(*args, **kwargs)
+        raise _Stopped
+
+    monkeypatch.setattr(os, name, stopped)
+
+
+@pytest.mark.parametrize(
+    ("step", "call"),
+    [
+        ("open", outputs.ordinary_file_access),
+        ("mkdir", outputs.ordinary_directory_access),
+        ("mkdir", lambda folder: outputs.staged_directory(folder / "out").__enter__()),
+        (
+            "open",
+            lambda folder: outputs.replace_atomically(
+                folder / "out.csv", lambda path: None, name="--output"
+            ),
+        ),
+    ],
+)
+@pytest.mark.parametrize("anonymous", [True, False])
+def test_a_stop_right_after_a_file_is_created_leaves_nothing_behind(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+    call: Callable[[Path], object],
+    anonymous: bool,
+) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    if not anonymous:  # a system without O_TMPFILE: a named probe
+        monkeypatch.setattr(outputs, "_anonymous_file_access", lambda folder: None)
+    _stop_after(monkeypatch, step)
+    with pytest.raises(_Stopped):
+        call(folder)
+    monkeypatch.undo()
+    assert os.listdir(folder) == []
+
+
+def test_a_probe_that_is_not_ours_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A probe name someone else holds (one chance in 2^48): it fails, and stays theirs.
+    monkeypatch.setattr(os, "urandom", lambda size: b"\0" * size)
+    monkeypatch.setattr(outputs, "_anonymous_file_access", lambda folder: None)
+    theirs = tmp_path / f".{'00' * 6}.probe"
+    theirs.write_text("theirs")
+    with pytest.raises(FileExistsError):
+        outputs.ordinary_file_access(tmp_path)
+    with pytest.raises(FileExistsError):
+        outputs.ordinary_directory_access(tmp_path)
+    assert theirs.read_text() == "theirs"
+
+
+def test_a_stop_during_the_removal_still_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stop arrives as the removal in the ``finally`` starts: it is done all the same.
+    monkeypatch.setattr(outputs, "_anonymous_file_access", lambda folder: None)
+    real, calls = os.unlink, []
+
+    def stopped_once(path: object, *args: object, **kwargs: object) -> None:
+        calls.append(path)
+        if len(calls) == 1:
+            raise _Stopped
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", stopped_once)
+    with pytest.raises(_Stopped):
+        outputs.ordinary_file_access(tmp_path)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
+    assert len(calls) == 2
+
+
+def test_the_anonymous_probe_gives_the_umask_and_leaves_no_name(tmp_path: Path) -> None:
+    if getattr(os, "O_TMPFILE", None) is None:
+        pytest.skip("no O_TMPFILE here")
+    old = os.umask(0o027)
+    try:
+        found = outputs.ordinary_file_access(tmp_path)
+    finally:
+        os.umask(old)
+    assert found == outputs.Access(0o640, None)
+    assert os.listdir(tmp_path) == []

@@ -21,6 +21,7 @@ import signal
 import stat
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -36,11 +37,13 @@ from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.frames.files import (
     file_format,
     one_line,
+    refuse_same_inputs,
     scan,
     scan_literal,
 )
 from polars_hidden_rate.gate import summarize_inspected
-from polars_hidden_rate.measures.inference import InferenceAttack
+from polars_hidden_rate.measures.holdout import HoldoutOverlapWarning
+from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Inspector, Verdict
 from polars_hidden_rate.outputs import (
@@ -98,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     output is removed; the exit code is then 128 plus the signal number.
     """
     parser = build_parser({"check": run_check, "report": run_report, "demo": run_demo})
-    with stop_signals_raised() as received:
+    # The command line says an overlapping holdout in a line of its own (`_planned`).
+    with stop_signals_raised() as received, warnings.catch_warnings():
+        warnings.simplefilter("ignore", HoldoutOverlapWarning)
         try:
             args = parser.parse_args(argv)
             command: Callable[[argparse.Namespace], int] = args.command
@@ -179,16 +184,6 @@ def _refuse_inputs(path: Path | None, option: str, args: argparse.Namespace) -> 
     check_output(path, inputs, kind="file", name=option)
 
 
-def _overrides(inspector: Inspector) -> dict[str, Any]:
-    """The verdict options that relax the link's checks, as given, and the link test's figure
-    (None before the read that runs it): for the provenance of every output."""
-    return {
-        "allow_unlinked": inspector.verdict.allow_unlinked,
-        "by_row_order": inspector.verdict.by_row_order,
-        "link_test": None if inspector.link is None else inspector.link.to_dict(),
-    }
-
-
 def _verdict(args: argparse.Namespace) -> Verdict:
     return Verdict.of(
         {
@@ -217,8 +212,12 @@ def _planned(
     paths = {"originals": args.originals, "avatars": args.avatars}
     held_out = None
     if holdout is not None:
+        named = {"HOLDOUT": holdout, "ORIGINALS": args.originals, "AVATARS": args.avatars}
+        refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
         held_out = _scan(args, holdout, "HOLDOUT")
-        check_holdout_and_attack(request, held_out, attack)
+        overlap = check_holdout_and_attack(request, held_out, attack)
+        if overlap is not None:
+            print(f"{PROG}: warning: {overlap}", file=sys.stderr)
         rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
     inputs = hashing.submit(
@@ -245,13 +244,13 @@ def run_check(args: argparse.Namespace) -> int:
         file_format(args.output, "--output")
     request, inspector, inputs, _ = in_background(lambda: _planned(args, "check"))
 
-    def settings() -> dict[str, Any]:  # the strategy is known once counted
+    def settings() -> dict[str, Any]:  # the strategy and the link test: known once counted
         return describe_settings(
             request,
             strategy=inspector.strategy,
+            verdict=inspector.verdict.to_dict(),
+            link_test=None if inspector.link is None else inspector.link.to_dict(),
             min_rate=min_rate,
-            max_own_copies=inspector.verdict.max_own_copies,
-            **_overrides(inspector),
         )
 
     if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
@@ -263,7 +262,8 @@ def run_check(args: argparse.Namespace) -> int:
             per_record,
             args.output,
             min_rate=min_rate,
-            metadata=parquet_metadata(provenance(inputs.result(), settings())),
+            # Described once written: the file's footer states the count and its link test.
+            metadata=lambda: parquet_metadata(provenance(inputs.result(), settings())),
             inspector=inspector,
         )
     summary = summary.with_provenance(provenance(inputs.result(), settings()))
@@ -304,17 +304,21 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             verdict=_verdict(args),
             **options,
         )
+        # The inputs it measures, described before anything is written: the very files the
+        # job reads; the settings once the link test has run.
+        inputs = {
+            "originals": describe_input(args.originals, job.originals.rows, job.originals.paths),
+            "avatars": describe_input(args.avatars, job.avatars.rows, job.avatars.paths),
+        }
         with staged_directory(job.output, job.replaces) as staging:
             summary = in_background(lambda: job.write(staging))
-        inputs = {
-            "originals": describe_input(args.originals, job.originals.rows),
-            "avatars": describe_input(args.avatars, job.avatars.rows),
-        }
+        evidence = summary.evidence  # the link test ran while counting
         settings = describe_settings(
             job.request,
             strategy="cluster" if client is not None else None,
+            verdict=_verdict(args).to_dict(),
+            link_test=None if evidence is None else evidence.link.to_dict(),
             min_rate=min_rate,
-            max_own_copies=args.max_own_copies,
         )
         return summary.with_provenance(provenance(inputs, settings))
 
@@ -382,6 +386,7 @@ def run_report(args: argparse.Namespace) -> int:
     # Before anything is read.
     check_targets(targets, known=args.known, holdout=args.holdout, secret=args.secret)
     _refuse_inputs(args.html, "--html", args)  # its folder too
+    _check_attack_options(args)
     attack = inference_attack(
         args.known, args.secret, args.secret_kind, args.secret_tolerance, args.holdout is not None
     )
@@ -395,10 +400,7 @@ def run_report(args: argparse.Namespace) -> int:
     )
     if report.link_use == "absent" and not args.quiet:
         print(f"{PROG}: note: {report.override_notes[0]}", file=sys.stderr)
-    more: dict[str, Any] = {
-        "max_own_copies": inspector.verdict.max_own_copies,
-        **_overrides(inspector),
-    }
+    more: dict[str, Any] = {}
     if attack is not None:
         more["inference"] = {
             "known": list(attack.known),
@@ -407,7 +409,14 @@ def run_report(args: argparse.Namespace) -> int:
             "tolerance": attack.tolerance,
         }
     block = provenance(
-        inputs.result(), describe_settings(request, strategy=inspector.strategy, **more)
+        inputs.result(),
+        describe_settings(
+            request,
+            strategy=inspector.strategy,
+            verdict=inspector.verdict.to_dict(),
+            link_test=None if inspector.link is None else inspector.link.to_dict(),
+            **more,
+        ),
     )
     report = report.with_provenance(block)
     if args.html is not None:
@@ -419,6 +428,44 @@ def run_report(args: argparse.Namespace) -> int:
         text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
         print(text)
     return 0 if report.passed else 1
+
+
+def _check_attack_options(args: argparse.Namespace) -> None:
+    """The options of the attribute inference attack, named as the command line gives them
+    (`inference_attack` checks them again, in the Python API's words)."""
+    if args.secret is None:
+        given = [
+            option
+            for option, value, default in (
+                ("--secret-kind", args.secret_kind, "auto"),
+                ("--secret-tolerance", args.secret_tolerance, DEFAULT_TOLERANCE),
+            )
+            if value != default
+        ]
+        if given:
+            msg = (
+                f"{' and '.join(given)} set the attribute inference attack: give its --secret "
+                "COLUMN too (with --known and --holdout)"
+            )
+            raise ValueError(msg)
+        return
+    missing = [
+        words
+        for words, value in (
+            ("the variables the attacker knows (--known A,B)", args.known),
+            (
+                "a holdout to control it, real records the generator never saw (--holdout FILE)",
+                args.holdout,
+            ),
+        )
+        if value is None
+    ]
+    if missing:
+        msg = (
+            f"--secret {args.secret} runs the attribute inference attack, which needs "
+            f"{' and '.join(missing)}"
+        )
+        raise ValueError(msg)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -470,19 +517,21 @@ def write_atomically(
     path: Path,
     *,
     min_rate: float | None,
-    metadata: dict[str, str] | None = None,
+    metadata: Callable[[], dict[str, str]] | None = None,
     inspector: Inspector | None = None,
 ) -> CloakingSummary:
     """Sink ``per_record`` into ``path``
-    (`replace_atomically`), parquet with
-    ``metadata``; summarise what was written, with the evidence ``inspector`` took from
-    the read it was counted from."""
+    (`replace_atomically`), parquet with the ``metadata`` it gives once the records are
+    counted (polars asks for it when it writes the footer); summarise what was written,
+    with the evidence ``inspector`` took from the read it was counted from."""
     kind = file_format(path, "--output")
     summaries: list[CloakingSummary] = []
 
     def sink(temporary: Path) -> None:
         sinks: dict[str, Callable[[Path], object]] = {
-            "parquet": lambda target: per_record.sink_parquet(target, metadata=metadata),
+            "parquet": lambda target: per_record.sink_parquet(
+                target, metadata=None if metadata is None else lambda _context: metadata()
+            ),
             "csv": per_record.sink_csv,
             "ipc": per_record.sink_ipc,
         }

@@ -25,7 +25,8 @@ def format_text(summary: CloakingSummary) -> str:
     percent = None if summary.evidence is None else summary.evidence.own_copies_percent
     if percent is not None and summary.max_own_copies is not None:
         comparison = "<=" if not summary.copies_fail else ">"
-        gates.append(f"own copies {percent:.2f} % {comparison} {summary.max_own_copies:g} %")
+        shown = decisive(percent, summary.max_own_copies, 2, "f")
+        gates.append(f"own copies {shown} % {comparison} {exact(summary.max_own_copies)} %")
     verdict = f"{'PASS' if summary.passed else 'FAIL'}: {'; '.join(gates)}"
     lines = [
         f"records               {summary.n:,}",

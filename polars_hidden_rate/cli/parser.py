@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal, NoReturn, get_args
 
 from polars_hidden_rate import __version__
-from polars_hidden_rate.checks import AllComponents
+from polars_hidden_rate.checks import MAX_TIE_TOL, AllComponents, check_tie_tol
 from polars_hidden_rate.frames.files import CSV_NULL_VALUES
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE
 from polars_hidden_rate.measures.verdict import DEFAULT_MAX_OWN_COPIES
@@ -228,7 +229,12 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
         help="csv fields that mean a missing value (default: NA and the empty field)",
     )
     command.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    command.add_argument("--tie-tol", type=float, default=1e-9, help="relative tie tolerance")
+    command.add_argument(
+        "--tie-tol",
+        type=_tie_tol,
+        default=1e-9,
+        help=f"relative tie tolerance, >= 0 and below {MAX_TIE_TOL:g} (default 1e-9)",
+    )
     command.add_argument("--threads", type=int, help="engine threads (default: all cores)")
     command.add_argument(
         "--quiet", action="store_true", help="print nothing and show no progress; use exit code"
@@ -274,10 +280,14 @@ def _target(value: str) -> tuple[str, float]:
     try:
         if not equals:
             raise ValueError
-        return name.strip(), float(number)
+        target = float(number)
     except ValueError:
         msg = f"a target is NAME=VALUE, got {value!r}"
         raise argparse.ArgumentTypeError(msg) from None
+    if not math.isfinite(target):
+        msg = f"a target's VALUE is a finite number, got {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return name.strip(), target
 
 
 def _at_least(low: int) -> Callable[[str], int]:
@@ -305,6 +315,19 @@ def _ncp(value: str) -> int | AllComponents:
     except ValueError:
         msg = f"must be an integer or 'all', got {value!r}"
         raise argparse.ArgumentTypeError(msg) from None
+
+
+def _tie_tol(value: str) -> float:
+    """``--tie-tol``: a number `check_tie_tol` accepts (argparse names the option)."""
+    try:
+        number = float(value)
+    except ValueError:
+        msg = f"must be a number, got {value!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    try:
+        return check_tie_tol(number, "--tie-tol")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--tie-tol ")) from None
 
 
 def _names(value: str) -> list[str]:

@@ -17,27 +17,27 @@ per stage); the tasks, and the values they pass each other, are in
    into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order).
 2. The driver sums those scalars, raises the local errors, and chooses the canonical
    exponent (`exponent_for` of the global largest)
-   and the split points: ``B - 1`` for query blocks and ``S - 1`` for avatar shards,
-   quantiles of the sample of ``(first coordinate, row)`` pairs, as a distributed sort
-   chooses them.
+   and ``S - 1`` shard split points, quantiles of the sample of ``(first coordinate,
+   row)`` pairs, as a distributed sort chooses them.
 3. **Link** (one task per bucket): an original and its avatar have the same key, so
-   they meet in one bucket (Dask moves the pieces between workers, as its task-based
-   shuffle does). The task links them as locally (`link_by_key`)
+   they meet in one bucket (Dask's P2P shuffle moves the pieces between workers,
+   `DaskTasks.exchange`). The task links them as locally (`link_by_key`)
    and reports its key problems, which the driver sums; it multiplies both sides
-   by ``2^e``, computes each ``T_i`` (`own_thresholds`)
-   and cuts its originals by the block split points.
-4. **Shards** (one per range of avatars): each avatar file cuts its avatars by the
-   shard split points; a shard task gathers its pieces and builds its kd-tree where
-   it runs. **Blocks** gather their pieces from every bucket.
-5. The driver gathers the boxes and prunes (block, shard) pairs exactly
-   (`pairs_within_reach`); one **count** task per
-   pair left calls `count_within`; a task per block sums
-   its partial counts.
-6. **Write** (one task per originals file): the totals are routed back to their files
-   by row, the file is read again, given ``local_cloaking`` and ``hidden``, and written
-   as its part. The task returns a histogram of the counts; the driver builds the
-   summary from the histograms (and, for a quartile above them, by bisection over the
-   workers' counts).
+   by ``2^e`` and computes each ``T_i`` (`own_thresholds`).
+4. **Shards** (one per range of avatars): each avatar file's avatars are cut by the
+   shard split points and exchanged; a shard task builds its kd-tree where it runs.
+5. **Count** (one task per shard): the driver gathers the shards' boxes; each bucket
+   sends each of its queries to the shards whose box its ball may reach (the exact box
+   test, query by query, `queries_in_reach`) and to its own avatar's shard; the shard's
+   task calls `count_within` on them.
+6. **Write** (one task per originals file): the partial counts are exchanged back to
+   their files by row and summed, the file is read again, given ``local_cloaking`` and
+   ``hidden``, and written as its part. The task returns a histogram of the counts; the
+   driver builds the summary from the histograms (and, for a quartile above them, by
+   bisection over the workers' counts).
+
+Every exchange is Dask's P2P shuffle, so a run submits tasks linear in files, buckets and
+shards, known before it runs (`TaskPlan.tasks`).
 
 The counts equal the local engine's, bit for bit: the same exponent, the same float64
 thresholds, and every partial count exact (``docs/scale.md``).
@@ -50,6 +50,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,40 +58,36 @@ import numpy as np
 import polars as pl
 from polars.exceptions import NoDataError, ShapeError
 
-from polars_hidden_rate._types import CountArray, IndexArray
+from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.cluster.pipeline_tasks import (
     BucketEvidence,
     Linked,
     LinkSpec,
-    Points,
-    Queries,
     Read,
     ReadStats,
     Shard,
+    ShardCounts,
     Side,
     Splits,
     Written,
     assemble,
-    block_box,
-    block_piece,
     build_shard,
     count_at_most,
-    count_pair,
-    gather_block,
+    count_shard,
     link_bucket,
     link_problems,
     raise_missing_features,
     read_partition,
-    read_piece,
+    read_pieces,
     read_stats,
-    route,
+    route_counts,
+    route_queries,
     shard_box,
     shard_pieces,
-    sum_partials,
-    ties_only_of,
+    ties_in_file,
     write_partition,
 )
-from polars_hidden_rate.cluster.shards import TaskPlan, pairs_in_reach, plan_tasks
+from polars_hidden_rate.cluster.shards import TaskPlan, plan_tasks
 from polars_hidden_rate.engine.scale import exponent_for
 from polars_hidden_rate.frames import (
     Dataset,
@@ -112,7 +109,7 @@ from polars_hidden_rate.measures.verdict import (
 )
 from polars_hidden_rate.tasks import (
     DaskTasks,
-    pieces,
+    gathered,
     require_client,
     worker_specs,
 )
@@ -203,17 +200,16 @@ class _Pipeline:
         left_reads, right_reads, left_stats, right_stats = self.read(left, right, plan)
         spec = self.link_spec(left, right, left_stats, right_stats, plan, verdict)
         links = self.link(spec, plan, left_reads, right_reads)
-        cuts = self.cut_avatars(spec, plan, right_reads)
+        shards = self.build_shards(spec, plan, right_reads)
         del left_reads, right_reads
         evidence = self.check_links(links, left, right, right_stats, verdict, dim)
-        shards = self.build_shards(dim, plan, cuts)
-        blocks = self.gather_blocks(dim, plan, links)
-        del cuts, links
-        totals = self.count(blocks, shards)
-        del blocks, shards
-        counts = self.counts_by_file(totals)
-        ties_only = None if evidence is None else self.ties_only(totals)
-        del totals
+        partials = self.count(links, shards)
+        del links, shards
+        by_file = self.partials_by_file(partials)
+        del partials
+        counts = self.counts_by_file(by_file)
+        ties_only = None if evidence is None else self.ties_only(by_file)
+        del by_file
         written = self.write(staging, counts)
         summary = self.summary(written, counts, min_rate)
         if evidence is None or verdict is None:
@@ -228,7 +224,7 @@ class _Pipeline:
         self, left: Side, right: Side, plan: TaskPlan
     ) -> tuple[list[Future[Read]], list[Future[Read]], list[ReadStats], list[ReadStats]]:
         """Each side's read tasks and their scalars, checked as the local read checks them."""
-        sample = SAMPLE_PER_SPLIT * max(plan.blocks, plan.shards)
+        sample = SAMPLE_PER_SPLIT * plan.shards
         left_reads = self.read_side(self.originals, left, plan.buckets, sample)
         right_reads = self.read_side(self.avatars, right, plan.buckets, sample)
         left_stats = self.gather(
@@ -288,7 +284,6 @@ class _Pipeline:
             dim=dim,
             exponent=exponent_for(largest, dim, request.tie_tol),
             tie_tol=request.tie_tol,
-            query_splits=Splits.from_sample(left_stats, plan.blocks),
             avatar_splits=Splits.from_sample(right_stats, plan.shards),
             originals=len(left_stats),
             sampled=sampled_rows(self.originals.rows),
@@ -305,15 +300,12 @@ class _Pipeline:
         right_reads: Sequence[Future[Read]],
     ) -> list[Future[Linked]]:
         """One link task per key bucket, from that bucket's piece of every file."""
+        columns = self.tasks.exchange(
+            "link-pieces", [*left_reads, *right_reads], plan.buckets, read_pieces
+        )
         return [
-            self.submit(
-                f"link-bucket-{h}",
-                link_bucket,
-                spec,
-                plan.blocks,
-                *pieces(self.submit, "link-piece", [*left_reads, *right_reads], h, read_piece),
-            )
-            for h in range(plan.buckets)
+            self.submit(f"link-bucket-{h}", gathered, link_bucket, column, spec)
+            for h, column in enumerate(columns)
         ]
 
     def check_links(
@@ -337,105 +329,69 @@ class _Pipeline:
         shares = [e for _, e in found if e is not None]
         return _judge_link(self.request, verdict, shares, dim, self.originals.rows)
 
-    # --- 4. shards and blocks --------------------------------------------------------------
-
-    def cut_avatars(
-        self, spec: LinkSpec, plan: TaskPlan, right_reads: Sequence[Future[Read]]
-    ) -> list[Future[tuple[Points, ...]]]:
-        """Each avatar file's avatars at the canonical scale, cut by the shard split points."""
-        return [
-            self.submit(
-                f"shard-pieces-{q}",
-                shard_pieces,
-                f,
-                spec.exponent,
-                spec.avatar_splits,
-                plan.shards,
-            )
-            for q, f in enumerate(right_reads)
-        ]
+    # --- 4. shards ----------------------------------------------------------------------
 
     def build_shards(
-        self, dim: int, plan: TaskPlan, cuts: Sequence[Future[tuple[Points, ...]]]
+        self, spec: LinkSpec, plan: TaskPlan, right_reads: Sequence[Future[Read]]
     ) -> list[Future[Shard]]:
-        """One task per shard: its pieces of every avatar file, its kd-tree built there."""
+        """One task per shard: its avatars of every file, at the canonical scale, its
+        kd-tree built there."""
+        cut = partial(
+            shard_pieces, exponent=spec.exponent, splits=spec.avatar_splits, shards=plan.shards
+        )
+        columns = self.tasks.exchange("shard-pieces", right_reads, plan.shards, cut)
         return [
-            self.submit(
-                f"shard-{s}", build_shard, dim, *pieces(self.submit, "shard-piece", cuts, s)
-            )
-            for s in range(plan.shards)
-        ]
-
-    def gather_blocks(
-        self, dim: int, plan: TaskPlan, links: Sequence[Future[Linked]]
-    ) -> list[Future[Queries]]:
-        """One task per query block: its pieces of every link bucket."""
-        return [
-            self.submit(
-                f"block-{b}",
-                gather_block,
-                dim,
-                *pieces(self.submit, "block-piece", links, b, block_piece),
-            )
-            for b in range(plan.blocks)
+            self.submit(f"shard-{s}", gathered, build_shard, column, spec.dim)
+            for s, column in enumerate(columns)
         ]
 
     # --- 5. count --------------------------------------------------------------------------
 
     def count(
-        self, blocks: Sequence[Future[Queries]], shards: Sequence[Future[Shard]]
-    ) -> list[Future[tuple[IndexArray, CountArray, int]]]:
-        """The pairs the boxes cannot exclude, one count task each; per block, the sum of
-        its partial counts, with its originals' rows."""
-        shard_boxes = self.gather(
+        self, links: Sequence[Future[Linked]], shards: Sequence[Future[Shard]]
+    ) -> list[Future[ShardCounts]]:
+        """The queries each shard's box may reach, from every bucket; a count task per
+        shard."""
+        boxes = self.gather(
             [self.submit(f"shard-box-{s}", shard_box, f) for s, f in enumerate(shards)]
         )
-        block_boxes = self.gather(
-            [self.submit(f"block-box-{b}", block_box, f) for b, f in enumerate(blocks)]
-        )
-        partials: list[list[Future[tuple[IndexArray, CountArray, IndexArray]]]] = [
-            [] for _ in blocks
-        ]
-        for b, s in pairs_in_reach(block_boxes, shard_boxes):
-            partials[b].append(
-                self.submit(
-                    f"count-within-{b}-{s}",
-                    count_pair,
-                    blocks[b],
-                    shards[s],
-                    s,
-                    self.request.threads,
-                )
-            )
+        cut = partial(route_queries, shards=boxes)
+        columns = self.tasks.exchange("shard-queries", links, len(shards), cut)
         return [
-            self.submit(f"sum-{b}", sum_partials, blocks[b], *partials[b])
-            for b in range(len(blocks))
+            self.submit(
+                f"count-within-{s}",
+                gathered,
+                count_shard,
+                column,
+                shards[s],
+                s,
+                self.request.threads,
+            )
+            for s, column in enumerate(columns)
         ]
-
-    def ties_only(self, totals: Sequence[Future[tuple[IndexArray, CountArray, int]]]) -> int:
-        """The records hidden by ties only, summed over the blocks."""
-        found = [self.submit(f"ties-only-{b}", ties_only_of, t) for b, t in enumerate(totals)]
-        return int(sum(self.gather(found)))
 
     # --- 6. write --------------------------------------------------------------------------
 
-    def counts_by_file(
-        self, totals: Sequence[Future[tuple[IndexArray, CountArray, int]]]
-    ) -> list[Future[CountArray]]:
-        """Each originals file's counts in its row order, routed back from every block."""
+    def partials_by_file(self, partials: Sequence[Future[ShardCounts]]) -> list[Future[Any]]:
+        """Each originals file's partial counts from every shard."""
         offsets = np.array([part.offset for part in self.originals.partitions], dtype=np.int64)
-        routes = [
-            self.submit(f"route-{b}", route, total, offsets) for b, total in enumerate(totals)
-        ]
+        cut = partial(route_counts, offsets=offsets)
+        return self.tasks.exchange("file-counts", partials, len(offsets), cut)
+
+    def counts_by_file(self, by_file: Sequence[Future[Any]]) -> list[Future[CountArray]]:
+        """Each originals file's counts in its row order, summed over the shards."""
         return [
-            self.submit(
-                f"assemble-{p}",
-                assemble,
-                part.rows,
-                *pieces(self.submit, "route-piece", routes, p),
-            )
-            for p, part in enumerate(self.originals.partitions)
+            self.submit(f"assemble-{p}", gathered, assemble, column, part.rows)
+            for p, (part, column) in enumerate(zip(self.originals.partitions, by_file, strict=True))
         ]
+
+    def ties_only(self, by_file: Sequence[Future[Any]]) -> int:
+        """The records hidden by ties only, summed over the files."""
+        found = [
+            self.submit(f"ties-only-{p}", gathered, ties_in_file, column, part.rows)
+            for p, (part, column) in enumerate(zip(self.originals.partitions, by_file, strict=True))
+        ]
+        return int(sum(self.gather(found)))
 
     def write(self, staging: Path, counts: Sequence[Future[CountArray]]) -> list[Written]:
         """Each originals file written as its part with its counts; their histograms."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -20,7 +19,7 @@ from polars.exceptions import ComputeError
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.cluster.shards import Box, count_in_shard
+from polars_hidden_rate.cluster.shards import Box, count_in_shard, queries_in_reach
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
@@ -139,8 +138,9 @@ def read_stats(read: Read) -> ReadStats:
     return read.stats
 
 
-def read_piece(read: Read, h: int) -> pl.DataFrame:
-    return read.pieces[h]
+def read_pieces(read: Read) -> tuple[pl.DataFrame, ...]:
+    """Cut: a read's pieces, one per link bucket (the exchange to the link tasks)."""
+    return read.pieces
 
 
 # --- 2. split points ----------------------------------------------------------------------
@@ -212,7 +212,6 @@ class LinkSpec:
     dim: int
     exponent: int
     tie_tol: float
-    query_splits: Splits
     avatar_splits: Splits
     originals: int  # files: the first pieces are the originals'
     sampled: IndexArray | None = None  # the link test's records (linkage.sampled_rows)
@@ -270,12 +269,12 @@ class BucketEvidence:
 @dataclass(frozen=True)
 class Linked:
     problems: KeyProblems
-    blocks: tuple[Queries, ...] = field(default=())
+    queries: Queries | None = None  # None when the bucket's link failed
     evidence: BucketEvidence | None = None
 
 
-def link_bucket(spec: LinkSpec, blocks: int, *pieces: pl.DataFrame) -> Linked:
-    """Task: link the originals and avatars of one key bucket; thresholds; cut into blocks."""
+def link_bucket(spec: LinkSpec, *pieces: pl.DataFrame) -> Linked:
+    """Task: link the originals and avatars of one key bucket, and their thresholds."""
     keys = [f"{_KEY}{i}" for i in range(spec.keys)]
     coords = [f"{_COORD}{k}" for k in range(spec.dim)]
     left = pl.concat(pieces[: spec.originals])
@@ -303,7 +302,6 @@ def link_bucket(spec: LinkSpec, blocks: int, *pieces: pl.DataFrame) -> Linked:
         spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id),
         below,
     )
-    block = spec.query_splits.assign(raw[:, 0], original_id)
     sampled = (
         np.ones(len(original_id), dtype=bool)
         if spec.sampled is None
@@ -317,21 +315,11 @@ def link_bucket(spec: LinkSpec, blocks: int, *pieces: pl.DataFrame) -> Linked:
             same &= left.get_column(_FINGERPRINT).to_numpy() == fingerprints
         copies = int(np.count_nonzero(same))
     evidence = BucketEvidence(original_id[sampled], raw[sampled], raw_avatars[sampled], copies)
-    cut = tuple(linked.take(rows) for rows in _cut(block, blocks))
-    return Linked(problems, cut, evidence)
+    return Linked(problems, linked, evidence)
 
 
 def link_problems(linked: Linked) -> tuple[KeyProblems, BucketEvidence | None]:
     return linked.problems, linked.evidence
-
-
-def block_piece(linked: Linked, b: int) -> Queries:
-    return linked.blocks[b]
-
-
-def gather_block(dim: int, *pieces: Queries) -> Queries:
-    """Task: one query block, from its piece of every bucket."""
-    return Queries.concat(pieces, dim)
 
 
 # --- 4. shards ----------------------------------------------------------------------------
@@ -344,7 +332,8 @@ class Points:
 
 
 def shard_pieces(read: Read, exponent: int, splits: Splits, shards: int) -> tuple[Points, ...]:
-    """Task: one avatar file's avatars at the canonical scale, cut by the shard split points."""
+    """Cut: one avatar file's avatars at the canonical scale, by the shard split points (the
+    exchange to the shard builds)."""
     frame = pl.concat(read.pieces)
     coords = [c for c in frame.columns if c.startswith(_COORD)]
     raw = frame.select(coords).to_numpy()
@@ -385,75 +374,113 @@ def shard_box(shard: Shard) -> Box | None:
     return Box.around(shard.tree.points)
 
 
-def block_box(block: Queries) -> Box | None:
-    """Task: the box of one block's originals and their largest threshold."""
-    return Box.around(block.queries, block.thresholds)
-
-
 # --- 5. count -----------------------------------------------------------------------------
 
 
-def count_pair(
-    block: Queries, shard: Shard, s: int, threads: int | None
-) -> tuple[IndexArray, CountArray, IndexArray]:
-    """Task: the block's partial counts over one shard (a pure function of its inputs), as
-    the queries with a rival there and their counts: most queries have none in most shards,
-    so a block's partials, held until they are summed, stay small. With the block's
-    ``below``, also the queries with a rival there strictly closer than their own avatar."""
-    own = np.full(len(block.queries), -1, dtype=np.int64)
+def route_queries(linked: Linked, shards: Sequence[Box | None]) -> tuple[Queries, ...]:
+    """Cut: a link bucket's queries for each shard, those whose ball may reach its box
+    (`queries_in_reach`, exact) and those whose own avatar it holds (the exchange to the
+    count tasks)."""
+    queries = linked.queries
+    if queries is None:  # the driver raised the bucket's key problems before this
+        msg = "a link bucket that failed to link was asked for its queries"
+        raise RuntimeError(msg)
+    reached = queries_in_reach(queries.queries, queries.thresholds, shards)
+    return tuple(
+        queries.take(np.union1d(rows, np.flatnonzero(queries.avatar_shard == s)))
+        for s, rows in enumerate(reached)
+    )
+
+
+@dataclass(frozen=True)
+class ShardCounts:
+    """A shard's partial counts: every query whose own avatar it holds (zeros included,
+    so that each original is accounted for once), the other queries with a rival there,
+    and the queries with a rival there strictly closer than their own avatar."""
+
+    own_ids: IndexArray
+    own_counts: CountArray
+    rival_ids: IndexArray
+    rival_counts: CountArray
+    strictly: IndexArray
+
+
+def count_shard(shard: Shard, s: int, threads: int | None, *pieces: Queries) -> ShardCounts:
+    """Task: the partial counts of the queries routed to shard ``s``, from every bucket (a
+    pure function of its inputs)."""
+    block = Queries.concat(pieces, shard.tree.points.shape[1])
     mine = block.avatar_shard == s
+    own = np.full(len(block.queries), -1, dtype=np.int64)
     own[mine] = shard.rows_of(block.avatar_id[mine])
     closer = np.zeros(len(block.queries), dtype=bool) if len(block.below) else None
-    counts = count_in_shard(
-        block.queries, block.thresholds, own, shard.tree, threads, block.below, closer
+    counts = (
+        count_in_shard(
+            block.queries, block.thresholds, own, shard.tree, threads, block.below, closer
+        )
+        if len(block.queries)
+        else np.zeros(0, dtype=np.int64)
     )
-    found = np.flatnonzero(counts)
-    strictly = np.empty(0, dtype=np.int64) if closer is None else np.flatnonzero(closer)
-    return found, counts[found], strictly
-
-
-def sum_partials(
-    block: Queries, *partials: tuple[IndexArray, CountArray, IndexArray]
-) -> tuple[IndexArray, CountArray, int]:
-    """Task: a block's counts, the sum of its partial counts, with its originals' rows; and
-    its records hidden by ties only (no rival strictly closer in any shard; 0 without
-    ``below``)."""
-    total = np.zeros(len(block.queries), dtype=np.int64)
-    closer = np.zeros(len(block.queries), dtype=bool)
-    for rows, counts, strictly in partials:
-        total[rows] += counts  # each query once per partial
-        closer[strictly] = True
-    ties_only = int(np.count_nonzero((total > 0) & ~closer)) if len(block.below) else 0
-    return block.original_id, total, ties_only
-
-
-def ties_only_of(totals: tuple[IndexArray, CountArray, int]) -> int:
-    return totals[2]
+    rivals = np.flatnonzero(~mine & (counts > 0))
+    strictly = np.empty(0, dtype=np.int64) if closer is None else block.original_id[closer]
+    return ShardCounts(
+        block.original_id[mine],
+        counts[mine],
+        block.original_id[rivals],
+        counts[rivals],
+        strictly,
+    )
 
 
 # --- 6. write -----------------------------------------------------------------------------
 
 
-def route(totals: tuple[IndexArray, CountArray, int], offsets: IndexArray) -> tuple[Any, ...]:
-    """Task: a block's counts cut by originals file: (row in the file, count) for each."""
-    ids, counts, _ = totals
-    part = np.searchsorted(offsets, ids, side="right") - 1
+def route_counts(partial: ShardCounts, offsets: IndexArray) -> tuple[ShardCounts, ...]:
+    """Cut: a shard's partial counts by originals file, as rows in the file (the exchange
+    to the write tasks)."""
+
+    def by_file(ids: IndexArray) -> list[IndexArray]:
+        return _cut(np.searchsorted(offsets, ids, side="right") - 1, len(offsets))
+
+    own, rival, strictly = (
+        by_file(partial.own_ids),
+        by_file(partial.rival_ids),
+        by_file(partial.strictly),
+    )
     return tuple(
-        (ids[rows] - offsets[p], counts[rows]) for p, rows in enumerate(_cut(part, len(offsets)))
+        ShardCounts(
+            partial.own_ids[own[p]] - offsets[p],
+            partial.own_counts[own[p]],
+            partial.rival_ids[rival[p]] - offsets[p],
+            partial.rival_counts[rival[p]],
+            partial.strictly[strictly[p]] - offsets[p],
+        )
+        for p in range(len(offsets))
     )
 
 
-def assemble(rows: int, *pieces: tuple[IndexArray, CountArray]) -> CountArray:
-    """Task: one file's counts, in its row order, from every block; each row exactly once."""
+def assemble(rows: int, *pieces: ShardCounts) -> CountArray:
+    """Task: one file's counts, in its row order, from every shard: each row's count in
+    its own avatar's shard exactly once, plus its counts in the others."""
     counts = np.full(rows, -1, dtype=np.int64)
     seen = 0
-    for where, values in pieces:
-        counts[where] = values
-        seen += len(where)
+    for piece in pieces:
+        counts[piece.own_ids] = piece.own_counts
+        seen += len(piece.own_ids)
     if seen != rows or (counts < 0).any():
         msg = f"{rows} originals in the file, but {seen} counts came back"
         raise RuntimeError(msg)
+    for piece in pieces:
+        np.add.at(counts, piece.rival_ids, piece.rival_counts)
     return counts
+
+
+def ties_in_file(rows: int, *pieces: ShardCounts) -> int:
+    """Task: one file's records hidden by ties only (no rival strictly closer in any shard)."""
+    counts = assemble(rows, *pieces)
+    closer = np.zeros(rows, dtype=bool)
+    for piece in pieces:
+        closer[piece.strictly] = True
+    return int(np.count_nonzero((counts > 0) & ~closer))
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate import engine
-from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.tasks import WorkerSpec, task_memory
+from polars_hidden_rate.tasks import WorkerSpec, exchange_tasks, task_memory
 
 # --- task sizing --------------------------------------------------------------------------------
 
@@ -74,46 +74,78 @@ def size_tasks(n_queries: int, n_points: int, dim: int, workers: Sequence[Worker
 
 # The parquet pipeline.
 BUCKETS_PER_THREAD = 1
-BLOCKS_PER_THREAD = 4
 SHARDS_PER_THREAD = 1
-"""Link buckets, query blocks and avatar shards per worker thread, at least: buckets hash
-evenly, and the count tasks, a few per block, balance the load."""
-BLOCK_ROWS = SHARD_ROWS = 1 << 20
-"""Records per query block and avatar shard, at most: two workers walking trees of 5
-million avatars took 238 worker-seconds to count 2e7 records, against 168 with 1.25
-million (a tree's share of the cache), for a graph a little larger."""
+"""Link buckets and avatar shards (a count task each) per worker thread, at least."""
+SHARD_ROWS = 1 << 20
+"""Avatars per shard, at most: two workers walking trees of 5 million avatars took 238
+worker-seconds to count 2e7 records, against 168 with 1.25 million (a tree's share of the
+cache), for a graph a little larger."""
 TASK_BYTES_PER_RECORD_COORD = 60
 """Bytes a task holds per record and per coordinate (plus 3 for the key, row and ``T``)."""
 
 
 @dataclass(frozen=True)
+class StageTasks:
+    """The tasks each stage of the parquet pipeline submits (`TaskPlan.tasks`)."""
+
+    read: int  # a read and a scalar task per file of each side
+    link: int  # the exchange of files to buckets, a link and a problems task per bucket
+    shards: int  # the exchange of avatar files to shards, a build and a box per shard
+    count: int  # the exchange of buckets to shards, a count per shard
+    write: int  # the exchange of shards to files, an assembly and a write per file
+
+    @property
+    def total(self) -> int:
+        return self.read + self.link + self.shards + self.count + self.write
+
+
+@dataclass(frozen=True)
 class TaskPlan:
-    """How many link buckets, query blocks and avatar shards a run cuts the records into."""
+    """How many link buckets and avatar shards a run cuts the records into."""
 
     buckets: int
-    blocks: int
     shards: int
+
+    def tasks(self, originals: int, avatars: int, *, verdict: bool = False) -> StageTasks:
+        """The tasks a run on ``originals`` and ``avatars`` files submits, stage by stage:
+        linear in files, buckets and shards (each exchange is Dask's P2P shuffle,
+        `exchange_tasks`), known before it runs. Not counted: the fit of a projection
+        (its own tasks per file) and the summary's bisection (a task per file and step,
+        only for a quartile above the histograms).
+
+        Examples
+        --------
+        >>> TaskPlan(buckets=512, shards=954).tasks(1000, 1000).total
+        22242
+        """
+        files, h, s = originals + avatars, self.buckets, self.shards
+        return StageTasks(
+            read=2 * files,
+            link=exchange_tasks(files, h) + 2 * h,
+            shards=exchange_tasks(avatars, s) + 2 * s,
+            count=exchange_tasks(h, s) + s,
+            write=exchange_tasks(s, originals) + (3 if verdict else 2) * originals,
+        )
 
 
 def plan_tasks(
     n_originals: int, n_avatars: int, dim: int, workers: Sequence[WorkerSpec]
 ) -> TaskPlan:
-    """Buckets, blocks and shards in proportion to the worker threads, not to the records.
+    """Buckets and shards in proportion to the worker threads, not to the records.
 
-    The stages exchange pieces between every pair of tasks (files to buckets, buckets to
-    blocks, avatar files to shards, blocks back to files), so a graph of ``F`` files has
-    about ``F`` times the buckets, blocks and shards in tasks: sized by the threads, that
-    is ``O(F x threads)`` at any size of data. There are more than
-    `BUCKETS_PER_THREAD`, `BLOCKS_PER_THREAD` and `SHARDS_PER_THREAD` per
-    thread only where blocks and shards would pass `BLOCK_ROWS` and
-    `SHARD_ROWS` records, or a task's share of a thread's memory
-    (`records_per_task`) would not hold them.
+    The stages exchange pieces between every pair of tasks (files to buckets, avatar files
+    to shards, buckets to shards, shards back to files), each on Dask's P2P shuffle: a task
+    per producer and per consumer, not per pair, so the graph is linear in files plus
+    buckets plus shards (`TaskPlan.tasks`). There are more than `BUCKETS_PER_THREAD` and
+    `SHARDS_PER_THREAD` per thread only where shards would pass `SHARD_ROWS`
+    records, or a task's share of a thread's memory (`records_per_task`) would not
+    hold them.
 
     Examples
     --------
     >>> ten_gib = [WorkerSpec(nthreads=1, memory_limit=10 << 30)] * 2
     >>> plan_tasks(20_000_000, 20_000_000, 5, ten_gib)
-    TaskPlan(buckets=4, blocks=20, shards=20)
+    TaskPlan(buckets=4, shards=20)
     """
     threads = sum(max(worker.nthreads, 1) for worker in workers)
     most = records_per_task(dim, workers)
@@ -123,7 +155,6 @@ def plan_tasks(
 
     return TaskPlan(
         buckets=parts(max(n_originals, n_avatars), BUCKETS_PER_THREAD, most),
-        blocks=parts(n_originals, BLOCKS_PER_THREAD, min(BLOCK_ROWS, most)),
         shards=parts(n_avatars, SHARDS_PER_THREAD, min(SHARD_ROWS, most)),
     )
 
@@ -179,6 +210,18 @@ def pairs_within_reach(
     >>> pairs_within_reach(low, high, np.array([4.0, 1.0]), low, high)
     [(0, 0), (1, 1)]
     """
+    within = reach_mask(block_low, block_high, largest, shard_low, shard_high)
+    return [(int(b), int(s)) for b, s in zip(*np.nonzero(within), strict=True)]
+
+
+def reach_mask(
+    block_low: Float64Array,
+    block_high: Float64Array,
+    largest: Float64Array,
+    shard_low: Float64Array,
+    shard_high: Float64Array,
+) -> BoolArray:
+    """`pairs_within_reach` as a ``blocks x shards`` mask: False where no pair can count."""
     reach = np.zeros((len(block_low), len(shard_low)))
     for k in range(block_low.shape[1]):
         gap = np.maximum(
@@ -189,8 +232,51 @@ def pairs_within_reach(
             0.0,
         )
         reach += gap * gap
-    within = ~(reach > largest[:, None])
-    return [(int(b), int(s)) for b, s in zip(*np.nonzero(within), strict=True)]
+    within: BoolArray = ~(reach > largest[:, None])
+    return within
+
+
+QUERIES_PER_CHUNK = 4096
+"""Queries tested together against the shards' boxes first, by the box of the chunk."""
+
+
+def queries_in_reach(
+    queries: Float64Array, thresholds: Float64Array, shards: Sequence[Box | None]
+) -> list[IndexArray]:
+    """For each shard, the rows of the queries whose ball may reach its box: the test of
+    `pairs_within_reach` with each query as a box of its own, so a query left out has no
+    avatar of the shard within its threshold, exactly. Queries are sorted by their first
+    coordinate and tested `QUERIES_PER_CHUNK` at a time, first by the chunk's box (the
+    same exact test, coarser), so a query is tested against the shards near it only.
+
+    Examples
+    --------
+    >>> boxes = [Box(np.array([0.0]), np.array([1.0])), None, Box(np.array([5.0]), np.array([6.0]))]
+    >>> queries, thresholds = np.array([[2.0], [4.5]]), np.array([1.0, 0.25])
+    >>> [rows.tolist() for rows in queries_in_reach(queries, thresholds, boxes)]
+    [[0], [], [1]]
+    """
+    found: list[list[IndexArray]] = [[] for _ in shards]
+    kept = [s for s, box in enumerate(shards) if box is not None]
+    if kept and len(queries):
+        low = np.array([shards[s].low for s in kept])  # type: ignore[union-attr]
+        high = np.array([shards[s].high for s in kept])  # type: ignore[union-attr]
+        order = np.argsort(queries[:, 0], kind="stable")
+        for start in range(0, len(order), QUERIES_PER_CHUNK):
+            rows = order[start : start + QUERIES_PER_CHUNK]
+            chunk, reach = queries[rows], thresholds[rows]
+            near = np.flatnonzero(
+                reach_mask(
+                    chunk.min(axis=0)[None], chunk.max(axis=0)[None], reach.max()[None], low, high
+                )[0]
+            )
+            if len(near):
+                within = reach_mask(chunk, chunk, reach, low[near], high[near])
+                for j, c in enumerate(near):
+                    found[kept[c]].append(rows[within[:, j]])
+    return [
+        np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64) for parts in found
+    ]
 
 
 def pairs_in_reach(
@@ -228,13 +314,15 @@ def count_in_shard(
     the shard, else -1), a pure function of its inputs. ``threads=None`` counts on one
     thread: Dask already runs a task per worker thread, and more would oversubscribe. With
     ``closer_than`` and ``closer``, the walk also flags the queries with a rival in the
-    shard within ``closer_than`` (`engine.count_within`)."""
-    return engine.count_within(
+    shard within ``closer_than`` (`engine.within_result`)."""
+    result = engine.within_result(
         queries,
         thresholds,
         own,
         shard,
         threads=threads or 1,
         closer_than=closer_than if closer is not None else None,
-        closer=closer,
     )
+    if closer is not None and result.closer is not None:
+        closer[:] = result.closer
+    return result.counts

@@ -21,13 +21,13 @@ multiplied by a power of two, and no square overflows or underflows on the way.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import check_cap, check_threads
+from polars_hidden_rate.checks import InvariantError, check_cap, check_threads
 from polars_hidden_rate.engine.arrays import (
     coordinates,
     linked_arrays,
@@ -50,10 +50,12 @@ from polars_hidden_rate.progress import stage
 
 __all__ = [
     "STRATEGIES",
+    "CountResult",
     "Estimate",
     "Strategy",
     "check_strategy",
     "choose_strategy",
+    "cloaking_result",
     "closer_rivals",
     "count_cloaking",
     "count_within",
@@ -64,7 +66,35 @@ __all__ = [
     "squared_distances",
     "strictly_below",
     "usable_cores",
+    "within_result",
 ]
+
+
+@dataclass(frozen=True)
+class CountResult:
+    """What a count returns (`cloaking_result`, `within_result`, the planner's
+    `CountPlan.result`): the counts, and what the same count found beside them.
+
+    Attributes
+    ----------
+    counts
+        The counts as int64, one per query (``min(c_i, cap)`` with a cap).
+    closer
+        Per query, whether a rival lies strictly closer than its own avatar (within the
+        ``closer_than`` bound); None when not asked.
+    strategy
+        What counted: ``"tree"`` or ``"flat"`` in the engine (what ``"auto"`` chose), the
+        planner's ``"gpu"`` or ``"cluster"``; None where nothing was counted (no query, or
+        no avatar).
+    tree
+        The plain kd-tree of the avatars that the count built, when asked (``keep_tree``)
+        and where it built one; else None.
+    """
+
+    counts: CountArray
+    closer: BoolArray | None = None
+    strategy: str | None = None
+    tree: KdTree | None = None
 
 
 def count_cloaking(
@@ -78,14 +108,13 @@ def count_cloaking(
     cap: int | None = None,
     overwrite_input: bool = False,
     restore_order: bool = False,
-    closer: BoolArray | None = None,
-    chosen: list[Strategy] | None = None,
-    keep_tree: list[KdTree] | None = None,
 ) -> CountArray:
     """Exact local cloaking of every original against the avatars.
 
     The arrays are first brought exactly to one canonical scale (`linked_arrays`),
     so the counts do not change when every coordinate is multiplied by a power of two.
+    The counts of `cloaking_result`, which also tells the strategy that ran and, when
+    asked, which records have a rival strictly closer than their avatar.
 
     Parameters
     ----------
@@ -117,18 +146,6 @@ def count_cloaking(
         a second count scales no further (its power of two is then 1), so counting them
         again gives the same counts. For a caller that may count the same arrays twice (a
         capped count, then a full one) without a copy of them.
-    closer
-        A boolean array of one flag per original to fill, when given: whether a rival
-        is strictly closer than its own avatar (`closer_rivals`), found by the same
-        walk (a hidden record without one is hidden only by ties).
-    chosen
-        A list to append the strategy that ran to (``"tree"`` or ``"flat"``; what
-        ``"auto"`` chose), for the outputs that state how they were counted.
-    keep_tree
-        A list to append the plain kd-tree of the avatars that the count built
-        (`count_within`'s ``keep_tree``): its points are the avatars at the canonical scale
-        of `linked_arrays` (their array, with ``overwrite_input``), for a caller that walks
-        them again.
 
     Returns
     -------
@@ -149,21 +166,66 @@ def count_cloaking(
     >>> count_cloaking(originals, avatars).tolist()
     [1, 1, 0]
     """
+    return cloaking_result(
+        originals,
+        avatars,
+        tie_tol=tie_tol,
+        threads=threads,
+        strategy=strategy,
+        progress=progress,
+        cap=cap,
+        overwrite_input=overwrite_input,
+        restore_order=restore_order,
+    ).counts
+
+
+def cloaking_result(
+    originals: npt.ArrayLike,
+    avatars: npt.ArrayLike,
+    *,
+    tie_tol: float = 1e-9,
+    threads: int | None = None,
+    strategy: Strategy = "auto",
+    progress: bool | None = False,
+    cap: int | None = None,
+    overwrite_input: bool = False,
+    restore_order: bool = False,
+    closer: bool = False,
+    keep_tree: bool = False,
+) -> CountResult:
+    """[`count_cloaking`][polars_hidden_rate.count_cloaking] of the same arguments, with
+    what else the count found: the strategy that ran (``"tree"`` or ``"flat"``; what
+    ``"auto"`` chose), for the outputs that state how they were counted, and
+
+    - with ``closer``, per original whether a rival is strictly closer than its own avatar
+      (`closer_rivals`), found by the same walk (a hidden record without one is hidden only
+      by ties);
+    - with ``keep_tree``, the plain kd-tree of the avatars that the count built
+      (`within_result`'s ``keep_tree``): its points are the avatars at the canonical scale
+      of `linked_arrays` (their array, with ``overwrite_input``), for a caller that walks
+      them again.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> originals = np.array([[0.0], [1.0], [3.0]])
+    >>> avatars = np.array([[1.0], [0.0], [1.0]])
+    >>> result = cloaking_result(originals, avatars, strategy="tree", closer=True)
+    >>> result.counts.tolist(), result.closer.tolist(), result.strategy
+    ([2, 2, 1], [True, True, False], 'tree')
+    """
     threads, strategy = check_threads(threads), check_strategy(strategy)
     cap = check_cap(cap)
     originals, avatars, thresholds = linked_arrays(
         originals, avatars, tie_tol, overwrite_input=overwrite_input
     )
     below = None
-    if closer is not None:
-        if closer.shape != (len(originals),) or closer.dtype != np.bool_:
-            msg = f"`closer` must be a bool array of shape ({len(originals)},)"
-            raise ValueError(msg)
+    if closer:
         # With no tolerance the thresholds are the own d2 themselves.
         below = strictly_below(
             thresholds if tie_tol == 0.0 else own_thresholds(originals, avatars, 0.0)
         )
-    return count_within(
+    return within_result(
         originals,
         thresholds,
         None,
@@ -175,8 +237,6 @@ def count_cloaking(
         overwrite_input=overwrite_input,
         restore_order=restore_order,
         closer_than=below,
-        closer=closer,
-        chosen=chosen,
         keep_tree=keep_tree,
     )
 
@@ -281,12 +341,10 @@ def count_within(
     cap: int | None = None,
     overwrite_input: bool = False,
     restore_order: bool = False,
-    closer_than: npt.ArrayLike | None = None,
-    closer: BoolArray | None = None,
-    chosen: list[Strategy] | None = None,
-    keep_tree: list[KdTree] | None = None,
 ) -> CountArray:
-    """For each query, count the avatars within its threshold, its own avatar aside.
+    """For each query, count the avatars within its threshold, its own avatar aside: the
+    counts of `within_result`, which also tells the strategy that ran and, when asked,
+    whether each query has an avatar within a smaller bound.
 
     This is the engine's building block: whole data sets, blocks and shards all
     go through it. It rescales nothing: ``thresholds`` are squared distances in
@@ -333,21 +391,6 @@ def count_within(
     restore_order
         With ``overwrite_input``, put reordered ``avatars`` back in their row order after
         the count.
-    closer_than, closer
-        With both: ``closer[i]`` receives whether an avatar counted for query ``i`` lies
-        within ``closer_than[i]`` (`strictly_below` of its own ``d2``, for the
-        rivals strictly closer than its own avatar). The tree finds it in the walk
-        that counts; after a flat pass, a capped walk of the tree over the counted
-        queries does.
-    chosen
-        A list to append the strategy that ran to (what ``"auto"`` chose).
-    keep_tree
-        A list to append the plain kd-tree (each point one avatar) that the count built on
-        ``avatars``, whichever walk then counted (that tree's, the collapsed tree's, or the
-        flat pass), for the walks that follow on the same avatars; nothing is appended
-        where it built none (a prebuilt tree, heavy duplicates, ``strategy="flat"``) or put
-        the avatars back (``restore_order``). With ``overwrite_input`` its points are the
-        avatars' array, reordered in place, and the queries do not move with them.
 
     Returns
     -------
@@ -359,6 +402,51 @@ def count_within(
     TypeError, ValueError
         On inconsistent arrays, or an argument of the wrong type or value.
     """
+    return within_result(
+        queries,
+        thresholds,
+        own,
+        avatars,
+        threads=threads,
+        strategy=strategy,
+        progress=progress,
+        cap=cap,
+        overwrite_input=overwrite_input,
+        restore_order=restore_order,
+    ).counts
+
+
+def within_result(
+    queries: npt.ArrayLike,
+    thresholds: npt.ArrayLike,
+    own: npt.ArrayLike | None,
+    avatars: npt.ArrayLike | KdTree,
+    *,
+    threads: int | None = None,
+    strategy: Strategy = "auto",
+    progress: bool | None = False,
+    cap: int | None = None,
+    overwrite_input: bool = False,
+    restore_order: bool = False,
+    closer_than: npt.ArrayLike | None = None,
+    keep_tree: bool = False,
+) -> CountResult:
+    """`count_within` of the same arguments, with what else the count found: the strategy
+    that ran (``"tree"`` or ``"flat"``: what ``"auto"`` chose; None where nothing was
+    counted, without queries or avatars), and
+
+    - with ``closer_than`` (one squared distance per query), per query whether an avatar
+      counted for it lies within ``closer_than[i]`` (`strictly_below` of its own ``d2``,
+      for the rivals strictly closer than its own avatar). The tree finds it in the walk
+      that counts; after a flat pass, a capped walk of the tree over the counted queries
+      does.
+    - with ``keep_tree``, the plain kd-tree (each point one avatar) that the count built on
+      ``avatars``, whichever walk then counted (that tree's, the collapsed tree's, or the
+      flat pass), for the walks that follow on the same avatars; None where it built none
+      (a prebuilt tree, heavy duplicates, ``strategy="flat"``) or put the avatars back
+      (``restore_order``). With ``overwrite_input`` its points are the avatars' array,
+      reordered in place, and the queries do not move with them.
+    """
     threads, strategy = check_threads(threads) or usable_cores(), check_strategy(strategy)
     cap = check_cap(cap)
     if isinstance(avatars, KdTree):
@@ -366,13 +454,16 @@ def count_within(
     else:
         tree, points = None, coordinates("avatars", avatars)
     queries, thresholds, own = linked_queries(queries, thresholds, own, points.shape)
-    below = None
-    if closer is not None:
-        assert closer_than is not None, "`closer` needs `closer_than`"
+    below: Float64Array | None = None
+    closer: BoolArray | None = None
+    if closer_than is not None:
         below = np.ascontiguousarray(closer_than, dtype=np.float64)
-        closer[:] = False
+        if below.shape != (len(queries),):
+            msg = f"`closer_than` must hold one value per query ({len(queries)}), got {below.shape}"
+            raise ValueError(msg)
+        closer = np.zeros(len(queries), dtype=np.bool_)
     if len(queries) == 0 or len(points) == 0:
-        return np.zeros(len(queries), dtype=np.int64)
+        return CountResult(np.zeros(len(queries), dtype=np.int64), closer, None)
     for name, values in (("queries", queries), ("avatars", points)):
         if not np.isfinite(values).all():
             msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
@@ -383,6 +474,7 @@ def count_within(
     reordered: tuple[Float64Array, IndexArray] | None = None
     # Where each query went, when the tree took the queries along (`_in_tree_order`).
     moved: IndexArray | None = None
+    kept: KdTree | None = None  # the plain tree, with `keep_tree`
     with stage("counting", len(queries), enabled=progress) as bar:
         if strategy == "auto" and tree is not None:
             strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
@@ -397,7 +489,7 @@ def count_within(
                 # more than the walk gains (measured at 1e8).
                 along = (
                     _along(points, queries, thresholds, below)
-                    if own is None and overwrite_input and not restore_order and keep_tree is None
+                    if own is None and overwrite_input and not restore_order and not keep_tree
                     else ()
                 )
                 tree = KdTree.build(
@@ -405,8 +497,8 @@ def count_within(
                 )
                 if restore_order and tree.points is points:
                     reordered = tree.points, tree.position
-                elif keep_tree is not None:
-                    keep_tree.append(tree)
+                elif keep_tree:
+                    kept = tree
                 if along:
                     moved = tree.order
                     tree = _in_tree_order(tree)
@@ -417,8 +509,6 @@ def count_within(
                 )
             if strategy == "tree":
                 tree = walked  # the plain tree's arrays are let go before the walk
-        if chosen is not None:
-            chosen.append(strategy)
         if strategy == "flat":
             from polars_hidden_rate.engine import flat  # FAISS is loaded when used
 
@@ -439,16 +529,10 @@ def count_within(
                     queries, tree, below, counted, given_own, threads
                 )
         else:
-            assert tree is not None
-            counts = tree.count_rivals(
-                queries,
-                thresholds,
-                own,
-                threads=threads,
-                cap=cap,
-                advance=bar.advance,
-                closer_than=below,
-                closer=closer,
+            if tree is None:
+                raise InvariantError("the tree strategy runs without a tree")
+            counts, closer = tree.count_and_closer(
+                queries, thresholds, own, below, threads=threads, cap=cap, advance=bar.advance
             )
     if moved is not None:  # back in the queries' row order
         del tree, walked  # the boxes first
@@ -459,7 +543,7 @@ def count_within(
             closer[moved] = closer.copy()
     if reordered is not None:
         restore_rows(*reordered)
-    return counts
+    return CountResult(counts, closer, strategy, kept)
 
 
 def _along(

@@ -170,12 +170,28 @@ def linked_queries(
     return queries, thresholds, own
 
 
+def check_rows(rows: IndexArray, queries: int, *, every: bool) -> None:
+    """Refuse ``rows`` (the order a kernel walks queries in; the kernels check no index)
+    unless it names rows of ``queries`` queries only, as many as there are queries with
+    ``every``, at most as many without."""
+    if every and len(rows) != queries:
+        msg = f"`rows` must name every one of the {queries} queries once, got {len(rows)} rows"
+        raise ValueError(msg)
+    if len(rows) > queries:
+        msg = f"`rows` must name each of the {queries} queries at most once, got {len(rows)}"
+        raise ValueError(msg)
+    if len(rows) and (rows.min() < 0 or rows.max() >= queries):
+        msg = f"`rows` must lie in [0, {queries}), got {rows.min()}..{rows.max()}"
+        raise ValueError(msg)
+
+
 def gather_into(out: Float64Array, column: int, values: Float64Array, rows: IndexArray) -> None:
     """``out[:, column] = values[rows]`` on every core, with no array of ``len(rows)`` in
     between: random reads, which the cores wait on side by side (the avatars' columns in the
     originals' order: 24 s on one core at 1e8 records)."""
-    assert out.shape[0] == len(rows)
-    assert 0 <= column < out.shape[1]
+    if out.shape[0] != len(rows) or not 0 <= column < out.shape[1]:
+        msg = f"`out` of shape {out.shape} has no column {column} of {len(rows)} rows"
+        raise ValueError(msg)
     values = np.ascontiguousarray(values, dtype=np.float64)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     if len(rows) and not (rows.min() >= 0 and rows.max() < len(values)):

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
+from polars_hidden_rate.checks import invariant
 from polars_hidden_rate.engine.arrays import squared_distances
 from polars_hidden_rate.engine.parallel import usable_cores
 from polars_hidden_rate.progress import Progress
@@ -154,7 +155,7 @@ class Search:
         radius32 = _float32_at_least(radius)
         bound = error_bound(radius32)
         slack = radius32 - scaled_thresholds - 2.0 * bound
-        assert (slack >= 0).all()
+        invariant(bool((slack >= 0).all()), "the flat band's radius leaves every slack >= 0")
         # Round s_i down so that s_i^2 <= R - T_i - 2 E_i: no true rival is pushed out.
         lift = _float32_at_most(slack)
 

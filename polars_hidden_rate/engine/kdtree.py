@@ -19,9 +19,13 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
+    NO_PROBE,
+    FlatTree,
+    Probe,
     SplitDims,
+    Strictly,
     count_walk,
     distinct_rows,
     leaves_below,
@@ -31,7 +35,7 @@ from polars_hidden_rate.engine._kernels import (
     repeated_rows,
     split_nodes,
 )
-from polars_hidden_rate.engine.arrays import linked_queries
+from polars_hidden_rate.engine.arrays import check_rows, linked_queries
 from polars_hidden_rate.engine.parallel import parallel_map
 
 # Points per leaf: small leaves prune well, and the leaf scan is cheap (measured).
@@ -87,6 +91,14 @@ class KdTree:
         first use, 12 bytes per inner node (about one per 16 points)."""
         dims, values = node_splits(self.lower, self.upper)
         return dims, values
+
+    @property
+    def flat(self) -> FlatTree:
+        """The tree as the kernels take it, one value (its `splits` made on first use)."""
+        split_dim, split_value = self.splits
+        return FlatTree(
+            self.points, self.begin, self.end, self.lower, self.upper, split_dim, split_value
+        )
 
     @property
     def avatars(self) -> int:
@@ -162,11 +174,15 @@ class KdTree:
         points = avatars if overwrite_input and avatars.flags.writeable else avatars.copy()
         n = len(points)
         for rows in companions:
-            assert rows.dtype == np.float64
-            assert rows.ndim == 2
-            assert rows.flags.c_contiguous
-            assert rows.flags.writeable
-            assert len(rows) == n
+            if not (
+                rows.dtype == np.float64
+                and rows.ndim == 2
+                and rows.flags.c_contiguous
+                and rows.flags.writeable
+                and len(rows) == n
+            ):
+                msg = f"each companion must be a writable C-order 2-D float64 array of {n} rows"
+                raise ValueError(msg)
         # numba iterates no empty tuple: an array of no columns moves nothing.
         companions = companions or (np.empty((0, 0)),)
         depth = max(0, math.ceil(math.log2(max(n, 1) / (leaf_size or LEAF_SIZE))))
@@ -200,15 +216,31 @@ class KdTree:
         threads: int = 1,
         cap: int | None = None,
         advance: Callable[[int], None] = lambda done: None,
-        closer_than: Float64Array | None = None,
-        closer: npt.NDArray[np.bool_] | None = None,
         rows: IndexArray | None = None,
     ) -> CountArray:
-        """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``.
+        """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``: the counts
+        of `count_and_closer` without the flags, by a walk that does not look for them."""
+        counts, _ = self.count_and_closer(
+            queries, thresholds, own, None, threads=threads, cap=cap, advance=advance, rows=rows
+        )
+        return counts
 
-        With ``closer_than`` (one squared distance per query, at most its threshold), the
-        same walk also sets ``closer[i]``: whether one of those avatars lies within
-        ``closer_than[i]`` (a walk capped at ``cap`` goes on until it knows).
+    def count_and_closer(
+        self,
+        queries: Float64Array,
+        thresholds: Float64Array,
+        own: IndexArray | None,
+        closer_than: Float64Array | None,
+        *,
+        threads: int = 1,
+        cap: int | None = None,
+        advance: Callable[[int], None] = lambda done: None,
+        rows: IndexArray | None = None,
+    ) -> tuple[CountArray, BoolArray | None]:
+        """For each query, the avatars ``j != own[i]`` within ``thresholds[i]``, and with
+        ``closer_than`` (one squared distance per query, at most its threshold; None: not
+        asked) whether one of them lies within ``closer_than[i]``, found by the same walk (a
+        walk capped at ``cap`` goes on until it knows).
 
         ``own[i]`` is -1 when query ``i`` has no avatar in the tree; ``own=None``
         says query ``i``'s own avatar is avatar ``i`` (one query per avatar).
@@ -222,9 +254,9 @@ class KdTree:
         shape = (self.avatars, self.points.shape[1])
         queries, thresholds, own = linked_queries(queries, thresholds, own, shape)
         if rows is not None:
-            assert own is not None, "`rows` needs `own`"
-            assert len(rows) == len(queries), "every query once"
-            assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries))
+            if own is None:
+                raise ValueError("`rows` needs `own`")
+            check_rows(rows, len(queries), every=True)
             own_position = self.own_positions(own)
         elif own is None:  # in tree order: the tree's own arrays, no per-query copies
             own_position, rows = self.own_positions(None), self.order
@@ -241,29 +273,35 @@ class KdTree:
             rows = walked[np.argsort(place, kind="stable")]
         counts = np.zeros(len(queries), dtype=np.int64)
         size = queries_per_task(len(rows), threads)
-        strict: Float64Array | None = None
-        found: npt.NDArray[np.bool_] | None = None
+        strictly: Strictly | None = None
         if closer_than is not None:
-            strict = np.ascontiguousarray(closer_than, dtype=np.float64)
-            assert closer is not None
-            assert strict.shape == (len(queries),) == closer.shape
-            found = np.zeros(len(queries), dtype=np.bool_)
+            below = np.ascontiguousarray(closer_than, dtype=np.float64)
+            if below.shape != (len(queries),):
+                msg = f"`closer_than` must hold one value per query ({len(queries)})"
+                raise ValueError(msg)
+            strictly = Strictly(below, np.zeros(len(queries), dtype=np.bool_))
 
         def run(task: int) -> int:
             chosen = rows[task * size : (task + 1) * size]
-            count_walk(self.points, self.begin, self.end, self.lower, self.upper, split_dim,
-                       split_value, queries, thresholds, own_position, chosen, limit, counts,
-                       no_work, no_costs, strict, found, self.weights)  # fmt: skip
+            count_walk(
+                flat,
+                queries,
+                thresholds,
+                own_position,
+                chosen,
+                limit,
+                counts,
+                NO_PROBE,
+                strictly,
+                self.weights,
+            )
             return len(chosen)
 
-        limit, no_work = _NO_CAP if cap is None else cap, np.zeros((0, 2), dtype=np.int64)
-        split_dim, split_value = self.splits  # made here, before the threads
-        no_costs = np.zeros(3)
+        limit = _NO_CAP if cap is None else cap
+        flat = self.flat  # its splits made here, before the threads
         for done in parallel_map(threads, run, -(-len(rows) // size)):
             advance(done)
-        if closer is not None:
-            closer[:] = found
-        return counts
+        return counts, None if strictly is None else strictly.found
 
     def leaves_of(self, queries: Float64Array, *, threads: int = 1) -> IndexArray:
         """The leaf whose cell holds each query (`leaves_below`; the root where the tree has
@@ -271,16 +309,16 @@ class KdTree:
         nodes already in cache. On ``threads`` threads, by blocks of queries (one comparison
         per level: 0.11 s on one thread for 1e6 queries at d = 5, a third of the descent
         towards the nearer child box that it replaces)."""
-        split_dim, split_value = self.splits
+        flat = self.flat
         size = queries_per_task(len(queries), threads)
         blocks = -(-len(queries) // size)
         if threads <= 1 or blocks <= 1:
-            return leaves_below(split_dim, split_value, queries)
+            return leaves_below(flat, queries)
         leaves = np.empty(len(queries), dtype=np.int64)
 
         def descend(block: int) -> None:
             part = slice(block * size, (block + 1) * size)
-            leaves[part] = leaves_below(split_dim, split_value, queries[part])
+            leaves[part] = leaves_below(flat, queries[part])
 
         for _ in parallel_map(threads, descend, blocks):
             pass
@@ -339,12 +377,20 @@ class KdTree:
         mine = self.own_positions(rows if own is None else own[rows])
         work = np.zeros((len(rows), 2), dtype=np.int64)
         found = np.zeros(len(rows), dtype=np.int64)
-        split_dim, split_value = self.splits
-        count_walk(self.points, self.begin, self.end, self.lower, self.upper, split_dim,
-                   split_value, queries[rows], thresholds[rows], mine, np.arange(len(rows)),
-                   _NO_CAP if cap is None else cap, found, work,
-                   np.array([box_cost, point_cost, budget]), None, None,
-                   self.weights)  # fmt: skip
+        probe = Probe(work, np.array([box_cost, point_cost, budget]))
+        limit = _NO_CAP if cap is None else cap
+        count_walk(
+            self.flat,
+            queries[rows],
+            thresholds[rows],
+            mine,
+            np.arange(len(rows)),
+            limit,
+            found,
+            probe,
+            None,
+            self.weights,
+        )
         return work, found
 
 

@@ -26,6 +26,7 @@ from polars_hidden_rate.engine._kernels import (
     sorted_by_key,
     tied_match_walk,
 )
+from polars_hidden_rate.engine.arrays import check_rows
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -202,15 +203,17 @@ def _walk(
     _check_walk(tree, queries, rows, every=seed is None)
     best = np.empty((len(queries), columns), dtype=np.float64)
     if seed is not None:
-        assert columns == 1, "a seed is the nearest's d2"
-        assert seed.shape == (len(queries),), "one seed per query"
+        if columns != 1:
+            raise ValueError("a seed is the nearest's d2: it seeds one column")
+        if seed.shape != (len(queries),):
+            msg = f"`seed` must hold one d2 per query ({len(queries)}), got shape {seed.shape}"
+            raise ValueError(msg)
         best[:, 0] = seed
     seeded = seed is not None
-    split_dim, split_value = tree.splits  # made here, before the threads
+    flat = tree.flat  # its splits made here, before the threads
 
     def walk(chosen: IndexArray) -> None:
-        nearest_two_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
-                         split_value, queries, chosen, best, seeded)  # fmt: skip
+        nearest_two_walk(flat, queries, chosen, best, seeded)
 
     _in_tasks(rows, threads, walk)
     return best
@@ -219,11 +222,12 @@ def _walk(
 def _check_walk(tree: KdTree, queries: Float64Array, rows: IndexArray, *, every: bool) -> None:
     """The kernels check no index: the queries have the tree's columns, and ``rows`` names
     queries only, each at most once (``every``: each exactly once)."""
-    assert queries.shape[1:] == tree.points.shape[1:], "the queries must have the tree's columns"
-    if every:
-        assert len(rows) == len(queries), "every query once"
-    assert len(rows) <= len(queries), "each query at most once"
-    assert len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(queries)), "queries' rows"
+    if queries.shape[1:] != tree.points.shape[1:]:
+        msg = (
+            f"the queries must have the tree's {tree.points.shape[1]} columns, got {queries.shape}"
+        )
+        raise ValueError(msg)
+    check_rows(rows, len(queries), every=every)
 
 
 def _in_tasks(rows: IndexArray, threads: int, walk: Callable[[IndexArray], None]) -> None:
@@ -279,14 +283,15 @@ def within_reach(
     queries = np.ascontiguousarray(queries, dtype=np.float64)
     thresholds = np.ascontiguousarray(thresholds, dtype=np.float64)
     _check_walk(tree, queries, rows, every=True)
-    assert thresholds.shape == (len(queries),), "one threshold per query"
+    if thresholds.shape != (len(queries),):
+        msg = f"`thresholds` must hold one per query ({len(queries)}), got {thresholds.shape}"
+        raise ValueError(msg)
     if np.isnan(thresholds).any():
         raise ValueError("`thresholds` hold NaN; a squared distance is a number")
-    split_dim, split_value = tree.splits
+    flat = tree.flat
 
     def walk(chosen: IndexArray) -> None:
-        reach_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
-                   split_value, queries, thresholds, chosen, reached)  # fmt: skip
+        reach_walk(flat, queries, thresholds, chosen, reached)
 
     _in_tasks(rows, threads, walk)
     return reached
@@ -357,9 +362,16 @@ def tied_matches(
     >>> tied.tolist(), matching.tolist()
     ([2, 1], [1, 0])
     """
-    assert tree.weights is None, "each point must stand for one record"
-    assert values.shape == (tree.avatars,), "one value per point of the tree"
-    assert secrets.shape == (len(queries),), "one secret per query"
+    if tree.weights is not None:
+        raise ValueError("`tree` must not be collapsed: each point must stand for one record")
+    if np.shape(values) != (tree.avatars,):
+        msg = (
+            f"`values` must hold one per point of the tree ({tree.avatars}), got {np.shape(values)}"
+        )
+        raise ValueError(msg)
+    if np.shape(secrets) != (len(queries),):
+        msg = f"`secrets` must hold one per query ({len(queries)}), got {np.shape(secrets)}"
+        raise ValueError(msg)
     tolerance = float(tolerance)
     in_tree = np.ascontiguousarray(np.asarray(values, dtype=np.float64)[tree.order])
     secrets = np.ascontiguousarray(secrets, dtype=np.float64)
@@ -368,12 +380,12 @@ def tied_matches(
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
 
-    split_dim, split_value = tree.splits
+    flat = tree.flat
 
     def walk(chosen: IndexArray) -> None:
-        tied_match_walk(tree.points, tree.begin, tree.end, tree.lower, tree.upper, split_dim,
-                        split_value, queries, thresholds, in_tree, secrets, tolerance, chosen,
-                        tied, matching)  # fmt: skip
+        tied_match_walk(
+            flat, queries, thresholds, in_tree, secrets, tolerance, chosen, tied, matching
+        )
 
     _in_tasks(rows, threads, walk)
     return tied, matching

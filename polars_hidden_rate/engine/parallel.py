@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
+from polars_hidden_rate.checks import InvariantError
+
 # The most threads one count runs on, whatever it asks: the compiled work never waits, so
 # threads beyond the cores only cost memory. The process keeps at most this many, less one.
 MAX_THREADS = os.cpu_count() or 1
@@ -81,8 +83,7 @@ def _unwrap(outcome: tuple[bool, T | BaseException]) -> T:
     """A task's result, or its exception raised."""
     done, value = outcome
     if not done:
-        assert isinstance(value, BaseException)
-        raise value
+        raise value if isinstance(value, BaseException) else InvariantError("a task failed")
     return value  # type: ignore[return-value]
 
 

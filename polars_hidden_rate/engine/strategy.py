@@ -108,9 +108,15 @@ def probe(
 
     def walk(part: int) -> tuple[IndexArray, CountArray]:
         return tree.walk_work(
-            queries, thresholds, own, parts[part], cap=cap, box_cost=box, point_cost=point,
+            queries,
+            thresholds,
+            own,
+            parts[part],
+            cap=cap,
+            box_cost=box,
+            point_cost=point,
             budget=budget,
-        )  # fmt: skip
+        )
 
     _ = tree.splits  # made once here, not first by the threads
     walks = list(parallel_map(threads, walk, len(parts)))

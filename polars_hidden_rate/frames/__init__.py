@@ -18,6 +18,8 @@ from polars_hidden_rate.frames.dtypes import (
     is_text,
 )
 from polars_hidden_rate.frames.problems import (
+    QUOTED_ROLES,
+    UNSEEN_LIMIT,
     CoordinateProblems,
     Example,
     KeyProblems,
@@ -28,8 +30,10 @@ from polars_hidden_rate.frames.problems import (
     link_by_key,
     missing_values,
     nothing_to_measure,
+    overlapping_rows,
     raise_inexact,
     raise_missing,
+    raise_unseen,
 )
 from polars_hidden_rate.frames.read import Aligned, read_aligned, read_coordinates
 from polars_hidden_rate.frames.schema import (
@@ -53,8 +57,10 @@ __all__ = [
     "CATEGORY_TYPES",
     "EXACT_INTEGER_LIMIT",
     "OUTPUT_COLUMNS",
+    "QUOTED_ROLES",
     "RESERVED_PREFIX",
     "TEXT_TYPES",
+    "UNSEEN_LIMIT",
     "Aligned",
     "ColumnSpec",
     "CoordinateProblems",
@@ -84,8 +90,10 @@ __all__ = [
     "missing_values",
     "nothing_to_measure",
     "open_dataset",
+    "overlapping_rows",
     "raise_inexact",
     "raise_missing",
+    "raise_unseen",
     "read_aligned",
     "read_coordinates",
     "resolve_columns",

@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 from polars.exceptions import SchemaError
 
+from polars_hidden_rate.checks import known
 from polars_hidden_rate.frames.files import FORMATS, one_line
 
 Source = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -117,5 +118,5 @@ def open_dataset(source: Source, role: str) -> Dataset:
             raise SchemaError(msg)
         partitions.append(Partition(file, rows, offset))
         offset += rows
-    assert schema is not None  # at least one file
+    schema = known(schema, "the schema of a dataset's first file")
     return Dataset(role, tuple(partitions), schema)

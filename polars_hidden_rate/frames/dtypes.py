@@ -53,12 +53,15 @@ def common_key_type(
     raise SchemaError(msg)
 
 
-def common_feature_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.DataType | None:
+def common_feature_type(
+    name: str, left: pl.DataType, right: pl.DataType, role: str = "avatars"
+) -> pl.DataType | None:
     """The type both sides of feature ``name`` are compared in (None: as they are).
 
     Unlike a key (`common_key_type`), a feature is compared by value: text as String
     (categories by their text), integers as Int64 where it holds both, other numbers as
-    Float64 (where `inexact_values` guards the comparison).
+    Float64 (where `inexact_values` guards the comparison). ``right`` is of the ``role`` set
+    (the avatars, a synthetic set, a holdout), which the message names.
     """
     if is_text(left) and is_text(right):
         return None if left == right == pl.String else pl.String()
@@ -69,7 +72,7 @@ def common_feature_type(name: str, left: pl.DataType, right: pl.DataType) -> pl.
     if left.is_numeric() and right.is_numeric():
         return pl.Float64()
     msg = (
-        f"feature {name!r} is {left} in originals but {right} in avatars; "
+        f"feature {name!r} is {left} in originals but {right} in {role}; "
         "cast one side to the other's type first"
     )
     raise SchemaError(msg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import os
 import re
@@ -41,6 +42,7 @@ CSV_NULL_VALUES = ("NA", "")
 _HEADER_LIMIT = 1 << 20
 """The most characters read for a csv header: a quote left open does not read the whole file."""
 _TAIL_CHUNK = 1 << 16
+_HASH_CHUNK = 1 << 20
 _QUOTED = re.compile(r'"(?:[^"]|"")*"?')
 _READ_ERRORS = (pl.exceptions.PolarsError, ValueError, TypeError, OSError)
 
@@ -133,6 +135,8 @@ def scan_csv(
       sniffer finds several, is refused.
     - Header names are stripped of spaces; one given twice is refused (Polars would rename one).
     - Blank lines at the end of the file are no records; a file without records is refused.
+    - A column of ISO dates or times (``2020-01-31``, ``2020-01-31T10:00:00``) is read as
+      Date or Datetime, the types parquet holds them in, never as text.
     - A text column whose first `CSV_INFER_ROWS` values are all numbers once stripped of
       spaces (``1.5, 2.0``), or all numbers with a decimal comma when the separator is not a
       comma (``-0,801931``), is read as numbers (integers when all are, else Float64);
@@ -200,6 +204,9 @@ def scan_literal(
             infer_schema_length=CSV_INFER_ROWS,
             decimal_comma=decimal_comma,
             with_column_names=_stripped_names if strip_names else None,
+            # ISO dates and times as parquet holds them (Date, Datetime): one dataset, one
+            # verdict, whatever the format.
+            try_parse_dates=True,
         )
     return pl.scan_ipc(path, glob=False)
 
@@ -252,6 +259,55 @@ def trailing_blank_lines(path: Path, separator: str) -> int:
         return 0
     # The first line ending ends the last record; a last line without one is a line too.
     return newlines - 1 + (not tail.endswith(b"\n"))
+
+
+def sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, every one of them, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def same_input(path: Path, other: Path) -> str | None:
+    """How ``path`` is the input ``other``: ``"the same file"`` (one path once links are
+    resolved, or one inode: a hard link), ``"the same bytes"`` (a copy: equal sizes and
+    sha256); None when they differ."""
+    if path.resolve() == other.resolve():
+        return "the same file"
+    try:
+        first, second = os.stat(path), os.stat(other)
+    except OSError:
+        return None
+    if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino):
+        return "the same file"
+    regular = stat.S_ISREG(first.st_mode) and stat.S_ISREG(second.st_mode)
+    if regular and first.st_size == second.st_size and sha256(path) == sha256(other):
+        return "the same bytes"
+    return None
+
+
+def refuse_same_inputs(inputs: dict[str, Path], role: str) -> None:
+    """Refuse the input ``role`` of ``inputs`` when it is another of them (`same_input`):
+    a holdout that is the originals file, or the avatars file, measures nothing.
+
+    Raises
+    ------
+    ValueError
+        Naming both roles and how they are one.
+    """
+    path = inputs[role]
+    for other, given in inputs.items():
+        if other == role:
+            continue
+        how = same_input(path, given)
+        if how is not None:
+            msg = (
+                f"{role} {str(path)!r} is {how} as {other} {str(given)!r}: it must be records "
+                "the generator never saw, in a file of their own"
+            )
+            raise ValueError(msg)
 
 
 def one_line(error: BaseException) -> str:

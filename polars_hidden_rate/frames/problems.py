@@ -9,7 +9,7 @@ the sum (``combine``) raises the error the whole read raises (``raise_first``), 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +17,48 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeError
 
-from polars_hidden_rate.frames.dtypes import inexact_values
+from polars_hidden_rate.frames.dtypes import (
+    as_text_if_category,
+    common_feature_type,
+    inexact_values,
+)
 from polars_hidden_rate.frames.schema import RESERVED_PREFIX
 
 _AVATAR_ROW = f"{RESERVED_PREFIX}_avatar_row"
 _KINDS = ("null", "NaN", "infinite")
+QUOTED_ROLES = frozenset({"avatars", "synthetic"})
+"""The sets whose values a message may quote: the released ones. The originals and a holdout
+are real people's records, and a message lands in CI logs: it names their column and the
+problem, never their values."""
+UNSEEN_LIMIT = 0.5
+"""A category (a categorical feature, a categorical secret) whose values in another set fall
+outside the originals' categories for more than this share of its records is refused: the
+two files do not code it alike (``F``/``M`` against ``f``/``m``)."""
+
+
+def quotes_values(role: str) -> bool:
+    """Whether a message may quote values of the ``role`` set (`QUOTED_ROLES`)."""
+    return role in QUOTED_ROLES
+
+
+def raise_unseen(
+    name: str, role: str, unseen: int, rows: int, examples: Sequence[object], what: str = ""
+) -> None:
+    """Refuse a category ``name`` (a feature; ``what`` says when it is another, ``"secret"``)
+    of which ``unseen`` of the ``rows`` values of ``role`` are none of the originals'
+    categories, when they are more than `UNSEEN_LIMIT` of them: the one rule of recoded
+    categories, for the avatars, a synthetic set and a holdout alike. Quotes ``examples`` (of
+    ``role``'s unseen values) only where `quotes_values`; never the originals' values."""
+    if not rows or unseen <= UNSEEN_LIMIT * rows:
+        return
+    owner, record = (f"{role}'", role[:-1]) if role.endswith("s") else (f"{role}'s", role)
+    named = f"{owner} {what + ' ' if what else ''}{name!r}"
+    shown = f" holds {', '.join(map(repr, examples))}, ..." if quotes_values(role) else ""
+    msg = (
+        f"{named}{shown}: {unseen} of {rows} {record} values are none of the originals' "
+        "categories (recoded?); write both files with the same codes"
+    )
+    raise ComputeError(msg)
 
 
 def nothing_to_measure(role: str) -> NoDataError:
@@ -262,30 +299,34 @@ class KeyProblems:
             if self.nulls[k]:
                 msg = (
                     f"key {keys} of {role} is null in {self.nulls[k]} rows, "
-                    f"e.g. {self._named(k, self.null_examples[k])}; every record needs a key"
+                    f"{self._named(k, self.null_examples[k])}; every record needs a key"
                 )
                 raise ComputeError(msg)
             if self.duplicated[k]:
                 msg = (
                     f"key {keys} is not unique in {role}: {self.duplicated[k]} rows share a "
-                    f"key, e.g. {self._named(k, self.duplicated_examples[k])}"
+                    f"key, {self._named(k, self.duplicated_examples[k])}"
                 )
                 raise DuplicateError(msg)
         if self.orphans:
             msg = (
                 f"{self.orphans} originals have no avatar with the same key, "
-                f"e.g. {self._named(0, self.orphan_example)}"
+                f"{self._named(0, self.orphan_example)}"
             )
             raise ComputeError(msg)
         if self.extras:
             msg = (
                 f"{self.extras} avatars have no original with the same key, "
-                f"e.g. {self._named(1, self.extra_example)}"
+                f"{self._named(1, self.extra_example)}"
             )
             raise ComputeError(msg)
 
-    def _named(self, side: int, example: Example | None) -> dict[str, Any]:
-        return dict(zip(self.names[side], example or (), strict=True))
+    def _named(self, side: int, example: Example | None) -> str:
+        """``e.g. {...}``, an example key of the avatars (the released set); nothing of the
+        originals', whose values are never quoted (`QUOTED_ROLES`)."""
+        if side == 0:
+            return "its values not shown (they are the originals')"
+        return f"e.g. {dict(zip(self.names[side], example or (), strict=True))}"
 
 
 def _first(examples: list[Example | None], names: Sequence[str]) -> Example | None:
@@ -360,3 +401,36 @@ def _sorted_by_key(
         return rows.to_numpy(), ordered, 0, None
     shared = int((repeated | repeated.shift(-1, fill_value=False)).sum())
     return rows.to_numpy(), ordered, shared, ordered.row(int(repeated.arg_true()[0]))
+
+
+def overlapping_rows(
+    originals: pl.LazyFrame, other: pl.LazyFrame, *, exclude: Collection[str] = ()
+) -> tuple[int, int, float]:
+    """How many records of ``other`` (a holdout) equal an original exactly, on every column
+    of the originals but ``exclude`` (the link's keys) that ``other`` holds, compared as the
+    avatars' features are (`common_feature_type`, categories as their text; missing values
+    equal); how many records ``other`` has; and, when some do, the share of the originals
+    that equal another original: what a sample of the same table shares by chance (0.0 when
+    none do)."""
+    left, right = originals.collect_schema(), other.collect_schema()
+    names = [name for name in left.names() if name not in exclude and name in right]
+    rows = int(other.select(pl.len()).collect().item())
+    if not names or not rows:
+        return 0, rows, 0.0
+
+    def compared(schema: pl.Schema) -> list[pl.Expr]:
+        columns = []
+        for name in names:
+            common = common_feature_type(name, left[name], right[name], "holdout")
+            column = as_text_if_category(pl.col(name), schema[name])
+            columns.append(column if common is None else column.cast(common))
+        return columns
+
+    copies = other.select(compared(right)).join(
+        originals.select(compared(left)).unique(), on=names, how="semi", nulls_equal=True
+    )
+    found = int(copies.select(pl.len()).collect().item())
+    if not found:
+        return 0, rows, 0.0
+    repeated = originals.select(pl.struct(compared(left)).is_duplicated().mean()).collect()
+    return found, rows, float(repeated.item() or 0.0)

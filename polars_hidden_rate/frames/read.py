@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import known
 from polars_hidden_rate.engine.arrays import gather_into
 from polars_hidden_rate.frames.problems import CoordinateProblems, check_equal_heights, link_by_key
 from polars_hidden_rate.frames.schema import Link
@@ -116,5 +117,5 @@ def _avatar_order(left: pl.DataFrame, right: pl.DataFrame, link: Link) -> np.nda
     """Row of ``right`` holding each original's avatar; every key unique, set and matched."""
     order, problems = link_by_key(left, right, link.left, link.right)
     problems.raise_first()
-    assert order is not None  # no problem: every key matched
+    order = known(order, "the avatars' rows of a link by key without problems")
     return order

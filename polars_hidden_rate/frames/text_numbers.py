@@ -16,6 +16,8 @@ from collections.abc import Collection, Iterable, Mapping
 
 from polars.exceptions import ComputeError
 
+from polars_hidden_rate.frames.problems import quotes_values
+
 _SPECIAL = r"(?:[+-]?inf(?:inity)?|nan)"
 INTEGER = r"^[+-]?[0-9]+$"
 """An integer, plainly written."""
@@ -74,7 +76,8 @@ def refuse_text_numbers(tallies: Mapping[str, Collection[object]], role: str) ->
     Raises
     ------
     ComputeError
-        Naming the first such feature, an example value and the fix.
+        Naming the first such feature, its notation and the fix, with an example value only
+        of a released set (`polars_hidden_rate.frames.problems.QUOTED_ROLES`).
     """
     for name, tally in tallies.items():
         values = list(tally)
@@ -90,8 +93,10 @@ def refuse_text_numbers(tallies: Mapping[str, Collection[object]], role: str) ->
             fix = "remove the separators and cast it to a number type"
         else:
             fix = f"cast it: pl.col({name!r}).str.strip_chars().cast(pl.Float64)"
+        # The released sets' values may be quoted; the originals' never (CI logs).
+        shown = f", e.g. {example!r}" if quotes_values(role) else ""
         msg = (
             f"feature {name!r} of {role} is text but every value is a number written with "
-            f"{' and '.join(how)}, e.g. {example!r}: it would be projected as categories; {fix}"
+            f"{' and '.join(how)}{shown}: it would be projected as categories; {fix}"
         )
         raise ComputeError(msg)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.checks import check_tie_tol
 from polars_hidden_rate.engine.nearest import (
     NearestTwo,
     nearest_two,
@@ -57,11 +57,12 @@ class HoldoutFigures:
         *,
         threads: int | None = None,
         confidence: float = 0.95,
+        tie_tol: float = 1e-9,
     ) -> HoldoutFigures:
         """The figures from the three sets' coordinates (`with_nearest`, less the synthetic
         records' nearest originals)."""
         walks = SharedWalks.of(originals, synthetic, holdout, threads)
-        return _figures_of(walks, originals, holdout, confidence)
+        return _figures_of(walks, originals, holdout, confidence, tie_tol)
 
     @classmethod
     def with_nearest(
@@ -75,6 +76,7 @@ class HoldoutFigures:
         overwrite_input: bool = False,
         cloaking: LinkedCloaking | None = None,
         exponent: int = 0,
+        tie_tol: float | None = None,
     ) -> tuple[NearestTwo, HoldoutFigures]:
         """The figures and each synthetic record's two nearest originals (a report's DCR and
         NNDR: `nearest_two` of the originals and the synthetic records), from walks they
@@ -100,7 +102,12 @@ class HoldoutFigures:
         ``exponent``: the power of two the three arrays were multiplied by already (one
         for all three, as `canonical_scale` gives it); the distances come back in the units
         before it.
+
+        ``tie_tol``: the tie rule of the membership scores and the DCR overfitting's
+        comparisons; None: the count's (``cloaking.tie_tol``), else 1e-9.
         """
+        if tie_tol is None:
+            tie_tol = 1e-9 if cloaking is None else cloaking.tie_tol
         walks = SharedWalks.of(
             originals, synthetic, holdout, threads, overwrite_input, cloaking, given=exponent
         )
@@ -110,7 +117,7 @@ class HoldoutFigures:
             )
         else:
             found = walks.in_units(nearest_two(originals, synthetic, threads=walks.threads))
-        return found, _figures_of(walks, originals, holdout, confidence)
+        return found, _figures_of(walks, originals, holdout, confidence, tie_tol)
 
     def rows(self) -> list[tuple[str, str]]:
         """The figures as (label, value) lines, for the text and the page of a report."""
@@ -127,8 +134,14 @@ class HoldoutFigures:
             (
                 "DCR overfitting protection",
                 f"{overfit.score:.4f} ({100 * overfit.closer_to_training:.2f} % of synthetic "
-                "records closer to the originals than to the holdout)",
+                "records closer to the originals than to the holdout; "
+                f"{100 * overfit.null_share:.2f} % without overfitting at this split)",
             ),
+            (
+                "  SDMetrics' score",
+                f"{overfit.sdmetrics_score:.4f} (takes the null share for 50 %)",
+            ),
+            *([("  warning", overfit.small_holdout_message())] if overfit.small_holdout else []),
             ("holdout DCR median", f"{self.reference_distance_to_closest_median:.4g}"),
             ("holdout NNDR median", f"{self.reference_closest_distances_ratio_median:.4g}"),
             *([] if self.inference is None else inference_rows(self.inference)),
@@ -239,10 +252,10 @@ def counts_and_figures(
     (originals, avatars, holdout), _ = canonical_scale(
         originals, avatars, holdout, overwrite_input=True
     )
-    kept: list[KdTree] = []  # the count's tree of the avatars, their array reordered into it
+    # With the count's tree of the avatars, their array reordered into it.
     scaled = replace(aligned, originals=originals, avatars=avatars)
-    counts = request.counts_for(inspector, scaled, consume=True, keep_tree=kept)
-    cloaking = LinkedCloaking(counts, request.tie_tol, kept[0] if kept else None)
+    counted = request.result_for(inspector, scaled, consume=True, keep_tree=True)
+    counts, cloaking = counted.counts, LinkedCloaking(counted.counts, request.tie_tol, counted.tree)
     with stage("nearest records, with the holdout", enabled=request.progress):
         found, figures = HoldoutFigures.with_nearest(
             originals,
@@ -257,7 +270,11 @@ def counts_and_figures(
 
 
 def _figures_of(
-    walks: SharedWalks, originals: Float64Array, holdout: Float64Array, confidence: float
+    walks: SharedWalks,
+    originals: Float64Array,
+    holdout: Float64Array,
+    confidence: float,
+    tie_tol: float,
 ) -> HoldoutFigures:
     """The figures from ``walks``, the arrays as given for a pair that walks on its own."""
     if walks.same_as_reference:
@@ -272,6 +289,7 @@ def _figures_of(
         len(walks.synthetic.points),
         confidence,
         walks.units,
+        check_tie_tol(tie_tol),
     )
     to_training = walks.to_training()
     in_order = np.arange(len(to_training), dtype=np.int64)  # the synthetic tree's own
@@ -282,6 +300,7 @@ def _figures_of(
         len(walks.originals.points),
         walks.threads,
         rows=in_order,
+        tie_tol=tie_tol,
     )
     return HoldoutFigures(
         membership,

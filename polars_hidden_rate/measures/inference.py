@@ -41,6 +41,7 @@ from polars_hidden_rate.checks import (
     check_confidence,
     check_tie_tol,
     check_tolerance,
+    invariant,
 )
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
@@ -200,7 +201,7 @@ class InferenceRisk:
             (originals, synthetic, holdout),
             strict=True,
         ):
-            assert values.shape == (len(rows),), f"one secret per record of {name}"
+            invariant(values.shape == (len(rows),), f"one secret per record of {name}")
         for name, rows in (("synthetic", points), ("originals", members), ("holdout", others)):
             if len(rows) == 0:
                 msg = f"there are no {name} records to attack with or to attack"

@@ -15,6 +15,17 @@ compare the members' scores with the holdout's.
   ``fpr`` of the holdout: the ROC curve of the threshold attack at ``fpr``, ties broken at
   random (the straight segment between two thresholds), so that its area is `auc`.
 
+Two scores tie when they are within ``tie_tol`` of each other, local cloaking's rule for two
+squared distances: ``a`` and ``b`` tie unless ``a * (1 + tie_tol) < b`` or
+``b * (1 + tie_tol) < a`` (products as rounded in float64), so that two distances equal in
+exact arithmetic and an ulp apart once projected stay equal. The AUC and its interval judge
+every (member, holdout) pair so; the ROC curve's thresholds are the scores of the sorted
+run where one lies beyond the previous one's tolerance (a run of scores each within
+``tie_tol`` of the previous is one threshold). ``tie_tol`` is 1e-9 for `MembershipRisk`, whose
+scores are squared distances, and 0 (the literal comparison) for the functions of any scores;
+a negative score is compared by its magnitude, in the mirror image (``b`` beats ``a < 0``
+when ``a / (1 + tie_tol) < b``).
+
 Random guessing gives an AUC of 0.5 and a true positive rate equal to ``fpr``. Arrays in,
 values out: no frames here. Scores are compared as given, so pass squared distances (exact
 in float64) rather than their square roots, which can merge two of them.
@@ -40,7 +51,7 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.checks import check_confidence
+from polars_hidden_rate.checks import check_confidence, check_tie_tol, known
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest
@@ -78,6 +89,9 @@ class MembershipRisk:
         The level of [`auc_interval`][polars_hidden_rate.MembershipRisk.auc_interval].
     exponent
         The power of two the coordinates were multiplied by before the distances were taken.
+    tie_tol
+        Two scores within this relative tolerance of each other tie (local cloaking's rule,
+        as for [`local_cloaking`][polars_hidden_rate.local_cloaking]).
     """
 
     members: Float64Array
@@ -85,6 +99,7 @@ class MembershipRisk:
     synthetic: int
     confidence: float = 0.95
     exponent: int = 0
+    tie_tol: float = 1e-9
 
     @classmethod
     def of_arrays(
@@ -95,6 +110,7 @@ class MembershipRisk:
         *,
         threads: int | None = None,
         confidence: float = 0.95,
+        tie_tol: float = 1e-9,
     ) -> MembershipRisk:
         """Score the originals (members) and the holdout by their exact squared distance to
         the nearest synthetic record: one scale for all three arrays, one kd-tree of the
@@ -113,6 +129,7 @@ class MembershipRisk:
             len(points),
             confidence,
             exponent,
+            check_tie_tol(tie_tol),
         )
 
     @property
@@ -131,7 +148,7 @@ class MembershipRisk:
     @functools.cached_property
     def _sorted(self) -> _Sorted:
         # Every figure needs both sides sorted: sorted once, for all of them.
-        found = _Sorted.of(self.members, self.holdout)
+        found = _Sorted.of(self.members, self.holdout, check_tie_tol(self.tie_tol))
         few = [
             f"{size} {name}"
             for size, name in (
@@ -174,7 +191,8 @@ class MembershipRisk:
     @property
     def auc(self) -> float:
         """The AUC of the members against the holdout (``membership.auc``): the chance that a
-        member lies closer to the synthetic set than a holdout record, ties counting half."""
+        member lies closer to the synthetic set than a holdout record, ties (within
+        ``tie_tol``) counting half."""
         return self._auc_and_interval[0]
 
     @property
@@ -182,8 +200,7 @@ class MembershipRisk:
         """DeLong's interval of [`auc`][polars_hidden_rate.MembershipRisk.auc] at `confidence`
         (``membership.auc_interval``)."""
         check_confidence(self.confidence)
-        interval = self._auc_and_interval[1]
-        assert interval is not None
+        interval = known(self._auc_and_interval[1], "DeLong's interval at a checked confidence")
         return interval
 
     def tpr_at_fpr(self, fpr: float = DEFAULT_FPR) -> float:
@@ -203,6 +220,7 @@ class MembershipRisk:
             "members": len(self.members),
             "holdout": len(self.holdout),
             "synthetic": self.synthetic,
+            "tie_tol": self.tie_tol,
         }
 
 
@@ -210,8 +228,9 @@ class MembershipRisk:
 class Placements:
     """For each score of one side, how many scores of the other side it beats and ties.
 
-    ``beats[i]`` counts the other side's scores that score ``i`` is strictly better than
-    (closer, for a member; farther, for a holdout record), ``ties[i]`` those equal to it.
+    ``beats[i]`` counts the other side's scores that score ``i`` is better than beyond the
+    tie tolerance (closer, for a member; farther, for a holdout record), ``ties[i]`` those
+    it ties with (equal, or within the tolerance).
     """
 
     beats: CountArray
@@ -230,29 +249,46 @@ class _Sorted:
     holdout: Float64Array
     members_sorted: Float64Array
     holdout_sorted: Float64Array
+    tie_tol: float = 0.0
 
     @classmethod
-    def of(cls, members: npt.ArrayLike, holdout: npt.ArrayLike) -> _Sorted:
+    def of(cls, members: npt.ArrayLike, holdout: npt.ArrayLike, tie_tol: float = 0.0) -> _Sorted:
+        tie_tol = check_tie_tol(tie_tol)
         m, h = _scores("members", members), _scores("holdout", holdout)
-        return cls(m, h, np.sort(m), np.sort(h))
+        return cls(m, h, np.sort(m), np.sort(h), tie_tol)
 
     def placements(self) -> tuple[Placements, Placements]:
+        # ``a`` beats ``b`` (lies below it) when ``_grown(a) < b``; at 0 tolerance the
+        # literal comparison. `_grown` is monotone, so a sorted side stays sorted once
+        # grown, and each count is one binary search; ``_grown(x) >= x``, so no pair beats
+        # both ways.
         m, h = self.members, self.holdout
-        below = np.searchsorted(self.holdout_sorted, m, side="left")
-        through = np.searchsorted(self.holdout_sorted, m, side="right")
-        of_members = Placements(len(h) - through, through - below)
-        below = np.searchsorted(self.members_sorted, h, side="left")
-        through = np.searchsorted(self.members_sorted, h, side="right")
-        of_holdout = Placements(below, through - below)
+        m_sorted, h_sorted = self.members_sorted, self.holdout_sorted
+        m_grown, h_grown = _grown(m, self.tie_tol), _grown(h, self.tie_tol)
+        m_sorted_grown, h_sorted_grown = (
+            _grown(m_sorted, self.tie_tol),
+            _grown(h_sorted, self.tie_tol),
+        )
+        # A member beats the holdout records above its grown score, loses to those whose
+        # grown score lies below it, and ties with the rest.
+        wins = len(h) - np.searchsorted(h_sorted, m_grown, side="right")
+        losses = np.searchsorted(h_sorted_grown, m, side="left")
+        of_members = Placements(wins, len(h) - wins - losses)
+        wins = np.searchsorted(m_sorted_grown, h, side="left")
+        losses = len(m) - np.searchsorted(m_sorted, h_grown, side="right")
+        of_holdout = Placements(wins, len(m) - wins - losses)
         return of_members, of_holdout
 
     def tpr_at_fpr(self, fpr: float) -> float:
         _check_fpr(fpr)
         m, h = self.members_sorted, self.holdout_sorted
-        # The distinct scores: two sorted runs, merged by a stable sort in linear time.
+        # The distinct scores: two sorted runs, merged by a stable sort in linear time; a
+        # score within the tolerance of the one below it is not a threshold of its own
+        # (each threshold the last score of its run).
         merged = np.concatenate([m, h])
         merged.sort(kind="stable")
-        thresholds = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
+        apart = merged[1:] > _grown(merged[:-1], self.tie_tol)
+        thresholds = merged[np.concatenate([apart, [True]])]
         false_pos = np.concatenate([[0], np.searchsorted(h, thresholds, side="right")]) / len(h)
         true_pos = np.concatenate([[0], np.searchsorted(m, thresholds, side="right")]) / len(m)
         # The last point at or below `fpr` holds the highest TPR there (both rise together).
@@ -263,10 +299,13 @@ class _Sorted:
         return float(true_pos[last] + step * (true_pos[last + 1] - true_pos[last]))
 
 
-def placements(members: npt.ArrayLike, holdout: npt.ArrayLike) -> tuple[Placements, Placements]:
+def placements(
+    members: npt.ArrayLike, holdout: npt.ArrayLike, *, tie_tol: float = 0.0
+) -> tuple[Placements, Placements]:
     """The placements of each member among the holdout and of each holdout record among the
-    members, from one sort of each side: O((m + h) log(m + h))."""
-    return _Sorted.of(members, holdout).placements()
+    members, from one sort of each side: O((m + h) log(m + h)); two scores within
+    ``tie_tol`` of each other tie."""
+    return _Sorted.of(members, holdout, tie_tol).placements()
 
 
 def _auc_of(of_members: Placements, of_holdout: Placements) -> float:
@@ -285,9 +324,10 @@ def _interval_of(
     return delong_interval(_auc_of(of_members, of_holdout), v_members, v_holdout, confidence)
 
 
-def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
+def auc(members: npt.ArrayLike, holdout: npt.ArrayLike, *, tie_tol: float = 0.0) -> float:
     """The chance that a member scores strictly lower than a holdout record, plus half the
-    chance of a tie: ``U / (m h)`` with ``U`` the Mann-Whitney statistic.
+    chance of a tie: ``U / (m h)`` with ``U`` the Mann-Whitney statistic; with ``tie_tol``,
+    lower beyond that relative tolerance (``m * (1 + tie_tol) < h``), a tie within it.
 
     ``2 U`` is counted exactly in integers, and the one division is correctly rounded.
 
@@ -297,12 +337,18 @@ def auc(members: npt.ArrayLike, holdout: npt.ArrayLike) -> float:
     0.875
     >>> auc([1.0, 1.0], [1.0])
     0.5
+    >>> auc([1.0], [1.0 + 2**-52]), auc([1.0], [1.0 + 2**-52], tie_tol=1e-9)
+    (1.0, 0.5)
     """
-    return _auc_of(*placements(members, holdout))
+    return _auc_of(*placements(members, holdout, tie_tol=tie_tol))
 
 
 def auc_interval(
-    members: npt.ArrayLike, holdout: npt.ArrayLike, confidence: float = 0.95
+    members: npt.ArrayLike,
+    holdout: npt.ArrayLike,
+    confidence: float = 0.95,
+    *,
+    tie_tol: float = 0.0,
 ) -> tuple[float, float]:
     """DeLong's normal interval of `auc`, cut to [0, 1].
 
@@ -312,10 +358,16 @@ def auc_interval(
     interval is then [0, 1].
     """
     check_confidence(confidence)  # before the scores are looked at
-    return _interval_of(*placements(members, holdout), confidence)
+    return _interval_of(*placements(members, holdout, tie_tol=tie_tol), confidence)
 
 
-def tpr_at_fpr(members: npt.ArrayLike, holdout: npt.ArrayLike, fpr: float = DEFAULT_FPR) -> float:
+def tpr_at_fpr(
+    members: npt.ArrayLike,
+    holdout: npt.ArrayLike,
+    fpr: float = DEFAULT_FPR,
+    *,
+    tie_tol: float = 0.0,
+) -> float:
     """The true positive rate of the threshold attack at false positive rate ``fpr``.
 
     The attack calls a record a member when its score is at most a threshold. Each
@@ -331,7 +383,7 @@ def tpr_at_fpr(members: npt.ArrayLike, holdout: npt.ArrayLike, fpr: float = DEFA
     0.25
     """
     _check_fpr(fpr)  # before the scores are looked at
-    return _Sorted.of(members, holdout).tpr_at_fpr(fpr)
+    return _Sorted.of(members, holdout, tie_tol).tpr_at_fpr(fpr)
 
 
 def _check_fpr(fpr: float) -> None:
@@ -352,6 +404,21 @@ def _scores(name: str, values: npt.ArrayLike) -> Float64Array:
         msg = f"`{name}` holds NaN scores"
         raise ValueError(msg)
     return scores
+
+
+def _grown(scores: Float64Array, tie_tol: float) -> Float64Array:
+    """Each score moved up by the relative tolerance, as rounded: ``x * (1 + tie_tol)``, or
+    ``x / (1 + tie_tol)`` for a negative one (the mirror image, which keeps it below 0).
+    Monotone, and never below the score: a score beats another beyond the tolerance when
+    its grown value lies below the other."""
+    if tie_tol == 0.0:
+        return scores
+    grow = 1.0 + tie_tol
+    grown: Float64Array = scores * grow
+    negative = scores < 0.0
+    if negative.any():
+        grown[negative] = scores[negative] / grow
+    return grown
 
 
 def _ratio(numerator: int, denominator: int) -> float:
@@ -390,7 +457,9 @@ def membership_risk(
         The level of the AUC's interval, strictly between 0 and 1.
     **options
         ``coords`` or ``features``, ``categorical``, ``impute`` and ``ncp`` choose the
-        space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]; ``threads``. No link:
+        space, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]; ``threads``;
+        ``tie_tol`` (default 1e-9), local cloaking's tie rule, by which two scores within it
+        of each other tie. No link:
         ``on`` only keeps key columns out of the default features. ``cluster`` and
         ``device="gpu"`` are refused (the walk runs on this machine's CPU).
 
@@ -429,4 +498,5 @@ def membership_risk(
         space.holdout,
         threads=space.threads,
         confidence=confidence,
+        tie_tol=space.tie_tol,
     )

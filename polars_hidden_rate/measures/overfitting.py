@@ -1,9 +1,12 @@
-"""SDMetrics' DCR overfitting protection: does the synthetic set lie closer to the records
-it was generated from than to real records it never saw? Every distance exact in float64, the
-three arrays brought to one power-of-two scale first."""
+"""SDMetrics' DCR overfitting protection, read against the split: does the synthetic set lie
+closer to the records it was generated from than to real records it never saw, more often
+than a generator that learnt no record would put it? Every distance exact in float64, the
+three arrays brought to one power-of-two scale first, two distances within ``tie_tol`` of
+each other a tie (local cloaking's rule), which counts for the holdout."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -11,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate.checks import check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
@@ -24,28 +28,77 @@ from polars_hidden_rate.engine.scale import (
 from polars_hidden_rate.measures.holdout import HoldoutSpace
 from polars_hidden_rate.plan import CountOptions
 
+DEFAULT_TIE_TOL = 1e-9
+"""Local cloaking's default relative tie tolerance, the rounding allowance of every
+comparison of two distances here."""
+
+
+class SmallHoldoutWarning(UserWarning):
+    """The holdout holds fewer than half as many records as the training set (SDMetrics'
+    recommendation): the split-corrected score divides by ``1 - null_share``, small, and
+    reads a few records' chance as overfitting or its absence."""
+
 
 @dataclass(frozen=True)
 class DcrOverfitting:
-    """SDMetrics' DCR overfitting protection of a synthetic set.
+    """The DCR overfitting protection of a synthetic set, against a holdout of any size.
 
     Attributes
     ----------
     score
-        ``min(2 (1 - closer_to_training), 1)``, in [0, 1]: 1 when at most half of the
-        synthetic records lie strictly closer to the training originals than to the holdout.
+        ``min((1 - closer_to_training) / (1 - null_share), 1)``, in [0, 1]: 1 when no more
+        synthetic records lie closer to the training originals than a generator that learnt
+        no record would put there, 0 when every one does. SDMetrics' score where the
+        holdout is as large as the training set.
+    sdmetrics_score
+        SDMetrics' own ``min(2 (1 - closer_to_training), 1)``, which takes the null share
+        for 1/2 whatever the sizes: below 1 for any generator once the training set is
+        the larger.
     closer_to_training
-        The share of synthetic records whose nearest training original is strictly closer
-        than their nearest holdout record (a tie counts for the holdout, as in SDMetrics).
+        The share of synthetic records whose nearest training original is closer than their
+        nearest holdout record by more than the tie rule allows:
+        ``d2_training * (1 + tie_tol) < d2_holdout`` (a tie counts for the holdout, as in
+        SDMetrics).
+    null_share
+        ``originals / (originals + holdout)``: the share closer to the training set
+        expected of synthetic records drawn from the population, independent of which real
+        records were the training ones (each real record is then as likely as any other to
+        be a synthetic record's nearest).
     synthetic, originals, holdout
         The sizes of the three sets.
+    tie_tol
+        The relative tie tolerance the distances were compared with.
     """
 
     score: float
+    sdmetrics_score: float
     closer_to_training: float
+    null_share: float
     synthetic: int
     originals: int
     holdout: int
+    tie_tol: float = DEFAULT_TIE_TOL
+
+    @property
+    def closer_to_holdout(self) -> float:
+        """The share of synthetic records not closer to the training originals: their
+        nearest holdout record is as close (within ``tie_tol``) or closer."""
+        return 1.0 - self.closer_to_training
+
+    @property
+    def small_holdout(self) -> bool:
+        """Whether the holdout holds fewer than half as many records as the training set."""
+        return 2 * self.holdout < self.originals
+
+    def small_holdout_message(self) -> str:
+        """Why a small holdout weakens the score (`SmallHoldoutWarning`'s message)."""
+        return (
+            f"the holdout holds {self.holdout:,} records for {self.originals:,} training "
+            f"records, under half (SDMetrics' recommendation): the DCR overfitting protection "
+            f"is read against a null share of {self.null_share:.4f} closer to the training "
+            f"set, and its score divides by {1.0 - self.null_share:.4f}, so chance in a few "
+            "records moves it far"
+        )
 
     @classmethod
     def of_arrays(
@@ -55,8 +108,10 @@ class DcrOverfitting:
         holdout: Float64Array,
         *,
         threads: int | None = None,
+        tie_tol: float = DEFAULT_TIE_TOL,
     ) -> DcrOverfitting:
         """From the three sets' coordinates: one scale, a kd-tree of each real set."""
+        tie_tol = check_tie_tol(tie_tol)
         (training, queries, others), _ = canonical_scale(
             originals, synthetic, holdout, names=("originals", "synthetic", "holdout")
         )
@@ -65,16 +120,25 @@ class DcrOverfitting:
         rows = walk_order(training_tree, queries, threads=threads)  # one order for both walks
         to_training = squared_nearest(training_tree, queries, threads=threads, rows=rows)
         holdout_tree = KdTree.build(others, threads=threads)
-        return cls.of_nearest(to_training, holdout_tree, queries, len(training), threads, rows)
+        return cls.of_nearest(
+            to_training, holdout_tree, queries, len(training), threads, rows, tie_tol=tie_tol
+        )
 
     @classmethod
     def of_distances(
-        cls, to_training: Float64Array, to_holdout: Float64Array, originals: int, holdout: int
+        cls,
+        to_training: Float64Array,
+        to_holdout: Float64Array,
+        originals: int,
+        holdout: int,
+        *,
+        tie_tol: float = DEFAULT_TIE_TOL,
     ) -> DcrOverfitting:
         """From each synthetic record's ``d2`` to its nearest training original and to its
         nearest holdout record, at one scale."""
-        closer = int(np.count_nonzero(to_training < to_holdout))
-        return cls._of_closer(closer, len(to_training), originals, holdout)
+        tie_tol = check_tie_tol(tie_tol)
+        closer = int(np.count_nonzero(to_training * (1.0 + tie_tol) < to_holdout))
+        return cls._of_closer(closer, len(to_training), originals, holdout, tie_tol)
 
     @classmethod
     def of_nearest(
@@ -85,32 +149,61 @@ class DcrOverfitting:
         originals: int,
         threads: int,
         rows: IndexArray | None = None,
+        *,
+        tie_tol: float = DEFAULT_TIE_TOL,
     ) -> DcrOverfitting:
         """`of_distances` from each synthetic record's ``d2`` to its nearest training original
         and the holdout's kd-tree, at one scale: a record is closer to the training originals
-        when no holdout record lies within that ``d2`` (`within_reach`, the synthetic records
-        walked in the order ``rows``: the same answer as comparing the two nearest, for
-        less)."""
-        not_closer = within_reach(holdout, synthetic, to_training, threads=threads, rows=rows)
+        when no holdout record lies within that ``d2`` times ``1 + tie_tol`` (`within_reach`,
+        the synthetic records walked in the order ``rows``: the same answer as comparing the
+        two nearest, for less)."""
+        tie_tol = check_tie_tol(tie_tol)
+        reach = to_training * (1.0 + tie_tol)  # the threshold local cloaking's rule gives
+        not_closer = within_reach(holdout, synthetic, reach, threads=threads, rows=rows)
         closer = len(to_training) - int(np.count_nonzero(not_closer))
-        return cls._of_closer(closer, len(to_training), originals, holdout.avatars)
+        return cls._of_closer(closer, len(to_training), originals, holdout.avatars, tie_tol)
 
     @classmethod
     def _of_closer(
-        cls, closer: int, synthetic: int, originals: int, holdout: int
+        cls, closer: int, synthetic: int, originals: int, holdout: int, tie_tol: float
     ) -> DcrOverfitting:
         share = closer / synthetic
-        return cls(min(2.0 * (1.0 - share), 1.0), share, synthetic, originals, holdout)
+        null = originals / (originals + holdout)
+        # (1 - share) / (1 - null), 1 - null = holdout / (originals + holdout): one division
+        # of Python ints, correctly rounded. No holdout: every record is closer to the
+        # training set, and the score 0 (SDMetrics' too).
+        corrected = (
+            min((synthetic - closer) * (originals + holdout) / (synthetic * holdout), 1.0)
+            if holdout
+            else 0.0
+        )
+        found = cls(
+            corrected,
+            min(2.0 * (1.0 - share), 1.0),
+            share,
+            null,
+            synthetic,
+            originals,
+            holdout,
+            tie_tol,
+        )
+        if found.small_holdout:
+            warnings.warn(found.small_holdout_message(), SmallHoldoutWarning, stacklevel=3)
+        return found
 
     def to_dict(self) -> dict[str, float | int]:
         """The figures as JSON values."""
         return {
             "score": self.score,
+            "sdmetrics_score": self.sdmetrics_score,
             "closer_to_training": self.closer_to_training,
-            "closer_to_holdout": 1.0 - self.closer_to_training,
+            "closer_to_holdout": self.closer_to_holdout,
+            "null_share": self.null_share,
             "synthetic": self.synthetic,
             "originals": self.originals,
             "holdout": self.holdout,
+            "small_holdout": self.small_holdout,
+            "tie_tol": self.tie_tol,
         }
 
 
@@ -120,22 +213,29 @@ def dcr_overfitting_protection(
     holdout: pl.DataFrame | pl.LazyFrame,
     **options: Unpack[CountOptions],
 ) -> DcrOverfitting:
-    """SDMetrics' DCR overfitting protection: does the synthetic set lie closer to the
-    records it was generated from than to real records it never saw?
+    """The DCR overfitting protection (SDMetrics'), read against the split: does the
+    synthetic set lie closer to the records it was generated from than to real records it
+    never saw?
 
     For each synthetic record, its distance to the closest training original and to the
-    closest holdout record; ``closer_to_training`` is the share where the first is strictly
-    smaller, and the score ``min(2 (1 - closer_to_training), 1)``. A generator that learnt the
-    population, not its records, puts about half of them closer to each set (the holdout
-    should be about as large as the originals; SDMetrics warns below half). Unlike SDMetrics,
-    whose distance is a per-column normalised one, the distances are those of
-    [`local_cloaking`][polars_hidden_rate.local_cloaking]'s space, exact in float64
-    (docs/metrics.md).
+    closest holdout record; ``closer_to_training`` is the share where the first is smaller
+    by more than the tie rule allows (``d2_training * (1 + tie_tol) < d2_holdout``, local
+    cloaking's rule: a tie counts for the holdout). A generator that learnt the population,
+    not its records, puts a share ``null_share = n_training / (n_training + n_holdout)`` of
+    them closer to the training set (a half only when the two are as large); the score
+    ``min((1 - closer_to_training) / (1 - null_share), 1)`` is 1 there and 0 when every
+    synthetic record is closer to the training set. SDMetrics' own ``min(2 (1 -
+    closer_to_training), 1)``, which takes the null share for a half whatever the split, is
+    ``sdmetrics_score``. A holdout under half the training set's size warns
+    (`SmallHoldoutWarning`). Unlike SDMetrics, whose distance is a per-column normalised
+    one, the distances are those of [`local_cloaking`][polars_hidden_rate.local_cloaking]'s
+    space, exact in float64 (docs/metrics.md).
 
     Parameters
     ----------
     originals, synthetic, holdout, **options
-        As for [`membership_risk`][polars_hidden_rate.membership_risk].
+        As for [`membership_risk`][polars_hidden_rate.membership_risk]; ``tie_tol``
+        (default 1e-9) as for [`local_cloaking`][polars_hidden_rate.local_cloaking].
 
     Examples
     --------
@@ -145,10 +245,14 @@ def dcr_overfitting_protection(
     >>> holdout = pl.DataFrame({"Dim1": [1.0, 3.0]})
     >>> synthetic = pl.DataFrame({"Dim1": [0.1, 2.9, 1.5, 0.5]})
     >>> found = phr.dcr_overfitting_protection(originals, synthetic, holdout, coords="Dim1")
-    >>> found.closer_to_training, found.score
-    (0.25, 1.0)
+    >>> found.closer_to_training, found.null_share, found.score
+    (0.25, 0.5, 1.0)
     """
     space = HoldoutSpace.read(originals, synthetic, holdout, options, "dcr_overfitting_protection")
     return DcrOverfitting.of_arrays(
-        space.originals, space.synthetic, space.holdout, threads=space.threads
+        space.originals,
+        space.synthetic,
+        space.holdout,
+        threads=space.threads,
+        tie_tol=space.tie_tol,
     )

@@ -16,6 +16,7 @@ from polars_hidden_rate.frames import (
     inexact_counts,
     is_text,
     raise_inexact,
+    raise_unseen,
 )
 from polars_hidden_rate.frames.text_numbers import notation, text_numbers_example
 
@@ -83,8 +84,8 @@ def secret_values(
     if kind == "numeric" or (len(set(dtypes)) > 1 and not all(map(is_text, dtypes))):
         # Compared as float64, which must hold every value.
         for (role, frame), column in zip(read.items(), columns, strict=True):
-            raise_inexact(inexact_counts(frame, {secret: column.dtype}), {secret: column.dtype},
-                          "secret", role)  # fmt: skip
+            wanted = {secret: column.dtype}
+            raise_inexact(inexact_counts(frame, wanted), wanted, "secret", role)
     if kind == "numeric":
         return tuple(  # type: ignore[return-value]
             column.cast(pl.Float64).fill_null(float("nan")).to_numpy() for column in columns
@@ -95,6 +96,14 @@ def secret_values(
             _refuse_text_numbers(secret, columns[0].drop_nulls().unique().sort().to_list())
     elif len(set(dtypes)) > 1:
         columns = [column.cast(pl.Float64) for column in columns]
+    # Coded as the originals are (the rule of recoded categories): a holdout's secret written
+    # YES/NO against yes/no would make the control never right.
+    known = columns[0].drop_nulls().unique()
+    for role, column in zip(list(read)[1:], columns[1:], strict=True):
+        values = column.drop_nulls()
+        unseen = values.filter(~values.is_in(known.implode()))
+        examples = unseen.unique().sort().head(3).to_list()
+        raise_unseen(secret, role, unseen.len(), len(column), examples, what="secret")
     codes = pl.concat(columns).rank("dense").cast(pl.Float64).fill_null(float("nan")).to_numpy()
     ends = np.cumsum([len(column) for column in columns])
     return codes[: ends[0]], codes[ends[0] : ends[1]], codes[ends[1] :]

@@ -18,7 +18,12 @@ import polars as pl
 from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import CountArray
-from polars_hidden_rate.checks import check_confidence, check_count, check_percentage
+from polars_hidden_rate.checks import (
+    InvariantError,
+    check_confidence,
+    check_count,
+    check_percentage,
+)
 from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.stats import percent, wilson
@@ -80,11 +85,12 @@ class CloakingSummary:
                 f"< {exact(self.min_rate)} %"
             )
         if self.copies_fail:
-            assert self.evidence is not None
-            assert self.max_own_copies is not None
+            share = None if self.evidence is None else self.evidence.own_copies_percent
+            if share is None or self.max_own_copies is None:
+                raise InvariantError("own copies fail only with evidence and a limit")
             reasons.append(
-                f"own copies {self.evidence.own_copies_percent:.2f} % "
-                f"> {self.max_own_copies:g} % (--max-own-copies)"
+                f"own copies {decisive(share, self.max_own_copies, 2, 'f')} % "
+                f"> {exact(self.max_own_copies)} % (--max-own-copies)"
             )
         return reasons
 

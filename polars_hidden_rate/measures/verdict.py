@@ -3,7 +3,9 @@
 The gates (`cloaking_summary`,
 [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate], ``hidden-rate check``) and the report
 refuse to judge a release whose link looks random (`polars_hidden_rate.measures.link_test`), or
-that is linked by row order while both frames hold a column that is a key; and they count
+that is linked by row order while both frames hold a column that is a key, or while both are
+sorted on one feature (an ORDER BY on both files: the rows then pair up by that feature's
+rank, not by record); and they count
 the avatars identical to their own original on the raw features, and the records hidden
 only through ties. Everything here comes from the read that the counts come from
 (`Inspector`), so a lazy plan that reorders its rows cannot make two reads disagree.
@@ -11,6 +13,7 @@ only through ties. Everything here comes from the read that the counts come from
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, cast
@@ -20,9 +23,9 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate._types import BoolArray, CountArray
-from polars_hidden_rate.checks import OptionTypeError, check_real
+from polars_hidden_rate.checks import InvariantError, OptionTypeError, check_real
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
-from polars_hidden_rate.measures.link_test import LinkTest, link_test
+from polars_hidden_rate.measures.link_test import ALPHA, LinkTest, link_test
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions, CountPlan
 
@@ -39,11 +42,13 @@ class VerdictOptions(TypedDict, total=False):
     Attributes
     ----------
     allow_unlinked
-        Judge even when the link looks random (research on shuffled data); default False:
-        `UnlinkedAvatarsError`.
+        Judge even when the link looks random, or is a row order that both frames' sort on
+        one feature made (research on shuffled data); default False: `UnlinkedAvatarsError`,
+        `SortedLinkError`.
     by_row_order
         Link by row order even though both frames hold a column unique per row with the
-        same values (a key); default False: `AmbiguousLinkError`.
+        same values (a key); default False: `AmbiguousLinkError`. It contradicts a key
+        (``on``, ``left_on``/``right_on``), and is refused beside one.
     max_own_copies
         The largest percentage of avatars identical to their own original that passes;
         default `DEFAULT_MAX_OWN_COPIES`, ``100`` disables it.
@@ -74,6 +79,15 @@ class AmbiguousLinkError(ComputeError):
         self.column = column
 
 
+class SortedLinkError(ComputeError):
+    """Linked by row order while both frames are sorted on one feature (``.column``): the
+    rows may pair up by that feature's rank rather than by record."""
+
+    def __init__(self, message: str, column: str) -> None:
+        super().__init__(message)
+        self.column = column
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The checked verdict options."""
@@ -81,6 +95,14 @@ class Verdict:
     allow_unlinked: bool = False
     by_row_order: bool = False
     max_own_copies: float = DEFAULT_MAX_OWN_COPIES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as the provenance states them."""
+        return {
+            "allow_unlinked": self.allow_unlinked,
+            "by_row_order": self.by_row_order,
+            "max_own_copies": self.max_own_copies,
+        }
 
     @classmethod
     def of(cls, options: VerdictOptions) -> Verdict:
@@ -198,11 +220,24 @@ def copy_fingerprints(request: CountPlan) -> tuple[pl.Expr, pl.Expr]:
     return pl.struct(left).hash(seed=0), pl.struct(right).hash(seed=0)
 
 
-def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
-    """Refuse a row-order link while both frames hold a key: an integer or text column
-    unique per row, without nulls, holding the same values in both frames."""
-    if not request.link.by_row_order or verdict.by_row_order:
-        return
+def check_link(request: CountPlan, verdict: Verdict) -> None:
+    """Refuse a link that the verdict cannot trust before anything is counted: a row-order
+    link while both frames hold a key (`check_row_order_link`) or are sorted on one
+    feature (`check_sorted_link`), and ``by_row_order`` beside a key."""
+    if verdict.by_row_order and not request.link.by_row_order:
+        keys = ", ".join(map(repr, request.link.left))
+        msg = (
+            f"--by-row-order (by_row_order=True) links by row order, but a key is given "
+            f"({keys}, --on / on=): give one or the other"
+        )
+        raise ValueError(msg)
+    check_row_order_link(request, verdict)
+    check_sorted_link(request, verdict)
+
+
+def shared_keys(request: CountPlan) -> list[str]:
+    """The columns of both frames that are a key: integer or text, unique per row, without
+    nulls, holding the same values in both frames."""
     left, right = request.originals.collect_schema(), request.avatars.collect_schema()
     candidates = [
         name
@@ -210,7 +245,7 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
         if name in right and all(s[name].is_integer() or is_text(s[name]) for s in (left, right))
     ]
     if not candidates:
-        return
+        return []
 
     def unique(frame: pl.LazyFrame) -> pl.LazyFrame:
         return frame.select(
@@ -223,6 +258,7 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
     flags = pl.collect_all([unique(request.originals), unique(request.avatars)])
     keys = [c for c in candidates if flags[0][c].item() and flags[1][c].item()]
     total = request.originals.select(pl.len()).collect().item() if keys else 0
+    found = []
     for name in keys:
         common = common_feature_type(name, left[name], right[name])
         values = [pl.col(name) if common is None else pl.col(name).cast(common)]
@@ -234,11 +270,107 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
             .item()
         )
         if shared == total:
-            msg = (
-                f"both frames hold {name!r}, unique per row: link by it with --on {name} "
-                f"(on={name!r}), or say --by-row-order (by_row_order=True)"
-            )
-            raise AmbiguousLinkError(msg, name)
+            found.append(name)
+    return found
+
+
+def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
+    """Refuse a row-order link while both frames hold a key (`shared_keys`), unless
+    ``by_row_order``; and even then a key that the projection would take for a feature (the
+    features not named): a key is never projected, at any size."""
+    if not request.link.by_row_order:
+        return
+    keys = shared_keys(request)
+    if not keys:
+        return
+    name = keys[0]
+    if not verdict.by_row_order:
+        msg = (
+            f"both frames hold {name!r}, unique per row: link by it with --on {name} "
+            f"(on={name!r}), or say --by-row-order (by_row_order=True)"
+        )
+        raise AmbiguousLinkError(msg, name)
+    projection = request.projection
+    projected = [
+        k
+        for k in keys
+        if projection is not None and projection.defaulted and k in projection.features
+    ]
+    if projected:
+        name = projected[0]
+        msg = (
+            f"feature {name!r} is unique per row in both frames, with the same values: it is a "
+            "key, which is never projected; drop it, or name the features to project "
+            "(--features, features=)"
+        )
+        raise AmbiguousLinkError(msg, name)
+
+
+def _orderable(dtype: pl.DataType) -> bool:
+    return dtype.is_numeric() or dtype.is_temporal() or is_text(dtype) or dtype == pl.Boolean
+
+
+def check_sorted_link(request: CountPlan, verdict: Verdict) -> None:
+    """Refuse a row-order link while both frames are sorted on one feature, in one direction
+    (its non-null values monotone), unless ``allow_unlinked``.
+
+    An ORDER BY on both files pairs the rows by that feature's rank, and the link test passes
+    such a pairing (the own avatar shares the rank, hence is close on that feature). A
+    feature is taken as sorted on purpose only where a file in random order would be so
+    sorted with a chance of at most `ALPHA` in each frame: ``2 * prod(m_v!) / n!`` for
+    ``n`` non-null values of which ``m_v`` equal ``v`` (a feature of few values, or all but
+    one alike, is not refused). Under a real row-order link the avatars are not sorted even
+    where the originals are: each avatar moves off its record's value.
+    """
+    if not request.link.by_row_order or verdict.allow_unlinked:
+        return
+    left, right = request.originals.collect_schema(), request.avatars.collect_schema()
+    features = [
+        name
+        for name in dict.fromkeys(copy_features(request))
+        if name in left and name in right and _orderable(left[name]) and _orderable(right[name])
+    ]
+    if not features:
+        return
+
+    def value(name: str, schema: pl.Schema) -> pl.Expr:
+        column = pl.col(name)
+        if schema[name] in (pl.Categorical, pl.Enum):
+            column = column.cast(pl.String)
+        return column.drop_nulls()
+
+    def monotone(frame: pl.LazyFrame, schema: pl.Schema) -> pl.LazyFrame:
+        exprs = []
+        for k, name in enumerate(features):
+            v = value(name, schema)
+            several = v.n_unique() > 1
+            exprs.append(((v >= v.shift(1)).all() & several).alias(f"up{k}"))
+            exprs.append(((v <= v.shift(1)).all() & several).alias(f"down{k}"))
+        return frame.select(exprs)
+
+    flags = pl.collect_all([monotone(request.originals, left), monotone(request.avatars, right)])
+    for k, name in enumerate(features):
+        for way, words in (("up", "ascending"), ("down", "descending")):
+            if not (flags[0][f"{way}{k}"].item() and flags[1][f"{way}{k}"].item()):
+                continue
+            if all(
+                _sorted_by_chance(frame, value(name, schema)) <= math.log(ALPHA)
+                for frame, schema in ((request.originals, left), (request.avatars, right))
+            ):
+                msg = (
+                    f"both frames are sorted on {name!r} ({words}): linked by row order, the "
+                    f"rows may pair up by {name!r} alone, not by record; link by a key with "
+                    "--on (on=), or --allow-unlinked (allow_unlinked=True) to measure it anyway"
+                )
+                raise SortedLinkError(msg, name)
+
+
+def _sorted_by_chance(frame: pl.LazyFrame, values: pl.Expr) -> float:
+    """The log of the chance that ``values`` in random order are monotone (either way)."""
+    counts = frame.select(values.value_counts().struct.field("count")).collect().to_series()
+    n = int(counts.sum())
+    ways = sum(math.lgamma(int(m) + 1) for m in counts) - math.lgamma(n + 1)
+    return math.log(2.0) + ways
 
 
 @dataclass
@@ -262,8 +394,8 @@ class Inspector:
 
     @classmethod
     def start(cls, request: CountPlan, verdict: Verdict) -> Inspector:
-        """Check the link's keys, and prepare the inspection of ``request``'s read."""
-        check_row_order_link(request, verdict)
+        """Check the link (`check_link`), and prepare the inspection of ``request``'s read."""
+        check_link(request, verdict)
         return cls(request, verdict, copy_features(request))
 
     @property
@@ -314,7 +446,8 @@ class Inspector:
         self.strategy = strategy
 
     def evidence(self) -> Evidence:
-        assert self.link is not None, "inspect a read first"
+        if self.link is None:
+            raise InvariantError("the link is unknown: inspect a read first")
         records = self.link.n if self.link.population is None else self.link.population
         return Evidence(
             records,

@@ -68,11 +68,10 @@ class SharedWalks:
         given: int = 0,
     ) -> None:
         # NaN checks in the order of the separate walks: the reference's pair first.
+        sets = ((originals, "originals"), (holdout, "holdout"), (synthetic, "synthetic"))
         o_largest, h_largest, s_largest = (
-            largest_magnitude(np.asarray(array), name)
-            for array, name in ((originals, "originals"), (holdout, "holdout"),
-                                (synthetic, "synthetic"))
-        )  # fmt: skip
+            largest_magnitude(np.asarray(array), name) for array, name in sets
+        )
         largest = max(o_largest, h_largest, s_largest)
         dim = np.shape(originals)[1] if np.ndim(originals) == 2 else 0
         self.exponent = exponent_for(largest, dim)
@@ -193,10 +192,8 @@ class SharedWalks:
             raise ValueError(msg)
         if not self._at_count_scale(cloaking, self.originals.points.shape[1]):
             return self.walk(self.synthetic, self.originals)  # other floats: walk them all
-        own = squared_distances(
-            self.originals.points, self.synthetic.points, slice(None),
-            self.synthetic.position[rows],
-        )  # fmt: skip
+        points, their_own = self.synthetic.points, self.synthetic.position[rows]
+        own = squared_distances(self.originals.points, points, slice(None), their_own)
         hidden = np.flatnonzero(cloaking.counts[rows] > 0)
         return squared_nearest(
             self.synthetic, self.originals.points, threads=self.threads, rows=hidden, seed=own

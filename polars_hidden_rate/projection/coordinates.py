@@ -16,6 +16,7 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import AllComponents, check_ncp_option
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
+    UNSEEN_LIMIT,
     Aligned,
     ColumnSpec,
     Link,
@@ -24,6 +25,7 @@ from polars_hidden_rate.frames import (
     missing_values,
     raise_inexact,
     raise_missing,
+    raise_unseen,
     read_aligned,
     read_coordinates,
 )
@@ -43,9 +45,6 @@ ID_MIN_RECORDS = 50
 """From this many records, a default feature unique per row (integers or text) is taken for
 an identifier and refused."""
 INDEX_NAMES = ("", "index", "__index_level_0__", "level_0")
-UNSEEN_LIMIT = 0.5
-"""A categorical feature whose avatar values fall outside the originals' modalities for more
-than this share of the avatars is refused: the two files do not code it alike."""
 _ROW = f"{RESERVED_PREFIX}_row"
 
 
@@ -208,10 +207,13 @@ class ProjectedCoordinates:
     def coordinates_of(self, frame: pl.LazyFrame, role: str) -> Float64Array:
         """``frame``'s coordinates (the ``role`` side) in the fitted projection, read on their
         own, linked to nothing; a missing coordinate is explained as in `read`."""
-        assert self.fitted is not None, "fit the projection first (with_fit)"
+        if self.fitted is None:
+            raise ValueError("fit the projection first (with_fit)")
         projection = self.fitted
         names = self.names(projection)
         schema = frame.collect_schema()
+        if role != "originals":  # coded as the originals are, as the avatars must be
+            unseen_modalities(frame, projection, schema, role)
         try:
             return read_coordinates(
                 projection.with_inputs(frame).select(projection.coordinates(names)), names, role
@@ -297,11 +299,12 @@ def _refuse_index_names(features: Sequence[str]) -> None:
 
 
 def unseen_modalities(
-    avatars: pl.LazyFrame, projection: Projection, schema: pl.Schema
+    frame: pl.LazyFrame, projection: Projection, schema: pl.Schema, role: str = "avatars"
 ) -> dict[str, int]:
-    """For each categorical feature, the avatars whose value is none of the originals'
-    modalities (missing values aside). Refuses a feature where they are more than
-    `UNSEEN_LIMIT` of the avatars, naming examples of both sides."""
+    """For each categorical feature, the records of ``frame`` (the ``role`` set: the avatars,
+    a synthetic set, a holdout) whose value is none of the originals' modalities (missing
+    values aside). Refuses a feature where they are more than `UNSEEN_LIMIT` of the records
+    (`polars_hidden_rate.frames.problems.raise_unseen`, the one rule)."""
     features = projection.scaling.categorical
     if not features:
         return {}
@@ -310,7 +313,7 @@ def unseen_modalities(
         for f in features
     }
     row = (
-        avatars.select(pl.len().alias(_ROWS), *(flag.sum().alias(n) for n, flag in flags.items()))
+        frame.select(pl.len().alias(_ROWS), *(flag.sum().alias(n) for n, flag in flags.items()))
         .collect()
         .row(0, named=True)
     )
@@ -318,21 +321,14 @@ def unseen_modalities(
     for feature in features:
         if rows and row[feature.name] > UNSEEN_LIMIT * rows:
             examples = (
-                avatars.select(feature.values(schema).filter(flags[feature.name]).unique())
+                frame.select(feature.values(schema).filter(flags[feature.name]).unique())
                 .head(3)
                 .collect()
                 .to_series()
                 .sort()
                 .to_list()
             )
-            known = ", ".join(map(repr, sorted(map(str, feature.modalities))[:3]))
-            msg = (
-                f"avatars' {feature.name!r} holds {', '.join(map(repr, examples))}, ...; the "
-                f"originals hold {known}, ...: {row[feature.name]} of {rows} avatar values are "
-                "none of the originals' categories (recoded?); write both files with the "
-                "same codes"
-            )
-            raise ComputeError(msg)
+            raise_unseen(feature.name, role, row[feature.name], rows, examples)
     return {name: int(count) for name, count in row.items()}
 
 

@@ -227,9 +227,8 @@ def _medians(
         tasks.run(f"median-keys-{p}", _median_keys, path, names, spec, schema)
         for p, path in enumerate(files)
     ]
-    ranges = list(tasks.results([
-        tasks.run(f"median-range-{p}", _key_range, f) for p, f in enumerate(keys)
-    ]))  # fmt: skip
+    ranged = [tasks.run(f"median-range-{p}", _key_range, f) for p, f in enumerate(keys)]
+    ranges = list(tasks.results(ranged))
     rows = {name: sum(r[name][0] for r in ranges) for name in names}
     # Each target (column, rank k) has the k-th smallest key in [low, high].
     bounds: dict[tuple[str, int], tuple[int, int]] = {}

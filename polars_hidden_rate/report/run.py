@@ -3,6 +3,7 @@ request, each measure once (`privacy_report`, `report_of_plan`)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Unpack
@@ -16,7 +17,11 @@ from polars_hidden_rate.measures.correlation import (
     check_known,
     correlation_protection,
 )
-from polars_hidden_rate.measures.holdout import check_holdout
+from polars_hidden_rate.measures.holdout import (
+    HoldoutOverlapWarning,
+    check_holdout,
+    holdout_overlap,
+)
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures, counts_and_figures
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
@@ -136,7 +141,9 @@ def privacy_report(
     held_out = None
     if holdout is not None:
         held_out = as_lazy(holdout, "holdout")
-        check_holdout_and_attack(request, held_out, attack)
+        overlap = check_holdout_and_attack(request, held_out, attack)
+        if overlap is not None:
+            warnings.warn(overlap, HoldoutOverlapWarning, stacklevel=2)
     verdict = Verdict.of(
         {
             "allow_unlinked": allow_unlinked,
@@ -156,11 +163,14 @@ def privacy_report(
 
 def check_holdout_and_attack(
     request: CountPlan, holdout: pl.LazyFrame, attack: InferenceAttack | None
-) -> None:
-    """The report's pre-check of a ``holdout``, before anything is read or counted: the
-    originals' columns and types (`check_holdout`), and the columns the inference ``attack``
-    (`inference_attack`, None without one) needs in the three sets."""
-    check_holdout(request.originals.collect_schema(), holdout.collect_schema())
+) -> str | None:
+    """The report's pre-check of a ``holdout``, before anything is counted: the originals'
+    columns and types less the link's keys (`check_holdout`), and the columns the inference
+    ``attack`` (`inference_attack`, None without one) needs in the three sets. Returns the
+    words of a `HoldoutOverlapWarning` when the holdout copies originals (`holdout_overlap`),
+    for the caller to warn or print; None otherwise."""
+    keys = request.link.left
+    check_holdout(request.originals.collect_schema(), holdout.collect_schema(), keys)
     if attack is not None:
         attack.check(
             {
@@ -169,6 +179,7 @@ def check_holdout_and_attack(
                 "holdout": holdout.collect_schema(),
             }
         )
+    return holdout_overlap(request.originals, holdout, keys)
 
 
 def inference_attack(
@@ -273,6 +284,7 @@ def report_of_plan(
                 held_out,
                 threads=request.threads,
                 confidence=level,
+                tie_tol=request.tie_tol,
             )
     # The read's arrays (taken in place) and the scaled distances are let go before the
     # direct-match pass reads the frames again: at 1e8 records they are 100 bytes each.

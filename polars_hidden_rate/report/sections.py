@@ -257,10 +257,11 @@ def _meaning(report: PrivacyReport, name: str) -> str:
             f"attacker finds {tpr / 0.1:.3g} times as many members as chance"
         )
     if name == "dcr_overfitting_protection":
-        closer = figures.overfitting.closer_to_training
+        overfit = figures.overfitting
         return (
-            f"{100 * closer:.1f} % of the synthetic records lie closer to a training record "
-            "than to any holdout record; 1 is full protection, 0 none"
+            f"{100 * overfit.closer_to_training:.1f} % of the synthetic records lie closer to a "
+            f"training record than to any holdout record, where chance at this split puts "
+            f"{100 * overfit.null_share:.1f} %; 1 is no more than chance, 0 all of them"
         )
     if name == "inference_risk":
         attack = figures.inference

@@ -1,0 +1,84 @@
+"""Every numba kernel of the engine, under public names, one module a job: `common` (the
+compilation, the tree as one value, the steps every walk shares), `build` (the tree's build),
+`count` (the counting walk), `nearest` (the nearest-two, within-reach and tied-match walks),
+`pairs` and `boxes` (the kernels of `engine.arrays` and `engine.boxes`). Imported from here.
+
+Each is compiled without fastmath (it would fuse and reorder the sums), so every
+distance a kernel compares is the engine's definition
+(`squared_distances`): direct differences,
+squared and summed in column order.
+"""
+
+from polars_hidden_rate.engine._kernels.boxes import open_box_counts
+from polars_hidden_rate.engine._kernels.build import (
+    TIED_SHARE,
+    distinct_rows,
+    leaves_below,
+    node_boxes,
+    node_splits,
+    permute_rows,
+    repeated_rows,
+    select_nth,
+    sorted_by_key,
+    split_between_ties,
+    split_nodes,
+    swap_rows,
+)
+from polars_hidden_rate.engine._kernels.common import (
+    FlatTree,
+    SplitDims,
+    box_bounds,
+    box_near,
+    climb,
+    kernel,
+    leaf_below,
+    point_d2,
+    split_term,
+)
+from polars_hidden_rate.engine._kernels.count import NO_PROBE, Probe, Strictly, count_walk
+from polars_hidden_rate.engine._kernels.nearest import (
+    any_within,
+    nearest_two_walk,
+    reach_walk,
+    scan_two,
+    tied_match_walk,
+    values_match,
+)
+from polars_hidden_rate.engine._kernels.pairs import gather_column, pair_squared_distances
+
+__all__ = [
+    "NO_PROBE",
+    "TIED_SHARE",
+    "FlatTree",
+    "Probe",
+    "SplitDims",
+    "Strictly",
+    "any_within",
+    "box_bounds",
+    "box_near",
+    "climb",
+    "count_walk",
+    "distinct_rows",
+    "gather_column",
+    "kernel",
+    "leaf_below",
+    "leaves_below",
+    "nearest_two_walk",
+    "node_boxes",
+    "node_splits",
+    "open_box_counts",
+    "pair_squared_distances",
+    "permute_rows",
+    "point_d2",
+    "reach_walk",
+    "repeated_rows",
+    "scan_two",
+    "select_nth",
+    "sorted_by_key",
+    "split_between_ties",
+    "split_nodes",
+    "split_term",
+    "swap_rows",
+    "tied_match_walk",
+    "values_match",
+]
