@@ -357,3 +357,57 @@ def test_failure_after_writing_removes_the_temporary_file(
     assert "per_record.parquet" in err
     assert os.listdir(folder) == ["per_record.parquet"]
     assert (folder / "per_record.parquet").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("command", "message", "expected"),
+    [
+        (
+            "check",
+            "x has 3 missing values; give impute='median', 'mean' or 'mode' to fill them",
+            "x has 3 missing values; give --impute median, 'mean' or 'mode' to fill them",
+        ),
+        (
+            "check",
+            "linking by row order needs equal heights (or give `on`)",
+            "linking by row order needs equal heights (or give --on)",
+        ),
+        (
+            "report",
+            "the attribute inference attack on `secret` needs the `known` columns too",
+            "the attribute inference attack on --secret needs the --known columns too",
+        ),
+        (
+            "report",
+            "the linkability attack (`aux_cols`) needs a holdout: pass `holdout`",
+            "the linkability attack (--aux-a and --aux-b) needs a holdout: pass --holdout",
+        ),
+        (
+            "report",
+            "`baseline_seed` seeds the baseline: pass `dcr_baseline=True`",
+            "--baseline-seed seeds the baseline: pass --dcr-baseline",
+        ),
+        # A keyword the command has no flag for stays as the Python API writes it.
+        ("check", "pass `holdout` and `frobnicate`", "pass `holdout` and `frobnicate`"),
+    ],
+)
+def test_the_python_api_s_words_reach_the_command_line_as_flags(
+    command: str, message: str, expected: str
+) -> None:
+    from polars_hidden_rate.cli.parser import build_parser, flags_of, in_flags
+
+    parser = build_parser({"check": main, "report": main, "demo": main})  # type: ignore[dict-item]
+    assert in_flags(message, flags_of(parser, command)) == expected
+
+
+def test_a_gap_without_impute_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = pl.DataFrame({"id": range(60), "x": [None, *map(float, range(59))]})
+    frame.write_csv(tmp_path / "o.csv")
+    frame.write_csv(tmp_path / "a.csv")
+    code = main(["check", str(tmp_path / "o.csv"), str(tmp_path / "a.csv"), "--on", "id"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--impute median" in err
+    assert "impute=" not in err

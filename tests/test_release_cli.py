@@ -566,3 +566,21 @@ def test_report_linkability_and_baseline_flags_bad_input_is_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert message in err
+
+
+def test_an_input_named_with_a_newline_is_quoted_on_the_page_as_in_the_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    originals, avatars = raw_release(seed=7)
+    o = write_raw(originals, tmp_path / "o\nriginals.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    page = tmp_path / "report.html"
+    easy = [f"--target={name}=-1" for name in phr.report.METRICS]
+    code = main(["report", str(o), str(a), *OPTIONS, *easy, "--html", str(page)])
+    text = capsys.readouterr().out
+    assert code == 0
+    quoted = repr(str(o.resolve()))
+    assert quoted in text
+    html = page.read_text("utf-8")
+    assert "o\nriginals" not in html  # never the raw line break
+    assert quoted.replace("'", "&#x27;") in html

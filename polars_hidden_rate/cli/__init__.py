@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 import polars as pl
 
 from polars_hidden_rate.cli.formatting import format_json, format_report, format_text
-from polars_hidden_rate.cli.parser import PROG, UsageError, build_parser
+from polars_hidden_rate.cli.parser import PROG, UsageError, build_parser, flags_of, in_flags
 from polars_hidden_rate.cli.signals import in_background, stop_signals_raised
 from polars_hidden_rate.frames import check_output_free
 from polars_hidden_rate.frames.files import (
@@ -119,7 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return stop.code if isinstance(stop.code, int) else 0
         except (UsageError, *BadInput) as error:
             if not received:
-                print(f"{PROG}: error: {one_line(error)}", file=sys.stderr)
+                words = one_line(error)
+                if isinstance(error, BadInput):  # the Python API's words, as flags
+                    words = in_flags(words, flags_of(parser, _command_of(argv)))
+                print(f"{PROG}: error: {words}", file=sys.stderr)
                 return 2
         except BaseException:
             if not received:
@@ -127,6 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A signal came: whatever error it surfaced as (a library may wrap it), report the signal.
     print(f"{PROG}: interrupted ({signal.Signals(received[0]).name})", file=sys.stderr)
     return 128 + received[0]
+
+
+def _command_of(argv: Sequence[str] | None) -> str:
+    """The subcommand ``argv`` names (its first word that is one)."""
+    words = sys.argv[1:] if argv is None else argv
+    return next((word for word in words if word in ("check", "report", "demo")), "check")
 
 
 def entry() -> NoReturn:

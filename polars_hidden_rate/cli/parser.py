@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal, NoReturn, get_args
@@ -376,3 +377,35 @@ def _names(value: str) -> list[str]:
         msg = f"empty column name in {value!r}"
         raise argparse.ArgumentTypeError(msg)
     return names
+
+
+# Python keywords whose command-line form is not their flag of the same name.
+_KEYWORD_FLAGS = {"aux_cols": "--aux-a and --aux-b"}
+
+
+def flags_of(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """Each Python keyword of ``command``'s options, with the flag that gives it (``impute``:
+    ``--impute``), read from the parser itself."""
+    flags = dict(_KEYWORD_FLAGS)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            for option in action.choices[command]._actions:
+                long = [name for name in option.option_strings if name.startswith("--")]
+                if long and option.dest != "help":
+                    flags.setdefault(option.dest, long[0])
+    return flags
+
+
+def in_flags(message: str, flags: Mapping[str, str]) -> str:
+    """A message of the Python API in the command line's words: `` `known` `` as ``--known``,
+    ``impute='median'`` as ``--impute median``, `` `dcr_baseline=True` `` as
+    ``--dcr-baseline``; keywords the command has no flag for stay as written."""
+
+    def flag(match: re.Match[str]) -> str:
+        name, value = match.group("name"), match.group("value")
+        if name not in flags:
+            return match.group(0)
+        return flags[name] if value in (None, "True") else f"{flags[name]} {value}"
+
+    message = re.sub(r"`(?P<name>\w+)(?:=(?P<value>True))?`", flag, message)
+    return re.sub(r"\b(?P<name>[a-z_]+)='(?P<value>[^']*)'", flag, message)

@@ -167,7 +167,7 @@ def _page_rows(block: Mapping[str, Any]) -> list[Row]:
     inputs = [
         (
             role,
-            f"{described['path']} — {described['rows']:,} rows, {described['size']:,} "
+            f"{described['path']!r} — {described['rows']:,} rows, {described['size']:,} "
             f"bytes, sha256 {described.get('sha256', 'per file')}",
         )
         for role, described in block["inputs"].items()
