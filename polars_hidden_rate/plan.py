@@ -285,8 +285,8 @@ class CountPlan:
         as categorical (by type, named, or ``"auto"``) and its imputation."""
         options: CountOptions = {"threads": self.threads, "tie_tol": self.tie_tol}
         if self.projection is not None:
-            assert self.projection.fitted is not None, "fit the projection first (`fitted`)"
-            chosen = {f.name for f in self.projection.fitted.scaling.categorical}
+            fit = known(self.projection.fitted, "the projection's fit (`fitted` first)")
+            chosen = {f.name for f in fit.scaling.categorical}
             forced = [name for name in columns if name in chosen]
             if forced:
                 options["categorical"] = forced

@@ -389,7 +389,7 @@ def test_count_within_refuses_bad_arguments(
         (1e-9, [1, 1]),
         (np.float64(1e-9), [1, 1]),
         (np.float32(1e-9), [1, 1]),  # its float64 value, not 1 + 1e-9 rounded to float32
-        (np.float16(0.001), [1, 1]),
+        (np.float16(0.0005), [1, 1]),  # below the bound on tie_tol (1e-3)
     ],
 )
 @pytest.mark.parametrize("threads", [None, 1, 2, np.int64(2), np.int32(3), np.uint8(1)])

@@ -372,12 +372,25 @@ def test_report_dict_keys_and_json() -> None:
         "correlation_protection_rate",
         "column_direct_match_protection",
         "categorical_hidden_rate",
+        # The newer sections' keys, after those of the first releases, in the sections' order.
+        "own_copies",
+        "link_use",
         "linkability",
         "dcr_baseline_protection",
+        "holdout_metrics",
     ]
     assert data["holdout"] is None  # without a holdout
     assert data["linkability"] is None  # not asked
     assert data["dcr_baseline_protection"] is None
+    assert data["holdout_metrics"] is None
+    assert data["link_use"] == "judged"
+    assert data["own_copies"] == {
+        "value": report.evidence.own_copies_percent if report.evidence else None,
+        "target": 10.0,
+        "direction": "<=",
+        "passed": True,
+        "reason": None,
+    }
     # Without `known` the correlation protection rate is not measured; the two metrics
     # without a public definition never are: null, with the reason, and no verdict.
     assert data["correlation_protection_rate"] == {
@@ -502,7 +515,8 @@ def test_html_page() -> None:
         ["Row direct match protection (%)", "100", "> 90", "pass"],
         [
             "Correlation protection rate (%)",
-            "not computed: give `known`, the variables an attacker knows (--known)",
+            # No Markdown on the page: the code marks of the terminal's words left out.
+            "not computed: give known, the variables an attacker knows (--known)",
             "> 95",
             "not computed",
         ],
@@ -614,7 +628,7 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
             ), row
     assert {s.key for s in report.sections()} == {
         "records", "metrics", "release", "verdict", "holdout", "linkability", "dcr_baseline",
-        "evidence", "provenance",
+        "holdout_metrics", "evidence", "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())
 
@@ -957,7 +971,8 @@ def test_values_beside_their_targets_show_the_digits_that_decide() -> None:
         ["0.3", "> 0.3", "FAIL"],
         ["90.00004", "> 90", "pass"],
         [
-            "not computed: give `known`, the variables an attacker knows (--known)",
+            # No Markdown on the page: the code marks of the terminal's words left out.
+            "not computed: give known, the variables an attacker knows (--known)",
             "> 95",
             "not computed",
         ],

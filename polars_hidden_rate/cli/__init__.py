@@ -388,7 +388,8 @@ def _scheduler_address(path: Path) -> str:
 def run_report(args: argparse.Namespace) -> int:
     """``hidden-rate report``: every metric once, against its target; optionally as a page."""
     targets = dict(args.target or [])
-    check_targets(targets, known=args.known)  # before anything is read
+    # Before anything is read.
+    check_targets(targets, known=args.known, holdout=args.holdout, secret=args.secret)
     _refuse_inputs(args.html, "--html", args)  # its folder too
     _check_attack_options(args)
     space = _attack_space(args)
@@ -418,6 +419,8 @@ def run_report(args: argparse.Namespace) -> int:
             dcr_baseline=seed,
         )
     )
+    if report.link_use == "absent" and not args.quiet:
+        print(f"{PROG}: note: {report.override_notes[0]}", file=sys.stderr)
     more: dict[str, Any] = {}
     if attack is not None:
         more["inference"] = {

@@ -14,7 +14,7 @@ from polars_hidden_rate.frames.files import CSV_NULL_VALUES
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE
 from polars_hidden_rate.measures.verdict import DEFAULT_MAX_OWN_COPIES
 from polars_hidden_rate.projection.types import Impute
-from polars_hidden_rate.report import DEFAULT_TARGETS
+from polars_hidden_rate.report import DEFAULT_TARGETS, HOLDOUT_METRICS
 
 PROG = "hidden-rate"
 Command = Literal["check", "report", "demo"]
@@ -99,7 +99,8 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         type=_target,
         action="append",
         metavar="NAME=VALUE",
-        help=f"override a target (names: {', '.join(DEFAULT_TARGETS)}); may repeat",
+        help=f"override a target (names: {', '.join(DEFAULT_TARGETS)}), or judge a holdout's "
+        f"measure ({', '.join(f'{k} {v}' for k, v in HOLDOUT_METRICS.items())}); may repeat",
     )
     report.add_argument(
         "--known",

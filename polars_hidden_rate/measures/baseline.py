@@ -73,10 +73,9 @@ class DcrBaseline:
         threads = threads or usable_cores()
         tree = KdTree.build(points, threads=threads)
         found, baseline = (
-            float(np.median(np.sqrt(squared_nearest(tree, rows, threads=threads,
-                                                    rows=walk_order(tree, rows, threads=threads)))))
+            float(np.median(np.sqrt(_nearest_squared(tree, rows, threads))))
             for rows in (queries, randoms)
-        )  # fmt: skip
+        )
         score = math.nan if baseline == 0.0 else min(found / baseline, 1.0)
         return cls(
             score,
@@ -263,3 +262,10 @@ def baseline_section(found: DcrBaseline | None) -> Section:
     if found is None:
         return Section("dcr_baseline", BASELINE_TITLE, entry={"dcr_baseline_protection": None})
     return found.section()
+
+
+def _nearest_squared(tree: KdTree, queries: Float64Array, threads: int) -> Float64Array:
+    """Each query's ``d2`` to its nearest point of ``tree``, walked in the tree's order."""
+    return squared_nearest(
+        tree, queries, threads=threads, rows=walk_order(tree, queries, threads=threads)
+    )

@@ -55,5 +55,24 @@ def exact(bound: float) -> str:
     return text.removesuffix(".0")
 
 
+SMALLEST_P = 1e-300
+"""Below it a p-value is printed as a bound: a float64 tail that small has underflowed or
+lost its digits, and ``p = 0`` would claim a certainty no test gives."""
+
+
+def p_text(p_value: float) -> str:
+    """A p-value for people: ``"p = 0.56"``, ``"p = 3e-05"``, or ``"p < 1e-300"`` below
+    `SMALLEST_P` (an underflowed tail is not 0).
+
+    Examples
+    --------
+    >>> p_text(0.5612), p_text(3.1e-5), p_text(0.0)
+    ('p = 0.56', 'p = 3.1e-05', 'p < 1e-300')
+    """
+    if p_value < SMALLEST_P:
+        return f"p < {SMALLEST_P:g}"
+    return f"p = {p_value:.2g}"
+
+
 def _side(value: float, bound: float) -> int:
     return (value > bound) - (value < bound)

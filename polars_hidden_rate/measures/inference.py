@@ -116,6 +116,29 @@ class SuccessRate:
         }
 
 
+def attack_against_control(
+    members_success: Float64Array,
+    control_success: Float64Array,
+    confidence: float,
+    all_right: str,
+) -> tuple[SuccessRate, SuccessRate, float, tuple[float, float]]:
+    """An attack's and its control's Wilson rates from each target's chance of success,
+    and the residual risk with its interval (anonymeter's); ``all_right`` words a control
+    that succeeded on every target, where no residual risk can be measured."""
+    attack, control = (
+        SuccessRate.wilson(math.fsum(share), len(share), confidence)
+        for share in (members_success, control_success)
+    )
+    if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
+        msg = (
+            f"the control {all_right} at confidence={confidence!r}: no residual risk can be "
+            "measured; use a usual confidence level such as 0.95"
+        )
+        raise ValueError(msg)
+    risk, interval = residual_risk((attack.rate, attack.error), (control.rate, control.error))
+    return attack, control, risk, interval
+
+
 @dataclass(frozen=True)
 class InferenceRisk:
     """The attribute inference attack on a synthetic set, with the holdout as its control.
@@ -240,17 +263,9 @@ class InferenceRisk:
     ) -> InferenceRisk:
         """From each target's chance of a right guess, in the originals and the holdout:
         Wilson's rates, the residual risk and its interval."""
-        attack, control = (
-            SuccessRate.wilson(math.fsum(share), len(share), confidence)
-            for share in (members_success, control_success)
+        attack, control, risk, interval = attack_against_control(
+            members_success, control_success, confidence, "guessed every secret"
         )
-        if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
-            msg = (
-                f"the control guessed every secret at confidence={confidence!r}: no residual "
-                "risk can be measured; use a usual confidence level such as 0.95"
-            )
-            raise ValueError(msg)
-        risk, interval = residual_risk((attack.rate, attack.error), (control.rate, control.error))
         return cls(
             risk,
             interval,

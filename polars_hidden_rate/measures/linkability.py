@@ -58,9 +58,9 @@ from polars_hidden_rate.measures.gower import (
     refuse_projection_options,
 )
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
-from polars_hidden_rate.measures.inference import SuccessRate
+from polars_hidden_rate.measures.inference import SuccessRate, attack_against_control
 from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.stats import percent, residual_risk
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions
 
 
@@ -182,17 +182,9 @@ class LinkabilityRisk:
         tie_tol: float = 1e-9,
     ) -> LinkabilityRisk:
         """From each target's chance of a link, in the originals and the holdout."""
-        attack, control = (
-            SuccessRate.wilson(math.fsum(share), len(share), confidence)
-            for share in (members_success, control_success)
+        attack, control, risk, interval = attack_against_control(
+            members_success, control_success, confidence, "linked every record"
         )
-        if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
-            msg = (
-                f"the control linked every record at confidence={confidence!r}: no residual "
-                "risk can be measured; use a usual confidence level such as 0.95"
-            )
-            raise ValueError(msg)
-        risk, interval = residual_risk((attack.rate, attack.error), (control.rate, control.error))
         return cls(
             risk,
             interval,

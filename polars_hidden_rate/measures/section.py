@@ -17,6 +17,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+Direction = Literal[">", ">=", "<="]
+"""How a metric's value meets its target: strictly above it, at least it, or at most it."""
+
 Format = Literal["text", "page"]
 """The formats that show rows: the terminal's text and the HTML page (JSON shows the entry)."""
 
@@ -26,9 +29,10 @@ class Row:
     """One line of a section.
 
     A row with a ``target`` is a metric against it: ``value`` the figure (None where not
-    computed, ``reason`` saying why), ``passed`` its verdict (None without a value); the
-    formats show the value with the digits that decide the verdict. A row without one
-    states a fact: ``value`` is its text.
+    computed, ``reason`` saying why), ``passed`` its verdict (None without a value, or where
+    the value is shown but not judged: ``reason`` says why); ``direction`` how it meets the
+    target; the formats show the value with the digits that decide the verdict. A row
+    without one states a fact: ``value`` is its text.
     """
 
     label: str
@@ -40,6 +44,7 @@ class Row:
     page_label: str = ""
     # The one format that shows the row; None: both.
     only: Format | None = None
+    direction: Direction = ">"
 
     def label_in(self, form: Format) -> str:
         return self.page_label if form == "page" and self.page_label else self.label

@@ -96,12 +96,7 @@ class CloakingSummary:
 
     @property
     def copies_fail(self) -> bool:
-        percent = None if self.evidence is None else self.evidence.own_copies_percent
-        return (
-            percent is not None
-            and self.max_own_copies is not None
-            and percent > self.max_own_copies
-        )
+        return self.evidence is not None and self.evidence.copies_exceed(self.max_own_copies)
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> CloakingSummary:
         return replace(self, provenance=MappingProxyType(dict(provenance)))

@@ -163,6 +163,13 @@ class Evidence:
             return None
         return percent(self.own_copies, self.n) if self.n else 0.0
 
+    def copies_exceed(self, limit: float | None) -> bool:
+        """Whether more than ``limit`` percent of the avatars are their own original's copy:
+        the rule of every verdict on own copies (``hidden-rate check``'s gate and the
+        report's); False without a limit or where they were not compared."""
+        shown = self.own_copies_percent
+        return shown is not None and limit is not None and shown > limit
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "own_copies": self.own_copies,

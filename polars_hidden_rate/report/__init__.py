@@ -28,18 +28,25 @@ from polars_hidden_rate.report.run import (
 )
 from polars_hidden_rate.report.targets import (
     DEFAULT_TARGETS,
+    DIRECTIONS,
+    HOLDOUT_METRICS,
     LABELS,
+    LINKED_METRICS,
     METRICS,
     NO_PUBLIC_DEFINITION,
     NOT_MEASURED,
     UNDEFINED_METRICS,
     MetricLabels,
     check_targets,
+    meets,
 )
 
 __all__ = [
     "DEFAULT_TARGETS",
+    "DIRECTIONS",
+    "HOLDOUT_METRICS",
     "LABELS",
+    "LINKED_METRICS",
     "METRICS",
     "NOT_MEASURED",
     "NO_PUBLIC_DEFINITION",
@@ -51,6 +58,7 @@ __all__ = [
     "check_targets",
     "inference_attack",
     "linkability_attack",
+    "meets",
     "privacy_report",
     "report_of_plan",
 ]

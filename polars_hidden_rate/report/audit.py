@@ -5,10 +5,10 @@ settings whole): each row names the format that shows it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from polars_hidden_rate.measures.digits import exact, p_text
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.provenance import components_words
@@ -41,7 +41,7 @@ def evidence_section(evidence: Evidence | None) -> Section:
         Row(
             "link test",
             f"own avatar closer than a random one for {test.closer_share:.1f} % "
-            f"(p = {test.p_value:.2g}, {test.n:,} records)"
+            f"({p_text(test.p_value)}, {test.n:,} records)"
             if test.tested
             else "not run (fewer than 50 records)",
             only="text",
@@ -60,16 +60,17 @@ def evidence_section(evidence: Evidence | None) -> Section:
         Row(
             "Link test",
             f"own avatar closer than a random one for {test.closer_share:.1f} % "
-            f"(p = {test.p_value:.2g}, n = {test.n:,})"
+            f"({p_text(test.p_value)}, n = {test.n:,})"
             if test.tested
             else "not run (fewer than 50 records)",
             only="page",
         ),
         Row("Unseen categories", unseen or "none", only="page"),
     ]
-    return Section(
-        "evidence", "Evidence", (*text, *page), {"evidence": evidence.to_dict()}, width=WIDTH
-    )
+    entry = evidence.to_dict()
+    # The p-value as the text and the page say it: below the smallest float, a bound.
+    entry["link_test"] = {**entry["link_test"], "p_value_text": p_text(test.p_value)}
+    return Section("evidence", "Evidence", (*text, *page), {"evidence": entry}, width=WIDTH)
 
 
 def provenance_section(block: Mapping[str, Any]) -> Section:
@@ -115,6 +116,7 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
     by = "row order" if link["by"] == "row order" else f"key {link['left_on']} = {link['right_on']}"
     lines += [
         ("link", by),
+        ("overrides", _overrides(settings)),
         ("tie tolerance", f"{settings['tie_tol']:g}"),
         ("versions", ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v is not None)),
         ("measured at", block["measured_at"]),
@@ -122,8 +124,46 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
     return [Row(label, value, only="text") for label, value in lines]
 
 
+def _overrides(settings: Mapping[str, Any]) -> str:
+    """The verdict options that relax the link's checks, as the settings record them."""
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("allow_unlinked", "by_row_order")
+        if settings.get(name)
+    ]
+    words = ", ".join(given) or "none"
+    test = settings.get("link_test")
+    if isinstance(test, Mapping) and test.get("tested"):
+        words += (
+            f" (link test: own avatar closer for {test['own_closer_percent']:.1f} %, "
+            f"{p_text(test['p_value'])}, {'linked' if test['linked'] else 'refused'})"
+        )
+    return words
+
+
+def settings_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """The settings as (name, value) rows of a table: a nested setting's name is its path
+    (``space.ncp``), a list its items joined, every value in words rather than JSON."""
+    if isinstance(value, Mapping):
+        if not value:
+            return [(prefix, "none")] if prefix else []
+        rows = []
+        for name in sorted(value):
+            rows += settings_rows(value[name], f"{prefix}.{name}" if prefix else str(name))
+        return rows
+    if isinstance(value, list | tuple):
+        return [(prefix, ", ".join(map(str, value)) or "none")]
+    if value is None:
+        return [(prefix, "none")]
+    if isinstance(value, bool):
+        return [(prefix, "yes" if value else "no")]
+    if isinstance(value, float):
+        return [(prefix, exact(value))]
+    return [(prefix, str(value))]
+
+
 def _page_rows(block: Mapping[str, Any]) -> list[Row]:
-    """The page's rows: inputs, the settings as JSON, versions, time."""
+    """The page's rows: inputs, each setting a row, versions, time."""
     inputs = [
         (
             role,
@@ -135,7 +175,7 @@ def _page_rows(block: Mapping[str, Any]) -> list[Row]:
     versions = ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v)
     rows = [
         *inputs,
-        ("Settings", json.dumps(block["settings"], sort_keys=True)),
+        *((f"Setting: {name}", text) for name, text in settings_rows(block["settings"])),
         ("Versions", versions),
         ("Measured at (UTC)", block["measured_at"]),
     ]

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import CorrelationProtection
+from polars_hidden_rate.measures.digits import p_text
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
 from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from polars_hidden_rate.measures.section import Section
@@ -23,11 +24,13 @@ from polars_hidden_rate.report import sections as registry
 from polars_hidden_rate.report.page import page_of
 from polars_hidden_rate.report.targets import (
     DEFAULT_TARGETS,
+    LINKED_METRICS,
     METRICS,
     NO_PUBLIC_DEFINITION,
     NOT_MEASURED,
     UNDEFINED_METRICS,
     check_targets,
+    meets,
 )
 from polars_hidden_rate.report.text import text_of
 
@@ -47,6 +50,15 @@ _KEYS = (
     "column_direct_match_protection",
     "categorical_hidden_rate",
 )
+
+
+LinkUse = Literal["judged", "not judged", "absent"]
+"""What a report makes of the measures that need a one-avatar-per-original link
+(`LINKED_METRICS`, the own copies): ``"judged"`` (the link test found the link, or had too
+few records to test it), ``"not judged"`` (measured on a link the test refuses, because
+``allow_unlinked`` said so: shown, never counted toward a pass), ``"absent"`` (the test refuses
+the link and a holdout was given: not applicable, the verdict is that of the measures that
+need no link)."""
 
 
 def _no_counts() -> CountArray:
@@ -100,6 +112,14 @@ class PrivacyReport:
         otherwise.
     dcr_baseline
         The DCR baseline protection, when asked (``dcr_baseline``); None otherwise.
+    max_own_copies
+        The largest percentage of avatars identical to their own original that passes (the
+        gate's ``max_own_copies``); None: the own copies are shown, not judged.
+    link_use
+        Whether the measures that need the link are judged (`LinkUse`).
+    overrides
+        The verdict options that relax the link's checks, as given: ``allow_unlinked``,
+        ``by_row_order``.
     """
 
     n: int
@@ -127,6 +147,11 @@ class PrivacyReport:
     correlation_protection: CorrelationProtection | None = None
     linkability: LinkabilityRisk | None = field(default=None, compare=False)
     dcr_baseline: DcrBaseline | None = field(default=None, compare=False)
+    max_own_copies: float | None = field(default=None, compare=False)
+    link_use: LinkUse = field(default="judged", compare=False)
+    overrides: Mapping[str, bool] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
         """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
@@ -155,11 +180,110 @@ class PrivacyReport:
         return {"correlation_protection_rate": self.correlation_protection.rate > target}
 
     @property
+    def own_copies_check(self) -> dict[str, bool]:
+        """Whether the own copies are at most ``max_own_copies`` percent, the gate's rule
+        (`Evidence.copies_exceed`): empty where not judged (no limit, not compared, or no
+        link to judge them by)."""
+        evidence = self.evidence
+        if (
+            self.max_own_copies is None
+            or evidence is None
+            or evidence.own_copies_percent is None
+            or self.link_use != "judged"
+        ):
+            return {}
+        return {"own_copies_percent": not evidence.copies_exceed(self.max_own_copies)}
+
+    @property
+    def holdout_values(self) -> dict[str, float]:
+        """The value of each measure of `HOLDOUT_METRICS` the report took (none without a
+        holdout; the inference risk only with the attack)."""
+        figures = self.holdout
+        if figures is None:
+            return {}
+        values = {
+            "membership_auc": figures.membership.auc,
+            "dcr_overfitting_protection": figures.overfitting.score,
+        }
+        if figures.inference is not None:
+            values["inference_risk"] = figures.inference.risk
+        linkability = getattr(figures, "linkability", None) or getattr(self, "linkability", None)
+        if linkability is not None:
+            values["linkability_risk"] = linkability.risk
+        return {name: float(value) for name, value in values.items()}
+
+    @property
+    def holdout_checks(self) -> dict[str, bool]:
+        """Whether each measure of `HOLDOUT_METRICS` given a target meets it in its direction
+        (``membership_auc`` at most, ``dcr_overfitting_protection`` at least, ...)."""
+        return {
+            name: meets(name, value, self.targets[name])
+            for name, value in self.holdout_values.items()
+            if name in self.targets
+        }
+
+    @property
+    def verdicts(self) -> dict[str, bool]:
+        """Every check that decides `passed`, by name: the metrics of
+        [`METRICS`][polars_hidden_rate.report.METRICS] and the measured correlation protection
+        rate (those of `LINKED_METRICS` only where the link is judged, `link_use`), the own
+        copies against ``max_own_copies``, and each measure against a holdout given a
+        target."""
+        judged = {**self.checks, **self.release_checks}
+        if self.link_use != "judged":
+            judged = {k: v for k, v in judged.items() if k not in LINKED_METRICS}
+        return {**judged, **self.own_copies_check, **self.holdout_checks}
+
+    @property
     def passed(self) -> bool:
-        """Every metric measured is above its target: those of
-        [`METRICS`][polars_hidden_rate.report.METRICS] and, when measured, the correlation
-        protection rate. The metrics without a public definition never decide it."""
-        return all(self.checks.values()) and all(self.release_checks.values())
+        """Every check of `verdicts` passed: the metrics of
+        [`METRICS`][polars_hidden_rate.report.METRICS] above their targets and, when
+        measured, the correlation protection rate, the own copies at most
+        ``max_own_copies``, each measure against a holdout given a target. The metrics without
+        a public definition never decide it, nor do those that need the link where it is not
+        judged (`link_use`)."""
+        return all(self.verdicts.values())
+
+    @property
+    def link_reason(self) -> str:
+        """Why the measures that need the link are not judged (`link_use`); empty where they
+        are."""
+        if self.link_use == "judged":
+            return ""
+        link = None if self.evidence is None else self.evidence.link
+        figure = (
+            ""
+            if link is None
+            else f" (link test: own avatar closer than a random one for "
+            f"{link.closer_share:.1f} %, {p_text(link.p_value)})"
+        )
+        if self.link_use == "absent":
+            return f"n/a: no one-avatar-per-original link{figure}"
+        return f"not judged: the link test refuses the link{figure}, measured with --allow-unlinked"
+
+    @property
+    def override_notes(self) -> tuple[str, ...]:
+        """What the verdict rests on beyond the checks: a sentence per override that mattered
+        (the page's banner, the terminal's first lines)."""
+        notes = []
+        if self.link_use == "absent":
+            notes.append(
+                "The link test refuses a one-avatar-per-original link: the hidden rate, the "
+                "local cloaking, the correlation protection and the own copies are not "
+                "applicable; the verdict is that of the measures that need no link."
+            )
+        elif self.link_use == "not judged":
+            notes.append(
+                "Measured with --allow-unlinked on a link the link test refuses: the hidden "
+                "rate, the local cloaking, the correlation protection and the own copies are "
+                "shown but never count toward a pass."
+            )
+        if self.overrides.get("by_row_order"):
+            notes.append(
+                "Linked by row order with --by-row-order, although both files hold a key "
+                "column: every measure that needs the link rests on that order."
+            )
+        return tuple(notes)
 
     def release_table(self) -> dict[str, dict[str, Any]]:
         """The service's metrics beside [`METRICS`][polars_hidden_rate.report.METRICS]: for each,
@@ -169,19 +293,27 @@ class PrivacyReport:
         ``tolerance``)."""
         target = self.targets["correlation_protection_rate"]
         measured = self.correlation_protection
-        if measured is None:
+        if measured is not None and self.link_use == "absent":
             protection: dict[str, Any] = {
+                "value": None,
+                "target": target,
+                "passed": None,
+                "reason": self.link_reason,
+            }
+        elif measured is None:
+            protection = {
                 "value": None,
                 "target": target,
                 "passed": None,
                 "reason": NOT_MEASURED,
             }
         else:
+            judged = self.link_use == "judged"
             protection = {
                 **measured.to_dict(),
                 "target": target,
-                "passed": self.release_checks["correlation_protection_rate"],
-                "reason": None,
+                "passed": self.release_checks["correlation_protection_rate"] if judged else None,
+                "reason": None if judged else self.link_reason,
             }
         undefined = {
             name: {"value": None, "target": value, "passed": None, "reason": NO_PUBLIC_DEFINITION}

@@ -48,7 +48,15 @@ def page_of(report: PrivacyReport, sections: Sequence[Section], title: str) -> s
         f"{_number(report.hidden_rate_low)} – {_number(report.hidden_rate_high)} % "
         f"({_number(100 * report.confidence)} % Wilson interval)"
     )
+    lead = f"{report.n:,} records; {report.n_hidden:,} hidden; hidden rate {interval}."
+    if report.link_use == "absent":
+        lead = f"{report.n:,} records; no one-avatar-per-original link: hidden rate n/a."
+        verdict += " on the measures that need no link"
     heading = html.escape(title)
+    banner = "".join(
+        f'<p class="banner"><strong>Read with care:</strong> {_escape(note)}</p>\n'
+        for note in report.override_notes
+    )
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -61,12 +69,13 @@ th, td {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: left; }}
 .pass {{ color: #1a7f37; font-weight: bold; }}
 .fail {{ color: #cf222e; font-weight: bold; }}
 .na {{ color: #6e7781; }}
+.banner {{ background: #fff8c5; border: 1px solid #d4a72c; padding: 0.6em 1em; }}
 figure {{ display: inline-block; margin: 0 1em 1em 0; }}
 </style>
 </head>
 <body>
 <h1>{heading}</h1>
-<p>{report.n:,} records; {report.n_hidden:,} hidden; hidden rate {interval}.{space}
+{banner}<p>{lead}{space}
 Overall: <span class="{"pass" if report.passed else "fail"}">{verdict}</span>.</p>
 <table>
 <thead><tr><th>Metric</th><th>Value</th><th>Target</th><th>Result</th></tr></thead>
@@ -86,15 +95,30 @@ def _metric_row(row: Row) -> str:
     has none."""
     assert row.target is not None
     if row.value is None:
-        value, result = html.escape(row.reason), '<td class="na">not computed</td>'
+        shown = "n/a" if row.reason.startswith("n/a") else "not computed"
+        value, result = _escape(row.reason), f'<td class="na">{shown}</td>'
     else:
         assert not isinstance(row.value, str), "a metric's value is a number"
         value = html.escape(decisive(row.value, row.target, 4))
-        result = '<td class="pass">pass</td>' if row.passed else '<td class="fail">FAIL</td>'
+        if row.passed is None:  # measured, not judged
+            value = f"{value} ({_escape(row.reason)})"
+            result = '<td class="na">not judged</td>'
+        else:
+            result = '<td class="pass">pass</td>' if row.passed else '<td class="fail">FAIL</td>'
     return (
-        f"<tr><td>{html.escape(row.label_in('page'))}</td><td>{value}</td>"
-        f"<td>&gt; {html.escape(exact(row.target))}</td>{result}</tr>"
+        f"<tr><td>{_escape(row.label_in('page'))}</td><td>{value}</td>"
+        f"<td>{_BOUNDS[row.direction]} {html.escape(exact(row.target))}</td>{result}</tr>"
     )
+
+
+# How the page writes a target's direction.
+_BOUNDS = {">": "&gt;", ">=": "&ge;", "<=": "&le;"}
+
+
+def _escape(text: str) -> str:
+    """A text for the page: escaped, without the backticks that mark code in the terminal's
+    and the docstrings' words (the page shows no Markdown)."""
+    return html.escape(text.replace("`", ""))
 
 
 def _number(value: float) -> str:
@@ -104,7 +128,7 @@ def _number(value: float) -> str:
 
 def _table(heading: str, rows: Sequence[Row]) -> str:
     body = "\n".join(
-        f"<tr><th>{html.escape(row.label_in('page'))}</th><td>{html.escape(str(row.value))}</td></tr>"
+        f"<tr><th>{_escape(row.label_in('page'))}</th><td>{_escape(str(row.value))}</td></tr>"
         for row in rows
     )
-    return f"<h2>{html.escape(heading)}</h2>\n<table>\n<tbody>\n{body}\n</tbody>\n</table>"
+    return f"<h2>{_escape(heading)}</h2>\n<table>\n<tbody>\n{body}\n</tbody>\n</table>"

@@ -11,7 +11,7 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.checks import check_confidence
+from polars_hidden_rate.checks import InvariantError, check_confidence
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
 from polars_hidden_rate.measures.baseline import DcrBaseline, check_seed
 from polars_hidden_rate.measures.correlation import (
@@ -32,13 +32,14 @@ from polars_hidden_rate.measures.secrets import SecretKind
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.measures.verdict import (
+    DEFAULT_MAX_OWN_COPIES,
     Inspector,
     Verdict,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.progress import stage
 from polars_hidden_rate.provenance import components_words
-from polars_hidden_rate.report.model import PrivacyReport
+from polars_hidden_rate.report.model import LinkUse, PrivacyReport
 from polars_hidden_rate.report.targets import check_targets
 
 
@@ -50,6 +51,7 @@ def privacy_report(
     confidence: float = 0.95,
     allow_unlinked: bool = False,
     by_row_order: bool = False,
+    max_own_copies: float = DEFAULT_MAX_OWN_COPIES,
     holdout: pl.DataFrame | pl.LazyFrame | None = None,
     known: ColumnSpec | None = None,
     secret: str | None = None,
@@ -74,19 +76,29 @@ def privacy_report(
         As for [`local_cloaking`][polars_hidden_rate.local_cloaking]; LazyFrames are collected.
     targets
         Targets overriding [`DEFAULT_TARGETS`][polars_hidden_rate.report.DEFAULT_TARGETS], by metric
-        name; a metric passes when its value is strictly above its target.
+        name; a metric passes when its value is strictly above its target. The measures
+        against a holdout (`HOLDOUT_METRICS`: ``membership_auc`` at most,
+        ``dcr_overfitting_protection`` at least, ``inference_risk`` and ``linkability_risk``
+        at most) have no default: given a target here they decide the verdict too.
     confidence
         The confidence level of the hidden rate's interval.
-    allow_unlinked, by_row_order
+    allow_unlinked, by_row_order, max_own_copies
         The verdict options of `cloaking_summary`: a link
         that looks random, or a row-order link while both frames hold a key column, is
-        refused unless they say otherwise.
+        refused unless they say otherwise; more than ``max_own_copies`` percent of avatars
+        identical to their own original fails the report (``100`` disables it). With
+        ``allow_unlinked`` on a link the test refuses, the measures that need the link (the
+        hidden rate, the local cloaking, the correlation protection, the own copies) are
+        measured and shown but never count toward a pass. With a ``holdout`` and without
+        ``allow_unlinked``, a link the test refuses is not an error: those measures are not
+        applicable (`PrivacyReport.link_use` ``"absent"``) and the verdict is that of the
+        measures that need no link (a CT-GAN or synthpop set, not one record per original).
     holdout
         Real records of the same population that the generator never saw, with the
         originals' columns and types (refused otherwise, before anything is read): the
         report then adds the membership attack, the DCR overfitting protection and the
         holdout's own DCR and NNDR (`HoldoutFigures`),
-        in the same space. They have no target and do not decide
+        in the same space. Without a target they are evidence and do not decide
         [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed].
     known
         The variables an attacker knows (names or a selector, in both frames; checked
@@ -141,7 +153,7 @@ def privacy_report(
     >>> report.to_dict()["metrics"]["distance_to_closest_median"]
     {'value': 0.25, 'target': 0.2, 'passed': True}
     """
-    check_targets(targets, known=known)
+    check_targets(targets, known=known, holdout=holdout, secret=secret)
     check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
     known_names = None
@@ -175,7 +187,13 @@ def privacy_report(
         overlap = check_holdout_and_attack(request, held_out, attack, linking)
         if overlap is not None:
             warnings.warn(overlap, HoldoutOverlapWarning, stacklevel=2)
-    verdict = Verdict.of({"allow_unlinked": allow_unlinked, "by_row_order": by_row_order})
+    verdict = Verdict.of(
+        {
+            "allow_unlinked": allow_unlinked,
+            "by_row_order": by_row_order,
+            "max_own_copies": max_own_copies,
+        }
+    )
     return report_of_plan(
         Inspector.start(request, verdict),
         targets=targets,
@@ -292,8 +310,15 @@ def report_of_plan(
     taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
     ``inference`` attack (`inference_attack`) and the ``linkability`` attack
     (`linkability_attack`) run on it; with ``dcr_baseline``, the DCR baseline protection
-    with that seed (`baseline_of`)."""
-    checked_targets = check_targets(targets, known=known)
+    with that seed (`baseline_of`). With a ``holdout``, a link the link test refuses is
+    judged on the measures that need no link (`PrivacyReport.link_use`) rather than
+    refused."""
+    checked_targets = check_targets(
+        targets,
+        known=known,
+        holdout=holdout,
+        secret=None if inference is None else inference.secret,
+    )
     level = check_confidence(confidence)
     known_names = None
     if known is not None:
@@ -330,7 +355,19 @@ def report_of_plan(
                 confidence=level,
                 **_attack_options(request, linkability.columns, linkability.space),
             )
-    aligned = inspector.read()
+    asked = inspector.verdict
+    if holdout is not None:  # a refused link: the measures that need none are judged
+        inspector.verdict = replace(asked, allow_unlinked=True)
+    try:
+        aligned = inspector.read()
+    finally:
+        inspector.verdict = asked
+    linked_by = inspector.link
+    if linked_by is None:
+        raise InvariantError("the read tested no link (a bug in polars_hidden_rate)")
+    link_use: LinkUse = (
+        "judged" if linked_by.linked else "not judged" if asked.allow_unlinked else "absent"
+    )
     figures = None
     if holdout is None:  # the read's arrays are needed by nothing else: taken in place
         counts, found = request.counts_and_nearest_two(inspector, aligned)
@@ -401,6 +438,9 @@ def report_of_plan(
         correlation_protection=linkable,
         linkability=linked,
         dcr_baseline=baseline,
+        max_own_copies=asked.max_own_copies,
+        link_use=link_use,
+        overrides={"allow_unlinked": asked.allow_unlinked, "by_row_order": asked.by_row_order},
     )
 
 

@@ -11,14 +11,16 @@ fields are laid out here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from polars_hidden_rate.measures.baseline import baseline_section
+from polars_hidden_rate.measures.digits import decisive
 from polars_hidden_rate.measures.holdout_figures import holdout_section
 from polars_hidden_rate.measures.linkability import linkability_section
 from polars_hidden_rate.measures.section import Histogram, Row, Section
+from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
-from polars_hidden_rate.report.targets import LABELS
+from polars_hidden_rate.report.targets import DIRECTIONS, HOLDOUT_METRICS, LABELS, LINKED_METRICS
 
 if TYPE_CHECKING:
     from polars_hidden_rate.report.model import PrivacyReport
@@ -68,27 +70,53 @@ def records_section(report: PrivacyReport) -> Section:
 
 def metrics_section(report: PrivacyReport) -> Section:
     """The metrics of [`METRICS`][polars_hidden_rate.report.METRICS] against their targets, the
-    hidden rate's interval (in the terminal; the page's lead paragraph says it), the histograms
-    of the per-record values; the JSON's ``metrics``."""
+    own copies against ``max_own_copies`` (where judged by a limit), the hidden rate's
+    interval (in the terminal; the page's lead paragraph says it), the histograms of the
+    per-record values; the JSON's ``metrics`` and ``own_copies``. Where the link is not
+    judged (`PrivacyReport.link_use`), the metrics that need it have no verdict, and where it
+    is absent no value either, with the reason."""
     checks, targets = report.checks, report.targets
-    rows = [
-        Row(
-            LABELS[name].text,
-            value,
-            targets[name],
-            checks[name],
-            page_label=LABELS[name].page,
+    absent, judged = report.link_use == "absent", report.link_use == "judged"
+    entries: dict[str, dict[str, Any]] = {}
+    rows = []
+    for name, value in report.values.items():
+        entry: dict[str, Any] = {"value": value, "target": targets[name], "passed": checks[name]}
+        if name in LINKED_METRICS and not judged:
+            entry = {**entry, "value": None if absent else value, "passed": None}
+            entry["reason"] = report.link_reason
+        entries[name] = entry
+        rows.append(
+            Row(
+                LABELS[name].text,
+                entry["value"],
+                targets[name],
+                entry["passed"],
+                reason=entry.get("reason", ""),
+                page_label=LABELS[name].page,
+            )
         )
-        for name, value in report.values.items()
-    ]
-    rows.append(
-        Row(
-            "hidden rate interval",
-            f"{report.hidden_rate_low:.2f} to {report.hidden_rate_high:.2f} % "
-            f"(Wilson, {100 * report.confidence:g} %)",
-            only="text",
+    copies = _own_copies(report)
+    if copies is not None:
+        rows.append(
+            Row(
+                LABELS["own_copies_percent"].text,
+                copies["value"],
+                copies["target"],
+                copies["passed"],
+                reason=copies["reason"] or "",
+                page_label=LABELS["own_copies_percent"].page,
+                direction="<=",
+            )
         )
-    )
+    if not absent:
+        rows.append(
+            Row(
+                "hidden rate interval",
+                f"{report.hidden_rate_low:.2f} to {report.hidden_rate_high:.2f} % "
+                f"(Wilson, {100 * report.confidence:g} %)",
+                only="text",
+            )
+        )
     figures = tuple(
         Histogram(
             getattr(report, name),
@@ -99,14 +127,32 @@ def metrics_section(report: PrivacyReport) -> Section:
             zero_bar=zero_bar,
         )
         for name, texts, limits, zero_bar in _FIGURES
+        if not (absent and name == "local_cloaking")
     )
-    entry = {
-        "metrics": {
-            name: {"value": value, "target": targets[name], "passed": checks[name]}
-            for name, value in report.values.items()
-        }
+    return Section(
+        "metrics",
+        "Metrics",
+        tuple(rows),
+        {"metrics": entries, "own_copies": copies},
+        figures,
+    )
+
+
+def _own_copies(report: PrivacyReport) -> dict[str, Any] | None:
+    """The own copies against ``max_own_copies``: ``{"value", "target", "direction",
+    "passed", "reason"}`` (the percentage, the limit, ``"<="``, the verdict, why none), or
+    None where not judged by a limit or not compared."""
+    evidence = report.evidence
+    if report.max_own_copies is None or evidence is None or evidence.own_copies_percent is None:
+        return None
+    check = report.own_copies_check
+    return {
+        "value": None if report.link_use == "absent" else evidence.own_copies_percent,
+        "target": report.max_own_copies,
+        "direction": DIRECTIONS["own_copies_percent"],
+        "passed": check.get("own_copies_percent"),
+        "reason": None if check else report.link_reason,
     }
-    return Section("metrics", "Metrics", tuple(rows), entry, figures)
 
 
 def release_section(report: PrivacyReport) -> Section:
@@ -129,12 +175,109 @@ def release_section(report: PrivacyReport) -> Section:
 
 
 def verdict_section(report: PrivacyReport) -> Section:
-    """Whether every metric measured passed, and how many did (the page's lead paragraph says
-    it); the JSON's ``passed``."""
-    gates = {**report.checks, **report.release_checks}
+    """Whether every check of `PrivacyReport.verdicts` passed, and how many did (the page's
+    lead paragraph says it), after a note per override the verdict rests on
+    (`PrivacyReport.override_notes`); the JSON's ``passed`` and ``link_use`` (the overrides
+    themselves are in its provenance's settings)."""
+    gates = report.verdicts
     verdict = f"{'PASS' if report.passed else 'FAIL'}: {sum(gates.values())} of {len(gates)}"
+    if report.link_use == "absent":
+        verdict += " (the measures that need no link)"
+    # What the verdict rests on beyond its checks (the page opens with it as a banner).
+    notes = tuple(Row("note", note, only="text") for note in report.override_notes)
     return Section(
-        "verdict", "Verdict", (Row("report", verdict, only="text"),), {"passed": report.passed}
+        "verdict",
+        "Verdict",
+        (*notes, Row("report", verdict, only="text")),
+        {"passed": report.passed, "link_use": report.link_use},
+    )
+
+
+def holdout_metrics_section(report: PrivacyReport) -> Section:
+    """The measures against the holdout that a target can judge (`HOLDOUT_METRICS`): each
+    with a target a metric row in its direction, each without one evidence (its value, not
+    judged), every one with a sentence of what it means; the JSON's ``holdout_metrics``
+    (None without a holdout): per measure ``{"value", "target", "direction", "passed",
+    "meaning"}``, ``target`` and ``passed`` None without a target."""
+    values = report.holdout_values
+    if report.holdout is None:
+        return Section("holdout_metrics", _HOLDOUT_METRICS_TITLE, entry={"holdout_metrics": None})
+    checks, rows = report.holdout_checks, []
+    entries: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        meaning = _meaning(report, name)
+        target = report.targets.get(name)
+        label = LABELS[name]
+        entries[name] = {
+            "value": value,
+            "target": target,
+            "direction": HOLDOUT_METRICS[name],
+            "passed": checks.get(name),
+            "meaning": meaning,
+        }
+        if target is None:
+            shown = decisive(value, None, 4)
+            rows.append(
+                Row(
+                    label.text,
+                    f"{shown}, evidence, not judged (no target; --target {name}=X judges "
+                    f"it: {_WORDS[HOLDOUT_METRICS[name]]} X): {meaning}",
+                    page_label=label.page,
+                )
+            )
+            continue
+        rows += [
+            Row(
+                label.text,
+                value,
+                target,
+                checks[name],
+                page_label=label.page,
+                direction=HOLDOUT_METRICS[name],
+            ),
+            Row(f"  {label.text}: meaning", meaning, page_label=f"{label.page}: what it means"),
+        ]
+    return Section(
+        "holdout_metrics", _HOLDOUT_METRICS_TITLE, tuple(rows), {"holdout_metrics": entries}
+    )
+
+
+_HOLDOUT_METRICS_TITLE = "The holdout's measures and their targets"
+_WORDS = {"<=": "at most", ">=": "at least", ">": "above"}
+
+
+def _meaning(report: PrivacyReport, name: str) -> str:
+    """One sentence of what a measure of `HOLDOUT_METRICS` says of this release."""
+    figures = report.holdout
+    assert figures is not None
+    if name == "membership_auc":
+        risk = figures.membership
+        tpr = risk.tpr_at_fpr(0.1)
+        return (
+            f"a training record lies closer to the synthetic set than a holdout record "
+            f"{100 * risk.auc:.1f} % of the time (chance: 50 %); at 10 % false alarms an "
+            f"attacker finds {tpr / 0.1:.3g} times as many members as chance"
+        )
+    if name == "dcr_overfitting_protection":
+        overfit = figures.overfitting
+        return (
+            f"{100 * overfit.closer_to_training:.1f} % of the synthetic records lie closer to a "
+            f"training record than to any holdout record, where chance at this split puts "
+            f"{100 * overfit.null_share:.1f} %; 1 is no more than chance, 0 all of them"
+        )
+    if name == "inference_risk":
+        attack = figures.inference
+        assert attack is not None
+        members, control = attack.members, attack.control
+        return (
+            f"guessing {attack.secret!r} from the nearest synthetic record is right for "
+            f"{percent(members.successes, members.records):.1f} % of the training records "
+            f"and {percent(control.successes, control.records):.1f} % of the holdout; 0: no "
+            "better on the records the generator saw"
+        )
+    return (
+        "0: linking an original's known attributes to its other ones through the synthetic "
+        "set works no better than for holdout records"
     )
 
 
@@ -146,6 +289,7 @@ SECTIONS: tuple[SectionOf, ...] = (
     lambda report: holdout_section(report.holdout),
     lambda report: linkability_section(report.linkability),
     lambda report: baseline_section(report.dcr_baseline),
+    holdout_metrics_section,
     lambda report: evidence_section(report.evidence),
     lambda report: provenance_section(report.provenance),
 )

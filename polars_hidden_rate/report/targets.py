@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from polars_hidden_rate.checks import check_real, refuse_fraction
+from polars_hidden_rate.measures.section import Direction
 
 METRICS = (
     "hidden_rate",
@@ -33,6 +34,43 @@ DEFAULT_TARGETS: Mapping[str, float] = MappingProxyType(
 """A metric passes when its value is strictly above its target. The targets are those of the
 method's service (Octopize's client, docs/metrics.md); ``correlation_protection_rate``'s
 applies only when the report measures it (``known`` given)."""
+
+HOLDOUT_METRICS: Mapping[str, Direction] = MappingProxyType(
+    {
+        "membership_auc": "<=",
+        "dcr_overfitting_protection": ">=",
+        "inference_risk": "<=",
+        "linkability_risk": "<=",
+    }
+)
+"""The measures against a holdout that a target can judge, and how each meets it. They have
+no default: without a target each is evidence (shown with what it means, never judged); with
+one (``--target membership_auc=0.55``) it decides
+[`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed] too. A target needs its
+measure: a holdout, and for the inference risk the attack (``known`` and ``secret``)."""
+
+DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
+    {**dict.fromkeys(DEFAULT_TARGETS, ">"), **HOLDOUT_METRICS, "own_copies_percent": "<="}
+)
+"""How each metric with a target meets it; the own copies against ``max_own_copies``."""
+
+
+def meets(name: str, value: float, target: float) -> bool:
+    """Whether ``value`` of the metric ``name`` meets ``target`` in its direction
+    (`DIRECTIONS`)."""
+    direction = DIRECTIONS[name]
+    if direction == "<=":
+        return value <= target
+    if direction == ">=":
+        return value >= target
+    return value > target
+
+
+LINKED_METRICS = frozenset({"hidden_rate", "local_cloaking_median", "correlation_protection_rate"})
+"""The metrics that need a one-avatar-per-original link (the correlation protection rate
+through the hidden rate it is given); the own copies need it too. The others (the DCR, the
+NNDR, the row direct match protection, the measures against a holdout) judge any synthetic
+set."""
 
 NO_PUBLIC_DEFINITION = "not applicable: no public definition"
 """Why a metric of the service's table has no value here (docs/metrics.md)."""
@@ -77,6 +115,13 @@ LABELS: Mapping[str, MetricLabels] = MappingProxyType(
         "categorical_hidden_rate": MetricLabels(
             "categorical hidden rate (%)", "Categorical hidden rate (%)"
         ),
+        "own_copies_percent": MetricLabels("own copies (%)", "Own copies (%)"),
+        "membership_auc": MetricLabels("membership AUC", "Membership AUC"),
+        "dcr_overfitting_protection": MetricLabels(
+            "DCR overfitting protection", "DCR overfitting protection"
+        ),
+        "inference_risk": MetricLabels("inference risk", "Inference risk"),
+        "linkability_risk": MetricLabels("linkability risk", "Linkability risk"),
     }
 )
 """The name of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], written once for both
@@ -87,24 +132,44 @@ _PERCENTAGES = ("hidden_rate", "row_direct_match_protection", "correlation_prote
 
 
 def check_targets(
-    targets: Mapping[str, float] | None, *, known: object = ...
+    targets: Mapping[str, float] | None,
+    *,
+    known: object = ...,
+    holdout: object = ...,
+    secret: object = ...,
 ) -> Mapping[str, float]:
-    """The default targets, with ``targets`` overriding some; unknown names are refused, and
-    so is a target for the correlation protection rate where ``known`` is None (given as
-    None: a report that does not measure it would judge nothing against it)."""
+    """The default targets, with ``targets`` overriding some and adding those of
+    `HOLDOUT_METRICS`; unknown names are refused, and so is a target for a measure the report
+    would not take (given as None: a report that does not measure it would judge nothing
+    against it): the correlation protection rate without ``known``, a holdout's measure
+    without ``holdout``, the inference risk without ``secret``."""
     if targets is None:
         return DEFAULT_TARGETS
     if not isinstance(targets, Mapping):
         msg = f"`targets` must map metric names to numbers, got {type(targets).__name__}"
         raise TypeError(msg)
-    unknown = sorted(str(name) for name in targets if name not in DEFAULT_TARGETS)
+    names = (*DEFAULT_TARGETS, *HOLDOUT_METRICS)
+    unknown = sorted(str(name) for name in targets if name not in names)
     if unknown:
-        msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(DEFAULT_TARGETS)}"
+        msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(names)}"
         raise ValueError(msg)
     if known is None and "correlation_protection_rate" in targets:
         msg = (
             "a target for 'correlation_protection_rate' needs `known`, the variables an "
             "attacker knows (--known): without them the rate is not measured"
+        )
+        raise ValueError(msg)
+    against = sorted(name for name in targets if name in HOLDOUT_METRICS)
+    if holdout is None and against:
+        msg = (
+            f"a target for {against[0]!r} needs a holdout (--holdout FILE, holdout=): "
+            "without one it is not measured"
+        )
+        raise ValueError(msg)
+    if secret is None and "inference_risk" in targets:
+        msg = (
+            "a target for 'inference_risk' needs the attribute inference attack: give "
+            "`known` and `secret` (--known, --secret) with the holdout"
         )
         raise ValueError(msg)
     checked = {

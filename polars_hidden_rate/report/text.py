@@ -21,12 +21,16 @@ def text_of(sections: Iterable[Section]) -> str:
 
 
 def _line(row: Row, width: int) -> str:
-    label = f"{row.label:<{width}}"
+    # A column is at least one space wider than what it holds, however long that is.
+    label = f"{row.label:<{width - 1}} "
     if row.target is None:
         return f"{label}{row.value}"
-    bound = f"target > {exact(row.target)}"
+    bound = f"target {row.direction} {exact(row.target)}"
     if row.value is None:
         return f"{label}{row.reason} ({bound})"
     assert not isinstance(row.value, str), "a metric's value is a number"
     shown = decisive(row.value, row.target, 4)  # the digits that decide the verdict
-    return f"{label}{shown:<12}target > {exact(row.target):<8}{'PASS' if row.passed else 'FAIL'}"
+    target = f"{bound:<{15 + len(row.direction)}} "
+    if row.passed is None:  # measured, not judged
+        return f"{label}{shown:<11} {target}{row.reason}"
+    return f"{label}{shown:<11} {target}{'PASS' if row.passed else 'FAIL'}"
