@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -378,3 +379,78 @@ def test_a_run_into_the_results_draws_the_plots_again(
     common.write_results(tmp_path, "into_the_results", {}, "")
     common.write_results(tmp_path / "elsewhere", "not_there", {}, "")
     assert drawn == [tmp_path.resolve()]
+
+
+# --- bench_peers: ours against SDMetrics and anonymeter
+
+
+def _peers_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
+    from benchmarks import bench_peers
+
+    argv = ["--sizes", "200,400", "--threads", "1", "--out", str(tmp_path), *extra]
+    assert bench_peers.main(argv) == 0
+    assert "| 400 |" in (tmp_path / "peers.md").read_text()
+    payload: dict[str, Any] = json.loads((tmp_path / "peers.json").read_text())
+    return payload
+
+
+def test_the_peers_bench_times_ours_as_the_standalone_functions_measure(tmp_path: Path) -> None:
+    import polars_hidden_rate as phr
+    from benchmarks import bench_peers
+
+    # Without the peers: ours alone, and every peer absent.
+    payload = _peers_bench(tmp_path, "--no-peers")
+    assert payload["peers_python"] is None
+    assert [cell["n"] for cell in payload["cells"]] == [200, 400]
+    cell = payload["cells"][1]
+    assert set(cell["ours"]) == set(bench_peers.OURS)
+    assert all(entry["seconds"] > 0 for entry in cell["ours"].values())
+    assert {peer: entry["status"] for peer, entry in cell["peers"].items()} == {
+        pair.peer: "absent" for pair in bench_peers.PAIRS
+    }
+    assert cell["peers_total_over_report"] is None
+    # Ours' figures are the standalone functions' on the same sets, and the report's sections.
+    sets = bench_peers.make_sets(400)
+    o, s, h = sets["originals"], sets["synthetic"], sets["holdout"]
+    inference = phr.inference_risk(
+        o, s, h, known=bench_peers.KNOWN, secret=bench_peers.SECRET, space="gower",
+        secret_kind="categorical",
+    )  # fmt: skip
+    linkability = phr.linkability_risk(o, s, h, aux_cols=bench_peers.AUX_COLS, space="gower")
+    expected = {
+        "overfitting": phr.dcr_overfitting_protection(o, s, h).score,
+        "baseline": phr.dcr_baseline_protection(o, s, seed=bench_peers.BASELINE_SEED).score,
+        "inference": inference.risk,
+        "linkability": linkability.risk,
+    }
+    report = cell["ours"]["report"]["figures"]
+    for name, value in expected.items():
+        key = "score" if name in ("overfitting", "baseline") else "risk"
+        assert cell["ours"][name]["figures"][key] == value, name
+        assert report[name] == cell["ours"][name]["figures"], name
+    assert cell["ours"]["inference"]["figures"]["n_success"] == inference.members.successes
+
+
+@pytest.mark.slow  # a process of the peers' venv per peer
+def test_the_peers_bench_runs_the_peers_and_skips_past_the_limit(tmp_path: Path) -> None:
+    from benchmarks import bench_peers
+    from tests.helpers import PEERS_PYTHON
+
+    if not PEERS_PYTHON.exists():
+        pytest.skip(f"no peers' venv at {PEERS_PYTHON}: `make peers` creates it")
+    # Any peer's n^2 prediction from 200 records to 400 passes a limit of 1 ms.
+    payload = _peers_bench(tmp_path, "--peers-python", str(PEERS_PYTHON), "--limit", "0.001")
+    assert set(payload["peers_versions"]) >= {"anonymeter", "sdmetrics"}
+    first, second = payload["cells"]
+    for pair in bench_peers.PAIRS:
+        ran, skipped = first["peers"][pair.peer], second["peers"][pair.peer]
+        assert ran["status"] == "ok", ran.get("error")
+        assert ran["ratio"] == ran["seconds"] / first["ours"][pair.ours]["seconds"]
+        assert skipped["status"] == "skipped"
+        assert skipped["predicted_seconds"] == ran["seconds"] * 4
+        # Where the spaces meet (anonymeter's Gower distance), the figures agree.
+        assert ran["agree"] is (True if pair.same_space else None)
+    assert first["peers_total_over_report"] > 0
+    # Ours, whose exact Gower attacks are n^2 too, are skipped by the same rule.
+    assert {entry["status"] for entry in second["ours"].values()} == {"skipped"}
+    assert second["peers_total_over_report"] is None
