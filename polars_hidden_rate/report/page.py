@@ -8,6 +8,7 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from polars_hidden_rate.checks import InvariantError, known
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.report.svg import svg_histogram
@@ -93,13 +94,14 @@ Overall: <span class="{"pass" if report.passed else "fail"}">{verdict}</span>.</
 def _metric_row(row: Row) -> str:
     """A row of the table of metrics: its value and verdict against its target, or why it
     has none."""
-    assert row.target is not None
+    target = known(row.target, "a metric row's target")
     if row.value is None:
         shown = "n/a" if row.reason.startswith("n/a") else "not computed"
         value, result = _escape(row.reason), f'<td class="na">{shown}</td>'
     else:
-        assert not isinstance(row.value, str), "a metric's value is a number"
-        value = html.escape(decisive(row.value, row.target, 4))
+        if isinstance(row.value, str):
+            raise InvariantError("a metric's value is a number (a bug in polars_hidden_rate)")
+        value = html.escape(decisive(row.value, target, 4))
         if row.passed is None:  # measured, not judged
             value = f"{value} ({_escape(row.reason)})"
             result = '<td class="na">not judged</td>'
@@ -107,7 +109,7 @@ def _metric_row(row: Row) -> str:
             result = '<td class="pass">pass</td>' if row.passed else '<td class="fail">FAIL</td>'
     return (
         f"<tr><td>{_escape(row.label_in('page'))}</td><td>{value}</td>"
-        f"<td>{_BOUNDS[row.direction]} {html.escape(exact(row.target))}</td>{result}</tr>"
+        f"<td>{_BOUNDS[row.direction]} {html.escape(exact(target))}</td>{result}</tr>"
     )
 
 

@@ -466,9 +466,12 @@ def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
         columns = len(request.coords)
         return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
     request = request.fitted()
-    assert request.projection is not None
-    assert request.projection.fitted is not None
-    fitted = request.projection.fitted
+    projection = request.projection
+    if projection is None or projection.fitted is None:
+        raise InvariantError(
+            "a fitted plan holds its fitted projection (a bug in polars_hidden_rate)"
+        )
+    fitted = projection.fitted
     words = components_words(fitted.ncp, fitted.max_ncp, fitted.n_components)
     return request, f"{fitted.model}, {words}"
 

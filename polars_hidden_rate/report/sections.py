@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from polars_hidden_rate.checks import known
 from polars_hidden_rate.measures.baseline import baseline_section
 from polars_hidden_rate.measures.digits import decisive
 from polars_hidden_rate.measures.holdout_figures import holdout_section
@@ -248,8 +249,7 @@ _WORDS = {"<=": "at most", ">=": "at least", ">": "above"}
 
 def _meaning(report: PrivacyReport, name: str) -> str:
     """One sentence of what a measure of `HOLDOUT_METRICS` says of this release."""
-    figures = report.holdout
-    assert figures is not None
+    figures = known(report.holdout, "the holdout's figures of a holdout measure")
     if name == "membership_auc":
         risk = figures.membership
         tpr = risk.tpr_at_fpr(0.1)
@@ -266,8 +266,7 @@ def _meaning(report: PrivacyReport, name: str) -> str:
             f"{100 * overfit.null_share:.1f} %; 1 is no more than chance, 0 all of them"
         )
     if name == "inference_risk":
-        attack = figures.inference
-        assert attack is not None
+        attack = known(figures.inference, "the inference attack of its risk")
         members, control = attack.members, attack.control
         return (
             f"guessing {attack.secret!r} from the nearest synthetic record is right for "

@@ -156,7 +156,7 @@ def check_targets(
     if known is None and "correlation_protection_rate" in targets:
         msg = (
             "a target for 'correlation_protection_rate' needs `known`, the variables an "
-            "attacker knows (--known): without them the rate is not measured"
+            "attacker knows: without them the rate is not measured"
         )
         raise ValueError(msg)
     against = sorted(name for name in targets if name in HOLDOUT_METRICS)

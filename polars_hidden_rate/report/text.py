@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from polars_hidden_rate.checks import InvariantError
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.section import Row, Section
 
@@ -28,7 +29,8 @@ def _line(row: Row, width: int) -> str:
     bound = f"target {row.direction} {exact(row.target)}"
     if row.value is None:
         return f"{label}{row.reason} ({bound})"
-    assert not isinstance(row.value, str), "a metric's value is a number"
+    if isinstance(row.value, str):
+        raise InvariantError("a metric's value is a number (a bug in polars_hidden_rate)")
     shown = decisive(row.value, row.target, 4)  # the digits that decide the verdict
     target = f"{bound:<{15 + len(row.direction)}} "
     if row.passed is None:  # measured, not judged
