@@ -116,7 +116,7 @@ def _nndr(left: pl.DataFrame, right: pl.DataFrame, cluster: Any) -> pl.DataFrame
 KILLABLE = {
     "counts": (
         _cloaking,
-        ("polars_hidden_rate.engine", "count_within"),
+        ("polars_hidden_rate.engine", "within_result"),
         ("phr-count-within", "phr-avatar-shard"),
     ),
     "nearest-two": (
