@@ -17,12 +17,18 @@ from polars_hidden_rate.measures.membership import MembershipRisk, membership_ri
 from polars_hidden_rate.measures.overfitting import dcr_overfitting_protection
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
 from polars_hidden_rate.measures.summary import hidden_rate_interval
+from polars_hidden_rate.measures.verdict import (
+    AmbiguousLinkError,
+    SortedLinkError,
+    UnlinkedAvatarsError,
+)
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.projection import Projection
 from polars_hidden_rate.report import PrivacyReport, privacy_report
 from polars_hidden_rate.to_parquet import local_cloaking_to_parquet
 
 __all__ = [
+    "AmbiguousLinkError",
     "CountOptions",
     "DcrBaseline",
     "HiddenRateTooLowError",
@@ -32,6 +38,8 @@ __all__ = [
     "OwnCopiesError",
     "PrivacyReport",
     "Projection",
+    "SortedLinkError",
+    "UnlinkedAvatarsError",
     "assert_hidden_rate",
     "avatarize",
     "closest_distances_ratio",

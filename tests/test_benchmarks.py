@@ -156,6 +156,26 @@ def test_tree_neighbours_are_the_exact_nearest(profile: str) -> None:
     assert (avatars.max(axis=0) <= originals.max(axis=0) + 1e-12).all()
 
 
+def test_stage_seconds_read_a_commands_progress_log() -> None:
+    from benchmarks import bench_parquet
+
+    log = "\n".join(
+        [
+            "hidden-rate: reading: started",
+            "hidden-rate: reading: done in 12.5 s",
+            "hidden-rate: counting: 10% done, 4.2 s, ~1 s left",
+            "hidden-rate: counting: done in 4.9 s",
+            "hidden-rate: counting: done in 5.6 s",  # counted again in full: summed
+            "hidden-rate: nearest originals: done in 1.4 s",
+        ]
+    )
+    assert bench_parquet.stage_seconds(log) == {
+        "reading": 12.5,
+        "counting": 10.5,
+        "nearest originals": 1.4,
+    }
+
+
 def test_the_sampled_check_catches_a_wrong_count(tmp_path: Path) -> None:
     import polars as pl
 
@@ -182,9 +202,15 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     pytest.importorskip("distributed")
     from benchmarks import bench_dataset
 
-    arguments = ["--n", "3000", "--files", "2", "--dir", str(tmp_path / "data"), "--stages"]
+    arguments = ["--n", "3000", "--files", "2,3", "--dir", str(tmp_path / "data"), "--stages"]
     assert bench_dataset.main([*arguments, "--out", str(tmp_path / "results")]) == 0
-    payload = json.loads((tmp_path / "results" / "dataset.json").read_text())
+    # One case, split into 2 and then 3 files per side, each run written on its own.
+    assert [len(list((tmp_path / "data" / f"files{f}" / "avatars").iterdir())) for f in (2, 3)] == [
+        2,
+        3,
+    ]
+    assert json.loads((tmp_path / "results" / "dataset_files2.json").read_text())["files"] == 2
+    payload = json.loads((tmp_path / "results" / "dataset_files3.json").read_text())
     assert {name: run["status"] for name, run in payload["runs"].items()} == {
         "local": "ok",
         "cluster": "ok",
@@ -198,13 +224,13 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     assert len(payload["runs"]["cluster"]["worker_peak_rss_mib"]) == 2
     stages = payload["runs"]["cluster"]["stages"]
     assert {"read-originals", "link-bucket", "shard", "count-within", "write"} <= set(stages)
-    assert stages["write"]["tasks"] == 2  # one per originals file
+    assert stages["write"]["tasks"] == 3  # one per originals file
     cluster = payload["runs"]["cluster"]
     assert sum(cluster["tasks_run"].values()) == cluster["tasks_modelled"]["total"]
     assert cluster["tasks_run"]["rechunk-transfer"] > 0  # the exchanges on Dask's P2P
     assert set(cluster["cpu_s"]) == {"scheduler", "worker 0", "worker 1"}
     assert stages["read-originals"]["first_s"] <= stages["write"]["first_s"]
-    assert "| count-within |" in (tmp_path / "results" / "dataset.md").read_text()
+    assert "| count-within |" in (tmp_path / "results" / "dataset_files3.md").read_text()
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]
 
 
@@ -330,8 +356,13 @@ def test_the_parquet_bench_runs_the_gate_and_the_report(tmp_path: Path) -> None:
     bench_parquet.write_inputs(tmp_path, 600, profile="gaussian", seed=0, threads=1)
     inputs = (tmp_path / "originals.parquet", tmp_path / "avatars.parquet")
     for runner in ("gate", "report"):
-        spent = bench_parquet.work(runner, *inputs, tmp_path / f"result-{runner}.parquet", 1)
+        spent, stages = bench_parquet.work(
+            runner, *inputs, tmp_path / f"result-{runner}.parquet", 1
+        )
         assert spent > 0
+        # The stages the command's --progress log timed, each within the whole run.
+        assert "counting" in stages
+        assert all(0 <= seconds <= spent + 0.05 for seconds in stages.values())  # to 0.1 s
     with pytest.raises(RuntimeError, match="exited 2"):
         bench_parquet.work("gate", inputs[0], tmp_path / "missing.parquet", tmp_path / "x", 1)
 

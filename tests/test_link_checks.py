@@ -224,6 +224,18 @@ def test_own_copies_error_is_exported() -> None:
     assert "OwnCopiesError" in phr.__all__
 
 
+def test_the_link_errors_are_exported_and_caught_from_the_package() -> None:
+    from polars_hidden_rate.measures import verdict
+
+    for name in ("UnlinkedAvatarsError", "AmbiguousLinkError", "SortedLinkError"):
+        assert getattr(phr, name) is getattr(verdict, name)
+        assert name in phr.__all__
+    originals, avatars = linked(200, seed=3)
+    unlinked = avatars.sample(fraction=1.0, shuffle=True, seed=2)  # row order carries nothing
+    with pytest.raises(phr.UnlinkedAvatarsError):
+        phr.assert_hidden_rate(originals, unlinked, 0, coords=COORDS)
+
+
 # -- the provenance states the link overrides and the link test --------------------------------
 
 
