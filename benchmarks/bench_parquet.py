@@ -368,9 +368,9 @@ def markdown(payload: dict[str, Any]) -> str:
             else f"**{goals['faster']}**; "
         )
         + f"peak RSS under {goals.get('memory_goal_gib', MEMORY_GOAL_GIB):g} GiB: "
-        f"**{goals['memory']}**"
+        + ("ours did not run" if goals["memory"] is None else f"ours **{goals['memory']}**")
         + "".join(
-            f"; {name}'s: **{goals[f'memory_{name}']}**"
+            f", {name}'s **{goals[f'memory_{name}']}**"
             for name in COMMANDS
             if f"memory_{name}" in goals
         )

@@ -485,3 +485,18 @@ def test_the_peers_bench_runs_the_peers_and_skips_past_the_limit(tmp_path: Path)
     # Ours, whose exact Gower attacks are n^2 too, are skipped by the same rule.
     assert {entry["status"] for entry in second["ours"].values()} == {"skipped"}
     assert second["peers_total_over_report"] is None
+
+
+def test_the_1e8_commands_result_reads_as_its_markdown_says() -> None:
+    # docs/performance.md quotes this page; it must be what its JSON renders, goals included.
+    from benchmarks import bench_parquet
+
+    stem = (
+        Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "parquet_1e8_gate_report"
+    )
+    payload = json.loads(stem.with_suffix(".json").read_text())
+    page = bench_parquet.markdown(payload)
+    assert page == stem.with_suffix(".md").read_text()
+    assert "peak RSS under 16 GiB: ours did not run, gate's **True**" in page
+    assert "gate under 600 s: **True**; report under 900 s: **True**" in page
+    assert payload["runs"]["gate"]["stages"]["counting"] > 0
