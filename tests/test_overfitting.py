@@ -212,8 +212,6 @@ def test_wbcd_with_every_component_gives_the_exact_figures() -> None:
     found = quiet(phr.dcr_overfitting_protection, training, avatars, unseen, ncp="all")
     risk = phr.membership_risk(training, avatars, unseen, ncp="all")
     assert (found.closer_to_training, risk.auc) == expected
-    literal = quiet(phr.dcr_overfitting_protection, training, avatars, unseen, ncp="all", tie_tol=0)
-    assert literal.closer_to_training != expected[0]  # what rounding made of the ties
     report = quiet(phr.privacy_report, training, avatars, holdout=unseen, ncp="all")
     assert report.holdout is not None
     assert report.holdout.overfitting == found
