@@ -61,7 +61,6 @@ COMMANDS = ("gate", "report")  # the command line's runs, judged on memory only
 RUNNERS = (*PEERS, *COMMANDS)
 INPUTS = ("originals.parquet", "avatars.parquet")
 COMMAND_SECONDS_GOAL = {"gate": 600.0, "report": 900.0}  # at 1e8
-STAGE_DONE = re.compile(r"^hidden-rate: (?P<stage>.+): done in (?P<seconds>[0-9.]+) s$")
 
 
 def write_inputs(
@@ -106,9 +105,12 @@ def write_inputs(
 
 def stage_seconds(log: str) -> dict[str, float]:
     """The seconds of each stage in a command's ``--progress`` log (a stage run twice, summed)."""
+    from polars_hidden_rate.progress import PREFIX  # the log's own prefix, not a copy of it
+
+    stage_done = re.compile(rf"^{re.escape(PREFIX)}(?P<stage>.+): done in (?P<seconds>[0-9.]+) s$")
     stages: dict[str, float] = {}
     for line in log.splitlines():
-        found = STAGE_DONE.match(line)
+        found = stage_done.match(line)
         if found:
             name = found["stage"]
             stages[name] = round(stages.get(name, 0.0) + float(found["seconds"]), 1)
