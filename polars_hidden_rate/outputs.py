@@ -14,7 +14,7 @@ replaces the very file or directory it found then; if someone else created or re
 target meanwhile (another run, most often), it fails with `FileExistsError` and leaves
 the target as the other left it.
 
-The writers: `replace_atomically` writes a file into a private temporary file beside it;
+The writers: `replace_atomically` writes a file in a private temporary folder beside it;
 `staged_directory` gives a private directory beside a dataset output, which
 `write_counted_part` fills with one part per originals file (the local path and the
 cluster's workers write the same parts).
@@ -413,7 +413,7 @@ def publish(staged: Path, target: Path, replaces: Identity | None, *, name: str)
 
 
 def replace_atomically(path: Path, write: Callable[[Path], object], *, name: str) -> None:
-    """``write`` a temporary file beside ``path``, then rename it to ``path``.
+    """``write`` a temporary file (in a private folder beside ``path``), then rename it to ``path``.
 
     A failure or a stop leaves no partial file (and any previous one untouched). The
     temporary file is readable by its owner only while written (``write`` must write
@@ -426,28 +426,50 @@ def replace_atomically(path: Path, write: Callable[[Path], object], *, name: str
     """
     check_folder(path, name)
     found = existing(path, kind="file", name=name)
-    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    # The file is written inside a private folder of its own: a writer a stop leaves at work
+    # (a Polars thread) may open the file again by its path after it is removed, and only a
+    # folder renamed away first makes that path lead nowhere (`_discard`).
+    staging = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    temporary = staging / path.name
+    ours = True
     try:
-        access = _create_private(temporary, replaces=path if path.is_file() else None)
+        try:
+            os.mkdir(staging, 0o700)  # inside the ``try``: a stop the instant after removes it
+        except FileExistsError:  # not ours (one chance in 2^48): left to whoever made it
+            ours = False
+            raise
+        access = _create_private(
+            temporary, folder=path.parent, replaces=path if path.is_file() else None
+        )
         write(temporary)
         grant(temporary, access)
         publish(temporary, path, found, name=name)
     finally:
-        _remove_despite_a_stop(temporary.unlink)
+        if ours:
+            _remove_despite_a_stop(lambda: _discard(staging))
 
 
-def _create_private(temporary: Path, *, replaces: Path | None) -> Access:
+def _discard(staging: Path) -> None:
+    """Remove the private folder ``staging`` and all in it, for good: it is first renamed, so
+    that a writer still at work cannot put a file back into it by its path."""
+    discarded = staging.with_name(f"{staging.name}.discarded")
+    with contextlib.suppress(FileNotFoundError):  # renamed already, by a first try
+        os.rename(staging, discarded)
+    shutil.rmtree(discarded, ignore_errors=True)
+
+
+def _create_private(temporary: Path, *, folder: Path, replaces: Path | None) -> Access:
     """Create the empty file ``temporary``, mode 0o600; return the access of the final file.
 
     That is the mode and group of the file it ``replaces``; for a new file, the mode an
-    ordinary open gives in that folder (umask applied), read off an empty probe file, so
+    ordinary open gives in ``folder`` (umask applied), read off an empty probe file, so
     that ``temporary`` is never readable by others, not even for an instant.
     """
     previous = replaces.stat() if replaces is not None else None
     os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     os.chmod(temporary, 0o600)  # a umask such as 0o200 would leave the owner unable to write
     if previous is None:
-        return ordinary_file_access(temporary.parent)
+        return ordinary_file_access(folder)
     return Access(stat.S_IMODE(previous.st_mode), previous.st_gid)
 
 
@@ -503,7 +525,7 @@ def staged_directory(output: Path, replaces: Identity | None = None) -> Iterator
     except BaseException:
         # Ours, and still the one made here (not yet published, nor replaced by another's).
         if ours and (own is None or own.same_entry(identity(staging))):
-            shutil.rmtree(staging, ignore_errors=True)
+            _remove_despite_a_stop(lambda: _discard(staging))
         raise
 
 

@@ -286,9 +286,9 @@ def _start_writing(
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        temporary = [name for name in os.listdir(folder) if name.endswith(".tmp")]
+        temporary = list(folder.glob(".out.parquet.*.tmp/out.parquet"))
         if temporary:
-            return process, folder / temporary[0]
+            return process, temporary[0]
         if process.poll() is not None:
             _, err = process.communicate()
             pytest.fail(

@@ -210,11 +210,14 @@ class _Stopped(BaseException):
 
 def _stop_after(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """``os.<name>`` does its work, then a stop arrives at once (the earliest instant a
-    signal's handler can run after the call)."""
-    real = getattr(os, name)
+    signal's handler can run after the call), the first time only: one signal."""
+    real, calls = getattr(os, name), []
 
     def stopped(*args: object, **kwargs: object) -> object:
-        real(*args, **kwargs)
+        done = real(*args, **kwargs)
+        calls.append(args)
+        if len(calls) > 1:  # the clean-up's own calls (rmtree opens the folders it walks)
+            return done
         raise _Stopped
 
     monkeypatch.setattr(os, name, stopped)
@@ -228,6 +231,12 @@ def _stop_after(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
         ("mkdir", lambda folder: outputs.staged_directory(folder / "out").__enter__()),
         (
             "open",
+            lambda folder: outputs.replace_atomically(
+                folder / "out.csv", lambda path: None, name="--output"
+            ),
+        ),
+        (
+            "mkdir",
             lambda folder: outputs.replace_atomically(
                 folder / "out.csv", lambda path: None, name="--output"
             ),
@@ -251,6 +260,32 @@ def test_a_stop_right_after_a_file_is_created_leaves_nothing_behind(
         call(folder)
     monkeypatch.undo()
     assert os.listdir(folder) == []
+
+
+def _stopped_writer(written: list[Path]) -> Callable[[Path], None]:
+    """A writer that starts a file, then is stopped: the file's path is kept in ``written``."""
+
+    def write(path: Path) -> None:
+        path.write_bytes(b"part of a record")
+        written.append(path)
+        raise _Stopped
+
+    return write
+
+
+def test_a_writer_left_at_work_cannot_put_a_stopped_file_back(tmp_path: Path) -> None:
+    # A stop does not wait for Polars' writer thread, which may open its file again by path
+    # after the stop removed it: that path must lead nowhere, in a file's folder and in a
+    # dataset's staged directory alike.
+    written: list[Path] = []
+    with pytest.raises(_Stopped):
+        outputs.replace_atomically(tmp_path / "out.csv", _stopped_writer(written), name="out")
+    with pytest.raises(_Stopped), outputs.staged_directory(tmp_path / "out") as staging:
+        _stopped_writer(written)(staging / outputs.part_name(0))
+    for late in written:
+        with pytest.raises(FileNotFoundError):
+            late.write_bytes(b"the rest of it")
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_probe_that_is_not_ours_is_left_alone(

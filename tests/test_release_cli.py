@@ -243,7 +243,7 @@ def test_output_goes_through_a_temporary_file(
     written: list[Path] = []
 
     def failing_summary(frame: pl.LazyFrame, **options: object) -> object:
-        written.extend(tmp_path.glob(".out.parquet.*.tmp"))
+        written.extend(tmp_path.glob(".out.parquet.*.tmp/out.parquet"))
         assert written, "the sink wrote a temporary file"
         assert written[0].stat().st_size > 0
         raise pl.exceptions.ComputeError("summary failed")
