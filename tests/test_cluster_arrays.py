@@ -303,6 +303,40 @@ def test_pruned_pairs_hold_no_rival(
             assert not (d2 <= block.thresholds[rows]).any()
 
 
+@settings(max_examples=examples(80), deadline=None)
+@given(coordinates, st.integers(1, 7), st.booleans(), st.integers(0, 2**16))
+def test_queries_are_routed_to_exactly_the_shards_their_balls_reach(
+    originals: np.ndarray, shard_rows: int, slabs: bool, seed: int
+) -> None:
+    # Against the box test query by query, on boxes in any order (slabs of the first
+    # coordinate as the pipeline cuts them, or overlapping), empty shards, thresholds that
+    # tie a box's gap exactly (the coordinates are dyadic), and own shards: a query whose
+    # ball misses a shard has no avatar there within its threshold, and no other is left out.
+    rng = np.random.default_rng(seed)
+    avatars = originals[rng.permutation(len(originals))]
+    if slabs:
+        avatars = avatars[np.lexsort((np.arange(len(avatars)), avatars[:, 0]))]
+    thresholds = engine.own_thresholds(originals, avatars, 0.0)
+    pieces = [avatars[j : j + shard_rows] for j in range(0, len(avatars), shard_rows)]
+    pieces.insert(int(rng.integers(len(pieces) + 1)), avatars[:0])
+    boxes = [shards.Box.around(piece) for piece in pieces]
+    own = rng.integers(-1, len(boxes), len(originals))
+    empty = np.array([box is None for box in boxes])
+    own[(own >= 0) & empty[np.maximum(own, 0)]] = -1  # an avatar lies in a shard that holds it
+    routed = shards.queries_in_reach(originals, thresholds, boxes, own)
+    for s, (box, piece) in enumerate(zip(boxes, pieces, strict=True)):
+        if box is None:
+            assert routed[s].tolist() == []
+            continue
+        reach = shards.reach_mask(originals, originals, thresholds, box.low[None], box.high[None])
+        expected = np.flatnonzero(reach[:, 0] | (own == s))
+        assert routed[s].tolist() == expected.tolist()
+        missed = np.setdiff1d(np.arange(len(originals)), expected)
+        rows, cols = np.repeat(missed, len(piece)), np.tile(np.arange(len(piece)), len(missed))
+        d2 = engine.squared_distances(originals, piece, rows, cols)
+        assert not (d2 <= thresholds[rows]).any()
+
+
 def test_far_apart_pairs_are_not_submitted() -> None:
     rng = np.random.default_rng(8)
     originals = np.concatenate([rng.normal(size=(50, 2)), rng.normal(size=(50, 2)) + 100])

@@ -282,26 +282,13 @@ def link_bucket(spec: LinkSpec, *pieces: pl.DataFrame) -> Linked:
     order, problems = link_by_key(left, right, keys, keys)
     if order is None:
         return Linked(replace(problems, names=(spec.left_names, spec.right_names)))
-    raw = left.select(coords).to_numpy()
-    raw_avatars = right.select(coords).to_numpy()[order]
-    # The canonical scale of the whole data set, on both sides: the local floats exactly.
-    queries = np.ascontiguousarray(np.ldexp(raw, spec.exponent))
-    avatars = np.ascontiguousarray(np.ldexp(raw_avatars, spec.exponent))
+    # Fresh C-order arrays of this task's own: the evidence and the shard of each avatar are
+    # taken from the values as read, then both are scaled in place (a copy less of each).
+    raw = left.select(coords).to_numpy(order="c", writable=True)  # a copy, never a view
+    raw_avatars = right.select(coords).to_numpy(order="c")[order]
     original_id = left.get_column(_ID).to_numpy()
     avatar_id = right.get_column(_ID).to_numpy()[order]
-    thresholds = engine.own_thresholds(queries, avatars, spec.tie_tol)
-    below = np.empty(0)
-    if spec.copies:  # a verdict: which hidden records have a rival strictly closer
-        own = thresholds if spec.tie_tol == 0.0 else engine.own_thresholds(queries, avatars, 0.0)
-        below = engine.strictly_below(own)
-    linked = Queries(
-        queries,
-        thresholds,
-        original_id,
-        avatar_id,
-        spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id),
-        below,
-    )
+    avatar_shard = spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id)
     sampled = (
         np.ones(len(original_id), dtype=bool)
         if spec.sampled is None
@@ -315,6 +302,16 @@ def link_bucket(spec: LinkSpec, *pieces: pl.DataFrame) -> Linked:
             same &= left.get_column(_FINGERPRINT).to_numpy() == fingerprints
         copies = int(np.count_nonzero(same))
     evidence = BucketEvidence(original_id[sampled], raw[sampled], raw_avatars[sampled], copies)
+    # The canonical scale of the whole data set, on both sides: the local floats exactly.
+    queries = np.ldexp(raw, spec.exponent, out=raw)
+    avatars = np.ldexp(raw_avatars, spec.exponent, out=raw_avatars)
+    thresholds = engine.own_thresholds(queries, avatars, spec.tie_tol)
+    below = np.empty(0)
+    if spec.copies:  # a verdict: which hidden records have a rival strictly closer
+        own = thresholds if spec.tie_tol == 0.0 else engine.own_thresholds(queries, avatars, 0.0)
+        below = engine.strictly_below(own)
+    del avatars
+    linked = Queries(queries, thresholds, original_id, avatar_id, avatar_shard, below)
     return Linked(problems, linked, evidence)
 
 
@@ -336,12 +333,11 @@ def shard_pieces(read: Read, exponent: int, splits: Splits, shards: int) -> tupl
     exchange to the shard builds)."""
     frame = pl.concat(read.pieces)
     coords = [c for c in frame.columns if c.startswith(_COORD)]
-    raw = frame.select(coords).to_numpy()
+    raw = frame.select(coords).to_numpy(order="c", writable=True)  # a copy, never a view
     ids = frame.get_column(_ID).to_numpy()
-    scaled = np.ldexp(raw, exponent)
-    return tuple(
-        Points(scaled[rows], ids[rows]) for rows in _cut(splits.assign(raw[:, 0], ids), shards)
-    )
+    cut = _cut(splits.assign(raw[:, 0], ids), shards)
+    scaled = np.ldexp(raw, exponent, out=raw)
+    return tuple(Points(scaled[rows], ids[rows]) for rows in cut)
 
 
 @dataclass(frozen=True)
@@ -354,7 +350,12 @@ class Shard:
 
     def rows_of(self, ids: IndexArray) -> IndexArray:
         """The row (in the tree's input order) of each avatar ``ids``; all must be here."""
-        at = np.minimum(np.searchsorted(self.sorted_ids, ids), max(len(self.sorted_ids) - 1, 0))
+        # Searched in ascending order (numpy bounds each search by the last one's result, and
+        # the reads stay near): five times faster than in the queries' order, at random.
+        ascending = np.argsort(ids, kind="stable")
+        at = np.empty(len(ids), dtype=np.int64)
+        at[ascending] = np.searchsorted(self.sorted_ids, ids[ascending])
+        at = np.minimum(at, max(len(self.sorted_ids) - 1, 0))
         if len(ids) and not np.array_equal(self.sorted_ids[at], ids):
             msg = "an avatar was not found in the shard its split point gives"
             raise RuntimeError(msg)
@@ -385,11 +386,8 @@ def route_queries(linked: Linked, shards: Sequence[Box | None]) -> tuple[Queries
     if queries is None:  # the driver raised the bucket's key problems before this
         msg = "a link bucket that failed to link was asked for its queries"
         raise RuntimeError(msg)
-    reached = queries_in_reach(queries.queries, queries.thresholds, shards)
-    return tuple(
-        queries.take(np.union1d(rows, np.flatnonzero(queries.avatar_shard == s)))
-        for s, rows in enumerate(reached)
-    )
+    reached = queries_in_reach(queries.queries, queries.thresholds, shards, queries.avatar_shard)
+    return tuple(queries.take(rows) for rows in reached)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine.boxes import queries_reaching
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.tasks import WorkerSpec, exchange_tasks, task_memory
 
@@ -236,18 +237,17 @@ def reach_mask(
     return within
 
 
-QUERIES_PER_CHUNK = 4096
-"""Queries tested together against the shards' boxes first, by the box of the chunk."""
-
-
 def queries_in_reach(
-    queries: Float64Array, thresholds: Float64Array, shards: Sequence[Box | None]
+    queries: Float64Array,
+    thresholds: Float64Array,
+    shards: Sequence[Box | None],
+    own: IndexArray | None = None,
 ) -> list[IndexArray]:
-    """For each shard, the rows of the queries whose ball may reach its box: the test of
-    `pairs_within_reach` with each query as a box of its own, so a query left out has no
-    avatar of the shard within its threshold, exactly. Queries are sorted by their first
-    coordinate and tested `QUERIES_PER_CHUNK` at a time, first by the chunk's box (the
-    same exact test, coarser), so a query is tested against the shards near it only.
+    """For each shard, the rows (ascending) of the queries whose ball may reach its box, and
+    of those whose ``own`` shard it is (-1: none): the test of `pairs_within_reach` with each
+    query as a box of its own, so a query left out has no avatar of the shard within its
+    threshold, exactly (`engine.boxes.queries_reaching`: for each query, only the shards near
+    its first coordinate are tested).
 
     Examples
     --------
@@ -255,28 +255,25 @@ def queries_in_reach(
     >>> queries, thresholds = np.array([[2.0], [4.5]]), np.array([1.0, 0.25])
     >>> [rows.tolist() for rows in queries_in_reach(queries, thresholds, boxes)]
     [[0], [], [1]]
+    >>> [rows.tolist() for rows in queries_in_reach(queries, thresholds, boxes, np.array([2, 0]))]
+    [[0, 1], [], [0, 1]]
     """
-    found: list[list[IndexArray]] = [[] for _ in shards]
+    found = [np.empty(0, dtype=np.int64) for _ in shards]
     kept = [s for s, box in enumerate(shards) if box is not None]
-    if kept and len(queries):
-        low = np.array([shards[s].low for s in kept])  # type: ignore[union-attr]
-        high = np.array([shards[s].high for s in kept])  # type: ignore[union-attr]
-        order = np.argsort(queries[:, 0], kind="stable")
-        for start in range(0, len(order), QUERIES_PER_CHUNK):
-            rows = order[start : start + QUERIES_PER_CHUNK]
-            chunk, reach = queries[rows], thresholds[rows]
-            near = np.flatnonzero(
-                reach_mask(
-                    chunk.min(axis=0)[None], chunk.max(axis=0)[None], reach.max()[None], low, high
-                )[0]
-            )
-            if len(near):
-                within = reach_mask(chunk, chunk, reach, low[near], high[near])
-                for j, c in enumerate(near):
-                    found[kept[c]].append(rows[within[:, j]])
-    return [
-        np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64) for parts in found
-    ]
+    if not kept or not len(queries):
+        return found
+    position = np.full(len(shards) + 1, -1, dtype=np.int64)  # the last for own == -1
+    position[kept] = np.arange(len(kept))
+    reached = queries_reaching(
+        queries,
+        thresholds,
+        np.array([shards[s].low for s in kept]),  # type: ignore[union-attr]
+        np.array([shards[s].high for s in kept]),  # type: ignore[union-attr]
+        position[np.full(len(queries), -1, dtype=np.int64) if own is None else own],
+    )
+    for s, rows in zip(kept, reached, strict=True):
+        found[s] = rows
+    return found
 
 
 def pairs_in_reach(

@@ -15,7 +15,11 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.checks import check_tie_tol
-from polars_hidden_rate.engine._kernels import gather_column, pair_squared_distances
+from polars_hidden_rate.engine._kernels import (
+    gather_column,
+    pair_squared_distances,
+    row_squared_distances,
+)
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
 
@@ -68,9 +72,17 @@ def _indices(chosen: IndexArray | slice, length: int) -> IndexArray:
 
 def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
     """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
-    every = slice(None)
-    thresholds: Float64Array = squared_distances(originals, avatars, every, every) * (1.0 + tie_tol)
+    if _rows_in_order(originals) and _rows_in_order(avatars) and originals.shape == avatars.shape:
+        thresholds: Float64Array = row_squared_distances(originals, avatars)
+    else:
+        thresholds = squared_distances(originals, avatars, slice(None), slice(None))
+    thresholds *= 1.0 + tie_tol  # in place: the same floats as a product into a new array
     return thresholds
+
+
+def _rows_in_order(values: Float64Array) -> bool:
+    """Float64 rows laid out one after the other (C order): read a row at a time."""
+    return values.ndim == 2 and values.dtype == np.float64 and values.flags.c_contiguous
 
 
 def linked_arrays(

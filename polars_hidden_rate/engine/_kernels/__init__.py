@@ -1,7 +1,8 @@
 """Every numba kernel of the engine, under public names, one module a job: `common` (the
 compilation, the tree as one value, the steps every walk shares), `build` (the tree's build),
 `count` (the counting walk), `nearest` (the nearest-two, within-reach and tied-match walks),
-`pairs` and `boxes` (the kernels of `engine.arrays` and `engine.boxes`). Imported from here.
+`pairs` and `boxes` (the kernels of `engine.arrays` and `engine.boxes`), `reach` (the
+routing of queries to the shards their balls may reach). Imported from here.
 
 Each is compiled without fastmath (it would fuse and reorder the sums), so every
 distance a kernel compares is the engine's definition
@@ -44,7 +45,12 @@ from polars_hidden_rate.engine._kernels.nearest import (
     tied_match_walk,
     values_match,
 )
-from polars_hidden_rate.engine._kernels.pairs import gather_column, pair_squared_distances
+from polars_hidden_rate.engine._kernels.pairs import (
+    gather_column,
+    pair_squared_distances,
+    row_squared_distances,
+)
+from polars_hidden_rate.engine._kernels.reach import boxes_in_reach
 
 __all__ = [
     "NO_PROBE",
@@ -56,6 +62,7 @@ __all__ = [
     "any_within",
     "box_bounds",
     "box_near",
+    "boxes_in_reach",
     "climb",
     "count_walk",
     "distinct_rows",
@@ -72,6 +79,7 @@ __all__ = [
     "point_d2",
     "reach_walk",
     "repeated_rows",
+    "row_squared_distances",
     "scan_two",
     "select_nth",
     "sorted_by_key",

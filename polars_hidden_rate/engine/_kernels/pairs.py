@@ -1,4 +1,5 @@
-"""The kernels of `engine.arrays`: the ``d2`` of given pairs, a column gathered by rows."""
+"""The kernels of `engine.arrays`: the ``d2`` of given pairs and of rows paired in order, a column
+gathered by rows."""
 
 from __future__ import annotations
 
@@ -18,6 +19,16 @@ def pair_squared_distances(
     for i in range(len(rows)):
         # The difference's sign does not change its square (rounding is symmetric).
         total[i] = point_d2(avatars, cols[i], originals, rows[i])
+    return total
+
+
+@kernel
+def row_squared_distances(originals: Float64Array, avatars: Float64Array) -> Float64Array:
+    """``d2(originals[i], avatars[i])`` for each row ``i``: the engine's definition, a row at a
+    time, into one new array (no temporary per column)."""
+    total = np.empty(len(originals))
+    for i in range(len(originals)):
+        total[i] = point_d2(avatars, i, originals, i)
     return total
 
 
