@@ -25,7 +25,7 @@ from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.measures.summary import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
-from polars_hidden_rate.tasks import tasks_run
+from polars_hidden_rate.tasks import DaskTasks, received, tasks_run
 from tests.helpers import (
     COORDS,
     adversarial,
@@ -571,3 +571,27 @@ def test_a_run_submits_the_tasks_its_plan_says(
     assert sum(ran.values()) == tasks.tasks(*files).total, ran
     assert ran.get("rechunk-transfer", 0) <= 2 * sum(files) + tasks.buckets + tasks.shards
     assert not any("piece-" in prefix or prefix == "getitem" for prefix in ran), ran
+
+
+def test_the_exchanges_keep_their_pieces_in_memory(
+    threads_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # P2P's disk buffer is its default: the exchanges ask for memory (docs/scale.md: the disk
+    # round trip cost 11 of 77 s at 2e7), and still move every piece to its consumer in order.
+    from distributed.shuffle import _rechunk
+
+    asked: list[object] = []
+    real = _rechunk.P2PRechunkLayer.__init__
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        asked.append(kwargs.get("disk"))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_rechunk.P2PRechunkLayer, "__init__", recording)
+    tasks = DaskTasks(threads_client, "phr-test")
+    producers = [threads_client.submit(lambda p=p: [(p, c) for c in range(3)]) for p in range(4)]
+    columns = tasks.exchange("pieces", producers, 3, lambda result: result)
+    assert asked == [False]
+    assert [received(column) for column in threads_client.gather(columns)] == [
+        [(p, c) for p in range(4)] for c in range(3)
+    ]
