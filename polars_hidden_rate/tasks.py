@@ -122,7 +122,9 @@ class DaskTasks:
         # The pieces stay in the workers' memory, not on P2P's disk buffer: each consumer holds
         # its column once unpacked anyway (the plan sizes it to a task's memory), and the disk
         # round trip cost 11 of 77 s at 2e7 records (docs/scale.md).
-        with dask.config.set({"distributed.p2p.storage.disk": False}):
+        # (Dask before 2024.2 named the setting ``distributed.p2p.disk``.)
+        memory = {"distributed.p2p.storage.disk": False, "distributed.p2p.disk": False}
+        with dask.config.set(memory):
             by_consumer = pieces_of.rechunk(
                 ((len(producers),), (1,) * consumers), method="p2p"
             ).to_delayed(optimize_graph=False)
