@@ -824,3 +824,33 @@ def test_trees_built_side_by_side_are_those_built_alone(threads: int) -> None:
         np.testing.assert_array_equal(tree.points, alone.points)
         np.testing.assert_array_equal(tree.order, alone.order)
         np.testing.assert_array_equal(tree.lower, alone.lower)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(0, 30), st.integers(1, 4)),
+        elements=st.sampled_from([0.0, -0.5, 0.25, 3.0, 2.0**40, -(2.0**45) + 0.25, 1e200]),
+    ),
+    st.integers(0, 2**16),
+    st.booleans(),
+)
+def test_paired_rows_give_the_definition_in_either_layout(
+    originals: np.ndarray, seed: int, fortran: bool
+) -> None:
+    # Rows in C order take the row-at-a-time kernel, others the column loop: both must give
+    # the definition's floats (differences squared, summed in column order from 0.0), a
+    # square beyond float64's range included (inf), and `own_thresholds` its product.
+    avatars = originals[np.random.default_rng(seed).permutation(len(originals))]
+    layout = np.asfortranarray if fortran else np.ascontiguousarray
+    x, y = layout(originals), layout(avatars)
+    expected = []
+    for a, b in zip(originals.tolist(), avatars.tolist(), strict=True):
+        total = 0.0
+        for p, q in zip(a, b, strict=True):
+            total += (p - q) * (p - q)
+        expected.append(total)
+    every = slice(None)
+    assert engine.squared_distances(x, y, every, every).tolist() == expected
+    assert engine.own_thresholds(x, y, 0.5).tolist() == [t * 1.5 for t in expected]

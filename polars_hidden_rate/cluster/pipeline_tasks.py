@@ -310,7 +310,6 @@ def link_bucket(spec: LinkSpec, *pieces: pl.DataFrame) -> Linked:
     if spec.copies:  # a verdict: which hidden records have a rival strictly closer
         own = thresholds if spec.tie_tol == 0.0 else engine.own_thresholds(queries, avatars, 0.0)
         below = engine.strictly_below(own)
-    del avatars
     linked = Queries(queries, thresholds, original_id, avatar_id, avatar_shard, below)
     return Linked(problems, linked, evidence)
 

@@ -48,6 +48,10 @@ def squared_distances(
             _indices(rows, len(originals)),
             _indices(cols, len(avatars)),
         )
+    paired = originals[rows], avatars[cols]
+    if all(_rows_in_order(side) for side in paired) and paired[0].shape == paired[1].shape:
+        # Rows in C order, a row at a time into one array: no temporary per column.
+        return row_squared_distances(*paired)
     pairs = len(range(len(originals))[rows])
     total = np.zeros(pairs, dtype=np.float64)
     with np.errstate(over="ignore"):  # a square beyond float64's range is inf, as defined
@@ -72,10 +76,8 @@ def _indices(chosen: IndexArray | slice, length: int) -> IndexArray:
 
 def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
     """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
-    if _rows_in_order(originals) and _rows_in_order(avatars) and originals.shape == avatars.shape:
-        thresholds: Float64Array = row_squared_distances(originals, avatars)
-    else:
-        thresholds = squared_distances(originals, avatars, slice(None), slice(None))
+    every = slice(None)
+    thresholds: Float64Array = squared_distances(originals, avatars, every, every)
     thresholds *= 1.0 + tie_tol  # in place: the same floats as a product into a new array
     return thresholds
 

@@ -16,12 +16,11 @@ from polars_hidden_rate.engine._kernels.common import kernel
 
 
 @kernel
-def _first_in_reach(
-    q0: float, threshold: float, high_so_far: Float64Array, begin: int, end: int
-) -> int:
+def _first_in_reach(q0: float, threshold: float, high_so_far: Float64Array) -> int:
     """The first position, in the boxes ordered by their lower first coordinate, whose box or
     an earlier one may be in reach: before it, the highest first coordinate of every box so
     far lies so far below ``q0`` that its gap alone passes ``threshold``."""
+    begin, end = 0, len(high_so_far)
     while begin < end:
         middle = (begin + end) // 2
         gap = q0 - high_so_far[middle]
@@ -75,7 +74,7 @@ def boxes_in_reach(
     for i in range(len(queries)):
         q0, threshold, mine = queries[i, 0], thresholds[i], own[i]
         seen = False
-        for b in range(_first_in_reach(q0, threshold, high_so_far, 0, boxes), boxes):
+        for b in range(_first_in_reach(q0, threshold, high_so_far), boxes):
             ahead = low[b, 0] - q0
             if ahead > 0.0 and ahead * ahead > threshold:
                 break
