@@ -24,8 +24,9 @@ per stage); the tasks, and the values they pass each other, are in
    `DaskTasks.exchange`). The task links them as locally (`link_by_key`)
    and reports its key problems, which the driver sums; it multiplies both sides
    by ``2^e`` and computes each ``T_i`` (`own_thresholds`).
-4. **Shards** (one per range of avatars): each avatar file's avatars are cut by the
-   shard split points and exchanged; a shard task builds its kd-tree where it runs.
+4. **Shards** (one per range of avatars): each link bucket's avatars (every avatar is
+   linked once, already at the canonical scale) are cut by the shard split points and
+   exchanged; a shard task builds its kd-tree where it runs.
 5. **Count** (one task per shard): the driver gathers the shards' boxes; each bucket
    sends each of its queries to the shards whose box its ball may reach (the exact box
    test, query by query, `queries_in_reach`) and to its own avatar's shard; the shard's
@@ -82,8 +83,8 @@ from polars_hidden_rate.cluster.pipeline_tasks import (
     read_stats,
     route_counts,
     route_queries,
+    shard_avatars,
     shard_box,
-    shard_pieces,
     ties_in_file,
     write_partition,
 )
@@ -200,8 +201,8 @@ class _Pipeline:
         left_reads, right_reads, left_stats, right_stats = self.read(left, right, plan)
         spec = self.link_spec(left, right, left_stats, right_stats, plan, verdict)
         links = self.link(spec, plan, left_reads, right_reads)
-        shards = self.build_shards(spec, plan, right_reads)
         del left_reads, right_reads
+        shards = self.build_shards(spec, plan, links)
         evidence = self.check_links(links, left, right, right_stats, verdict, dim)
         partials = self.count(links, shards)
         del links, shards
@@ -332,14 +333,12 @@ class _Pipeline:
     # --- 4. shards ----------------------------------------------------------------------
 
     def build_shards(
-        self, spec: LinkSpec, plan: TaskPlan, right_reads: Sequence[Future[Read]]
+        self, spec: LinkSpec, plan: TaskPlan, links: Sequence[Future[Linked]]
     ) -> list[Future[Shard]]:
-        """One task per shard: its avatars of every file, at the canonical scale, its
-        kd-tree built there."""
-        cut = partial(
-            shard_pieces, exponent=spec.exponent, splits=spec.avatar_splits, shards=plan.shards
-        )
-        columns = self.tasks.exchange("shard-pieces", right_reads, plan.shards, cut)
+        """One task per shard: its avatars from every link bucket (scaled and assigned
+        their shard there), its kd-tree built there."""
+        cut = partial(shard_avatars, shards=plan.shards, dim=spec.dim)
+        columns = self.tasks.exchange("shard-pieces", links, plan.shards, cut)
         return [
             self.submit(f"shard-{s}", gathered, build_shard, column, spec.dim)
             for s, column in enumerate(columns)

@@ -91,7 +91,7 @@ class StageTasks:
 
     read: int  # a read and a scalar task per file of each side
     link: int  # the exchange of files to buckets, a link and a problems task per bucket
-    shards: int  # the exchange of avatar files to shards, a build and a box per shard
+    shards: int  # the exchange of link buckets' avatars to shards, a build and a box per shard
     count: int  # the exchange of buckets to shards, a count per shard
     write: int  # the exchange of shards to files, an assembly and a write per file
 
@@ -117,13 +117,13 @@ class TaskPlan:
         Examples
         --------
         >>> TaskPlan(buckets=512, shards=954).tasks(1000, 1000).total
-        22242
+        21266
         """
         files, h, s = originals + avatars, self.buckets, self.shards
         return StageTasks(
             read=2 * files,
             link=exchange_tasks(files, h) + 2 * h,
-            shards=exchange_tasks(avatars, s) + 2 * s,
+            shards=exchange_tasks(h, s) + 2 * s,
             count=exchange_tasks(h, s) + s,
             write=exchange_tasks(s, originals) + (3 if verdict else 2) * originals,
         )

@@ -266,11 +266,16 @@ class KdTree:
             # A query without its avatar here whose ball misses the root box counts 0 (its
             # `near` bounds every point's d2): it is not walked, nor placed.
             own_position = self.own_positions(own)
-            walked = np.flatnonzero((own >= 0) | self.reaches(queries, thresholds))
+            reached = own >= 0
+            outside = np.flatnonzero(~reached)
+            reached[outside] = self.reaches(queries[outside], thresholds[outside])
+            walked = np.flatnonzero(reached)
             place = own_position[walked]
             orphans = np.flatnonzero(place < 0)
             place[orphans] = self.near_positions(queries[walked[orphans]])
-            rows = walked[np.argsort(place, kind="stable")]
+            # Any order of equal places walks the same nodes, and no count depends on the
+            # order: numpy's default sort, four times faster than a stable one here.
+            rows = walked[np.argsort(place)]
         counts = np.zeros(len(queries), dtype=np.int64)
         size = queries_per_task(len(rows), threads)
         strictly: Strictly | None = None
