@@ -417,11 +417,16 @@ def test_a_worker_killed_mid_run_changes_nothing(process_client: Any, tmp_path: 
         assert runner.is_alive(), f"the run ended early: {outcome.get('error')!r}"
         assert time.monotonic() < deadline, "no count finished within 180 s"
         time.sleep(0.02)
-    # Kill a worker that holds a shard: its tree and its blocks are lost with it.
+    # Kill a worker that holds or is counting a shard: its partial counts, its tree and the
+    # shard's inputs (avatars and queries) are lost with it.
+    held, processing = client.has_what(), client.processing()
     victim = next(
         address
-        for address, held in client.has_what().items()
-        if any(str(key).startswith("phr-shard-") for key in held)
+        for address, keys in held.items()
+        if any(
+            str(key).startswith("phr-count-within-")
+            for key in [*keys, *processing.get(address, ())]
+        )
     )
     pid = client.run(os.getpid, workers=[victim])[victim]
     os.kill(pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
+from polars_hidden_rate import engine
 from polars_hidden_rate.cluster import pipeline, shards
 from polars_hidden_rate.cluster.pipeline_tasks import Splits, count_at_most
 from polars_hidden_rate.cluster.shards import plan_tasks, records_per_task
@@ -281,14 +282,44 @@ def test_split_points_cut_pairs_in_lexicographic_order(seed: int) -> None:
     assert found.tolist() == expected
 
 
+@pytest.mark.parametrize("exponent", [0, -400, 400])
+@pytest.mark.parametrize("seed", range(20))
+def test_a_shard_whose_slab_a_ball_misses_holds_no_avatar_within_it(
+    seed: int, exponent: int
+) -> None:
+    # The count sends each query to the shards whose slab of the first coordinate its ball
+    # may reach (`Splits.slabs`, at the canonical scale ``2^exponent`` of the coordinates,
+    # where the split points are values as read): a shard a query is not sent to holds no
+    # avatar within its threshold, avatars tied with a split point's value on either side
+    # of it and dyadic thresholds that tie a gap exactly included.
+    rng = np.random.default_rng(seed)
+    n, dim = 120, 2
+    raw = rng.integers(0, 5, size=(2 * n, dim)).astype(np.float64) / 4
+    row = rng.permutation(n).astype(np.int64)
+    parts = int(rng.integers(1, 8))
+    picked = rng.choice(n, parts - 1)
+    chosen = np.lexsort((row[picked], raw[n:][picked, 0]))
+    splits = Splits(raw[n:][picked, 0][chosen], row[picked][chosen])
+    shard = splits.assign(raw[n:, 0], row)
+    queries, avatars = np.ldexp(raw[:n], exponent), np.ldexp(raw[n:], exponent)
+    thresholds = engine.own_thresholds(queries, avatars, 0.0)
+    routed = shards.queries_in_reach(queries, thresholds, splits.slabs(parts, dim, exponent))
+    for s in range(parts):
+        missed = np.setdiff1d(np.arange(n), routed[s])
+        held = np.flatnonzero(shard == s)
+        rows, cols = np.repeat(missed, len(held)), np.tile(held, len(missed))
+        d2 = engine.squared_distances(queries, avatars, rows, cols)
+        assert not (d2 <= thresholds[rows]).any()
+
+
 @pytest.mark.parametrize(
     ("records", "files", "workers", "threads", "memory", "most_tasks"),
     [
-        (2 * 10**7, 8, 2, 1, 10 << 30, 320),
+        (2 * 10**7, 8, 2, 1, 10 << 30, 200),
         (10**9, 1000, 16, 32, 128 << 30, 100_000),  # the cost model of docs/scale.md
         (10**9, 1000, 4, 2, 4 << 30, 100_000),  # few threads: the memory sets the sizes
         (10**6, 4, 1, 1, 0, 60),  # no memory limit reported
-        (10, 2, 4, 2, 1 << 30, 140),  # fewer records than tasks wanted (shards from 8 buckets)
+        (10, 2, 4, 2, 1 << 30, 100),  # fewer records than tasks wanted
     ],
 )
 def test_the_task_graph_grows_with_files_and_threads_not_records(
@@ -296,7 +327,7 @@ def test_the_task_graph_grows_with_files_and_threads_not_records(
 ) -> None:
     """Every bucket and shard fits a task's memory share, there are enough to keep every
     thread busy, and a run's tasks, known before it runs, are linear in files, buckets and
-    shards (each exchange on Dask's P2P shuffle): 21,266 at 1e9 records in 1,000 files per
+    shards (each exchange on Dask's P2P shuffle): 17,379 at 1e9 records in 1,000 files per
     side on 16 workers of 32 threads, where the task-based exchanges alone held 5.1 million."""
     specs = [WorkerSpec(nthreads=threads, memory_limit=memory)] * workers
     tasks = plan_tasks(records, records, 5, specs)
@@ -308,7 +339,7 @@ def test_the_task_graph_grows_with_files_and_threads_not_records(
     stages = tasks.tasks(files, files, verdict=True)
     assert stages.total <= most_tasks
     linear = 4 * (2 * files + tasks.buckets + tasks.shards) + 1
-    for stage in (stages.read, stages.link, stages.shards, stages.count, stages.write):
+    for stage in (stages.read, stages.link, stages.count, stages.write):
         assert 0 < stage <= linear
 
 
@@ -318,9 +349,9 @@ def test_the_modelled_tasks_at_1e9_records() -> None:
     tasks = plan_tasks(10**9, 10**9, 5, specs)
     assert tasks == shards.TaskPlan(buckets=512, shards=954)
     assert tasks.tasks(1000, 1000) == shards.StageTasks(
-        read=4000, link=5537, shards=3887, count=2933, write=4909
+        read=4000, link=5537, count=2933, write=4909
     )
-    assert tasks.tasks(1000, 1000).total == 21_266
+    assert tasks.tasks(1000, 1000).total == 17_379
 
 
 @pytest.mark.parametrize("bins", [1, 2, 3, 8, 1024])

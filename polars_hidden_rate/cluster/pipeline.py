@@ -1,8 +1,8 @@
 """Local cloaking of parquet datasets on a Dask cluster: the workers read, link, count and write.
 
 `count_and_write` runs [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet]
-with ``cluster=``. The driver holds futures, file metadata, split points, boxes and
-scalars, never a column: its memory grows with the number of files, blocks and shards,
+with ``cluster=``. The driver holds futures, file metadata, split points and
+scalars, never a column: its memory grows with the number of files, buckets and shards,
 not with the records. Every stage is a set of pure tasks, each a function of files and
 of other tasks' results, so a lost worker's results are recomputed by Dask from the
 files, and the counts cannot change. This module is the driver (one method of `_Pipeline`
@@ -14,24 +14,25 @@ per stage); the tasks, and the values they pass each other, are in
    checks what `read_aligned` checks and returns
    scalars: rows, the largest ``|coordinate|``, missing values, null keys, and a sample
    of the first coordinate for the split points. The records stay on the worker, cut
-   into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order).
+   into ``H`` buckets by a hash of the key (by key), or by ranges of rows (by row order),
+   and move to their bucket (Dask's P2P shuffle, `DaskTasks.exchange`) as each read
+   finishes.
 2. The driver sums those scalars, raises the local errors, and chooses the canonical
    exponent (`exponent_for` of the global largest)
    and ``S - 1`` shard split points, quantiles of the sample of ``(first coordinate,
    row)`` pairs, as a distributed sort chooses them.
 3. **Link** (one task per bucket): an original and its avatar have the same key, so
-   they meet in one bucket (Dask's P2P shuffle moves the pieces between workers,
-   `DaskTasks.exchange`). The task links them as locally (`link_by_key`)
+   they meet in one bucket. The task links them as locally (`link_by_key`)
    and reports its key problems, which the driver sums; it multiplies both sides
-   by ``2^e`` and computes each ``T_i`` (`own_thresholds`).
-4. **Shards** (one per range of avatars): each link bucket's avatars (every avatar is
-   linked once, already at the canonical scale) are cut by the shard split points and
-   exchanged; a shard task builds its kd-tree where it runs.
-5. **Count** (one task per shard): the driver gathers the shards' boxes; each bucket
-   sends each of its queries to the shards whose box its ball may reach (the exact box
-   test, query by query, `queries_in_reach`) and to its own avatar's shard; the shard's
-   task calls `count_within` on them.
-6. **Write** (one task per originals file): the partial counts are exchanged back to
+   by ``2^e``, computes each ``T_i`` (`own_thresholds`) and the shard of each avatar.
+4. **Count** (one task per shard, the avatars between two split points): each bucket
+   sends each shard its avatars there (every avatar is linked once, already at the
+   canonical scale), the queries that own them, and the queries whose ball may reach the
+   shard's slab of the first coordinate (the exact box test, query by query,
+   `queries_in_reach`); the shard's task builds its kd-tree where it runs and calls
+   `count_within` on them. The counts run while the driver sums the key problems, and
+   nothing is written before they pass.
+5. **Write** (one task per originals file): the partial counts are exchanged back to
    their files by row and summed, the file is read again, given ``local_cloaking`` and
    ``hidden``, and written as its part. The task returns a histogram of the counts; the
    driver builds the summary from the histograms (and, for a quartile above them, by
@@ -66,13 +67,11 @@ from polars_hidden_rate.cluster.pipeline_tasks import (
     LinkSpec,
     Read,
     ReadStats,
-    Shard,
     ShardCounts,
     Side,
     Splits,
     Written,
     assemble,
-    build_shard,
     count_at_most,
     count_shard,
     link_bucket,
@@ -82,9 +81,7 @@ from polars_hidden_rate.cluster.pipeline_tasks import (
     read_pieces,
     read_stats,
     route_counts,
-    route_queries,
-    shard_avatars,
-    shard_box,
+    route_to_shards,
     ties_in_file,
     write_partition,
 )
@@ -198,14 +195,21 @@ class _Pipeline:
         if plan is None:
             workers = worker_specs(self.client)
             plan = plan_tasks(originals.rows, self.avatars.rows, dim, workers)
-        left_reads, right_reads, left_stats, right_stats = self.read(left, right, plan)
+        left_reads = self.read_side(self.originals, left, plan)
+        right_reads = self.read_side(self.avatars, right, plan)
+        # Each read's pieces go to the link buckets as it finishes, while the driver checks
+        # the reads' scalars: no link task is submitted before they pass.
+        pieces = self.tasks.exchange(
+            "link-pieces", [*left_reads, *right_reads], plan.buckets, read_pieces
+        )
+        left_stats, right_stats = self.check_reads(left, right, left_reads, right_reads)
         spec = self.link_spec(left, right, left_stats, right_stats, plan, verdict)
-        links = self.link(spec, plan, left_reads, right_reads)
-        del left_reads, right_reads
-        shards = self.build_shards(spec, plan, links)
+        links = self.link(spec, pieces)
+        del left_reads, right_reads, pieces
+        # Counted while the driver checks the link: nothing is written before it passes.
+        partials = self.count(links, spec, plan)
         evidence = self.check_links(links, left, right, right_stats, verdict, dim)
-        partials = self.count(links, shards)
-        del links, shards
+        del links
         by_file = self.partials_by_file(partials)
         del partials
         counts = self.counts_by_file(by_file)
@@ -221,13 +225,31 @@ class _Pipeline:
 
     # --- 1. read ---------------------------------------------------------------------------
 
-    def read(
-        self, left: Side, right: Side, plan: TaskPlan
-    ) -> tuple[list[Future[Read]], list[Future[Read]], list[ReadStats], list[ReadStats]]:
-        """Each side's read tasks and their scalars, checked as the local read checks them."""
+    def read_side(self, dataset: Dataset, side: Side, plan: TaskPlan) -> list[Future[Read]]:
+        """A read task per file of one side."""
+        n = max(dataset.rows, 1)
         sample = SAMPLE_PER_SPLIT * plan.shards
-        left_reads = self.read_side(self.originals, left, plan.buckets, sample)
-        right_reads = self.read_side(self.avatars, right, plan.buckets, sample)
+        return [
+            self.submit(
+                f"read-{side.role}-{p}",
+                read_partition,
+                part.path.absolute(),  # the workers may run elsewhere than here
+                side,
+                part.offset,
+                plan.buckets,
+                math.ceil(sample * part.rows / n),
+            )
+            for p, part in enumerate(dataset.partitions)
+        ]
+
+    def check_reads(
+        self,
+        left: Side,
+        right: Side,
+        left_reads: Sequence[Future[Read]],
+        right_reads: Sequence[Future[Read]],
+    ) -> tuple[list[ReadStats], list[ReadStats]]:
+        """Each side's read scalars, checked as the local read checks them."""
         left_stats = self.gather(
             [self.submit(f"stats-originals-{p}", read_stats, f) for p, f in enumerate(left_reads)]
         )
@@ -244,24 +266,7 @@ class _Pipeline:
             right_stats,
             self.client,
         )
-        return left_reads, right_reads, left_stats, right_stats
-
-    def read_side(
-        self, dataset: Dataset, side: Side, buckets: int, sample: int
-    ) -> list[Future[Read]]:
-        n = max(dataset.rows, 1)
-        return [
-            self.submit(
-                f"read-{side.role}-{p}",
-                read_partition,
-                part.path.absolute(),  # the workers may run elsewhere than here
-                side,
-                part.offset,
-                buckets,
-                math.ceil(sample * part.rows / n),
-            )
-            for p, part in enumerate(dataset.partitions)
-        ]
+        return left_stats, right_stats
 
     # --- 2. split points -------------------------------------------------------------------
 
@@ -287,26 +292,18 @@ class _Pipeline:
             tie_tol=request.tie_tol,
             avatar_splits=Splits.from_sample(right_stats, plan.shards),
             originals=len(left_stats),
+            shards=plan.shards,
             sampled=sampled_rows(self.originals.rows),
             copies=verdict is not None,
         )
 
     # --- 3. link ---------------------------------------------------------------------------
 
-    def link(
-        self,
-        spec: LinkSpec,
-        plan: TaskPlan,
-        left_reads: Sequence[Future[Read]],
-        right_reads: Sequence[Future[Read]],
-    ) -> list[Future[Linked]]:
+    def link(self, spec: LinkSpec, pieces: Sequence[Future[Any]]) -> list[Future[Linked]]:
         """One link task per key bucket, from that bucket's piece of every file."""
-        columns = self.tasks.exchange(
-            "link-pieces", [*left_reads, *right_reads], plan.buckets, read_pieces
-        )
         return [
             self.submit(f"link-bucket-{h}", gathered, link_bucket, column, spec)
-            for h, column in enumerate(columns)
+            for h, column in enumerate(pieces)
         ]
 
     def check_links(
@@ -330,46 +327,24 @@ class _Pipeline:
         shares = [e for _, e in found if e is not None]
         return _judge_link(self.request, verdict, shares, dim, self.originals.rows)
 
-    # --- 4. shards ----------------------------------------------------------------------
-
-    def build_shards(
-        self, spec: LinkSpec, plan: TaskPlan, links: Sequence[Future[Linked]]
-    ) -> list[Future[Shard]]:
-        """One task per shard: its avatars from every link bucket (scaled and assigned
-        their shard there), its kd-tree built there."""
-        cut = partial(shard_avatars, shards=plan.shards, dim=spec.dim)
-        columns = self.tasks.exchange("shard-pieces", links, plan.shards, cut)
-        return [
-            self.submit(f"shard-{s}", gathered, build_shard, column, spec.dim)
-            for s, column in enumerate(columns)
-        ]
-
-    # --- 5. count --------------------------------------------------------------------------
+    # --- 4. count --------------------------------------------------------------------------
 
     def count(
-        self, links: Sequence[Future[Linked]], shards: Sequence[Future[Shard]]
+        self, links: Sequence[Future[Linked]], spec: LinkSpec, plan: TaskPlan
     ) -> list[Future[ShardCounts]]:
-        """The queries each shard's box may reach, from every bucket; a count task per
-        shard."""
-        boxes = self.gather(
-            [self.submit(f"shard-box-{s}", shard_box, f) for s, f in enumerate(shards)]
-        )
-        cut = partial(route_queries, shards=boxes)
-        columns = self.tasks.exchange("shard-queries", links, len(shards), cut)
+        """A count task per shard: its avatars and the queries that own them or whose ball
+        may reach its slab, from every bucket."""
+        slabs = spec.avatar_splits.slabs(plan.shards, spec.dim, spec.exponent)
+        cut = partial(route_to_shards, slabs=slabs, dim=spec.dim)
+        columns = self.tasks.exchange("shard-inputs", links, plan.shards, cut)
         return [
             self.submit(
-                f"count-within-{s}",
-                gathered,
-                count_shard,
-                column,
-                shards[s],
-                s,
-                self.request.threads,
+                f"count-within-{s}", gathered, count_shard, column, spec.dim, self.request.threads
             )
             for s, column in enumerate(columns)
         ]
 
-    # --- 6. write --------------------------------------------------------------------------
+    # --- 5. write --------------------------------------------------------------------------
 
     def partials_by_file(self, partials: Sequence[Future[ShardCounts]]) -> list[Future[Any]]:
         """Each originals file's partial counts from every shard."""

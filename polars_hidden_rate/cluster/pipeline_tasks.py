@@ -99,12 +99,12 @@ def read_partition(path: Path, side: Side, offset: int, buckets: int, sample: in
     beyond = inexact_counts(frame, {name: frame.schema[name] for name in side.names})
     unset = frame.filter(pl.any_horizontal(pl.col(keys).is_null())) if side.keys else frame[:0]
     example = unset.select(keys).row(0) if unset.height else None
-    if missing or beyond:  # the driver raises before any piece is asked for
+    if missing or beyond:  # the driver raises before any link task takes a piece
         empty = np.empty(0)
         stats = ReadStats(
             frame.height, 0.0, missing, beyond, unset.height, example, empty, empty.astype(np.int64)
         )
-        return Read(stats, ())
+        return Read(stats, (frame.clear(),) * buckets)
     frame = frame.rename(dict(zip(side.names, coords, strict=True))).with_columns(
         pl.col(coords).cast(pl.Float64)
     )
@@ -200,26 +200,63 @@ class Splits:
         >>> splits.assign(np.array([0.5, 1.0, 1.0, 1.0, 3.0]), np.array([0, 4, 5, 9, 1])).tolist()
         [0, 0, 1, 2, 3]
         """
-        left = np.searchsorted(self.x, x, side="left")
-        right = np.searchsorted(self.x, x, side="right")
-        piece = left.astype(np.int64)
-        ties = np.nonzero(right > left)[0]  # x equals a split point's: compare the rows
+        right = np.searchsorted(self.x, x, side="right").astype(np.int64)
+        piece = right.copy()
+        if not len(self.x):
+            return piece
+        # x equals a split point's (the one before `right`): compare the rows. One search
+        # for all, a second only for these (half the time of two full searches).
+        ties = np.flatnonzero((right > 0) & (self.x[np.maximum(right - 1, 0)] == x))
+        piece[ties] = np.searchsorted(self.x, x[ties], side="left")
         if len(ties):
-            ties = ties[np.argsort(left[ties], kind="stable")]
-            starts, firsts = np.unique(left[ties], return_index=True)
+            ties = ties[np.argsort(piece[ties], kind="stable")]
+            starts, firsts = np.unique(piece[ties], return_index=True)
             for start, group in zip(starts, np.split(ties, firsts[1:]), strict=True):
                 stop = right[group[0]]
                 piece[group] = start + np.searchsorted(self.row[start:stop], row[group], "right")
         return piece
 
+    def slabs(self, parts: int, dim: int, exponent: int = 0) -> list[Box | None]:
+        """The box, at the scale ``2^exponent``, of each piece ``0 .. parts - 1`` that
+        `assign` may give: the first coordinate between its split points (closed: a pair
+        tied with a split point's value may fall on either side of it), the others
+        unbounded; None for a piece no pair falls in. Scaling by a power of two keeps the
+        order of any two values, so a ball that misses a piece's slab has no point of the
+        piece, scaled as the split points are, within it, exactly (the box test of
+        `queries_in_reach`).
+
+        Examples
+        --------
+        >>> splits = Splits(np.array([1.0, 2.0]), np.array([0, 0]))
+        >>> [box.low.tolist() + box.high.tolist() for box in splits.slabs(3, 1, exponent=1)]
+        [[-inf, 2.0], [2.0, 4.0], [4.0, inf]]
+        """
+        low = np.ldexp(np.concatenate([[-np.inf], self.x]), exponent)
+        high = np.ldexp(np.concatenate([self.x, [np.inf]]), exponent)
+        slabs: list[Box | None] = [None] * parts
+        for k in range(min(parts, len(low))):
+            lower, upper = np.full(dim, -np.inf), np.full(dim, np.inf)
+            lower[0], upper[0] = low[k], high[k]
+            slabs[k] = Box(lower, upper)
+        return slabs
+
+
+def _grouped(order_key: IndexArray, parts: int) -> tuple[IndexArray, IndexArray]:
+    """The rows grouped by piece ``0 .. parts - 1``, each group in its original order, and
+    where each group starts (``parts + 1`` bounds): piece ``k`` is
+    ``rows[starts[k]:starts[k + 1]]``."""
+    # numpy sorts 16-bit keys by radix, seven times faster than 64-bit ones here.
+    narrow = order_key.astype(np.int16) if parts <= np.iinfo(np.int16).max else order_key
+    rows = np.argsort(narrow, kind="stable")
+    starts = np.zeros(parts + 1, dtype=np.int64)
+    np.cumsum(np.bincount(order_key, minlength=parts), out=starts[1:])
+    return rows, starts
+
 
 def _cut(order_key: IndexArray, parts: int) -> list[IndexArray]:
     """The rows of each piece ``0 .. parts - 1``, each in its original order."""
-    # numpy sorts 16-bit keys by radix, seven times faster than 64-bit ones here.
-    narrow = order_key.astype(np.int16) if parts <= np.iinfo(np.int16).max else order_key
-    order = np.argsort(narrow, kind="stable")
-    bounds = np.cumsum(np.bincount(order_key, minlength=parts))[:-1]
-    return np.split(order, bounds)
+    rows, starts = _grouped(order_key, parts)
+    return np.split(rows, starts[1:-1])
 
 
 # --- 3. link ------------------------------------------------------------------------------
@@ -235,45 +272,35 @@ class LinkSpec:
     tie_tol: float
     avatar_splits: Splits
     originals: int  # files: the first pieces are the originals'
+    shards: int = 1  # the count's shards (`avatar_splits` gives pieces 0 .. shards - 1)
     sampled: IndexArray | None = None  # the link test's records (linkage.sampled_rows)
     copies: bool = False  # count own copies (on the coordinates, and the fingerprints if read)
 
 
 @dataclass(frozen=True)
 class Queries:
-    """Originals with their thresholds, at the canonical scale, and where their avatar is."""
+    """Originals with their thresholds, at the canonical scale."""
 
     queries: Float64Array
     thresholds: Float64Array
     original_id: IndexArray
-    avatar_id: IndexArray
-    avatar_shard: IndexArray
     # Below each own d2, for the rivals strictly closer (engine.strictly_below); empty when
     # no verdict asks which records are hidden by ties only.
     below: Float64Array = field(default_factory=lambda: np.empty(0))
 
     @classmethod
     def concat(cls, parts: Sequence[Queries], dim: int) -> Queries:
-        if not parts:
-            return cls(np.empty((0, dim)), np.empty(0), *(np.empty(0, dtype=np.int64),) * 3)
         return cls(
             np.concatenate([p.queries for p in parts]).reshape(-1, dim),
             np.concatenate([p.thresholds for p in parts]),
             np.concatenate([p.original_id for p in parts]),
-            np.concatenate([p.avatar_id for p in parts]),
-            np.concatenate([p.avatar_shard for p in parts]),
             np.concatenate([p.below for p in parts]),
         )
 
-    def take(self, rows: IndexArray) -> Queries:
-        return Queries(
-            self.queries[rows],
-            self.thresholds[rows],
-            self.original_id[rows],
-            self.avatar_id[rows],
-            self.avatar_shard[rows],
-            self.below[rows] if len(self.below) else self.below,
-        )
+    def take(self, rows: IndexArray | slice) -> Queries:
+        """The queries ``rows`` (a slice gives views: no copy)."""
+        below = self.below[rows] if len(self.below) else self.below
+        return Queries(self.queries[rows], self.thresholds[rows], self.original_id[rows], below)
 
 
 @dataclass(frozen=True)
@@ -288,23 +315,20 @@ class BucketEvidence:
 
 
 @dataclass(frozen=True)
-class Points:
-    points: Float64Array
-    ids: IndexArray
-
-
-@dataclass(frozen=True)
 class Linked:
     problems: KeyProblems
     queries: Queries | None = None  # None when the bucket's link failed
-    evidence: BucketEvidence | None = None
+    evidence: BucketEvidence | None = None  # with a verdict only
     # Row i: the own avatar of query i, at the canonical scale (every avatar is linked in
     # exactly one bucket, so the buckets' avatars are all the avatars, each once).
     avatars: Float64Array | None = None
+    # The rows are grouped by their avatar's shard: shard s holds rows starts[s]:starts[s + 1].
+    starts: IndexArray | None = None
 
 
 def link_bucket(spec: LinkSpec, *pieces: pl.DataFrame) -> Linked:
-    """Task: link the originals and avatars of one key bucket, and their thresholds."""
+    """Task: link the originals and avatars of one key bucket, and their thresholds; the
+    linked pairs grouped by the shard of their avatar (each shard's then a slice)."""
     keys = [f"{_KEY}{i}" for i in range(spec.keys)]
     coords = [f"{_COORD}{k}" for k in range(spec.dim)]
     left = pl.concat(pieces[: spec.originals])
@@ -312,26 +336,28 @@ def link_bucket(spec: LinkSpec, *pieces: pl.DataFrame) -> Linked:
     order, problems = link_by_key(left, right, keys, keys)
     if order is None:
         return Linked(replace(problems, names=(spec.left_names, spec.right_names)))
-    # Fresh C-order arrays of this task's own: the evidence and the shard of each avatar are
-    # taken from the values as read, then both are scaled in place (a copy less of each).
-    raw = left.select(coords).to_numpy(order="c", writable=True)  # a copy, never a view
-    raw_avatars = right.select(coords).to_numpy(order="c")[order]
-    original_id = left.get_column(_ID).to_numpy()
     avatar_id = right.get_column(_ID).to_numpy()[order]
-    avatar_shard = spec.avatar_splits.assign(raw_avatars[:, 0], avatar_id)
-    sampled = (
-        np.ones(len(original_id), dtype=bool)
-        if spec.sampled is None
-        else np.isin(original_id, spec.sampled)
-    )
-    copies = 0
-    if spec.copies:
+    first = right.get_column(coords[0]).to_numpy()[order]
+    rows, starts = _grouped(spec.avatar_splits.assign(first, avatar_id), spec.shards)
+    # Fresh C-order arrays of this task's own: the evidence is taken from the values as
+    # read, then both are scaled in place (a copy less of each).
+    raw = left.select(coords).to_numpy(order="c")[rows]
+    raw_avatars = right.select(coords).to_numpy(order="c")[order[rows]]
+    original_id = left.get_column(_ID).to_numpy()[rows]
+    evidence = None
+    if spec.copies:  # a verdict: the link test's records and the own copies
         same = (raw == raw_avatars).all(axis=1)
         if _FINGERPRINT in left.columns:
-            fingerprints = right.get_column(_FINGERPRINT).to_numpy()[order]
-            same &= left.get_column(_FINGERPRINT).to_numpy() == fingerprints
-        copies = int(np.count_nonzero(same))
-    evidence = BucketEvidence(original_id[sampled], raw[sampled], raw_avatars[sampled], copies)
+            fingerprints = right.get_column(_FINGERPRINT).to_numpy()[order[rows]]
+            same &= left.get_column(_FINGERPRINT).to_numpy()[rows] == fingerprints
+        sampled = (
+            np.ones(len(original_id), dtype=bool)
+            if spec.sampled is None
+            else np.isin(original_id, spec.sampled)
+        )
+        evidence = BucketEvidence(
+            original_id[sampled], raw[sampled], raw_avatars[sampled], int(np.count_nonzero(same))
+        )
     # The canonical scale of the whole data set, on both sides: the local floats exactly.
     queries = np.ldexp(raw, spec.exponent, out=raw)
     avatars = np.ldexp(raw_avatars, spec.exponent, out=raw_avatars)
@@ -340,77 +366,47 @@ def link_bucket(spec: LinkSpec, *pieces: pl.DataFrame) -> Linked:
     if spec.copies:  # a verdict: which hidden records have a rival strictly closer
         own = thresholds if spec.tie_tol == 0.0 else engine.own_thresholds(queries, avatars, 0.0)
         below = engine.strictly_below(own)
-    linked = Queries(queries, thresholds, original_id, avatar_id, avatar_shard, below)
-    return Linked(problems, linked, evidence, avatars)
+    linked = Queries(queries, thresholds, original_id, below)
+    return Linked(problems, linked, evidence, avatars, starts)
 
 
 def link_problems(linked: Linked) -> tuple[KeyProblems, BucketEvidence | None]:
     return linked.problems, linked.evidence
 
 
-# --- 4. shards ----------------------------------------------------------------------------
-
-
-def shard_avatars(linked: Linked, shards: int, dim: int) -> tuple[Points, ...]:
-    """Cut: a link bucket's avatars, at the canonical scale, by the shard of each (the
-    exchange to the shard builds). A bucket that failed to link gives none: the driver
-    raises its key problems before any shard is counted."""
-    queries = linked.queries
-    if queries is None or linked.avatars is None:
-        nothing = Points(np.empty((0, dim)), np.empty(0, dtype=np.int64))
-        return (nothing,) * shards
-    cut = _cut(queries.avatar_shard, shards)
-    return tuple(Points(linked.avatars[rows], queries.avatar_id[rows]) for rows in cut)
+# --- 4. count -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Shard:
-    """A shard's kd-tree, and the row of each of its avatars by global row."""
+class ShardInput:
+    """A link bucket's share of one shard's count: the shard's avatars linked in the bucket,
+    the queries that own them (query ``i`` owns ``avatars[i]``), and the queries from other
+    shards whose ball may reach the shard's slab."""
 
-    tree: KdTree
-    sorted_ids: IndexArray
-    rows: IndexArray
-
-    def rows_of(self, ids: IndexArray) -> IndexArray:
-        """The row (in the tree's input order) of each avatar ``ids``; all must be here."""
-        # Searched in ascending order (numpy bounds each search by the last one's result, and
-        # the reads stay near): five times faster than in the queries' order, at random.
-        ascending = np.argsort(ids)  # unique ids: no stable sort needed (four times faster)
-        at = np.empty(len(ids), dtype=np.int64)
-        at[ascending] = np.searchsorted(self.sorted_ids, ids[ascending])
-        at = np.minimum(at, max(len(self.sorted_ids) - 1, 0))
-        if len(ids) and not np.array_equal(self.sorted_ids[at], ids):
-            msg = "an avatar was not found in the shard its split point gives"
-            raise RuntimeError(msg)
-        return self.rows[at]
+    avatars: Float64Array
+    owners: Queries
+    others: Queries
 
 
-def build_shard(dim: int, *pieces: Points) -> Shard:
-    """Task: gather one shard's avatars from every file and build its kd-tree, here."""
-    points = np.concatenate([p.points for p in pieces]).reshape(-1, dim)
-    ids = np.concatenate([p.ids for p in pieces])
-    order = np.argsort(ids, kind="stable")
-    return Shard(KdTree.build(points, threads=1), ids[order], order)
-
-
-def shard_box(shard: Shard) -> Box | None:
-    """Task: the box of one shard's avatars, for the driver's pruning."""
-    return Box.around(shard.tree.points)
-
-
-# --- 5. count -----------------------------------------------------------------------------
-
-
-def route_queries(linked: Linked, shards: Sequence[Box | None]) -> tuple[Queries, ...]:
-    """Cut: a link bucket's queries for each shard, those whose ball may reach its box
-    (`queries_in_reach`, exact) and those whose own avatar it holds (the exchange to the
-    count tasks)."""
-    queries = linked.queries
-    if queries is None:  # the driver raised the bucket's key problems before this
-        msg = "a link bucket that failed to link was asked for its queries"
-        raise RuntimeError(msg)
-    reached = queries_in_reach(queries.queries, queries.thresholds, shards, queries.avatar_shard)
-    return tuple(queries.take(rows) for rows in reached)
+def route_to_shards(
+    linked: Linked, slabs: Sequence[Box | None], dim: int
+) -> tuple[ShardInput, ...]:
+    """Cut: a link bucket's avatars by their shard, with the queries that own them (slices
+    of the bucket's arrays, no copy) and those whose ball may reach the shard's slab
+    (`Splits.slabs`; `queries_in_reach`, exact): the exchange to the count tasks, which
+    build each shard's tree where they run. A bucket that failed to link sends nothing: the
+    driver raises its key problems before any count is used."""
+    queries, avatars, starts = linked.queries, linked.avatars, linked.starts
+    if queries is None or avatars is None or starts is None:
+        nothing = Queries(np.empty((0, dim)), np.empty(0), np.empty(0, dtype=np.int64))
+        return (ShardInput(np.empty((0, dim)), nothing, nothing),) * len(slabs)
+    reached = queries_in_reach(queries.queries, queries.thresholds, slabs)
+    inputs = []
+    for s, near in enumerate(reached):
+        own = slice(starts[s], starts[s + 1])
+        others = near[(near < own.start) | (near >= own.stop)]
+        inputs.append(ShardInput(avatars[own], queries.take(own), queries.take(others)))
+    return tuple(inputs)
 
 
 @dataclass(frozen=True)
@@ -426,33 +422,30 @@ class ShardCounts:
     strictly: IndexArray
 
 
-def count_shard(shard: Shard, s: int, threads: int | None, *pieces: Queries) -> ShardCounts:
-    """Task: the partial counts of the queries routed to shard ``s``, from every bucket (a
-    pure function of its inputs)."""
-    block = Queries.concat(pieces, shard.tree.points.shape[1])
-    mine = block.avatar_shard == s
+def count_shard(dim: int, threads: int | None, *pieces: ShardInput) -> ShardCounts:
+    """Task: build one shard's kd-tree from its avatars of every bucket, here, and count the
+    queries routed to it (a pure function of its inputs)."""
+    avatars = np.concatenate([p.avatars for p in pieces]).reshape(-1, dim)
+    owned = len(avatars)
+    if owned == 0:  # no avatar here: nothing to count (the queries sent count 0 here)
+        nothing = np.empty(0, dtype=np.int64)
+        return ShardCounts(nothing, nothing, nothing, nothing, nothing)
+    # The owners first, in the order of their avatars: query i < owned owns avatar i.
+    block = Queries.concat([p.owners for p in pieces] + [p.others for p in pieces], dim)
     own = np.full(len(block.queries), -1, dtype=np.int64)
-    own[mine] = shard.rows_of(block.avatar_id[mine])
+    own[:owned] = np.arange(owned)
+    tree = KdTree.build(avatars, threads=threads or 1, overwrite_input=True)
     closer = np.zeros(len(block.queries), dtype=bool) if len(block.below) else None
-    counts = (
-        count_in_shard(
-            block.queries, block.thresholds, own, shard.tree, threads, block.below, closer
-        )
-        if len(block.queries)
-        else np.zeros(0, dtype=np.int64)
+    counts = count_in_shard(
+        block.queries, block.thresholds, own, tree, threads, block.below, closer
     )
-    rivals = np.flatnonzero(~mine & (counts > 0))
-    strictly = np.empty(0, dtype=np.int64) if closer is None else block.original_id[closer]
-    return ShardCounts(
-        block.original_id[mine],
-        counts[mine],
-        block.original_id[rivals],
-        counts[rivals],
-        strictly,
-    )
+    rivals = owned + np.flatnonzero(counts[owned:] > 0)
+    ids = block.original_id
+    strictly = np.empty(0, dtype=np.int64) if closer is None else ids[closer]
+    return ShardCounts(ids[:owned], counts[:owned], ids[rivals], counts[rivals], strictly)
 
 
-# --- 6. write -----------------------------------------------------------------------------
+# --- 5. write -----------------------------------------------------------------------------
 
 
 def route_counts(partial: ShardCounts, offsets: IndexArray) -> tuple[ShardCounts, ...]:

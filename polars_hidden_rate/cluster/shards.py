@@ -91,13 +91,12 @@ class StageTasks:
 
     read: int  # a read and a scalar task per file of each side
     link: int  # the exchange of files to buckets, a link and a problems task per bucket
-    shards: int  # the exchange of link buckets' avatars to shards, a build and a box per shard
-    count: int  # the exchange of buckets to shards, a count per shard
+    count: int  # the exchange of buckets to shards, a build-and-count per shard
     write: int  # the exchange of shards to files, an assembly and a write per file
 
     @property
     def total(self) -> int:
-        return self.read + self.link + self.shards + self.count + self.write
+        return self.read + self.link + self.count + self.write
 
 
 @dataclass(frozen=True)
@@ -117,13 +116,12 @@ class TaskPlan:
         Examples
         --------
         >>> TaskPlan(buckets=512, shards=954).tasks(1000, 1000).total
-        21266
+        17379
         """
         files, h, s = originals + avatars, self.buckets, self.shards
         return StageTasks(
             read=2 * files,
             link=exchange_tasks(files, h) + 2 * h,
-            shards=exchange_tasks(h, s) + 2 * s,
             count=exchange_tasks(h, s) + s,
             write=exchange_tasks(s, originals) + (3 if verdict else 2) * originals,
         )
@@ -134,8 +132,8 @@ def plan_tasks(
 ) -> TaskPlan:
     """Buckets and shards in proportion to the worker threads, not to the records.
 
-    The stages exchange pieces between every pair of tasks (files to buckets, avatar files
-    to shards, buckets to shards, shards back to files), each on Dask's P2P shuffle: a task
+    The stages exchange pieces between every pair of tasks (files to buckets, buckets to
+    shards, shards back to files), each on Dask's P2P shuffle: a task
     per producer and per consumer, not per pair, so the graph is linear in files plus
     buckets plus shards (`TaskPlan.tasks`). There are more than `BUCKETS_PER_THREAD` and
     `SHARDS_PER_THREAD` per thread only where shards would pass `SHARD_ROWS`
