@@ -30,8 +30,7 @@ per stage); the tasks, and the values they pass each other, are in
    canonical scale), the queries that own them, and the queries whose ball may reach the
    shard's slab of the first coordinate (the exact box test, query by query,
    `queries_in_reach`); the shard's task builds its kd-tree where it runs and calls
-   `count_within` on them. The counts run while the driver sums the key problems, and
-   nothing is written before they pass.
+   `count_within` on them.
 5. **Write** (one task per originals file): the partial counts are exchanged back to
    their files by row and summed, the file is read again, given ``local_cloaking`` and
    ``hidden``, and written as its part. The task returns a histogram of the counts; the
@@ -206,9 +205,8 @@ class _Pipeline:
         spec = self.link_spec(left, right, left_stats, right_stats, plan, verdict)
         links = self.link(spec, pieces)
         del left_reads, right_reads, pieces
-        # Counted while the driver checks the link: nothing is written before it passes.
-        partials = self.count(links, spec, plan)
         evidence = self.check_links(links, left, right, right_stats, verdict, dim)
+        partials = self.count(links, spec, plan)
         del links
         by_file = self.partials_by_file(partials)
         del partials
@@ -335,7 +333,7 @@ class _Pipeline:
         """A count task per shard: its avatars and the queries that own them or whose ball
         may reach its slab, from every bucket."""
         slabs = spec.avatar_splits.slabs(plan.shards, spec.dim, spec.exponent)
-        cut = partial(route_to_shards, slabs=slabs, dim=spec.dim)
+        cut = partial(route_to_shards, slabs=slabs)
         columns = self.tasks.exchange("shard-inputs", links, plan.shards, cut)
         return [
             self.submit(

@@ -388,18 +388,15 @@ class ShardInput:
     others: Queries
 
 
-def route_to_shards(
-    linked: Linked, slabs: Sequence[Box | None], dim: int
-) -> tuple[ShardInput, ...]:
+def route_to_shards(linked: Linked, slabs: Sequence[Box | None]) -> tuple[ShardInput, ...]:
     """Cut: a link bucket's avatars by their shard, with the queries that own them (slices
     of the bucket's arrays, no copy) and those whose ball may reach the shard's slab
     (`Splits.slabs`; `queries_in_reach`, exact): the exchange to the count tasks, which
-    build each shard's tree where they run. A bucket that failed to link sends nothing: the
-    driver raises its key problems before any count is used."""
+    build each shard's tree where they run."""
     queries, avatars, starts = linked.queries, linked.avatars, linked.starts
-    if queries is None or avatars is None or starts is None:
-        nothing = Queries(np.empty((0, dim)), np.empty(0), np.empty(0, dtype=np.int64))
-        return (ShardInput(np.empty((0, dim)), nothing, nothing),) * len(slabs)
+    if queries is None or avatars is None or starts is None:  # the driver raised before this
+        msg = "a link bucket that failed to link was asked for its queries"
+        raise RuntimeError(msg)
     reached = queries_in_reach(queries.queries, queries.thresholds, slabs)
     inputs = []
     for s, near in enumerate(reached):
