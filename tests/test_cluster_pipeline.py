@@ -604,11 +604,11 @@ def test_the_exchanges_keep_their_pieces_in_memory(
     assert asked == [False]
 
 
-def test_an_exchanged_frame_comes_back_bit_for_bit_its_numbers_out_of_band() -> None:
-    """A link piece (a Polars frame) crosses P2P as its columns: numeric columns without
-    nulls as NumPy buffers that pickle carries out of band (no copy), the rest as Polars
-    series; every name, dtype, null and float bit (NaN, -0.0) comes back, from frames of
-    several chunks too."""
+def test_an_exchanged_frame_comes_back_bit_for_bit() -> None:
+    """A link piece (a Polars frame) crosses P2P pickled in one blob with the default
+    protocol, as P2P sends the cells of an object array: every name, dtype, null and float
+    bit (NaN, -0.0) comes back, from frames of several chunks too, and Dask's memory limits
+    see the piece's size."""
     import pickle
     import sys
 
@@ -627,18 +627,11 @@ def test_an_exchanged_frame_comes_back_bit_for_bit_its_numbers_out_of_band() -> 
         }
     )
     frame = pl.concat([part, part.reverse()], rechunk=False)  # two chunks
-    buffers: list[pickle.PickleBuffer] = []
-    sent = pickle.dumps(Piece(frame, 123), protocol=5, buffer_callback=buffers.append)
-    back = pickle.loads(sent, buffers=buffers)
+    back = pickle.loads(pickle.dumps([Piece(frame, 123)]))[0]
     assert back.nbytes == 123
-    assert sys.getsizeof(back) >= 123  # Dask's memory limits see the piece's size
+    assert sys.getsizeof(back) >= 123
     assert back.value.schema == frame.schema
     assert_frame_equal(back.value, frame)
     for name in ("x", "nan"):
         bits = back.value.get_column(name).to_numpy().view(np.int64)
         assert np.array_equal(bits, frame.get_column(name).to_numpy().view(np.int64))
-    # The numbers went out of band: in band, little more than the other columns pickled.
-    out_of_band = sum(memoryview(buffer).nbytes for buffer in buffers)
-    assert out_of_band >= 2 * n * (8 + 1 + 8 + 8)
-    others = pickle.dumps(frame.select("gaps", "text", "category"), protocol=5)
-    assert len(sent) < len(others) + 10_000
