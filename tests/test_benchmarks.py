@@ -223,7 +223,7 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     }
     assert len(payload["runs"]["cluster"]["worker_peak_rss_mib"]) == 2
     stages = payload["runs"]["cluster"]["stages"]
-    assert {"read-originals", "link-bucket", "shard", "count-within", "write"} <= set(stages)
+    assert {"read-originals", "link-bucket", "shard-inputs", "count-within", "write"} <= set(stages)
     assert stages["write"]["tasks"] == 3  # one per originals file
     cluster = payload["runs"]["cluster"]
     assert sum(cluster["tasks_run"].values()) == cluster["tasks_modelled"]["total"]

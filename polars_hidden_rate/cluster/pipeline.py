@@ -206,7 +206,7 @@ class _Pipeline:
         links = self.link(spec, pieces)
         del left_reads, right_reads, pieces
         evidence = self.check_links(links, left, right, right_stats, verdict, dim)
-        partials = self.count(links, spec, plan)
+        partials = self.count(links, spec)
         del links
         by_file = self.partials_by_file(partials)
         del partials
@@ -327,14 +327,12 @@ class _Pipeline:
 
     # --- 4. count --------------------------------------------------------------------------
 
-    def count(
-        self, links: Sequence[Future[Linked]], spec: LinkSpec, plan: TaskPlan
-    ) -> list[Future[ShardCounts]]:
+    def count(self, links: Sequence[Future[Linked]], spec: LinkSpec) -> list[Future[ShardCounts]]:
         """A count task per shard: its avatars and the queries that own them or whose ball
         may reach its slab, from every bucket."""
-        slabs = spec.avatar_splits.slabs(plan.shards, spec.dim, spec.exponent)
+        slabs = spec.avatar_splits.slabs(spec.shards, spec.dim, spec.exponent)
         cut = partial(route_to_shards, slabs=slabs)
-        columns = self.tasks.exchange("shard-inputs", links, plan.shards, cut)
+        columns = self.tasks.exchange("shard-inputs", links, spec.shards, cut)
         return [
             self.submit(
                 f"count-within-{s}", gathered, count_shard, column, spec.dim, self.request.threads

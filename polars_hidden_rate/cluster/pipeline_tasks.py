@@ -272,7 +272,7 @@ class LinkSpec:
     tie_tol: float
     avatar_splits: Splits
     originals: int  # files: the first pieces are the originals'
-    shards: int = 1  # the count's shards (`avatar_splits` gives pieces 0 .. shards - 1)
+    shards: int  # the count's shards (`avatar_splits` gives pieces 0 .. shards - 1)
     sampled: IndexArray | None = None  # the link test's records (linkage.sampled_rows)
     copies: bool = False  # count own copies (on the coordinates, and the fingerprints if read)
 
