@@ -310,8 +310,8 @@ def test_queries_are_routed_to_exactly_the_shards_their_balls_reach(
 ) -> None:
     # Against the box test query by query, on boxes in any order (slabs of the first
     # coordinate as the pipeline cuts them, or overlapping), empty shards, thresholds that
-    # tie a box's gap exactly (the coordinates are dyadic), and own shards: a query whose
-    # ball misses a shard has no avatar there within its threshold, and no other is left out.
+    # tie a box's gap exactly (the coordinates are dyadic): a query whose ball misses a
+    # shard has no avatar there within its threshold, and no other is left out.
     rng = np.random.default_rng(seed)
     avatars = originals[rng.permutation(len(originals))]
     if slabs:
@@ -320,16 +320,13 @@ def test_queries_are_routed_to_exactly_the_shards_their_balls_reach(
     pieces = [avatars[j : j + shard_rows] for j in range(0, len(avatars), shard_rows)]
     pieces.insert(int(rng.integers(len(pieces) + 1)), avatars[:0])
     boxes = [shards.Box.around(piece) for piece in pieces]
-    own = rng.integers(-1, len(boxes), len(originals))
-    empty = np.array([box is None for box in boxes])
-    own[(own >= 0) & empty[np.maximum(own, 0)]] = -1  # an avatar lies in a shard that holds it
-    routed = shards.queries_in_reach(originals, thresholds, boxes, own)
+    routed = shards.queries_in_reach(originals, thresholds, boxes)
     for s, (box, piece) in enumerate(zip(boxes, pieces, strict=True)):
         if box is None:
             assert routed[s].tolist() == []
             continue
         reach = shards.reach_mask(originals, originals, thresholds, box.low[None], box.high[None])
-        expected = np.flatnonzero(reach[:, 0] | (own == s))
+        expected = np.flatnonzero(reach[:, 0])
         assert routed[s].tolist() == expected.tolist()
         missed = np.setdiff1d(np.arange(len(originals)), expected)
         rows, cols = np.repeat(missed, len(piece)), np.tile(np.arange(len(piece)), len(missed))

@@ -236,16 +236,12 @@ def reach_mask(
 
 
 def queries_in_reach(
-    queries: Float64Array,
-    thresholds: Float64Array,
-    shards: Sequence[Box | None],
-    own: IndexArray | None = None,
+    queries: Float64Array, thresholds: Float64Array, shards: Sequence[Box | None]
 ) -> list[IndexArray]:
-    """For each shard, the rows (ascending) of the queries whose ball may reach its box, and
-    of those whose ``own`` shard it is (-1: none): the test of `pairs_within_reach` with each
-    query as a box of its own, so a query left out has no avatar of the shard within its
-    threshold, exactly (`engine.boxes.queries_reaching`: for each query, only the shards near
-    its first coordinate are tested).
+    """For each shard, the rows (ascending) of the queries whose ball may reach its box: the
+    test of `pairs_within_reach` with each query as a box of its own, so a query left out has
+    no avatar of the shard within its threshold, exactly (`engine.boxes.queries_reaching`:
+    for each query, only the shards near its first coordinate are tested).
 
     Examples
     --------
@@ -253,21 +249,16 @@ def queries_in_reach(
     >>> queries, thresholds = np.array([[2.0], [4.5]]), np.array([1.0, 0.25])
     >>> [rows.tolist() for rows in queries_in_reach(queries, thresholds, boxes)]
     [[0], [], [1]]
-    >>> [rows.tolist() for rows in queries_in_reach(queries, thresholds, boxes, np.array([2, 0]))]
-    [[0, 1], [], [0, 1]]
     """
     found = [np.empty(0, dtype=np.int64) for _ in shards]
     kept = [s for s, box in enumerate(shards) if box is not None]
     if not kept or not len(queries):
         return found
-    position = np.full(len(shards) + 1, -1, dtype=np.int64)  # the last for own == -1
-    position[kept] = np.arange(len(kept))
     reached = queries_reaching(
         queries,
         thresholds,
         np.array([shards[s].low for s in kept]),  # type: ignore[union-attr]
         np.array([shards[s].high for s in kept]),  # type: ignore[union-attr]
-        position[np.full(len(queries), -1, dtype=np.int64) if own is None else own],
     )
     for s, rows in zip(kept, reached, strict=True):
         found[s] = rows

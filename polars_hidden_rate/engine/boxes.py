@@ -70,25 +70,23 @@ def queries_reaching(
     thresholds: Float64Array,
     low: Float64Array,
     high: Float64Array,
-    own: IndexArray,
 ) -> list[IndexArray]:
     """For each box ``b`` (``low[b]`` to ``high[b]``), the rows, ascending, of the queries
     whose ball may reach it (``reach``, the gaps squared and summed in column order from 0.0,
-    not above the threshold: exact, as rounding is monotone) or whose ``own[i]`` is ``b``
-    (-1: none). The kernel (`boxes_in_reach`) runs twice, to count, then to fill."""
+    not above the threshold: exact, as rounding is monotone). The kernel (`boxes_in_reach`)
+    runs twice, to count, then to fill."""
     by_low = np.argsort(low[:, 0], kind="stable")
-    position = np.empty(len(low) + 1, dtype=np.int64)
-    position[by_low], position[-1] = np.arange(len(low)), -1  # own == -1 stays -1
+    position = np.empty(len(low), dtype=np.int64)
+    position[by_low] = np.arange(len(low))
     arguments = (
         np.ascontiguousarray(queries, dtype=np.float64),
         np.ascontiguousarray(thresholds, dtype=np.float64),
         np.ascontiguousarray(low[by_low], dtype=np.float64),
         np.ascontiguousarray(high[by_low], dtype=np.float64),
-        position[np.asarray(own, dtype=np.int64)],
     )
     counts, none = np.zeros(len(low), dtype=np.int64), np.empty(0, dtype=np.int64)
     boxes_in_reach(*arguments, False, counts, none, none)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     rows = np.empty(int(counts.sum()), dtype=np.int64)
     boxes_in_reach(*arguments, True, np.zeros_like(counts), starts, rows)
-    return [rows[starts[j] : starts[j] + counts[j]] for j in position[:-1]]
+    return [rows[starts[j] : starts[j] + counts[j]] for j in position]

@@ -49,15 +49,13 @@ def boxes_in_reach(
     thresholds: Float64Array,
     low: Float64Array,
     high: Float64Array,
-    own: IndexArray,
     fill: bool,
     counts: IndexArray,
     starts: IndexArray,
     rows: IndexArray,
 ) -> None:
-    """For each box ``b`` (``low[b]``, ``high[b]``), the queries whose ball may reach it, and
-    those whose ``own[i]`` is ``b`` (-1: none). The boxes must be ordered by
-    ``low[:, 0]``.
+    """For each box ``b`` (``low[b]``, ``high[b]``), the queries whose ball may reach it. The
+    boxes must be ordered by ``low[:, 0]``.
 
     Without ``fill``, counts them in ``counts``; with it, writes box ``b``'s queries, in
     ascending order, into ``rows[starts[b]:starts[b] + counts[b]]``, and ``counts`` (zeroed
@@ -72,20 +70,13 @@ def boxes_in_reach(
         top = max(top, high[b, 0])
         high_so_far[b] = top
     for i in range(len(queries)):
-        q0, threshold, mine = queries[i, 0], thresholds[i], own[i]
-        seen = False
+        q0, threshold = queries[i, 0], thresholds[i]
         for b in range(_first_in_reach(q0, threshold, high_so_far), boxes):
             ahead = low[b, 0] - q0
             if ahead > 0.0 and ahead * ahead > threshold:
                 break
-            if b == mine:
-                seen = True
-            elif _reach(queries, i, low, high, b) > threshold:
+            if _reach(queries, i, low, high, b) > threshold:
                 continue
             if fill:
                 rows[starts[b] + counts[b]] = i
             counts[b] += 1
-        if mine >= 0 and not seen:  # its own avatar's box, out of the scan's range
-            if fill:
-                rows[starts[mine] + counts[mine]] = i
-            counts[mine] += 1
