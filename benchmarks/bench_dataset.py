@@ -27,6 +27,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -97,6 +98,7 @@ def work(mode: str, directory: Path, scheduler_file: Path | None, stages: bool) 
         if stages:
             recording = get_task_stream(cluster)
         before = cpu_seconds(cluster)
+    own_before = os.times()
     started = time.perf_counter()
     with counting as ran, recording as stream:
         summary = phr.local_cloaking_to_parquet(
@@ -110,27 +112,32 @@ def work(mode: str, directory: Path, scheduler_file: Path | None, stages: bool) 
         )
     seconds = time.perf_counter() - started
     report: dict[str, Any] = {"seconds": round(seconds, 2), "summary": summary.to_dict()}
+    if cluster is None:  # the local engine: this process's CPU during the call
+        own = os.times()
+        report["cpu_s"] = {"local": round(sum(own[:2]) - sum(own_before[:2]), 2)}
+        report["system_s"] = {"local": round(own.system - own_before.system, 2)}
     if stream is not None:
         report["stages"] = stage_profile(stream.data)
     if cluster is not None:
         after = cpu_seconds(cluster)
-        report["cpu_s"] = {name: round(after[name] - before[name], 2) for name in after}
+        report["cpu_s"] = {name: round(sum(after[name]) - sum(before[name]), 2) for name in after}
+        report["system_s"] = {name: round(after[name][1] - before[name][1], 2) for name in after}
         report["tasks_run"] = dict(sorted(ran.items())) if ran is not None else {}
         report["tasks_modelled"] = modelled_tasks(cluster, directory)
         cluster.close()
     return report
 
 
-def own_cpu_seconds() -> float:
-    """This process's user and system CPU seconds."""
-    import os
-
+def own_cpu_seconds() -> tuple[float, float]:
+    """This process's user and system CPU seconds (system: mostly the kernel's page faults
+    on memory the process had not touched yet)."""
     times = os.times()
-    return times.user + times.system
+    return times.user, times.system
 
 
-def cpu_seconds(client: Any) -> dict[str, float]:
-    """The CPU seconds of the scheduler (``scheduler``) and of each worker process so far."""
+def cpu_seconds(client: Any) -> dict[str, tuple[float, float]]:
+    """The user and system CPU seconds of the scheduler (``scheduler``) and of each worker
+    process so far."""
     workers = client.run(own_cpu_seconds)
     return {
         "scheduler": client.run_on_scheduler(own_cpu_seconds),
@@ -297,7 +304,10 @@ def markdown(payload: dict[str, Any]) -> str:
         )
     if cluster.get("tasks_run"):
         ran, modelled = cluster["tasks_run"], cluster["tasks_modelled"]
-        cpu = ", ".join(f"{name} {s:.1f}" for name, s in cluster["cpu_s"].items())
+        cpu = ", ".join(
+            f"{name} {s:.1f} ({cluster['system_s'][name]:.1f} system)"
+            for name, s in cluster["cpu_s"].items()
+        )
         lines += [
             "",
             f"Tasks the scheduler ran: **{sum(ran.values()):,}** (modelled before the run: "
@@ -315,6 +325,11 @@ def markdown(payload: dict[str, Any]) -> str:
             f"Cluster / local wall time: {ratio:.2f} (goal <= {WALL_GOAL_RATIO}); driver peak "
             f"{cluster['peak_rss_mib']:,.0f} MiB (goal < {DRIVER_GOAL_MIB}).",
         ]
+        if "cpu_s" in local:
+            lines[-1] += (
+                f" The local engine's CPU seconds during the call: {local['cpu_s']['local']:.1f}"
+                f" ({local['system_s']['local']:.1f} system)."
+            )
     if cluster.get("stages"):
         lines += [
             "",

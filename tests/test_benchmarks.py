@@ -228,7 +228,11 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     cluster = payload["runs"]["cluster"]
     assert sum(cluster["tasks_run"].values()) == cluster["tasks_modelled"]["total"]
     assert cluster["tasks_run"]["rechunk-transfer"] > 0  # the exchanges on Dask's P2P
-    assert set(cluster["cpu_s"]) == {"scheduler", "worker 0", "worker 1"}
+    processes = {"scheduler", "worker 0", "worker 1"}
+    assert set(cluster["cpu_s"]) == set(cluster["system_s"]) == processes
+    assert all(0 <= cluster["system_s"][name] <= cluster["cpu_s"][name] for name in processes)
+    local = payload["runs"]["local"]
+    assert 0 <= local["system_s"]["local"] <= local["cpu_s"]["local"]
     assert stages["read-originals"]["first_s"] <= stages["write"]["first_s"]
     assert "| count-within |" in (tmp_path / "results" / "dataset_files3.md").read_text()
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]
