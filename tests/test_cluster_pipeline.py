@@ -604,8 +604,24 @@ def test_the_exchanges_keep_their_pieces_in_memory(
     assert asked == [False]
 
 
+def test_a_bucket_that_failed_to_link_sends_every_shard_nothing() -> None:
+    """Without a verdict the count's exchange starts before the driver has summed the key
+    problems: a bucket whose link failed sends each shard an empty input of the right
+    width (and the driver raises its problems before any count is used)."""
+    from polars_hidden_rate.cluster.pipeline_tasks import Linked, route_to_shards
+    from polars_hidden_rate.frames import KeyProblems
+
+    failed = Linked(KeyProblems((("id",), ("id",)), duplicated=(2, 0)))
+    inputs = route_to_shards(failed, [None] * 3, dim=4)
+    assert len(inputs) == 3
+    for piece in inputs:
+        assert piece.avatars.shape == (0, 4)
+        assert piece.owners.queries.shape == piece.others.queries.shape == (0, 4)
+        assert len(piece.owners.original_id) == len(piece.others.thresholds) == 0
+
+
 def test_an_exchanged_frame_comes_back_bit_for_bit() -> None:
-    """A link piece (a Polars frame) crosses P2P pickled in one blob with the default
+    """A link piece's keys (a Polars frame) cross P2P pickled in one blob with the default
     protocol, as P2P sends the cells of an object array: every name, dtype, null and float
     bit (NaN, -0.0) comes back, from frames of several chunks too, and Dask's memory limits
     see the piece's size."""

@@ -315,11 +315,11 @@ def test_a_shard_whose_slab_a_ball_misses_holds_no_avatar_within_it(
 @pytest.mark.parametrize(
     ("records", "files", "workers", "threads", "memory", "most_tasks"),
     [
-        (2 * 10**7, 8, 2, 1, 10 << 30, 200),
+        (2 * 10**7, 8, 2, 1, 10 << 30, 250),
         (10**9, 1000, 16, 32, 128 << 30, 100_000),  # the cost model of docs/scale.md
         (10**9, 1000, 4, 2, 4 << 30, 100_000),  # few threads: the memory sets the sizes
-        (10**6, 4, 1, 1, 0, 60),  # no memory limit reported
-        (10, 2, 4, 2, 1 << 30, 100),  # fewer records than tasks wanted
+        (10**6, 4, 1, 1, 0, 80),  # no memory limit reported
+        (10, 2, 4, 2, 1 << 30, 120),  # fewer records than tasks wanted
     ],
 )
 def test_the_task_graph_grows_with_files_and_threads_not_records(
@@ -327,7 +327,7 @@ def test_the_task_graph_grows_with_files_and_threads_not_records(
 ) -> None:
     """Every bucket and shard fits a task's memory share, there are enough to keep every
     thread busy, and a run's tasks, known before it runs, are linear in files, buckets and
-    shards (each exchange on Dask's P2P shuffle): 17,379 at 1e9 records in 1,000 files per
+    shards (each exchange on Dask's P2P shuffle): 25,059 at 1e9 records in 1,000 files per
     side on 16 workers of 32 threads, where the task-based exchanges alone held 5.1 million."""
     specs = [WorkerSpec(nthreads=threads, memory_limit=memory)] * workers
     tasks = plan_tasks(records, records, 5, specs)
@@ -347,11 +347,11 @@ def test_the_modelled_tasks_at_1e9_records() -> None:
     """docs/scale.md's figure, stage by stage."""
     specs = [WorkerSpec(nthreads=32, memory_limit=128 << 30)] * 16
     tasks = plan_tasks(10**9, 10**9, 5, specs)
-    assert tasks == shards.TaskPlan(buckets=512, shards=954)
+    assert tasks == shards.TaskPlan(buckets=2048, shards=954)
     assert tasks.tasks(1000, 1000) == shards.StageTasks(
-        read=4000, link=5537, count=2933, write=4909
+        read=4000, link=10145, count=6005, write=4909
     )
-    assert tasks.tasks(1000, 1000).total == 17_379
+    assert tasks.tasks(1000, 1000).total == 25_059
 
 
 @pytest.mark.parametrize("bins", [1, 2, 3, 8, 1024])

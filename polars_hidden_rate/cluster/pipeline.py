@@ -205,8 +205,14 @@ class _Pipeline:
         spec = self.link_spec(left, right, left_stats, right_stats, plan, verdict)
         links = self.link(spec, pieces)
         del left_reads, right_reads, pieces
+        # Without a verdict, only the key problems stand between the link and the count:
+        # each bucket's queries go to the shards as it finishes (a failed bucket sends
+        # none), while the driver sums the problems; nothing is written before they pass.
+        # With one, the link is judged first: a link that carries nothing must never start
+        # its n^2 count on the workers.
+        early = self.count(links, spec) if verdict is None else None
         evidence = self.check_links(links, left, right, right_stats, verdict, dim)
-        partials = self.count(links, spec)
+        partials = early if early is not None else self.count(links, spec)
         del links
         by_file = self.partials_by_file(partials)
         del partials
@@ -331,7 +337,7 @@ class _Pipeline:
         """A count task per shard: its avatars and the queries that own them or whose ball
         may reach its slab, from every bucket."""
         slabs = spec.avatar_splits.slabs(spec.shards, spec.dim, spec.exponent)
-        cut = partial(route_to_shards, slabs=slabs)
+        cut = partial(route_to_shards, slabs=slabs, dim=spec.dim)
         columns = self.tasks.exchange("shard-inputs", links, spec.shards, cut)
         return [
             self.submit(
