@@ -130,8 +130,8 @@ class DaskTasks:
             ).to_delayed(optimize_graph=False)
         # Above the tasks queued beside them: a producer's pieces are cut and handed to the
         # shuffle as soon as it finishes, and move while the next producers compute.
-        consumers_of = by_consumer.ravel()
-        return list(self.client.compute(list(consumers_of), optimize_graph=False, priority=1))
+        columns = list(by_consumer.ravel())
+        return list(self.client.compute(columns, optimize_graph=False, priority=1))
 
     def scatter(self, values: dict[str, Any]) -> dict[str, Future[Any]]:
         """Send each value to the workers under the key of its name; a future for each."""
