@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for owner, attribute, name in (
                 (plan, "read_aligned", "read"),
                 (read, "_avatar_order", "link"),
-                (read, "_to_float64", "to_float64"),
+                (read, "float64_rows", "to_float64"),
                 (arrays, "canonical_scale", "scale"),
                 (arrays, "own_thresholds", "thresholds"),
                 (engine, "choose_strategy", "probe"),

@@ -27,6 +27,7 @@ from polars_hidden_rate.frames import (
     Example,
     KeyProblems,
     MissingValues,
+    float64_rows,
     inexact_counts,
     link_by_key,
     missing_values,
@@ -135,7 +136,8 @@ def read_partition(path: Path, side: Side, offset: int, buckets: int, sample: in
         bucket = pl.min_horizontal(pl.col(_ID) * buckets // max(side.rows, 1), buckets - 1)
     rows, starts = _grouped(frame.select(bucket.cast(pl.Int64)).to_series().to_numpy(), buckets)
     grouped_keys = frame.select(keyed)[rows]
-    grouped_coordinates = np.take(frame.select(coords).to_numpy(order="c"), rows, axis=0)
+    # Gathered column by column into one C-order block (no row-major copy in between).
+    grouped_coordinates = float64_rows([frame.get_column(name) for name in coords], rows)
     grouped_rows = frame.get_column(_ID).to_numpy()[rows]
     pieces = tuple(
         ReadPiece(

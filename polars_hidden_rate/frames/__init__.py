@@ -35,7 +35,7 @@ from polars_hidden_rate.frames.problems import (
     raise_missing,
     raise_unseen,
 )
-from polars_hidden_rate.frames.read import Aligned, read_aligned, read_coordinates
+from polars_hidden_rate.frames.read import Aligned, float64_rows, read_aligned, read_coordinates
 from polars_hidden_rate.frames.schema import (
     OUTPUT_COLUMNS,
     RESERVED_PREFIX,
@@ -81,6 +81,7 @@ __all__ = [
     "common_feature_type",
     "common_key_type",
     "default_features",
+    "float64_rows",
     "inexact_counts",
     "inexact_values",
     "is_category",

@@ -73,10 +73,10 @@ def read_aligned(
     left_columns = _take(left.get_columns(), columns)
     right_columns = _take(right.get_columns(), columns)
     del left, right
-    originals_array = _to_float64(left_columns)
+    originals_array = float64_rows(left_columns)
     if order is not None and carried_avatars.width:
         carried_avatars = carried_avatars[order]
-    return Aligned(originals_array, _to_float64(right_columns, order), carried, carried_avatars)
+    return Aligned(originals_array, float64_rows(right_columns, order), carried, carried_avatars)
 
 
 def read_coordinates(frame: pl.LazyFrame, columns: Sequence[str], role: str) -> Float64Array:
@@ -88,7 +88,7 @@ def read_coordinates(frame: pl.LazyFrame, columns: Sequence[str], role: str) -> 
     CoordinateProblems.of(collected, columns, role).raise_first()
     series = _take(collected.get_columns(), columns)
     del collected
-    return _to_float64(series)
+    return float64_rows(series)
 
 
 def _take(series: list[pl.Series], names: list[str]) -> list[pl.Series]:
@@ -98,7 +98,7 @@ def _take(series: list[pl.Series], names: list[str]) -> list[pl.Series]:
     return [by_name.pop(name) for name in names]
 
 
-def _to_float64(columns: list[pl.Series], rows: np.ndarray | None = None) -> Float64Array:
+def float64_rows(columns: list[pl.Series], rows: np.ndarray | None = None) -> Float64Array:
     """``columns`` (of ``rows``, in that order) as a new C-order float64 array that no one
     else holds, emptying the list: each column is let go once copied, so the data is held
     twice one column at a time, not as a whole."""
