@@ -223,15 +223,43 @@ def run_child(
     return entry
 
 
+MALLOC_MODES = ("glibc", "dask")
+"""The workers' allocator: ``glibc``'s defaults, as in the local run's process (the Dask
+nanny's ``MALLOC_TRIM_THRESHOLD_`` unset, as docs/scale.md recommends for this package), or
+``dask``'s (the nanny sets it to 64 KiB, which turns off glibc's dynamic mmap threshold:
+every array above 128 KiB is then mapped afresh and faulted in page by page)."""
+
+
+def worker_environment(directory: Path, malloc: str) -> dict[str, str]:
+    """The environment of the ``dask`` processes: with ``glibc``, a Dask config file (in
+    ``directory``) that unsets the nanny's ``MALLOC_TRIM_THRESHOLD_`` for its worker."""
+    environment = dict(os.environ)
+    if malloc == "glibc":
+        config = directory / "dask-config"
+        config.mkdir(exist_ok=True)
+        (config / "workers.yaml").write_text(
+            "distributed:\n  nanny:\n    pre-spawn-environ:\n      MALLOC_TRIM_THRESHOLD_: null\n"
+        )
+        environment["DASK_CONFIG"] = str(config)
+    return environment
+
+
+def own_trim_threshold() -> str | None:
+    """This process's ``MALLOC_TRIM_THRESHOLD_`` (None: glibc's default)."""
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
 def start_cluster(
-    directory: Path, workers: int, memory: str, threads: int = 1
+    directory: Path, workers: int, memory: str, threads: int = 1, malloc: str = "glibc"
 ) -> tuple[list[Any], Path]:
-    """``dask scheduler`` and ``workers`` x ``dask worker``, as processes of their own."""
+    """``dask scheduler`` and ``workers`` x ``dask worker``, as processes of their own, the
+    workers with the allocator ``malloc`` (`MALLOC_MODES`)."""
     dask = str(Path(sys.executable).with_name("dask"))
     scheduler_file = directory / "scheduler.json"
     scheduler_file.unlink(missing_ok=True)
     logs = directory / "logs"
     logs.mkdir(exist_ok=True)
+    environment = worker_environment(directory, malloc)
     processes = [
         subprocess.Popen(
             [dask, "scheduler", "--scheduler-file", str(scheduler_file), "--port", "0",
@@ -250,6 +278,7 @@ def start_cluster(
                 [dask, "worker", "--scheduler-file", str(scheduler_file), "--nworkers", "1",
                  "--nthreads", str(threads), "--memory-limit", memory, "--no-dashboard"],
                 stdout=(logs / f"worker-{k}.log").open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+                env=environment,
             )
         )  # fmt: skip
     return processes, scheduler_file
@@ -262,6 +291,15 @@ def worker_peaks(scheduler_file: Path, workers: int) -> dict[str, float | None]:
         client.wait_for_workers(workers, timeout=120)
         peaks: dict[str, float | None] = client.run(own_peak_rss_mib)
     return peaks
+
+
+def worker_trim_thresholds(scheduler_file: Path) -> list[str | None]:
+    """Each worker's ``MALLOC_TRIM_THRESHOLD_`` as it runs: what the allocator really was."""
+    from distributed import Client
+
+    with Client(scheduler_file=str(scheduler_file)) as client:
+        found: dict[str, str | None] = client.run(own_trim_threshold)
+    return [found[address] for address in sorted(found)]
 
 
 def compare(directory: Path) -> dict[str, Any]:
@@ -282,6 +320,18 @@ def compare(directory: Path) -> dict[str, Any]:
     return {"same_parts": True, "rows": rows, "frames_equal": equal, "mismatches": mismatches}
 
 
+def allocator(payload: dict[str, Any]) -> str:
+    """The workers' allocator as the header says it (older results name none)."""
+    if "worker_malloc" not in payload:
+        return ""
+    found = ", ".join(str(value) for value in payload.get("worker_trim_threshold", []))
+    named = {
+        "glibc": "glibc's defaults, the nanny's `MALLOC_TRIM_THRESHOLD_` unset",
+        "dask": "Dask's, the nanny's `MALLOC_TRIM_THRESHOLD_` kept",
+    }[payload["worker_malloc"]]
+    return f", their allocator {named} (the workers': {found or '-'})"
+
+
 def markdown(payload: dict[str, Any]) -> str:
     runs, check, machine = payload["runs"], payload["check"], payload["machine"]
     local, cluster = runs.get("local", {}), runs.get("cluster", {})
@@ -291,7 +341,7 @@ def markdown(payload: dict[str, Any]) -> str:
         f"n={payload['n']:,} originals and avatars, {DIMS} coordinates, "
         f"{payload['files']} parquet files per side; {payload['workers']} `dask worker` "
         f"processes (`--nthreads {payload.get('threads', 1)} --memory-limit "
-        f"{payload['memory_limit']}`).",
+        f"{payload['memory_limit']}`){allocator(payload)}.",
         "",
         "| run | status | seconds | driver peak RSS MiB | workers' peak RSS MiB |",
         "|---|---|---:|---:|---|",
@@ -361,6 +411,7 @@ def header_payload(args: argparse.Namespace, n: int, files: int) -> dict[str, An
         "workers": args.workers,
         "threads": args.threads,
         "memory_limit": args.memory_limit,
+        "worker_malloc": args.worker_malloc,
     }
 
 
@@ -386,6 +437,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="`dask worker` processes")
     parser.add_argument("--threads", type=int, default=1, help="each worker's --nthreads")
     parser.add_argument("--memory-limit", default="10GiB", help="each worker's --memory-limit")
+    parser.add_argument(
+        "--worker-malloc",
+        choices=MALLOC_MODES,
+        default="glibc",
+        help="the workers' allocator: glibc's defaults (as docs/scale.md recommends) or Dask's",
+    )
     parser.add_argument("--dir", type=Path, help="folder for the data (default: temporary)")
     parser.add_argument("--reuse", action="store_true", help="reuse the inputs in --dir")
     parser.add_argument("--profile", choices=PROFILES, default="gaussian")
@@ -431,10 +488,11 @@ def run_files(args: argparse.Namespace, n: int, files: int, directory: Path, nam
     payload = header_payload(args, n, files)
     runs: dict[str, dict[str, Any]] = {"local": run_child("local", directory, None)}
     processes, scheduler_file = start_cluster(
-        directory, args.workers, args.memory_limit, args.threads
+        directory, args.workers, args.memory_limit, args.threads, args.worker_malloc
     )
     try:
         worker_peaks(scheduler_file, args.workers)  # every worker up before the clock starts
+        payload["worker_trim_threshold"] = worker_trim_thresholds(scheduler_file)
         runs["cluster"] = run_child("cluster", directory, scheduler_file, args.stages)
         runs["cluster"]["worker_peak_rss_mib"] = worker_peaks(scheduler_file, args.workers)
     finally:

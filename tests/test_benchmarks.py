@@ -236,6 +236,27 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     assert stages["read-originals"]["first_s"] <= stages["write"]["first_s"]
     assert "| count-within |" in (tmp_path / "results" / "dataset_files3.md").read_text()
     assert payload["runs"]["cluster"]["summary"] == payload["runs"]["local"]["summary"]
+    # The workers ran on glibc's allocator defaults, as the header says: Dask's nanny did
+    # not set its trim threshold (which turns off glibc's dynamic mmap threshold).
+    assert (payload["worker_malloc"], payload["worker_trim_threshold"]) == ("glibc", [None, None])
+    header = (tmp_path / "results" / "dataset_files3.md").read_text().splitlines()[0]
+    assert "`MALLOC_TRIM_THRESHOLD_` unset (the workers': None, None)" in header
+
+
+@pytest.mark.slow
+def test_dataset_harness_starts_workers_with_dasks_allocator_when_asked(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    from benchmarks import bench_dataset
+
+    processes, scheduler_file = bench_dataset.start_cluster(tmp_path, 1, "1GiB", malloc="dask")
+    try:
+        bench_dataset.worker_peaks(scheduler_file, 1)
+        assert bench_dataset.worker_trim_thresholds(scheduler_file) == ["65536"]
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=60)
 
 
 def paper_layout(root: Path, n: int = 60) -> Path:
