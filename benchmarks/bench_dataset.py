@@ -284,21 +284,32 @@ def start_cluster(
     return processes, scheduler_file
 
 
-def worker_peaks(scheduler_file: Path, workers: int) -> dict[str, float | None]:
+def stop_cluster(processes: Sequence[Any]) -> None:
+    """Stop what `start_cluster` started, the workers before the scheduler."""
+    for process in reversed(processes):
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=60)
+
+
+def on_workers(scheduler_file: Path, workers: int, function: Any) -> dict[str, Any]:
+    """``function()`` on each of ``workers`` workers, once they are all up, by address."""
     from distributed import Client
 
     with Client(scheduler_file=str(scheduler_file)) as client:
         client.wait_for_workers(workers, timeout=120)
-        peaks: dict[str, float | None] = client.run(own_peak_rss_mib)
-    return peaks
+        found: dict[str, Any] = client.run(function)
+    return found
 
 
-def worker_trim_thresholds(scheduler_file: Path) -> list[str | None]:
-    """Each worker's ``MALLOC_TRIM_THRESHOLD_`` as it runs: what the allocator really was."""
-    from distributed import Client
+def worker_peaks(scheduler_file: Path, workers: int) -> dict[str, float | None]:
+    return on_workers(scheduler_file, workers, own_peak_rss_mib)
 
-    with Client(scheduler_file=str(scheduler_file)) as client:
-        found: dict[str, str | None] = client.run(own_trim_threshold)
+
+def worker_trim_thresholds(scheduler_file: Path, workers: int) -> list[str | None]:
+    """Each worker's ``MALLOC_TRIM_THRESHOLD_`` as it runs (by address): what the allocator
+    really was."""
+    found = on_workers(scheduler_file, workers, own_trim_threshold)
     return [found[address] for address in sorted(found)]
 
 
@@ -491,15 +502,12 @@ def run_files(args: argparse.Namespace, n: int, files: int, directory: Path, nam
         directory, args.workers, args.memory_limit, args.threads, args.worker_malloc
     )
     try:
-        worker_peaks(scheduler_file, args.workers)  # every worker up before the clock starts
-        payload["worker_trim_threshold"] = worker_trim_thresholds(scheduler_file)
+        # Every worker up before the clock starts, and its allocator as it runs.
+        payload["worker_trim_threshold"] = worker_trim_thresholds(scheduler_file, args.workers)
         runs["cluster"] = run_child("cluster", directory, scheduler_file, args.stages)
         runs["cluster"]["worker_peak_rss_mib"] = worker_peaks(scheduler_file, args.workers)
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
+        stop_cluster(processes)
     payload["runs"] = runs
     payload["check"] = compare(directory) if all(r["status"] == "ok" for r in runs.values()) else {}
     write_results(args.out, name, payload, markdown(payload))

@@ -250,13 +250,9 @@ def test_dataset_harness_starts_workers_with_dasks_allocator_when_asked(tmp_path
 
     processes, scheduler_file = bench_dataset.start_cluster(tmp_path, 1, "1GiB", malloc="dask")
     try:
-        bench_dataset.worker_peaks(scheduler_file, 1)
-        assert bench_dataset.worker_trim_thresholds(scheduler_file) == ["65536"]
+        assert bench_dataset.worker_trim_thresholds(scheduler_file, 1) == ["65536"]
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
+        bench_dataset.stop_cluster(processes)
 
 
 def paper_layout(root: Path, n: int = 60) -> Path:
