@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,7 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     from benchmarks import bench_dataset
 
     arguments = ["--n", "3000", "--files", "2,3", "--dir", str(tmp_path / "data"), "--stages"]
+    arguments += ["--repeat", "2"]
     assert bench_dataset.main([*arguments, "--out", str(tmp_path / "results")]) == 0
     # One case, split into 2 and then 3 files per side, each run written on its own.
     assert [len(list((tmp_path / "data" / f"files{f}" / "avatars").iterdir())) for f in (2, 3)] == [
@@ -241,6 +243,30 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     assert (payload["worker_malloc"], payload["worker_trim_threshold"]) == ("glibc", [None, None])
     header = (tmp_path / "results" / "dataset_files3.md").read_text().splitlines()[0]
     assert "`MALLOC_TRIM_THRESHOLD_` unset (the workers': None, None)" in header
+    # Two pairs in alternation, each compared; the median of their ratios in the results.
+    pairs = payload["pairs"]
+    assert [pair["outputs_equal"] for pair in pairs] == [True, True]
+    assert pairs[-1]["cluster_s"] == cluster["seconds"]
+    assert all(pair["ratio"] == round(pair["cluster_s"] / pair["local_s"], 3) for pair in pairs)
+    written = (tmp_path / "results" / "dataset_files3.md").read_text()
+    assert f"**Median over 2 pairs: {bench_dataset.median_ratio(pairs)}**" in written
+
+
+def test_dataset_pair_agrees_only_when_every_count_does() -> None:
+    from benchmarks import bench_dataset
+
+    runs = {"local": {"seconds": 40.0}, "cluster": {"seconds": 46.0}}
+    equal = {"same_parts": True, "rows": 9, "frames_equal": True, "mismatches": 0}
+    assert bench_dataset.pair_entry(runs, equal) == {
+        "local_s": 40.0,
+        "cluster_s": 46.0,
+        "ratio": 1.15,
+        "outputs_equal": True,
+    }
+    for wrong in ({**equal, "mismatches": 1}, {**equal, "frames_equal": False}, {}):
+        assert bench_dataset.pair_entry(runs, wrong)["outputs_equal"] is False
+    failed: dict[str, dict[str, Any]] = {"local": {"seconds": 40.0}, "cluster": {"status": "x"}}
+    assert bench_dataset.pair_entry(failed, {})["ratio"] is None
 
 
 @pytest.mark.slow
@@ -250,7 +276,12 @@ def test_dataset_harness_starts_workers_with_dasks_allocator_when_asked(tmp_path
 
     processes, scheduler_file = bench_dataset.start_cluster(tmp_path, 1, "1GiB", malloc="dask")
     try:
-        assert bench_dataset.worker_trim_thresholds(scheduler_file, 1) == ["65536"]
+        assert bench_dataset.ready_workers(scheduler_file, 1) == ["65536"]
+        # Before the clock starts, the worker has imported the pipeline's tasks.
+        imported = bench_dataset.on_workers(
+            scheduler_file, 1, lambda: "polars_hidden_rate.cluster.pipeline_tasks" in sys.modules
+        )
+        assert list(imported.values()) == [True]
     finally:
         bench_dataset.stop_cluster(processes)
 
