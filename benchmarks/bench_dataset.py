@@ -400,16 +400,16 @@ def markdown(payload: dict[str, Any]) -> str:
             f"Cluster / local wall time: {ratio:.2f} (goal <= {WALL_GOAL_RATIO}); driver peak "
             f"{cluster['peak_rss_mib']:,.0f} MiB (goal < {DRIVER_GOAL_MIB}).",
         ]
+        if "cpu_s" in local:
+            lines[-1] += (
+                f" The local engine's CPU seconds during the call: {local['cpu_s']['local']:.1f}"
+                f" ({local['system_s']['local']:.1f} system)."
+            )
         if len(pairs := payload.get("pairs", [])) > 1:
             lines[-1] = lines[-1].replace("wall time:", "wall time of the last pair:")
             lines[-1] += (
                 f" **Median over {len(pairs)} pairs: {median_ratio(pairs)}** (the runs "
                 "alternated: local, then cluster on a cluster of its own)."
-            )
-        if "cpu_s" in local:
-            lines[-1] += (
-                f" The local engine's CPU seconds during the call: {local['cpu_s']['local']:.1f}"
-                f" ({local['system_s']['local']:.1f} system)."
             )
     if cluster.get("stages"):
         lines += [
@@ -427,7 +427,7 @@ def markdown(payload: dict[str, Any]) -> str:
         lines.append("")
     if len(pairs := payload.get("pairs", [])) > 1:
         lines += [
-            "",
+            *([""] if lines[-1] else []),
             "| pair | local s | cluster s | cluster / local | outputs equal |",
             "|---:|---:|---:|---:|---|",
             *(
