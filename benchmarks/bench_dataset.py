@@ -503,7 +503,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--child", choices=("local", "cluster"), help=argparse.SUPPRESS)
     parser.add_argument("--scheduler-file", type=Path, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -252,6 +252,15 @@ def test_dataset_harness_runs_a_command_line_cluster_and_compares(tmp_path: Path
     assert f"**Median over 2 pairs: {bench_dataset.median_ratio(pairs)}**" in written
 
 
+def test_dataset_harness_refuses_no_pairs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import bench_dataset
+
+    with pytest.raises(SystemExit) as raised:
+        bench_dataset.parse_args(["--repeat", "0"])
+    assert raised.value.code == 2
+    assert "--repeat must be at least 1, got 0" in capsys.readouterr().err
+
+
 def test_dataset_pair_agrees_only_when_every_count_does() -> None:
     from benchmarks import bench_dataset
 
