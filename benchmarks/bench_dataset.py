@@ -360,6 +360,7 @@ def allocator(payload: dict[str, Any]) -> str:
 def markdown(payload: dict[str, Any]) -> str:
     runs, check, machine = payload["runs"], payload["check"], payload["machine"]
     local, cluster = runs.get("local", {}), runs.get("cluster", {})
+    pairs = payload.get("pairs", [])
     lines = [
         f"Measured {payload['date']} on {machine['cpus_usable']} of {machine['cpus']} CPUs "
         f"({machine['cpu_model']}, {machine['memory_gib']} GiB): "
@@ -397,7 +398,8 @@ def markdown(payload: dict[str, Any]) -> str:
         ratio = cluster["seconds"] / local["seconds"]
         lines += [
             "",
-            f"Cluster / local wall time: {ratio:.2f} (goal <= {WALL_GOAL_RATIO}); driver peak "
+            f"Cluster / local wall time{' of the last pair' if len(pairs) > 1 else ''}: "
+            f"{ratio:.2f} (goal <= {WALL_GOAL_RATIO}); driver peak "
             f"{cluster['peak_rss_mib']:,.0f} MiB (goal < {DRIVER_GOAL_MIB}).",
         ]
         if "cpu_s" in local:
@@ -405,8 +407,7 @@ def markdown(payload: dict[str, Any]) -> str:
                 f" The local engine's CPU seconds during the call: {local['cpu_s']['local']:.1f}"
                 f" ({local['system_s']['local']:.1f} system)."
             )
-        if len(pairs := payload.get("pairs", [])) > 1:
-            lines[-1] = lines[-1].replace("wall time:", "wall time of the last pair:")
+        if len(pairs) > 1:
             lines[-1] += (
                 f" **Median over {len(pairs)} pairs: {median_ratio(pairs)}** (the runs "
                 "alternated: local, then cluster on a cluster of its own)."
@@ -425,7 +426,7 @@ def markdown(payload: dict[str, Any]) -> str:
             for name, entry in cluster["stages"].items()
         ]
         lines.append("")
-    if len(pairs := payload.get("pairs", [])) > 1:
+    if len(pairs) > 1:
         lines += [
             *([""] if lines[-1] else []),
             "| pair | local s | cluster s | cluster / local | outputs equal |",
@@ -590,11 +591,10 @@ def median_ratio(pairs: Sequence[dict[str, Any]]) -> float | None:
     >>> median_ratio([{"ratio": 1.3}, {"ratio": None}]) is None
     True
     """
-    ratios: list[float | None] = [pair["ratio"] for pair in pairs]
-    known = [ratio for ratio in ratios if ratio is not None]
-    if not known or len(known) < len(ratios):
+    ratios = [pair["ratio"] for pair in pairs]
+    if not ratios or None in ratios:
         return None
-    return round(statistics.median(known), 3)
+    return round(float(statistics.median(ratios)), 3)
 
 
 if __name__ == "__main__":
