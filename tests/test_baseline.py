@@ -199,7 +199,8 @@ def test_the_cli_baseline_does_not_depend_on_the_order_of_the_columns(
         synthetic.select(list(reversed(order))).write_csv(s)
         coords = ",".join(name for name in order if name in "ab")
         args = ["report", str(o), str(s), "--coords", coords, "--allow-unlinked"]
-        main([*args, "--dcr-baseline", "--baseline-seed", "5", "--format", "json"])
+        code = main([*args, "--dcr-baseline", "--baseline-seed", "5", "--format", "json"])
+        assert code in (0, 1)  # measured; the release's own targets decide which
         found.append(json.loads(capsys.readouterr().out)["dcr_baseline_protection"])
     expected = phr.dcr_baseline_protection(originals, synthetic, seed=5, coords=["a", "b"])
     assert found == [expected.to_dict()] * 2
