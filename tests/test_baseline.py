@@ -6,7 +6,9 @@ depend on the unit)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,8 @@ from polars.exceptions import NoDataError
 
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.measures.baseline import DcrBaseline, random_records
+from polars_hidden_rate.cli import main
+from polars_hidden_rate.measures.baseline import DcrBaseline, column_seed, random_records
 from tests.helpers import as_columns, examples, run_peer
 
 
@@ -80,12 +83,127 @@ def test_random_records_are_drawn_as_sdmetrics_draws_them() -> None:
     assert set(drawn["k"].to_list()) == {10, 20}  # a categorical integer: its values only
     assert 0.15 < drawn["i"].null_count() / 2000 < 0.35  # the originals' missing share
     assert drawn["c"].null_count() == 0
-    own = np.random.default_rng(3).integers(3, 8, 2000)  # the first column: numpy's draws
+    own = np.random.default_rng(column_seed(3, "i")).integers(3, 8, 2000)  # numpy's draws
     present = drawn["i"].is_not_null().to_numpy()
     assert drawn["i"].drop_nulls().to_list() == own[present].tolist()
     assert random_records(originals, frozenset(), 50, seed=3).equals(
         random_records(originals.reverse(), frozenset(), 50, seed=3).select(originals.columns)
     )
+
+
+def test_each_column_draws_the_same_whatever_the_other_columns_and_their_order() -> None:
+    rng = np.random.default_rng(6)
+    originals = pl.DataFrame(
+        {
+            "a": rng.normal(size=40),
+            "b": rng.integers(-5, 5, 40),
+            "c": rng.choice(["p", "q", "r"], 40),
+            "d": [None, *rng.normal(size=39)],
+        }
+    )
+    drawn = random_records(originals, frozenset(), 300, seed=5)
+    for columns in (["d", "c", "b", "a"], ["b", "a"], ["c"], ["a", "d"]):
+        alone = random_records(originals.select(columns), frozenset(), 300, seed=5)
+        assert alone.equals(drawn.select(columns)), columns
+    other = random_records(originals, frozenset(), 300, seed=6)
+    assert all(not other[name].equals(drawn[name]) for name in originals.columns)
+    # Two columns with the same values draw differently: each has its own generator.
+    twins = random_records(originals.select("a", e="a"), frozenset(), 300, seed=5)
+    assert not twins["a"].equals(twins["e"])
+
+
+def test_missing_values_and_nans_give_as_large_a_share_of_missing_draws() -> None:
+    originals = pl.DataFrame(
+        {
+            "nan": [1.0, math.nan, 2.0, math.nan, 4.0, math.nan, 3.0, math.nan],
+            "null": [1.0, None, 2.0, None, 4.0, 5.0, 3.0, 2.5],
+            "both": [1.0, None, math.nan, math.nan, 4.0, 5.0, 3.0, 2.5],
+            "none": [1.0, 2.0, 2.0, 3.0, 4.0, 5.0, 3.0, 2.5],
+        }
+    )
+    drawn = random_records(originals, frozenset(), 4000, seed=1)
+    assert drawn["nan"].null_count() / 4000 == pytest.approx(0.5, abs=0.03)
+    assert drawn["null"].null_count() / 4000 == pytest.approx(0.25, abs=0.03)
+    assert drawn["both"].null_count() / 4000 == pytest.approx(0.375, abs=0.03)
+    assert drawn["none"].null_count() == 0
+    assert not any(drawn[name].is_nan().any() for name in drawn.columns)  # missing: null
+    assert drawn["nan"].drop_nulls().is_between(1.0, 4.0).all()
+
+
+def test_as_many_random_records_as_synthetic_ones_are_drawn() -> None:
+    rng = np.random.default_rng(3)
+    originals = pl.DataFrame({"x": rng.normal(size=60), "y": rng.normal(size=60)})
+    synthetic = pl.DataFrame({"x": rng.normal(size=7), "y": rng.normal(size=7)})
+    found = phr.dcr_baseline_protection(originals, synthetic, seed=2, coords=["x", "y"])
+    o = originals.to_numpy()
+    for records in (7, 60):
+        random = random_records(originals, frozenset(), records, seed=2).to_numpy()
+        assert (found.random_median == brute_median_dcr(o, random)) is (records == 7)
+    assert found.synthetic == 7
+
+
+def column_order_cases() -> tuple[pl.DataFrame, pl.DataFrame]:
+    rng = np.random.default_rng(5)
+    n, m = 80, 80  # the report links them by row order
+    frames = [
+        pl.DataFrame(
+            {
+                "a": rng.normal(size=size),
+                "b": rng.normal(size=size) * 20.0,
+                "c": rng.choice(["p", "q", "r"], size),
+                "d": rng.integers(0, 9, size),
+            }
+        )
+        for size in (n, m)
+    ]
+    return frames[0], frames[1]
+
+
+def test_the_score_does_not_depend_on_the_order_of_the_columns() -> None:
+    originals, synthetic = column_order_cases()
+    first = phr.dcr_baseline_protection(originals, synthetic, seed=5, coords=["a", "b"])
+    swapped = phr.dcr_baseline_protection(
+        originals.select("b", "a"), synthetic, seed=5, coords=["b", "a"]
+    )
+    assert swapped == first
+    features = phr.dcr_baseline_protection(
+        originals, synthetic, seed=5, features=["a", "b", "c", "d"]
+    )
+    for order in (["d", "c", "b", "a"], ["c", "a", "d", "b"]):
+        found = phr.dcr_baseline_protection(
+            originals.select(order), synthetic.select(order), seed=5, features=order
+        )
+        # The same random records; the projection of columns listed in another order may
+        # round its coordinates an ulp apart.
+        assert found.score == pytest.approx(features.score, rel=1e-12)
+        assert found.random_median == pytest.approx(features.random_median, rel=1e-12)
+    report = phr.privacy_report(
+        originals.select("d", "c", "b", "a"),
+        synthetic,
+        coords=["b", "a"],
+        dcr_baseline=True,
+        baseline_seed=5,
+        allow_unlinked=True,
+    )
+    assert report.dcr_baseline == first
+
+
+def test_the_cli_baseline_does_not_depend_on_the_order_of_the_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    originals, synthetic = column_order_cases()
+    found = []
+    for order in (["a", "b", "c", "d"], ["d", "b", "c", "a"]):
+        o, s = tmp_path / f"o{order[0]}.csv", tmp_path / f"s{order[0]}.csv"
+        originals.select(order).write_csv(o)
+        synthetic.select(list(reversed(order))).write_csv(s)
+        coords = ",".join(name for name in order if name in "ab")
+        args = ["report", str(o), str(s), "--coords", coords, "--allow-unlinked"]
+        code = main([*args, "--dcr-baseline", "--baseline-seed", "5", "--format", "json"])
+        assert code in (0, 1)  # measured; the release's own targets decide which
+        found.append(json.loads(capsys.readouterr().out)["dcr_baseline_protection"])
+    expected = phr.dcr_baseline_protection(originals, synthetic, seed=5, coords=["a", "b"])
+    assert found == [expected.to_dict()] * 2
 
 
 def test_the_score_through_the_projection() -> None:
@@ -158,7 +276,7 @@ def test_the_score_equals_sdmetrics_in_one_column() -> None:
                 "peer": "baseline",
                 "originals": as_columns(o),
                 "synthetic": as_columns(s),
-                "seed": seed,
+                "seed": column_seed(seed, o.columns[0]),  # the column's own generator
             }
             for o, s, seed in cases
         ],

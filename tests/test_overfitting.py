@@ -225,3 +225,126 @@ def test_negative_scores_tie_by_their_magnitude() -> None:
     assert auc([-1.0 - 2.0**-52], [-1.0], tie_tol=1e-9) == 0.5
     assert auc([-1.0], [-0.5], tie_tol=1e-9) == 1.0
     assert auc([-1.0], [-1.0 + 2.0**-52]) == 1.0
+
+
+# -- copies of training records ---------------------------------------------------------
+
+
+def shared_records(training: pl.DataFrame, holdout: pl.DataFrame) -> int:
+    """How many training records have an identical record in the holdout."""
+    return training.join(holdout.unique(), on=training.columns, how="semi").height
+
+
+def assert_copies_read_as_copies(
+    report: phr.PrivacyReport, copies: int, shared: int, synthetic: int
+) -> None:
+    """The copies beside the score in the report's JSON, text and page and in the meaning
+    of its target row."""
+    import html as escaping
+
+    assert report.holdout is not None
+    found = report.holdout.overfitting
+    assert (found.copies_of_training, found.copies_also_in_holdout) == (copies, shared)
+    entry = report.to_dict()["holdout"]["dcr_overfitting_protection"]
+    assert (entry["copies_of_training"], entry["copies_also_in_holdout"]) == (copies, shared)
+    said = f"{copies:,} of {synthetic:,} synthetic records"
+    lines = [line for line in report.to_text().splitlines() if said in line]
+    assert any(line.lstrip().startswith("copies of training records") for line in lines)
+    # The measure's line among the targets: its meaning, judged or not.
+    assert any(line.lstrip().startswith("DCR overfitting protection") for line in lines)
+    assert f"reads these {shared:,} copies as no closer" in lines[0]
+    page = report.to_html()
+    assert "copies of training records" in page
+    assert escaping.escape(said) in page
+
+
+def test_a_synthetic_set_of_the_training_records_reads_as_copies() -> None:
+    # Grid records, as WBCD's: the training set and the holdout, drawn from one small
+    # population, share records by chance (no more than the training set repeats its own:
+    # no overlap warning), and the synthetic set is the training set itself. Each copy of
+    # a record the holdout holds too is a tie, which counts for the holdout (SDMetrics'
+    # rule): the score reaches 1, and the copies are said beside it.
+    rng = np.random.default_rng(11)
+    training, holdout = (
+        pl.DataFrame(rng.integers(0, 4, size=(n, 3)), schema=["a", "b", "c"]) for n in (120, 80)
+    )
+    shared = shared_records(training, holdout)
+    arrays = [f.to_numpy().astype(np.int64) for f in (training, training, holdout)]
+    closer, _ = exact_figures(arrays, weights=[1, 1, 1])
+    found = quiet(
+        phr.dcr_overfitting_protection, training, training, holdout, coords=["a", "b", "c"]
+    )
+    assert closer == (120 - shared) / 120
+    assert found.closer_to_training == closer
+    assert found.score == 1.0  # ties for the holdout: no more than chance
+    assert found.sdmetrics_score == min(2 * (1 - closer), 1.0)
+    assert (found.copies_of_training, found.copies_also_in_holdout) == (120, shared)
+    data = found.to_dict()
+    assert (data["copies_of_training"], data["copies_also_in_holdout"]) == (120, shared)
+    rows = dict(found.rows())
+    assert rows["  copies of training records"] == found.copies_message()
+    assert (
+        "120 of 120 synthetic records (100.00 %) at distance 0"
+        in rows["  copies of training records"]
+    )
+    assert f"{shared:,} of them of a holdout record too" in rows["  copies of training records"]
+    # Every path that measures it says the same: the arrays, the two distances, the report's
+    # shared walks, at any power-of-two scale and row order.
+    o, s, h = (a.astype(np.float64) for a in arrays)
+    assert quiet(DcrOverfitting.of_arrays, o, s, h) == found
+    assert quiet(DcrOverfitting.of_arrays, o * 2.0**600, s[::-1] * 2.0**600, h * 2.0**600) == found
+    to = [np.array(exact_nearest(s, x, [1, 1, 1]), dtype=np.float64) for x in (o, h)]
+    assert quiet(DcrOverfitting.of_distances, to[0], to[1], 120, len(h)) == found
+    assert quiet(HoldoutFigures.of_arrays, o, s, h).overfitting == found
+    report = quiet(
+        phr.privacy_report,
+        training,
+        training,
+        holdout=holdout,
+        coords=["a", "b", "c"],
+        by_row_order=True,
+        targets={"dcr_overfitting_protection": 0.5},
+    )
+    assert report.holdout is not None
+    assert report.holdout.overfitting == found
+    assert_copies_read_as_copies(report, 120, shared, 120)
+
+
+def test_copies_the_holdout_lacks_count_as_closer_and_no_copy_adds_no_line() -> None:
+    o = np.array([[0.0, 0.0], [4.0, 0.0], [8.0, 0.0]])
+    h = np.array([[0.0, 1.0], [8.0, 0.0]])
+    s = np.array([[0.0, 0.0], [4.0, 0.0], [8.0, 0.0], [4.0, 0.5], [0.0, 0.5]])
+    found = DcrOverfitting.of_arrays(o, s, h)
+    assert (found.copies_of_training, found.copies_also_in_holdout) == (3, 1)
+    assert found.closer_to_training == 3 / 5  # (0, 0), (4, 0) and (4, 0.5); (0, 0.5) a tie
+    lone = DcrOverfitting.of_arrays(o, s[:2], h)
+    assert (lone.copies_of_training, lone.copies_also_in_holdout) == (2, 0)
+    assert lone.copies_message() == (
+        "2 of 2 synthetic records (100.00 %) at distance 0 of a training record (in this "
+        "space), none of a holdout record: each counts as closer to the training set"
+    )
+    apart = DcrOverfitting.of_arrays(o, s[3:] + 0.25, h)
+    assert (apart.copies_of_training, apart.copies_also_in_holdout) == (0, 0)
+    assert apart.copies_message() is None
+    assert "  copies of training records" not in dict(apart.rows())
+    assert apart.to_dict()["copies_of_training"] == 0
+
+
+@pytest.mark.skipif(not WBCD_SPLIT.is_dir(), reason="../shared/datasets/wbcd is absent")
+def test_wbcd_training_records_as_the_synthetic_set_read_as_copies() -> None:
+    def read(name: str) -> pl.DataFrame:
+        frame = pl.read_csv(WBCD_SPLIT / f"{name}.csv")
+        return frame.select(pl.all().cast(pl.Float64)).fill_null(0.0)
+
+    training, unseen = read("holdout_0"), read("remaining_0")  # the README's names
+    shared = shared_records(training, unseen)
+    assert shared == 158
+    found = quiet(phr.dcr_overfitting_protection, training, training, unseen, ncp="all")
+    assert found.score == 1.0  # SDMetrics' rule: the 158 shared records are ties
+    assert (found.copies_of_training, found.copies_also_in_holdout) == (478, 158)
+    report = quiet(
+        phr.privacy_report, training, training, holdout=unseen, ncp="all", by_row_order=True
+    )
+    assert report.holdout is not None
+    assert report.holdout.overfitting == found
+    assert_copies_read_as_copies(report, 478, 158, 478)

@@ -4,6 +4,7 @@ as random records would? The medians of two exact DCRs, the arrays at one power-
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Unpack
@@ -154,22 +155,33 @@ def check_seed(seed: object, name: str = "seed") -> int:
     return seed
 
 
+def column_seed(seed: int, name: str) -> int:
+    """The seed of column ``name``'s own generator: the SHA-256 of ``"{seed}:{name}"`` (the
+    name in UTF-8; a seed's digits hold no colon) as a 256-bit integer, so that a column draws
+    the same values whatever other columns there are and in whatever order."""
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    return int.from_bytes(digest, "big")
+
+
 def random_records(
     originals: pl.DataFrame, categorical: frozenset[str], records: int, seed: int
 ) -> pl.DataFrame:
     """``records`` random records over the originals' columns, as SDMetrics'
-    ``_generate_random_data`` draws them, with one generator ``numpy.random.default_rng(seed)``
-    taken column by column in the originals' order: an integer column uniformly among the
-    integers of its range (``integers(min, max + 1)``), a float column uniformly over its range
-    (``uniform(min, max)``), any other, and any column in ``categorical``, uniformly among the
-    originals' distinct values (sorted: the draws do not depend on the originals' order).
-    Where a column has missing values, as large a share of the draws is missing, chosen with a
-    second generator (``default_rng([seed, 1])``; SDMetrics' is unseeded)."""
-    values = np.random.default_rng(seed)
-    gaps = np.random.default_rng([seed, 1])
+    ``_generate_random_data`` draws them, each column from its own generator
+    ``numpy.random.default_rng(column_seed(seed, name))`` (SDMetrics takes one generator
+    column by column in the frame's order, so that its draw moves when the columns are listed
+    in another order): an integer column uniformly among the integers of its range
+    (``integers(min, max + 1)``), a float column uniformly over its range (``uniform(min,
+    max)``), any other, and any column in ``categorical``, uniformly among the originals'
+    distinct values (sorted: the draws do not depend on the originals' order). Where a column
+    has missing values (null, or NaN in a float column), as large a share of the draws is
+    missing: after its values, the column's generator draws ``random(records)`` and a draw is
+    missing where that is below the share (SDMetrics' mask is unseeded). The columns come back
+    in the originals' order."""
     columns = []
     for name in originals.columns:
         column = originals.get_column(name)
+        values = np.random.default_rng(column_seed(seed, name))
         present = column.drop_nulls()
         if column.dtype.is_float():
             present = present.filter(present.is_not_nan())
@@ -188,7 +200,7 @@ def random_records(
             drawn = pl.Series(name, values.uniform(low, high, size=records)).cast(column.dtype)
         share = (column.len() - present.len()) / column.len()
         if share > 0.0:
-            drawn = drawn.scatter(np.flatnonzero(gaps.random(records) < share), None)
+            drawn = drawn.scatter(np.flatnonzero(values.random(records) < share), None)
         columns.append(drawn.alias(name))
     return pl.DataFrame(columns)
 
@@ -212,7 +224,8 @@ def dcr_baseline_protection(
     are: the distances are those of [`local_cloaking`][polars_hidden_rate.local_cloaking]'s
     space, exact in float64 (with ``coords``, the random records are drawn over the
     coordinates' ranges). SDMetrics measures with its per-column normalised distance instead
-    (docs/metrics.md). Deterministic: the same ``seed`` draws the same records.
+    (docs/metrics.md). Deterministic: the same ``seed`` draws the same records, whatever the
+    order the columns are listed in (each column has its own generator, `column_seed`).
 
     Parameters
     ----------

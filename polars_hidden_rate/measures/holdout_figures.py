@@ -121,7 +121,7 @@ class HoldoutFigures:
 
     def rows(self) -> list[tuple[str, str]]:
         """The figures as (label, value) lines, for the text and the page of a report."""
-        risk, overfit = self.membership, self.overfitting
+        risk = self.membership
         low, high = risk.auc_interval
         level = f"{100 * risk.confidence:g} %"
         return [
@@ -131,17 +131,7 @@ class HoldoutFigures:
                 f"{risk.auc:.4f} ({low:.4f} to {high:.4f}, DeLong {level}; random 0.5)",
             ),
             ("membership TPR at 10 % FPR", f"{100 * risk.tpr_at_fpr(0.1):.2f} % (random 10 %)"),
-            (
-                "DCR overfitting protection",
-                f"{overfit.score:.4f} ({100 * overfit.closer_to_training:.2f} % of synthetic "
-                "records closer to the originals than to the holdout; "
-                f"{100 * overfit.null_share:.2f} % without overfitting at this split)",
-            ),
-            (
-                "  SDMetrics' score",
-                f"{overfit.sdmetrics_score:.4f} (takes the null share for 50 %)",
-            ),
-            *([("  warning", overfit.small_holdout_message())] if overfit.small_holdout else []),
+            *self.overfitting.rows(),
             ("holdout DCR median", f"{self.reference_distance_to_closest_median:.4g}"),
             ("holdout NNDR median", f"{self.reference_closest_distances_ratio_median:.4g}"),
             *([] if self.inference is None else inference_rows(self.inference)),

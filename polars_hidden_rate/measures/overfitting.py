@@ -2,7 +2,9 @@
 closer to the records it was generated from than to real records it never saw, more often
 than a generator that learnt no record would put it? Every distance exact in float64, the
 three arrays brought to one power-of-two scale first, two distances within ``tie_tol`` of
-each other a tie (local cloaking's rule), which counts for the holdout."""
+each other a tie (local cloaking's rule), which counts for the holdout. Beside the score, the
+synthetic records that are copies of a training record: a copy of a record the holdout holds
+too is a tie, which the score does not read as a copy."""
 
 from __future__ import annotations
 
@@ -68,6 +70,13 @@ class DcrOverfitting:
         The sizes of the three sets.
     tie_tol
         The relative tie tolerance the distances were compared with.
+    copies_of_training
+        The number of synthetic records at distance 0 of a training original: copies of a
+        training record in the measure's space.
+    copies_also_in_holdout
+        How many of those lie at distance 0 of a holdout record too (a record the training
+        set and the holdout share): each is a tie, which counts for the holdout, so the
+        score reads these copies as no closer to the training set (`copies_message`).
     """
 
     score: float
@@ -78,6 +87,8 @@ class DcrOverfitting:
     originals: int
     holdout: int
     tie_tol: float = DEFAULT_TIE_TOL
+    copies_of_training: int = 0
+    copies_also_in_holdout: int = 0
 
     @property
     def closer_to_holdout(self) -> float:
@@ -99,6 +110,42 @@ class DcrOverfitting:
             f"set, and its score divides by {1.0 - self.null_share:.4f}, so chance in a few "
             "records moves it far"
         )
+
+    def copies_message(self) -> str | None:
+        """The copies of training records, and what the score reads of those the holdout
+        holds too; None without any."""
+        if not self.copies_of_training:
+            return None
+        copies, shared = self.copies_of_training, self.copies_also_in_holdout
+        found = (
+            f"{copies:,} of {self.synthetic:,} synthetic records "
+            f"({100 * copies / self.synthetic:.2f} %) at distance 0 of a training record (in "
+            "this space)"
+        )
+        if not shared:
+            return f"{found}, none of a holdout record: each counts as closer to the training set"
+        return (
+            f"{found}, {shared:,} of them of a holdout record too, a record both sets hold: "
+            f"ties count for the holdout, so the score reads these {shared:,} copies as no "
+            "closer to the training set"
+        )
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The figures as (label, value) lines, for the holdout's section of a report: the
+        score, SDMetrics' beside it, the copies of training records when there are any and
+        the small holdout's warning."""
+        copies = self.copies_message()
+        return [
+            (
+                "DCR overfitting protection",
+                f"{self.score:.4f} ({100 * self.closer_to_training:.2f} % of synthetic "
+                "records closer to the originals than to the holdout; "
+                f"{100 * self.null_share:.2f} % without overfitting at this split)",
+            ),
+            ("  SDMetrics' score", f"{self.sdmetrics_score:.4f} (takes the null share for 50 %)"),
+            *([] if copies is None else [("  copies of training records", copies)]),
+            *([("  warning", self.small_holdout_message())] if self.small_holdout else []),
+        ]
 
     @classmethod
     def of_arrays(
@@ -138,7 +185,11 @@ class DcrOverfitting:
         nearest holdout record, at one scale."""
         tie_tol = check_tie_tol(tie_tol)
         closer = int(np.count_nonzero(to_training * (1.0 + tie_tol) < to_holdout))
-        return cls._of_closer(closer, len(to_training), originals, holdout, tie_tol)
+        copies = to_training == 0.0
+        shared = int(np.count_nonzero(copies & (to_holdout == 0.0)))
+        return cls._of_closer(
+            closer, len(to_training), originals, holdout, tie_tol, (int(copies.sum()), shared)
+        )
 
     @classmethod
     def of_nearest(
@@ -161,11 +212,27 @@ class DcrOverfitting:
         reach = to_training * (1.0 + tie_tol)  # the threshold local cloaking's rule gives
         not_closer = within_reach(holdout, synthetic, reach, threads=threads, rows=rows)
         closer = len(to_training) - int(np.count_nonzero(not_closer))
-        return cls._of_closer(closer, len(to_training), originals, holdout.avatars, tie_tol)
+        # A copy's reach is 0: a holdout record within it is a copy too.
+        copies = to_training == 0.0
+        shared = int(np.count_nonzero(copies & not_closer))
+        return cls._of_closer(
+            closer,
+            len(to_training),
+            originals,
+            holdout.avatars,
+            tie_tol,
+            (int(copies.sum()), shared),
+        )
 
     @classmethod
     def _of_closer(
-        cls, closer: int, synthetic: int, originals: int, holdout: int, tie_tol: float
+        cls,
+        closer: int,
+        synthetic: int,
+        originals: int,
+        holdout: int,
+        tie_tol: float,
+        copies: tuple[int, int],
     ) -> DcrOverfitting:
         share = closer / synthetic
         null = originals / (originals + holdout)
@@ -186,13 +253,15 @@ class DcrOverfitting:
             originals,
             holdout,
             tie_tol,
+            *copies,
         )
         if found.small_holdout:
             warnings.warn(found.small_holdout_message(), SmallHoldoutWarning, stacklevel=3)
         return found
 
     def to_dict(self) -> dict[str, float | int]:
-        """The figures as JSON values."""
+        """The figures as JSON values (with ``copies_of_training`` and
+        ``copies_also_in_holdout``)."""
         return {
             "score": self.score,
             "sdmetrics_score": self.sdmetrics_score,
@@ -204,6 +273,8 @@ class DcrOverfitting:
             "holdout": self.holdout,
             "small_holdout": self.small_holdout,
             "tie_tol": self.tie_tol,
+            "copies_of_training": self.copies_of_training,
+            "copies_also_in_holdout": self.copies_also_in_holdout,
         }
 
 
@@ -227,7 +298,11 @@ def dcr_overfitting_protection(
     synthetic record is closer to the training set. SDMetrics' own ``min(2 (1 -
     closer_to_training), 1)``, which takes the null share for a half whatever the split, is
     ``sdmetrics_score``. A holdout under half the training set's size warns
-    (`SmallHoldoutWarning`). Unlike SDMetrics, whose distance is a per-column normalised
+    (`SmallHoldoutWarning`). The synthetic records at distance 0 of a training original are
+    counted beside the score (``copies_of_training``), and those of them at distance 0 of a
+    holdout record too (``copies_also_in_holdout``): a record the two real sets share is a
+    tie, which counts for the holdout, so the score alone does not read such a copy as one.
+    Unlike SDMetrics, whose distance is a per-column normalised
     one, the distances are those of [`local_cloaking`][polars_hidden_rate.local_cloaking]'s
     space, exact in float64 (docs/metrics.md).
 

@@ -260,11 +260,12 @@ def _meaning(report: PrivacyReport, name: str) -> str:
         )
     if name == "dcr_overfitting_protection":
         overfit = figures.overfitting
+        copies = overfit.copies_message()
         return (
             f"{100 * overfit.closer_to_training:.1f} % of the synthetic records lie closer to a "
             f"training record than to any holdout record, where chance at this split puts "
             f"{100 * overfit.null_share:.1f} %; 1 is no more than chance, 0 all of them"
-        )
+        ) + ("" if copies is None else f"; copies of training records: {copies}")
     if name == "inference_risk":
         attack = known(figures.inference, "the inference attack of its risk")
         members, control = attack.members, attack.control
