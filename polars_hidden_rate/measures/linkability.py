@@ -22,9 +22,11 @@ away about its own training records.
   (``d2`` in the projected space, the distance in anonymeter's) lies within a factor ``1 +
   tie_tol`` of the ``k``-th's, either side; one below that is certainly in. Where no record
   ties at the edge, the success is anonymeter's 0 or 1.
-- **Rates and risk** as for the inference attack: Wilson's centres and errors at
-  ``confidence``, the risk ``(attack - control) / (1 - control)`` with its first-order
-  error, both cut to [0, 1] (`polars_hidden_rate.measures.stats.residual_risk`).
+- **Rates and risk** as for the inference attack: Wilson's centres at the smaller set's
+  size and each set's own error at ``confidence``
+  (`polars_hidden_rate.measures.stats.compared_rates`), the risk ``(attack - control) / (1 -
+  control)`` with its first-order error, both cut to [0, 1]
+  (`polars_hidden_rate.measures.stats.residual_risk`).
 
 The searches are exact block-wise brute forces over every (target, synthetic record) pair,
 ``O(n m d)``, as anonymeter's: in the projected space the float64 ``d2`` of the engine
