@@ -19,6 +19,7 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.measures.gower import Space
 from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from tests.helpers import (
     as_columns,
@@ -147,7 +148,7 @@ def test_copies_are_linked_and_a_tie_is_shared() -> None:
 
 
 @pytest.mark.parametrize("space", ["projected", "gower"])
-def test_copies_of_both_sets_at_the_papers_split_give_no_risk(space: str) -> None:
+def test_copies_of_both_sets_at_the_papers_split_give_no_risk(space: Space) -> None:
     # 1,497 training and 642 holdout records (the paper's split), a synthetic set holding a
     # copy of each: every target of both sets is linked and its secret guessed (1.000
     # against 1.000), so the synthetic set tells no more about its training records than

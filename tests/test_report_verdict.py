@@ -279,7 +279,8 @@ def unmeasured_frames() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     rng = np.random.default_rng(4)
     x = rng.normal(size=(60, 3))
     frames = (x, x + rng.normal(scale=0.3, size=x.shape), rng.normal(size=(40, 3)))
-    return tuple(pl.DataFrame(f, schema=["a", "b", "c"]) for f in frames)  # type: ignore[return-value]
+    originals, avatars, holdout = (pl.DataFrame(f, schema=["a", "b", "c"]) for f in frames)
+    return originals, avatars, holdout
 
 
 @pytest.mark.parametrize(("target", "given", "needs"), UNMEASURED)
@@ -287,7 +288,9 @@ def test_a_target_for_a_measure_not_run_is_refused_in_the_python_api(
     target: str, given: dict[str, Any], needs: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     originals, avatars, holdout = unmeasured_frames()
-    options = {key: holdout if key == "holdout" else value for key, value in given.items()}
+    options: dict[str, Any] = {
+        key: holdout if key == "holdout" else value for key, value in given.items()
+    }
 
     def unread(*_: object, **__: object) -> None:
         raise AssertionError("read before the targets were checked")

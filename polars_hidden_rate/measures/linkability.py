@@ -11,7 +11,7 @@ control), the excess of the first success over the second is what the synthetic 
 away about its own training records.
 
 - **Every record** of the originals and of the holdout is attacked (anonymeter samples
-  ``n_attacks``, 500 by default); each rate is over its own set's size.
+  ``n_attacks``, 500 by default); each share is over its own set's size.
 - **Ties are shared.** Where several synthetic records tie at the ``k``-th distance
   (``k = n_neighbors``), which of them fill the last places of the ``k`` nearest is drawn
   at random, on ``A`` and on ``B`` apart, and the target's success is the probability that
