@@ -24,7 +24,7 @@ from polars_hidden_rate.measures.verdict import (
 )
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.projection import Projection
-from polars_hidden_rate.report import PrivacyReport, privacy_report
+from polars_hidden_rate.report import PrivacyReport, UnmeasuredTargetError, privacy_report
 from polars_hidden_rate.to_parquet import local_cloaking_to_parquet
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "Projection",
     "SortedLinkError",
     "UnlinkedAvatarsError",
+    "UnmeasuredTargetError",
     "assert_hidden_rate",
     "avatarize",
     "closest_distances_ratio",

@@ -12,7 +12,9 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from decimal import Decimal, localcontext
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -208,6 +210,34 @@ def exact_integer_shares(
         right = [g == secret or (math.isnan(g) and math.isnan(secret)) for g in tied]
         shares.append(sum(right) / len(tied))
     return shares
+
+
+def reference_risk(
+    attack: tuple[float, int], control: tuple[float, int], confidence: float
+) -> tuple[float, float, float, float, float]:
+    """The residual risk of an attack over its control from each side's ``(successes,
+    records)``, in 60-digit decimals from the same float ``z``: Wilson's centres at the
+    smaller side's size ``t`` (``(t s / n + z²/2) / (t + z²)``), each side's Wilson
+    half-width at its own size, anonymeter's ``(a - c) / (1 - c)`` and first-order error,
+    cut to [0, 1]. Returns the risk, its bounds and the two rates."""
+    with localcontext() as context:
+        context.prec = 60
+        z = Decimal(NormalDist().inv_cdf(0.5 + confidence / 2.0))
+        z2 = z * z
+        t = Decimal(min(attack[1], control[1]))
+        rates, errors = [], []
+        for successes, records in (attack, control):
+            s, n = Decimal(successes), Decimal(records)
+            rates.append((t * s / n + z2 / 2) / (t + z2))
+            errors.append(z / (n + z2) * (s * (n - s) / n + z2 / 4).sqrt())
+        (a, c), (da, dc) = rates, errors
+        risk = (a - c) / (1 - c)
+        spread = ((da / (1 - c)) ** 2 + (dc * (a - 1) / (1 - c) ** 2) ** 2).sqrt()
+
+        def unit(x: Decimal) -> float:
+            return float(min(max(x, Decimal(0)), Decimal(1)))
+
+        return unit(risk), unit(risk - spread), unit(risk + spread), float(a), float(c)
 
 
 # --- parquet datasets: linked cases written as files (local, on a cluster, by the CLI)

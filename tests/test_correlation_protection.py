@@ -324,7 +324,9 @@ def test_the_report_measures_it_and_gates_on_it() -> None:
     assert without.release_checks == {}
     assert without.checks == report.checks  # the five metrics decide as before
     # A target for it, without `known`, would judge nothing: refused, never ignored.
-    with pytest.raises(ValueError, match="'correlation_protection_rate' needs `known`"):
+    with pytest.raises(
+        ValueError, match=r"`targets\['correlation_protection_rate'\]` needs `known`"
+    ):
         phr.privacy_report(
             originals, avatars, coords="Dim1", targets={"correlation_protection_rate": 90}
         )

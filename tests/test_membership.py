@@ -759,3 +759,61 @@ def test_few_records_or_an_interval_of_zero_width_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         MembershipRisk(rng.normal(size=30), rng.normal(size=30), 10).to_dict()
+
+
+def test_an_auc_far_from_half_on_few_records_warns_by_the_rule() -> None:
+    # Forty a side, the holdout shifted: each AUC warns exactly where 40 min(AUC, 1 - AUC)
+    # is below 10, and says so in the result as in the warning.
+    members = np.arange(40, dtype=np.float64)
+    for shift in range(-45, 46, 3):
+        risk = MembershipRisk(members, members + shift, 10)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = risk.to_dict()
+        area = risk.auc
+        far = 40 * min(area, 1 - area) < 10
+        said = [str(w.message) for w in caught if issubclass(w.category, SmallSampleWarning)]
+        rule = [why for why in risk.interval_warnings if "times" in why]
+        assert bool(rule) == far, (shift, area)
+        assert said == list(risk.interval_warnings) == found["interval_warnings"]
+        if far:
+            assert rule[0].startswith("DeLong's interval of the membership AUC rests on 40 ")
+
+
+def test_the_rule_is_silent_where_delongs_interval_covers() -> None:
+    # The simulation the rule was chosen from, at two of its points (binormal scores, fixed
+    # seed): at an AUC of 0.9, 30 a side (30 x 0.1 = 3 < 10) covers in under 93 % of runs
+    # and warns; 100 a side (10) covers in at least 93 % and is silent.
+    rng = np.random.default_rng(7)
+    shift = math.sqrt(2) * 1.2815515655446004  # binormal: AUC = Phi(shift / sqrt 2) = 0.9
+    for n, warns in ((30, True), (100, False)):
+        covered = 0
+        for _ in range(2000):
+            members, holdout = rng.normal(size=n), rng.normal(shift, 1.0, size=n)
+            low, high = auc_interval(members, holdout)
+            covered += low <= 0.9 <= high
+        assert (covered / 2000 < 0.93) == warns, (n, covered)
+        risk = MembershipRisk(rng.normal(size=n), rng.normal(shift, 1.0, size=n), 10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert bool(risk.interval_warnings) == (n * min(risk.auc, 1 - risk.auc) < 10)
+
+
+def test_a_holdout_and_synthetic_set_equal_to_the_originals_are_flagged() -> None:
+    # Every score 0 on both sides: DeLong's interval [0.5, 0.5], a variance of 0 that is
+    # no certainty, flagged in the result, the JSON and the text, not only as a warning.
+    rng = np.random.default_rng(3)
+    originals = pl.DataFrame({"x": rng.normal(size=200), "y": rng.normal(size=200)})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = phr.privacy_report(originals, originals, holdout=originals, coords=["x", "y"])
+        membership = report.to_dict()["holdout"]["membership"]
+    said = [str(w.message) for w in caught if issubclass(w.category, SmallSampleWarning)]
+    assert said == membership["interval_warnings"]
+    assert membership["auc_interval"] == [0.5, 0.5]
+    assert len(membership["interval_warnings"]) == 1
+    assert "zero width ([0.5, 0.5])" in membership["interval_warnings"][0]
+    lines = report.to_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("membership AUC "))
+    assert lines[at + 1].split()[0] == "warning"
+    assert "zero width" in lines[at + 1]

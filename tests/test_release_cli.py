@@ -313,7 +313,10 @@ def test_report_exit_codes_json_and_page(
         (["--known", "age,id"], "known column 'id' not found in avatars"),
         (["--known", "age,age"], "names a column twice"),
         (["--known", "age,"], "empty column name"),
-        (["--target", "correlation_protection_rate=90"], "needs --known, the variables"),
+        (
+            ["--target", "correlation_protection_rate=90"],
+            "--target correlation_protection_rate needs --known",
+        ),
     ],
 )
 def test_report_bad_input_is_one_line_and_exit_2(

@@ -19,7 +19,7 @@ from polars_hidden_rate.cli import main
 from polars_hidden_rate.measures.digits import p_text
 from polars_hidden_rate.measures.link_test import LinkTest
 from polars_hidden_rate.measures.verdict import Evidence
-from polars_hidden_rate.report import PrivacyReport, check_targets
+from polars_hidden_rate.report import PrivacyReport, UnmeasuredTargetError, check_targets
 from tests.helpers import SHARED_DATASETS
 
 PRIVACY = SHARED_DATASETS / "aids" / "privacy"
@@ -242,16 +242,95 @@ def test_holdout_targets_in_the_python_api_and_their_checks() -> None:
     assert words[-3:] == ["<=", repr(below), "FAIL"]
     assert float(words[2]) > below  # the value shown is on its side of the target
     # A target needs its measure.
-    with pytest.raises(ValueError, match="needs a holdout"):
+    with pytest.raises(ValueError, match=r"`targets\['membership_auc'\]` needs `holdout`"):
         phr.privacy_report(
             originals, avatars, coords=["a", "b", "c"], targets={"membership_auc": 1.0}
         )
-    with pytest.raises(ValueError, match="'inference_risk' needs the attribute inference"):
+    with pytest.raises(ValueError, match=r"`targets\['inference_risk'\]` needs `secret`, or"):
         check_targets({"inference_risk": 0.1}, holdout=holdout, secret=None)
     with pytest.raises(ValueError, match="unknown target 'membership'"):
         check_targets({"membership": 0.1})
     # Linkability's direction is known before its section lands.
     assert check_targets({"linkability_risk": 0.1}, holdout=holdout)["linkability_risk"] == 0.1
+
+
+# Each target whose measure needs more than the two frames, the options that run it, and
+# which of them each refusal names: every such target is refused alike without them.
+UNMEASURED = [
+    ("membership_auc", {}, ("holdout",)),
+    ("dcr_overfitting_protection", {}, ("holdout",)),
+    ("correlation_protection_rate", {"holdout": True}, ("known",)),
+    ("inference_risk", {}, ("holdout", "known", "secret")),
+    ("inference_risk", {"holdout": True}, ("known", "secret")),
+    ("inference_risk", {"holdout": True, "known": ["a"]}, ("secret",)),
+    ("linkability_risk", {}, ("holdout", "aux_cols")),
+    ("linkability_risk", {"holdout": True}, ("aux_cols",)),
+    ("linkability_risk", {"holdout": True, "known": ["a"]}, ("aux_cols",)),
+]
+FLAGS = {
+    "holdout": "--holdout",
+    "known": "--known",
+    "secret": "--secret",
+    "aux_cols": "--aux-a and --aux-b",
+}
+
+
+def unmeasured_frames() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(60, 3))
+    frames = (x, x + rng.normal(scale=0.3, size=x.shape), rng.normal(size=(40, 3)))
+    originals, avatars, holdout = (pl.DataFrame(f, schema=["a", "b", "c"]) for f in frames)
+    return originals, avatars, holdout
+
+
+@pytest.mark.parametrize(("target", "given", "needs"), UNMEASURED)
+def test_a_target_for_a_measure_not_run_is_refused_in_the_python_api(
+    target: str, given: dict[str, Any], needs: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    originals, avatars, holdout = unmeasured_frames()
+    options: dict[str, Any] = {
+        key: holdout if key == "holdout" else value for key, value in given.items()
+    }
+
+    def unread(*_: object, **__: object) -> None:
+        raise AssertionError("read before the targets were checked")
+
+    monkeypatch.setattr("polars_hidden_rate.report.run.plan", unread)  # before anything is read
+    with pytest.raises(UnmeasuredTargetError) as caught:
+        phr.privacy_report(
+            originals, avatars, coords=["a", "b", "c"], targets={target: 0.0}, **options
+        )
+    assert (caught.value.target, caught.value.needs) == (target, needs)
+    words = " and ".join(f"`{keyword}`" for keyword in needs)
+    if len(needs) == 3:
+        words = f"`{needs[0]}`, `{needs[1]}` and `{needs[2]}`"
+    assert str(caught.value).startswith(f"`targets[{target!r}]` needs {words}, or ")
+
+
+@pytest.mark.parametrize(("target", "given", "needs"), UNMEASURED)
+def test_a_target_for_a_measure_not_run_exits_2_naming_its_flags(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
+    given: dict[str, Any],
+    needs: tuple[str, ...],
+) -> None:
+    names = ("o.csv", "a.csv", "h.csv")
+    for frame, name in zip(unmeasured_frames(), names, strict=True):
+        frame.write_csv(tmp_path / name)
+    args = ["report", str(tmp_path / "o.csv"), str(tmp_path / "a.csv"), "--coords", "a,b,c"]
+    if "holdout" in given:
+        args += ["--holdout", str(tmp_path / "h.csv")]
+    if "known" in given:
+        args += ["--known", "a"]
+    (tmp_path / "o.csv").unlink()  # nothing is read before the targets are checked
+    assert main([*args, "--target", f"{target}=0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    flags = [FLAGS[keyword] for keyword in needs]
+    named = " and ".join(flags) if len(flags) < 3 else f"{flags[0]}, {flags[1]} and {flags[2]}"
+    assert f"error: --target {target} needs {named}, or " in err
+    assert "`" not in err
 
 
 def copies_release(tmp_path: Path, share: float) -> tuple[Path, Path]:

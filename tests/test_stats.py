@@ -25,14 +25,16 @@ from polars_hidden_rate.checks import (
 )
 from polars_hidden_rate.measures.membership import auc, auc_interval
 from polars_hidden_rate.measures.stats import (
+    compared_rates,
     delong_interval,
     delong_variance,
     normal_quantile,
     percent,
+    residual_risk,
     upper_tail,
     wilson,
 )
-from tests.helpers import examples
+from tests.helpers import examples, reference_risk
 
 levels = st.floats(1e-6, 1 - 1e-9)
 
@@ -138,6 +140,106 @@ def test_wilson_is_anonymeters_formula_bit_for_bit() -> None:
             * math.sqrt(successes * (records - successes) / records + 0.25 * z * z)
         )
         assert wilson(successes, records, 0.95) == (centre, half)
+
+
+def risk_of(
+    attack: tuple[float, int], control: tuple[float, int], confidence: float = 0.95
+) -> tuple[float, tuple[float, float], tuple[float, float], tuple[float, float]]:
+    rates, base = compared_rates(attack, control, confidence)
+    return (*residual_risk(rates, base), rates, base)
+
+
+sizes = st.integers(1, 10**6)
+
+
+@given(attack=sizes, control=sizes, share=st.floats(0.0, 1.0), confidence=levels)
+@settings(max_examples=examples(300))
+def test_compared_rates_and_risk_against_decimals(
+    attack: int, control: int, share: float, confidence: float
+) -> None:
+    # Shared guesses: the successes need not be integers.
+    found = [share * attack, share * control * 0.5]
+    risk, (low, high), (rate, _), (base, _) = risk_of(
+        (found[0], attack), (found[1], control), confidence
+    )
+    exact = reference_risk((found[0], attack), (found[1], control), confidence)
+    if exact[4] > 1 - 1e-6:
+        return  # a control near 1 at a confidence near 0: the risk's division is ill-posed
+    assert (rate, base) == pytest.approx(exact[3:], rel=1e-13, abs=1e-300)
+    assert (risk, low, high) == pytest.approx(exact[:3], rel=1e-9, abs=1e-12)
+
+
+@given(
+    share=st.fractions(0, 1, max_denominator=50),
+    multiples=st.tuples(st.integers(1, 5000), st.integers(1, 5000)),
+    confidence=st.sampled_from([0.5, 0.9, 0.95, 0.99]),
+)
+@settings(max_examples=examples(500))
+def test_equal_shares_give_no_risk_at_any_sizes(
+    share: Fraction, multiples: tuple[int, int], confidence: float
+) -> None:
+    # The same share over two sizes: s = share * n for n a multiple of its denominator.
+    sides = [(float(share * n), n) for n in (share.denominator * m for m in multiples)]
+    risk, (low, high), (rate, _), (base, _) = risk_of(sides[0], sides[1], confidence)
+    assert rate == base
+    assert risk == 0.0 == low
+    assert high > 0.0
+
+
+@pytest.mark.parametrize(("attack", "control"), [(1497, 642), (642, 1497), (1, 10**6), (7, 7)])
+def test_every_target_found_on_both_sides_gives_no_risk(attack: int, control: int) -> None:
+    # The paper's split with a synthetic set copying every training and holdout record: both
+    # attacks succeed everywhere. Wilson's centres at the two sizes (0.99872, 0.99703) gave
+    # a risk of 0.570.
+    risk, interval, (rate, _), (base, _) = risk_of((attack, attack), (control, control))
+    assert rate == base == wilson(min(attack, control), min(attack, control), 0.95)[0]
+    assert risk == 0.0
+    assert interval[0] == 0.0
+
+
+@given(
+    attack=st.tuples(st.integers(0, 2000), st.integers(1, 2000)),
+    control=st.tuples(st.integers(0, 2000), st.integers(1, 2000)),
+    confidence=st.sampled_from([0.5, 0.95, 0.99]),
+)
+@settings(max_examples=examples(500))
+def test_the_rates_read_in_the_order_of_the_shares(
+    attack: tuple[int, int], control: tuple[int, int], confidence: float
+) -> None:
+    (s, n), (c, m) = (min(attack), max(attack)), (min(control), max(control))
+    _, _, (rate, _), (base, _) = risk_of((s, n), (c, m), confidence)
+    order = Fraction(s, n) - Fraction(c, m)
+    if order > 0:
+        assert rate > base
+    elif order < 0:
+        assert rate < base
+    else:
+        assert rate == base
+
+
+def test_a_small_control_no_longer_reverses_the_shares() -> None:
+    # Raw shares 0.64 % (3 of 470) and 0.20 % (0.4 of 204, guesses shared among ties):
+    # Wilson's centres at the sets' own sizes read 1.04 % and 1.12 %, the control above the
+    # attack. At one size both read in the order of their shares.
+    assert wilson(3, 470, 0.95)[0] < wilson(0.4, 204, 0.95)[0]  # the reversal at own sizes
+    _, _, (rate, _), (base, _) = risk_of((3, 470), (0.4, 204))
+    assert rate > base
+
+
+@given(records=sizes, share=st.floats(0.0, 1.0), other=st.floats(0.0, 1.0))
+@settings(max_examples=examples(300))
+def test_equal_sizes_are_anonymeters_bit_for_bit(records: int, share: float, other: float) -> None:
+    attack, control = (share * records, records), (other * records, records)
+    risk, interval, rates, base = risk_of(attack, control)
+    assert (rates, base) == (wilson(*attack, 0.95), wilson(*control, 0.95))
+    if base[0] < 1.0:
+        assert (risk, interval) == residual_risk(wilson(*attack, 0.95), wilson(*control, 0.95))
+
+
+def test_each_error_is_its_own_sides() -> None:
+    (_, error), (_, base_error) = compared_rates((30, 100), (900, 3000), 0.95)
+    assert error == wilson(30, 100, 0.95)[1]
+    assert base_error == wilson(900, 3000, 0.95)[1]
 
 
 def brute_placements(

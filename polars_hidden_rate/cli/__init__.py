@@ -398,7 +398,10 @@ def run_report(args: argparse.Namespace) -> int:
     """``hidden-rate report``: every metric once, against its target; optionally as a page."""
     targets = dict(args.target or [])
     # Before anything is read.
-    check_targets(targets, known=args.known, holdout=args.holdout, secret=args.secret)
+    aux_cols = None if args.aux_a is None and args.aux_b is None else (args.aux_a, args.aux_b)
+    check_targets(
+        targets, known=args.known, holdout=args.holdout, secret=args.secret, aux_cols=aux_cols
+    )
     _refuse_inputs(args.html, "--html", args)  # its folder too
     _check_attack_options(args)
     space = _attack_space(args)

@@ -398,6 +398,7 @@ def flags_of(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
 
 def in_flags(message: str, flags: Mapping[str, str]) -> str:
     """A message of the Python API in the command line's words: `` `known` `` as ``--known``,
+    `` `targets['membership_auc']` `` as ``--target membership_auc``,
     ``impute='median'`` as ``--impute median``, `` `dcr_baseline=True` `` as
     ``--dcr-baseline``; keywords the command has no flag for stay as written."""
 
@@ -407,5 +408,6 @@ def in_flags(message: str, flags: Mapping[str, str]) -> str:
             return match.group(0)
         return flags[name] if value in (None, "True") else f"{flags[name]} {value}"
 
+    message = re.sub(r"`targets\['(?P<name>\w+)'\]`", r"--target \g<name>", message)
     message = re.sub(r"`(?P<name>\w+)(?:=(?P<value>True))?`", flag, message)
     return re.sub(r"\b(?P<name>[a-z_]+)='(?P<value>[^']*)'", flag, message)

@@ -130,6 +130,7 @@ class HoldoutFigures:
                 "membership AUC",
                 f"{risk.auc:.4f} ({low:.4f} to {high:.4f}, DeLong {level}; random 0.5)",
             ),
+            *(("  warning", why) for why in risk.interval_warnings),
             ("membership TPR at 10 % FPR", f"{100 * risk.tpr_at_fpr(0.1):.2f} % (random 10 %)"),
             *self.overfitting.rows(),
             ("holdout DCR median", f"{self.reference_distance_to_closest_median:.4g}"),

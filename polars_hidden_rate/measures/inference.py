@@ -16,8 +16,10 @@ gives about any record of the population is the control's.
   nearest when its squared distance is at most the nearest's times ``1 + tie_tol``; both
   counts are exact in float64 (`tied_matches`), and the successes sum fractions (correctly
   rounded, `math.fsum`).
-- Rates are Wilson's centres with their normal errors at ``confidence`` (anonymeter's
-  ``success_rate``); the risk is ``(members - control) / (1 - control)``, its error
+- Rates are Wilson's centres at one common number of trials, the smaller set's size, with
+  each set's own Wilson error at ``confidence`` (`polars_hidden_rate.measures.stats.compared_rates`:
+  anonymeter's ``success_rate`` when the sets have one size; equal shares give equal rates
+  whatever the sizes); the risk is ``(members - control) / (1 - control)``, its error
   propagated to first order (anonymeter's ``residual_success``), then both cut to [0, 1]
   (``bind_value``).
 
@@ -70,7 +72,7 @@ from polars_hidden_rate.measures.secrets import (
     secret_kind_of,
     secret_values,
 )
-from polars_hidden_rate.measures.stats import residual_risk, wilson
+from polars_hidden_rate.measures.stats import compared_rates, residual_risk
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.projection.coordinates import auto_categorical
 
@@ -92,19 +94,17 @@ class SuccessRate:
     records
         The number of targets.
     rate, error
-        Wilson's centre and half-width at ``confidence``
-        (`polars_hidden_rate.measures.stats.wilson`):
-        ``(s + z^2/2) / (n + z^2)`` and ``z / (n + z^2) * sqrt(s (n - s) / n + z^2 / 4)``.
+        Wilson's centre at the attack's and control's common number of trials ``t``, the
+        smaller set's size, and Wilson's half-width at ``records`` (``n``), at
+        ``confidence`` (`polars_hidden_rate.measures.stats.compared_rates`):
+        ``(t s / n + z^2/2) / (t + z^2)`` and ``z / (n + z^2) * sqrt(s (n - s) / n + z^2 / 4)``;
+        when both sets have ``n`` records, anonymeter's ``success_rate``.
     """
 
     successes: float
     records: int
     rate: float
     error: float
-
-    @classmethod
-    def wilson(cls, successes: float, records: int, confidence: float) -> SuccessRate:
-        return cls(successes, records, *wilson(successes, records, confidence))
 
     def to_dict(self) -> dict[str, float | int]:
         return {
@@ -122,13 +122,13 @@ def attack_against_control(
     confidence: float,
     all_right: str,
 ) -> tuple[SuccessRate, SuccessRate, float, tuple[float, float]]:
-    """An attack's and its control's Wilson rates from each target's chance of success,
-    and the residual risk with its interval (anonymeter's); ``all_right`` words a control
-    that succeeded on every target, where no residual risk can be measured."""
-    attack, control = (
-        SuccessRate.wilson(math.fsum(share), len(share), confidence)
-        for share in (members_success, control_success)
-    )
+    """An attack's and its control's rates from each target's chance of success
+    (`polars_hidden_rate.measures.stats.compared_rates`), and the residual risk with its
+    interval (anonymeter's); ``all_right`` words a control that succeeded on every target,
+    where no residual risk can be measured."""
+    counts = [(math.fsum(share), len(share)) for share in (members_success, control_success)]
+    rates = compared_rates(counts[0], counts[1], confidence)
+    attack, control = (SuccessRate(s, n, *rate) for (s, n), rate in zip(counts, rates, strict=True))
     if control.rate >= 1.0:  # only where z rounds to 0: a confidence near 0
         msg = (
             f"the control {all_right} at confidence={confidence!r}: no residual risk can be "

@@ -11,7 +11,7 @@ control), the excess of the first success over the second is what the synthetic 
 away about its own training records.
 
 - **Every record** of the originals and of the holdout is attacked (anonymeter samples
-  ``n_attacks``, 500 by default); each rate is over its own set's size.
+  ``n_attacks``, 500 by default); each share is over its own set's size.
 - **Ties are shared.** Where several synthetic records tie at the ``k``-th distance
   (``k = n_neighbors``), which of them fill the last places of the ``k`` nearest is drawn
   at random, on ``A`` and on ``B`` apart, and the target's success is the probability that
@@ -22,9 +22,11 @@ away about its own training records.
   (``d2`` in the projected space, the distance in anonymeter's) lies within a factor ``1 +
   tie_tol`` of the ``k``-th's, either side; one below that is certainly in. Where no record
   ties at the edge, the success is anonymeter's 0 or 1.
-- **Rates and risk** as for the inference attack: Wilson's centres and errors at
-  ``confidence``, the risk ``(attack - control) / (1 - control)`` with its first-order
-  error, both cut to [0, 1] (`polars_hidden_rate.measures.stats.residual_risk`).
+- **Rates and risk** as for the inference attack: Wilson's centres at the smaller set's
+  size and each set's own error at ``confidence``
+  (`polars_hidden_rate.measures.stats.compared_rates`), the risk ``(attack - control) / (1 -
+  control)`` with its first-order error, both cut to [0, 1]
+  (`polars_hidden_rate.measures.stats.residual_risk`).
 
 The searches are exact block-wise brute forces over every (target, synthetic record) pair,
 ``O(n m d)``, as anonymeter's: in the projected space the float64 ``d2`` of the engine

@@ -1,6 +1,6 @@
 """Statistics of numbers and arrays, each written once: the normal quantile and tail, Wilson's
-interval, an attack's residual risk over its control, DeLong's interval of an AUC, a
-percentage.
+interval, an attack's and its control's rates and the residual risk between them, DeLong's
+interval of an AUC, a percentage.
 
 A leaf: numpy, math and statistics only. The options these take (a confidence level, say)
 are checked by their callers, once, with `polars_hidden_rate.checks`; here they are
@@ -45,6 +45,35 @@ def wilson(successes: float, records: int, confidence: float) -> tuple[float, fl
     centre = (successes + 0.5 * z2) / denominator
     spread = successes * (records - successes) / records
     return centre, z / denominator * math.sqrt(spread + 0.25 * z2)
+
+
+def compared_rates(
+    attack: tuple[float, int], control: tuple[float, int], confidence: float
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """An attack's and its control's rates with their errors at ``confidence``, from each
+    side's ``(successes, records)``, to be compared (`residual_risk`).
+
+    Each rate is Wilson's centre (`wilson`) at one common number of trials, the smaller
+    side's ``n``: the side's share ``s / records`` as ``n s / records`` successes in ``n``.
+    Wilson's centre pulls a share towards 1/2 by ``z²/2`` pseudo-successes and failures;
+    at the sides' own sizes the pull differs, so that equal shares would read as different
+    rates. At one ``n``, equal shares give equal rates, and a larger share a rate no
+    smaller; neither rate lies farther from 1/2 than its side's own Wilson centre. Each
+    error is Wilson's half-width at the side's own size, what its own trials can tell.
+    With equal sizes both are anonymeter's ``success_rate``, bit for bit (the successes
+    used as they are).
+    """
+    (successes, records), (base, base_records) = attack, control
+    if records == base_records:
+        at_common = attack, control
+    else:
+        trials = min(records, base_records)
+        # Through the shares, one rounding alike on both sides: equal shares, equal rates.
+        at_common = (successes / records * trials, trials), (base / base_records * trials, trials)
+    (rate, _), (base_rate, _) = (wilson(s, n, confidence) for s, n in at_common)
+    error = wilson(successes, records, confidence)[1]
+    base_error = wilson(base, base_records, confidence)[1]
+    return (rate, error), (base_rate, base_error)
 
 
 def residual_risk(

@@ -37,6 +37,7 @@ from polars_hidden_rate.report.targets import (
     NOT_MEASURED,
     UNDEFINED_METRICS,
     MetricLabels,
+    UnmeasuredTargetError,
     check_targets,
     meets,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "UNDEFINED_METRICS",
     "MetricLabels",
     "PrivacyReport",
+    "UnmeasuredTargetError",
     "baseline_of",
     "check_holdout_and_attack",
     "check_targets",

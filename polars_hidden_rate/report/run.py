@@ -153,7 +153,7 @@ def privacy_report(
     >>> report.to_dict()["metrics"]["distance_to_closest_median"]
     {'value': 0.25, 'target': 0.2, 'passed': True}
     """
-    check_targets(targets, known=known, holdout=holdout, secret=secret)
+    check_targets(targets, known=known, holdout=holdout, secret=secret, aux_cols=aux_cols)
     check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
     known_names = None
@@ -318,6 +318,7 @@ def report_of_plan(
         known=known,
         holdout=holdout,
         secret=None if inference is None else inference.secret,
+        aux_cols=linkability,
     )
     level = check_confidence(confidence)
     known_names = None

@@ -131,18 +131,48 @@ renderings."""
 _PERCENTAGES = ("hidden_rate", "row_direct_match_protection", "correlation_protection_rate")
 
 
+class UnmeasuredTargetError(ValueError):
+    """A target for a measure the report would not run, so that nothing would be judged
+    against it: ``target`` names the metric, ``needs`` the keywords its measure lacks."""
+
+    def __init__(self, target: str, needs: tuple[str, ...]) -> None:
+        self.target, self.needs = target, needs
+        named = [f"`{keyword}`" for keyword in needs]
+        missing = " and ".join(filter(None, (", ".join(named[:-1]), named[-1])))
+        # Backquoted, as the keywords: the command line says `--target NAME` (`in_flags`).
+        super().__init__(
+            f"`targets[{target!r}]` needs {missing}, or {_NEEDS[target][0]} is not run and "
+            "nothing would be judged against the target"
+        )
+
+
+# What each measure with a target needs beyond the two frames, in the order the keywords
+# are named: a target whose measure would not run is refused.
+_NEEDS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "correlation_protection_rate": ("the correlation protection rate", ("known",)),
+        "membership_auc": ("the membership attack", ("holdout",)),
+        "dcr_overfitting_protection": ("the DCR overfitting protection", ("holdout",)),
+        "inference_risk": ("the attribute inference attack", ("holdout", "known", "secret")),
+        "linkability_risk": ("the linkability attack", ("holdout", "aux_cols")),
+    }
+)
+
+
 def check_targets(
     targets: Mapping[str, float] | None,
     *,
     known: object = ...,
     holdout: object = ...,
     secret: object = ...,
+    aux_cols: object = ...,
 ) -> Mapping[str, float]:
     """The default targets, with ``targets`` overriding some and adding those of
     `HOLDOUT_METRICS`; unknown names are refused, and so is a target for a measure the report
-    would not take (given as None: a report that does not measure it would judge nothing
-    against it): the correlation protection rate without ``known``, a holdout's measure
-    without ``holdout``, the inference risk without ``secret``."""
+    would not run (`UnmeasuredTargetError`): the correlation protection rate without
+    ``known``, a holdout's measure without ``holdout``, the inference risk without ``known``
+    and ``secret``, the linkability risk without ``aux_cols``. A keyword given as None is
+    missing; one left out (``...``) is not checked."""
     if targets is None:
         return DEFAULT_TARGETS
     if not isinstance(targets, Mapping):
@@ -153,25 +183,12 @@ def check_targets(
     if unknown:
         msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(names)}"
         raise ValueError(msg)
-    if known is None and "correlation_protection_rate" in targets:
-        msg = (
-            "a target for 'correlation_protection_rate' needs `known`, the variables an "
-            "attacker knows: without them the rate is not measured"
-        )
-        raise ValueError(msg)
-    against = sorted(name for name in targets if name in HOLDOUT_METRICS)
-    if holdout is None and against:
-        msg = (
-            f"a target for {against[0]!r} needs a holdout (--holdout FILE, holdout=): "
-            "without one it is not measured"
-        )
-        raise ValueError(msg)
-    if secret is None and "inference_risk" in targets:
-        msg = (
-            "a target for 'inference_risk' needs the attribute inference attack: give "
-            "`known` and `secret` (--known, --secret) with the holdout"
-        )
-        raise ValueError(msg)
+    given = {"known": known, "holdout": holdout, "secret": secret, "aux_cols": aux_cols}
+    for name in names:  # in the metrics' order, whatever the mapping's
+        if name in targets and name in _NEEDS:
+            missing = tuple(keyword for keyword in _NEEDS[name][1] if given[keyword] is None)
+            if missing:
+                raise UnmeasuredTargetError(name, missing)
     checked = {
         name: check_real(value, f"targets[{name!r}]", low=-np.inf)
         for name, value in targets.items()
