@@ -17,7 +17,7 @@ the target as the other left it.
 The writers: `replace_atomically` writes a file in a private temporary folder beside it;
 `staged_directory` gives a private directory beside a dataset output, which
 `write_counted_part` fills with one part per originals file (the local path and the
-cluster's workers write the same parts).
+cluster's workers write the same parts, through it).
 """
 
 from __future__ import annotations
@@ -554,13 +554,22 @@ def write_part(frame: pl.DataFrame, directory: Path, index: int) -> Path:
 
 
 def write_counted_part(
-    source: Path, rows: int, counts: CountArray, directory: Path, index: int
+    source: Path,
+    rows: int,
+    counts: CountArray,
+    directory: Path,
+    index: int,
+    *,
+    columns: Sequence[str],
 ) -> Path:
     """Read the originals file ``source`` whole, give it its ``counts`` (`with_counts`)
     and write it as part ``index`` of ``directory`` (`write_part`); a ComputeError when
-    it no longer holds the ``rows`` it held when counted."""
+    it no longer holds the ``rows`` it held when counted.
+
+    The ``columns`` (the dataset's, in its first file's order) are taken by name, so that
+    every part has them in one order whatever order a file has them in."""
     frame = pl.read_parquet(source, glob=False)
     if frame.height != rows or len(counts) != rows:
         msg = f"originals file {str(source)!r} changed while it was being counted"
         raise ComputeError(msg)
-    return write_part(with_counts(frame, counts), directory, index)
+    return write_part(with_counts(frame.select(columns), counts), directory, index)

@@ -58,12 +58,13 @@ def local_cloaking_to_parquet(
     ----------
     originals, avatars
         Parquet files: one file, a directory of ``*.parquet`` files (sorted by name), or
-        a list of files. With ``cluster``, every worker must be able to read them.
+        a list of files, each with the same columns and types, in any order (read by name).
+        With ``cluster``, every worker must be able to read them.
     output
         A directory, written as ``part-00000.parquet``, ``part-00001.parquet``, ...: one
         file per originals file, in their order, holding that file's rows in their order,
-        every column, plus ``local_cloaking`` and ``hidden``. With ``cluster``, every
-        worker must be able to write beside it.
+        every column (in the first file's order), plus ``local_cloaking`` and ``hidden``.
+        With ``cluster``, every worker must be able to write beside it.
     overwrite
         Replace an existing ``output`` directory (only once the new one is complete).
     min_rate
@@ -207,9 +208,10 @@ def _count_and_write_locally(
         aligned = inspector.read()
         counts = request.counts_for(inspector, aligned, consume=True)
         del aligned
+    columns = originals.schema.names()
     for index, partition in enumerate(originals.partitions):
         part = counts[partition.offset : partition.offset + partition.rows]
-        write_counted_part(partition.path, partition.rows, part, staging, index)
+        write_counted_part(partition.path, partition.rows, part, staging, index, columns=columns)
     return summarize(
         pl.DataFrame({"local_cloaking": counts}),
         min_rate=min_rate,

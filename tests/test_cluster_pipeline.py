@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeError
+from polars.exceptions import (
+    ComputeError,
+    DuplicateError,
+    NoDataError,
+    SchemaError,
+    ShapeError,
+)
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
@@ -33,6 +39,7 @@ from tests.helpers import (
     changed,
     linked_case,
     local_cluster,
+    reverse_columns,
     siblings,
     slow_down,
     tasks_done,
@@ -367,6 +374,41 @@ def test_projected_features_give_the_local_counts(threads_client: Any, tmp_path:
         assert summary == local
         expected = phr.local_cloaking(left.drop("note"), right, on="id", ncp=ncp)
         assert_frame_equal(pl.read_parquet(out), expected)
+
+
+def test_files_with_their_columns_in_another_order_give_the_local_parts(
+    threads_client: Any, tmp_path: Path
+) -> None:
+    """Read by name on both paths, the parts in the first file's column order; a file with
+    another type is refused with the local message."""
+    left, right, _, _ = frames("gaussian", 200, seed=9)
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    reverse_columns(tmp_path / "o", "part002.parquet")
+    reverse_columns(tmp_path / "a", "part001.parquet")
+    summaries = {
+        where: phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / where, coords=COORDS, on="id", **extra
+        )
+        for where, extra in (("local", {}), ("cluster", {"cluster": threads_client}))
+    }
+    assert summaries["cluster"] == summaries["local"]
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    for where in summaries:
+        assert_frame_equal(pl.read_parquet(tmp_path / where), expected)
+        for part in sorted((tmp_path / where).iterdir()):
+            assert pl.read_parquet_schema(part) == expected.schema
+    retyped = pl.read_parquet(tmp_path / "o" / "part001.parquet").with_columns(pl.col("id") * 1.0)
+    retyped.write_parquet(tmp_path / "o" / "part001.parquet")
+    refusals = []
+    for where, extra in (("local", {}), ("cluster", {"cluster": threads_client})):
+        with pytest.raises(SchemaError, match=r"has column 'id' as Float64") as raised:
+            phr.local_cloaking_to_parquet(
+                tmp_path / "o", tmp_path / "a", tmp_path / f"x{where}", coords=COORDS, on="id",
+                **extra,
+            )  # fmt: skip
+        refusals.append(str(raised.value))
+    assert refusals[0] == refusals[1]
 
 
 @pytest.mark.filterwarnings("error::FutureWarning")

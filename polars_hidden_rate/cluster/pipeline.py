@@ -372,7 +372,9 @@ class _Pipeline:
         return int(sum(self.gather(found)))
 
     def write(self, staging: Path, counts: Sequence[Future[CountArray]]) -> list[Written]:
-        """Each originals file written as its part with its counts; their histograms."""
+        """Each originals file written as its part with its counts (the dataset's columns in
+        its order); their histograms."""
+        columns = tuple(self.originals.schema.names())
         return self.gather(
             [
                 self.submit(
@@ -384,6 +386,7 @@ class _Pipeline:
                     staging.absolute(),
                     p,
                     HISTOGRAM_BINS,
+                    columns,
                 )
                 for p, part in enumerate(self.originals.partitions)
             ]
