@@ -207,16 +207,17 @@ def test_the_part_writer_adds_the_counts_and_refuses_a_changed_file(tmp_path: Pa
     assert os.listdir(staging) == ["part-00001.parquet"]
 
 
-def test_the_part_writer_takes_the_columns_by_name(
+def test_the_part_writer_takes_the_columns_by_name_and_writes_the_metadata(
     tmp_path: Path,
 ) -> None:
-    """Every part in the dataset's column order, whatever its file's."""
+    """Every part in the dataset's column order, whatever its file's, with the footer given."""
     source = tmp_path / "o.parquet"
     pl.DataFrame({"x": [0.5, 1.0], "id": [3, 1]}).write_parquet(source)
     written = outputs.write_counted_part(
-        source, 2, np.array([1, 0]), tmp_path, 0, columns=["id", "x"]
+        source, 2, np.array([1, 0]), tmp_path, 0, columns=["id", "x"], metadata={"k": "v"}
     )
     assert pl.read_parquet(written).columns == ["id", "x", "local_cloaking", "hidden"]
+    assert pl.read_parquet_metadata(written)["k"] == "v"
 
 
 class _Stopped(BaseException):

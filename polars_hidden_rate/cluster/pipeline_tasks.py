@@ -548,11 +548,12 @@ def write_partition(
     index: int,
     bins: int,
     columns: tuple[str, ...],
+    metadata: dict[str, str] | None,
 ) -> Written:
     """Task: read one originals file whole, add its counts, write it as its part
     (`write_counted_part`, as the local path does); return the histogram of its counts
     (``bins`` exact bins, then one for the rest)."""
-    write_counted_part(path, expected, counts, staging, index, columns=columns)
+    write_counted_part(path, expected, counts, staging, index, columns=columns, metadata=metadata)
     return Written(expected, int(np.count_nonzero(counts == 0)), histogram(counts, bins))
 
 
