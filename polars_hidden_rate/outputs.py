@@ -16,8 +16,8 @@ the target as the other left it.
 
 The writers: `replace_atomically` writes a file in a private temporary folder beside it;
 `staged_directory` gives a private directory beside a dataset output, which
-`write_counted_part` fills with one part per originals file (the local path and the
-cluster's workers write the same parts).
+`write_counted_part` fills with one part per originals file, the run's provenance in its
+footer (the local path and the cluster's workers write the same parts, through it).
 """
 
 from __future__ import annotations
@@ -540,13 +540,16 @@ def part_name(index: int) -> str:
     return f"{PART_PREFIX}{index:05d}.parquet"
 
 
-def write_part(frame: pl.DataFrame, directory: Path, index: int) -> Path:
-    """Write ``frame`` as part ``index`` of ``directory``: into a temporary file, then renamed,
-    so a writer killed mid-file leaves no part behind, and a re-run replaces it whole."""
+def write_part(
+    frame: pl.DataFrame, directory: Path, index: int, metadata: Mapping[str, str] | None = None
+) -> Path:
+    """Write ``frame`` as part ``index`` of ``directory``, with the key-value ``metadata``
+    (the provenance) in its footer: into a temporary file, then renamed, so a writer killed
+    mid-file leaves no part behind, and a re-run replaces it whole."""
     path = directory / part_name(index)
     temporary = directory / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
-        frame.write_parquet(temporary)
+        frame.write_parquet(temporary, metadata=None if metadata is None else dict(metadata))
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
@@ -554,13 +557,23 @@ def write_part(frame: pl.DataFrame, directory: Path, index: int) -> Path:
 
 
 def write_counted_part(
-    source: Path, rows: int, counts: CountArray, directory: Path, index: int
+    source: Path,
+    rows: int,
+    counts: CountArray,
+    directory: Path,
+    index: int,
+    *,
+    columns: Sequence[str],
+    metadata: Mapping[str, str] | None = None,
 ) -> Path:
     """Read the originals file ``source`` whole, give it its ``counts`` (`with_counts`)
-    and write it as part ``index`` of ``directory`` (`write_part`); a ComputeError when
-    it no longer holds the ``rows`` it held when counted."""
+    and write it as part ``index`` of ``directory`` with ``metadata`` (`write_part`); a
+    ComputeError when it no longer holds the ``rows`` it held when counted.
+
+    The ``columns`` (the dataset's, in its first file's order) are taken by name, so that
+    every part has them in one order whatever order a file has them in."""
     frame = pl.read_parquet(source, glob=False)
     if frame.height != rows or len(counts) != rows:
         msg = f"originals file {str(source)!r} changed while it was being counted"
         raise ComputeError(msg)
-    return write_part(with_counts(frame, counts), directory, index)
+    return write_part(with_counts(frame.select(columns), counts), directory, index, metadata)

@@ -122,9 +122,7 @@ class DaskTasks:
         # The pieces stay in the workers' memory, not on P2P's disk buffer: each consumer holds
         # its column once unpacked anyway (the plan sizes it to a task's memory), and the disk
         # round trip cost 11 of 77 s at 2e7 records (docs/scale.md).
-        # (Dask before 2024.2 named the setting ``distributed.p2p.disk``.)
-        memory = {"distributed.p2p.storage.disk": False, "distributed.p2p.disk": False}
-        with dask.config.set(memory):
+        with dask.config.set({p2p_disk_setting(): False}):
             by_consumer = pieces_of.rechunk(
                 ((len(producers),), (1,) * consumers), method="p2p"
             ).to_delayed(optimize_graph=False)
@@ -137,6 +135,20 @@ class DaskTasks:
         """Send each value to the workers under the key of its name; a future for each."""
         futures = self.client.scatter({self.key(name): value for name, value in values.items()})
         return {name: futures[self.key(name)] for name in values}
+
+
+P2P_DISK = "distributed.p2p.disk"
+"""The setting that puts P2P's pieces on disk, as the oldest Dask the package takes names it."""
+
+
+def p2p_disk_setting() -> str:
+    """`P2P_DISK` by the name the installed Dask reads: distributed 2024.10 renamed it
+    ``distributed.p2p.storage.disk`` (its rename table maps the old name to the new), and
+    setting the old name since raises a FutureWarning; before, the new name is not read."""
+    import dask
+    import distributed  # noqa: F401  (it adds its renamed settings to that table)
+
+    return dask.config.deprecations.get(P2P_DISK) or P2P_DISK
 
 
 def pieces(

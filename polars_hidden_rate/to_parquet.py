@@ -23,16 +23,17 @@ created or replaced while it counted.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Unpack
+from typing import Any, Unpack
 
 import polars as pl
 
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import (
+    Evidence,
     Inspector,
     Verdict,
     check_link,
@@ -41,6 +42,12 @@ from polars_hidden_rate.measures.verdict import (
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.provenance import parquet_metadata
+
+Describe = Callable[[Evidence | None], Mapping[str, Any]]
+"""The provenance block of a run, from the evidence of its verdict (None without one)."""
+PartMetadata = Callable[[Evidence | None], Mapping[str, str] | None]
+"""Every part's footer metadata, from the same evidence."""
 
 
 def local_cloaking_to_parquet(
@@ -58,12 +65,13 @@ def local_cloaking_to_parquet(
     ----------
     originals, avatars
         Parquet files: one file, a directory of ``*.parquet`` files (sorted by name), or
-        a list of files. With ``cluster``, every worker must be able to read them.
+        a list of files, each with the same columns and types, in any order (read by name).
+        With ``cluster``, every worker must be able to read them.
     output
         A directory, written as ``part-00000.parquet``, ``part-00001.parquet``, ...: one
         file per originals file, in their order, holding that file's rows in their order,
-        every column, plus ``local_cloaking`` and ``hidden``. With ``cluster``, every
-        worker must be able to write beside it.
+        every column (in the first file's order), plus ``local_cloaking`` and ``hidden``.
+        With ``cluster``, every worker must be able to write beside it.
     overwrite
         Replace an existing ``output`` directory (only once the new one is complete).
     min_rate
@@ -133,25 +141,39 @@ class DatasetJob:
     replaces: Identity | None = None
     """The directory found at ``output`` when planned: the only one the job may replace."""
 
-    def write(self, staging: Path) -> CloakingSummary:
+    def write(self, staging: Path, describe: Describe | None = None) -> CloakingSummary:
         """Count, and write every part into ``staging`` (see `staged_directory`).
 
-        Locally, the verdict's evidence (link test, own copies) comes from the read the
-        counts come from; a cluster run does not gather it (docs/guarantees.md)."""
+        The verdict's evidence (link test, own copies) comes from the records counted:
+        locally from the read the counts come from, on a cluster from the link buckets
+        (docs/guarantees.md). ``describe(evidence)``, once the link test has run and before
+        any part is written, gives the provenance block that every part carries in its
+        footer (`parquet_metadata`) and the summary states."""
+        block: dict[str, Any] = {}
+
+        def metadata(evidence: Evidence | None) -> dict[str, str] | None:
+            if describe is None:
+                return None
+            block.update(describe(evidence))
+            return parquet_metadata(block)
+
         if self.request.cluster is not None:
             from polars_hidden_rate.cluster import pipeline
 
-            return pipeline.count_and_write(
+            summary = pipeline.count_and_write(
                 self.request,
                 self.originals,
                 self.avatars,
                 staging,
                 self.min_rate,
                 verdict=self.verdict,
+                metadata=metadata,
             )
-        return _count_and_write_locally(
-            self.request, self.originals, staging, self.min_rate, self.verdict
-        )
+        else:
+            summary = _count_and_write_locally(
+                self.request, self.originals, staging, self.min_rate, self.verdict, metadata
+            )
+        return summary.with_provenance(block) if describe is not None else summary
 
 
 def plan_dataset(
@@ -191,9 +213,11 @@ def _count_and_write_locally(
     staging: Path,
     min_rate: float | None,
     verdict: Verdict | None = None,
+    metadata: PartMetadata | None = None,
 ) -> CloakingSummary:
     """The local engine counts every linked record (in the originals' row order, the files
-    one after the other); then each file is read again and written with its counts.
+    one after the other); then each file is read again and written with its counts and the
+    footer ``metadata(evidence)`` gives.
 
     A projection is fitted file by file, as on a cluster, so both give the same counts.
     """
@@ -207,13 +231,18 @@ def _count_and_write_locally(
         aligned = inspector.read()
         counts = request.counts_for(inspector, aligned, consume=True)
         del aligned
+    evidence = None if inspector is None else inspector.evidence()
+    footer = None if metadata is None else metadata(evidence)
+    columns = originals.schema.names()
     for index, partition in enumerate(originals.partitions):
         part = counts[partition.offset : partition.offset + partition.rows]
-        write_counted_part(partition.path, partition.rows, part, staging, index)
+        write_counted_part(
+            partition.path, partition.rows, part, staging, index, columns=columns, metadata=footer
+        )
     return summarize(
         pl.DataFrame({"local_cloaking": counts}),
         min_rate=min_rate,
-        evidence=None if inspector is None else inspector.evidence(),
+        evidence=evidence,
         max_own_copies=None if verdict is None else verdict.max_own_copies,
     )
 

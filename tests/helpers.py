@@ -275,6 +275,14 @@ def write_files(frame: pl.DataFrame, folder: Path, files: int) -> Path:
     return folder
 
 
+def reverse_columns(folder: Path, *names: str) -> None:
+    """Write the files ``names`` of ``folder`` again with their columns in reverse order (the
+    same columns and types: a dataset reads them by name)."""
+    for name in names:
+        frame = pl.read_parquet(folder / name)
+        frame.select(reversed(frame.columns)).write_parquet(folder / name)
+
+
 def siblings(folder: Path) -> list[str]:
     return sorted(entry.name for entry in folder.iterdir())
 

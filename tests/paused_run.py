@@ -26,7 +26,7 @@ def pause(result):
     return result
 
 write = to_parquet.DatasetJob.write
-to_parquet.DatasetJob.write = lambda self, staging: pause(write(self, staging))
+to_parquet.DatasetJob.write = lambda self, *args: pause(write(self, *args))
 summarize = cli.summarize
 cli.summarize = lambda *args, **options: pause(summarize(*args, **options))
 sys.argv = ["hidden-rate", *sys.argv[2:]]

@@ -177,6 +177,45 @@ def test_check_on_a_cluster_by_address_and_by_file(
     assert_frame_equal(pl.read_parquet(root / "relative"), folders["expected"])
 
 
+def _provenance_of_parts(out: Path) -> dict[str, Any]:
+    """The provenance block of the parts of ``out``: one, the same in every part."""
+    blocks = [
+        json.loads(pl.read_parquet_metadata(part)["polars_hidden_rate"])
+        for part in sorted(out.iterdir())
+    ]
+    assert len(blocks) == 3
+    assert all(block == blocks[0] for block in blocks)
+    first: dict[str, Any] = blocks[0]
+    return first
+
+
+@pytest.mark.slow
+def test_the_parts_carry_the_same_provenance_locally_and_on_a_cluster(
+    tcp_cluster: Any, folders: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every part states what the summary states, on both paths; they differ only in the
+    engine and the time. Dask's FutureWarnings as errors: a run raises none."""
+    monkeypatch.setenv("PYTHONWARNINGS", "error::FutureWarning")
+    root, blocks = folders["root"], {}
+    for where, extra in (("local", []), ("cluster", ["--cluster", tcp_cluster.scheduler.address])):
+        out = root / where
+        done = hidden_rate_cli(folders["o"], folders["a"], *options("--output", str(out)), *extra)
+        assert done.returncode == 0, done.stderr
+        blocks[where] = _provenance_of_parts(out)
+        assert blocks[where] == json.loads(done.stdout)["provenance"]
+        assert blocks[where]["inputs"]["originals"]["rows"] == 200
+    assert blocks["local"]["settings"]["engine"]["cluster"] is False
+    assert blocks["cluster"]["settings"]["engine"] == {
+        **blocks["local"]["settings"]["engine"],
+        "strategy": "cluster",
+        "cluster": True,
+    }
+    assert blocks["local"]["settings"]["link_test"]["tested"]
+    for block in blocks.values():
+        del block["settings"]["engine"], block["measured_at"]
+    assert blocks["local"] == blocks["cluster"]
+
+
 # Permissions: a replaced directory keeps its own and its parts'; a new one gets the umask's.
 
 

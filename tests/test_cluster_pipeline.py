@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeError
+from polars.exceptions import (
+    ComputeError,
+    DuplicateError,
+    NoDataError,
+    SchemaError,
+    ShapeError,
+)
 from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
@@ -25,7 +31,7 @@ from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.measures.summary import summarize
 from polars_hidden_rate.outputs import staged_directory
 from polars_hidden_rate.plan import plan
-from polars_hidden_rate.tasks import DaskTasks, received, tasks_run
+from polars_hidden_rate.tasks import DaskTasks, p2p_disk_setting, received, tasks_run
 from tests.helpers import (
     COORDS,
     adversarial,
@@ -33,6 +39,7 @@ from tests.helpers import (
     changed,
     linked_case,
     local_cluster,
+    reverse_columns,
     siblings,
     slow_down,
     tasks_done,
@@ -369,6 +376,60 @@ def test_projected_features_give_the_local_counts(threads_client: Any, tmp_path:
         assert_frame_equal(pl.read_parquet(out), expected)
 
 
+def test_files_with_their_columns_in_another_order_give_the_local_parts(
+    threads_client: Any, tmp_path: Path
+) -> None:
+    """Read by name on both paths, the parts in the first file's column order; a file with
+    another type is refused with the local message."""
+    left, right, _, _ = frames("gaussian", 200, seed=9)
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    reverse_columns(tmp_path / "o", "part002.parquet")
+    reverse_columns(tmp_path / "a", "part001.parquet")
+    summaries = {
+        where: phr.local_cloaking_to_parquet(
+            tmp_path / "o", tmp_path / "a", tmp_path / where, coords=COORDS, on="id", **extra
+        )
+        for where, extra in (("local", {}), ("cluster", {"cluster": threads_client}))
+    }
+    assert summaries["cluster"] == summaries["local"]
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    for where in summaries:
+        assert_frame_equal(pl.read_parquet(tmp_path / where), expected)
+        for part in sorted((tmp_path / where).iterdir()):
+            assert pl.read_parquet_schema(part) == expected.schema
+    retyped = pl.read_parquet(tmp_path / "o" / "part001.parquet").with_columns(pl.col("id") * 1.0)
+    retyped.write_parquet(tmp_path / "o" / "part001.parquet")
+    refusals = []
+    for where, extra in (("local", {}), ("cluster", {"cluster": threads_client})):
+        with pytest.raises(SchemaError, match=r"has column 'id' as Float64") as raised:
+            phr.local_cloaking_to_parquet(
+                tmp_path / "o", tmp_path / "a", tmp_path / f"x{where}", coords=COORDS, on="id",
+                **extra,
+            )  # fmt: skip
+        refusals.append(str(raised.value))
+    assert refusals[0] == refusals[1]
+
+
+@pytest.mark.filterwarnings("error::FutureWarning")
+def test_a_run_raises_no_future_warning(threads_client: Any, tmp_path: Path) -> None:
+    """The P2P setting by the name the installed Dask reads (it renamed it), so that a run
+    with warnings as errors goes through: a name that Dask knows, not a deprecated one."""
+    import dask
+
+    setting = p2p_disk_setting()
+    assert setting not in dask.config.deprecations
+    assert dask.config.get(setting) is True  # P2P's default, which the exchanges turn off
+    left, right, _, _ = frames("gaussian", 120, seed=10)
+    write_files(left, tmp_path / "o", 2)
+    write_files(right, tmp_path / "a", 2)
+    summary = phr.local_cloaking_to_parquet(
+        tmp_path / "o", tmp_path / "a", tmp_path / "out", coords=COORDS, on="id",
+        cluster=threads_client,
+    )  # fmt: skip
+    assert summary == summarize(phr.local_cloaking(left, right, coords=COORDS, on="id"))
+
+
 def test_missing_avatar_features_are_named_as_locally(threads_client: Any, tmp_path: Path) -> None:
     left, right, _, _ = frames("gaussian", 90, seed=10)
     right = changed(right, "nan coordinate")
@@ -583,25 +644,28 @@ def test_the_exchanges_keep_their_pieces_in_memory(
 ) -> None:
     # P2P's disk buffer is its default: the exchanges ask for memory (docs/scale.md: the disk
     # round trip cost 11 of 77 s at 2e7), and still move every piece to its consumer in order.
-    from distributed.shuffle import _rechunk
+    # What P2P reads of the setting when it builds the rechunk (by the name this Dask reads:
+    # its layer takes it as `disk` today, its transfer tasks did in 2024.1).
+    import dask
 
     asked: list[object] = []
-    real = _rechunk.P2PRechunkLayer.__init__
+    real = dask.config.get
 
-    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
-        asked.append(kwargs.get("disk", "not a keyword here"))
-        real(self, *args, **kwargs)
+    def recording(key: str, *args: Any, **kwargs: Any) -> Any:
+        value = real(key, *args, **kwargs)
+        if key == p2p_disk_setting():
+            asked.append(value)
+        return value
 
-    monkeypatch.setattr(_rechunk.P2PRechunkLayer, "__init__", recording)
+    monkeypatch.setattr(dask.config, "get", recording)
     tasks = DaskTasks(threads_client, "phr-test")
     producers = [threads_client.submit(lambda p=p: [(p, c) for c in range(3)]) for p in range(4)]
     columns = tasks.exchange("pieces", producers, 3, lambda result: result)
     assert [received(column) for column in threads_client.gather(columns)] == [
         [(p, c) for p in range(4)] for c in range(3)
     ]
-    if asked == ["not a keyword here"]:  # an older Dask's layer: its setting is not seen here
-        pytest.skip("this Dask's P2P layer takes no `disk` keyword")
-    assert asked == [False]
+    assert asked
+    assert all(value is False for value in asked)
 
 
 def test_a_bucket_that_failed_to_link_sends_every_shard_nothing() -> None:

@@ -191,7 +191,10 @@ def test_the_part_writer_adds_the_counts_and_refuses_a_changed_file(tmp_path: Pa
     pl.DataFrame({"id": [3, 1, 2], "x": [0.5, 1.0, 2.0]}).write_parquet(source)
     staging = tmp_path / "staging"
     staging.mkdir()
-    written = outputs.write_counted_part(source, 3, np.array([0, 2, 5]), staging, 1)
+    columns = ["id", "x"]
+    written = outputs.write_counted_part(
+        source, 3, np.array([0, 2, 5]), staging, 1, columns=columns
+    )
     assert written == staging / outputs.part_name(1) == staging / "part-00001.parquet"
     part = pl.read_parquet(written)
     assert part.columns == ["id", "x", "local_cloaking", "hidden"]
@@ -200,8 +203,21 @@ def test_the_part_writer_adds_the_counts_and_refuses_a_changed_file(tmp_path: Pa
     assert part["hidden"].to_list() == [False, True, True]
     assert os.listdir(staging) == ["part-00001.parquet"]
     with pytest.raises(ComputeError, match=r"o\.parquet' changed while it was being counted"):
-        outputs.write_counted_part(source, 4, np.array([0, 2, 5, 1]), staging, 2)
+        outputs.write_counted_part(source, 4, np.array([0, 2, 5, 1]), staging, 2, columns=columns)
     assert os.listdir(staging) == ["part-00001.parquet"]
+
+
+def test_the_part_writer_takes_the_columns_by_name_and_writes_the_metadata(
+    tmp_path: Path,
+) -> None:
+    """Every part in the dataset's column order, whatever its file's, with the footer given."""
+    source = tmp_path / "o.parquet"
+    pl.DataFrame({"x": [0.5, 1.0], "id": [3, 1]}).write_parquet(source)
+    written = outputs.write_counted_part(
+        source, 2, np.array([1, 0]), tmp_path, 0, columns=["id", "x"], metadata={"k": "v"}
+    )
+    assert pl.read_parquet(written).columns == ["id", "x", "local_cloaking", "hidden"]
+    assert pl.read_parquet_metadata(written)["k"] == "v"
 
 
 class _Stopped(BaseException):

@@ -96,3 +96,27 @@ def test_the_provenance_is_built_before_anything_is_written(
     assert main([*argv, "--output", str(out)]) == 2
     assert "Permission denied" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["a", "o"]
+
+
+def test_every_part_of_a_dataset_output_carries_the_provenance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a single parquet ``--output`` does: the block the summary states, in every part's
+    footer, with the link test that ran."""
+    rng = np.random.default_rng(1)
+    originals = pl.DataFrame({"id": np.arange(60), "x": rng.normal(size=60)})
+    avatars = originals.with_columns(pl.col("x") + rng.normal(scale=0.1, size=60))
+    for side, frame in (("o", originals), ("a", avatars)):
+        (tmp_path / side).mkdir()
+        frame.head(25).write_parquet(tmp_path / side / "a.parquet")
+        frame.tail(35).write_parquet(tmp_path / side / "b.parquet")
+    out = tmp_path / "out"
+    argv = ["check", str(tmp_path / "o"), str(tmp_path / "a"), "--on", "id", "--coords", "x"]
+    code = main([*argv, "--output", str(out), "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    stated = json.loads(captured.out)["provenance"]
+    assert stated["settings"]["link_test"]["tested"]
+    for part in ("part-00000.parquet", "part-00001.parquet"):
+        metadata = pl.read_parquet_metadata(out / part)
+        assert json.loads(metadata["polars_hidden_rate"]) == stated

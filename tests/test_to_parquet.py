@@ -29,6 +29,7 @@ from tests.helpers import (
     changed,
     counts_of,
     linked_case,
+    reverse_columns,
     siblings,
     write_files,
 )
@@ -238,6 +239,45 @@ def test_files_of_one_dataset_must_share_a_schema(tmp_path: Path) -> None:
     pl.DataFrame({"id": [1], "x": [1.0]}).write_parquet(tmp_path / "o" / "a.parquet")
     pl.DataFrame({"id": [2], "x": [1]}).write_parquet(tmp_path / "o" / "b.parquet")
     with pytest.raises(SchemaError, match=r"b\.parquet"):
+        open_dataset(tmp_path / "o", "originals")
+
+
+def test_files_with_their_columns_in_another_order_are_read_by_name(tmp_path: Path) -> None:
+    """As `pl.scan_parquet` reads them: every part in the first file's column order."""
+    left, right = linked_case(120, seed=21, kind="gaussian")
+    write_files(left, tmp_path / "o", 3)
+    write_files(right, tmp_path / "a", 2)
+    reverse_columns(tmp_path / "o", "part001.parquet")
+    reverse_columns(tmp_path / "a", "part000.parquet")
+    summary = phr.local_cloaking_to_parquet(
+        tmp_path / "o", tmp_path / "a", tmp_path / "out", coords=COORDS, on="id"
+    )
+    expected = phr.local_cloaking(left, right, coords=COORDS, on="id")
+    assert_frame_equal(pl.read_parquet(tmp_path / "out"), expected)
+    for k in range(3):
+        assert pl.read_parquet_schema(tmp_path / "out" / part_name(k)) == expected.schema
+    assert summary == summarize(expected)
+
+
+@pytest.mark.parametrize(
+    ("other", "message"),
+    [
+        ({"id": [2]}, r"b\.parquet' has no column 'x', which '.*a\.parquet' has"),
+        (
+            {"id": [2], "x": [1.0], "y z": [0]},
+            r"b\.parquet' has a column 'y z' that '.*a\.parquet' ",
+        ),
+        ({"x": [1], "id": [2]}, r"b\.parquet' has column 'x' as Int64, but '.*a\.parquet' has it "),
+    ],
+    ids=["missing", "extra", "type"],
+)
+def test_files_with_other_columns_or_types_are_refused_naming_the_column(
+    tmp_path: Path, other: dict[str, list[Any]], message: str
+) -> None:
+    (tmp_path / "o").mkdir()
+    pl.DataFrame({"id": [1], "x": [1.0]}).write_parquet(tmp_path / "o" / "a.parquet")
+    pl.DataFrame(other).write_parquet(tmp_path / "o" / "b.parquet")
+    with pytest.raises(SchemaError, match=message + ".*the same columns and types"):
         open_dataset(tmp_path / "o", "originals")
 
 

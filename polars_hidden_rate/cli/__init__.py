@@ -47,7 +47,7 @@ from polars_hidden_rate.measures.holdout import HoldoutOverlapWarning
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.measures.verdict import Inspector, Verdict
+from polars_hidden_rate.measures.verdict import Evidence, Inspector, Verdict
 from polars_hidden_rate.outputs import (
     check_output,
     describe,
@@ -324,17 +324,21 @@ def _check_dataset(args: argparse.Namespace, min_rate: float | None) -> Cloaking
             "originals": describe_input(args.originals, job.originals.rows, job.originals.paths),
             "avatars": describe_input(args.avatars, job.avatars.rows, job.avatars.paths),
         }
+
+        def described(evidence: Evidence | None) -> dict[str, Any]:
+            """The block of the summary and of every part: the settings once the link test
+            has run, before any part is written."""
+            settings = describe_settings(
+                job.request,
+                strategy="cluster" if client is not None else None,
+                verdict=_verdict(args).to_dict(),
+                link_test=None if evidence is None else evidence.link.to_dict(),
+                min_rate=min_rate,
+            )
+            return provenance(inputs, settings)
+
         with staged_directory(job.output, job.replaces) as staging:
-            summary = in_background(lambda: job.write(staging))
-        evidence = summary.evidence  # the link test ran while counting
-        settings = describe_settings(
-            job.request,
-            strategy="cluster" if client is not None else None,
-            verdict=_verdict(args).to_dict(),
-            link_test=None if evidence is None else evidence.link.to_dict(),
-            min_rate=min_rate,
-        )
-        return summary.with_provenance(provenance(inputs, settings))
+            return in_background(lambda: job.write(staging, described))
 
 
 @contextlib.contextmanager

@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -156,13 +156,16 @@ def count_and_write(
     *,
     tasks: TaskPlan | None = None,
     verdict: Verdict | None = None,
+    metadata: Callable[[Evidence | None], Mapping[str, str] | None] | None = None,
 ) -> CloakingSummary:
     """Count on the cluster of ``request`` and write one part per originals file into
     ``staging``; the summary of the counts. With ``verdict``, the link test runs on the
     records the local path tests (gathered from the link buckets, before any count), and
-    own copies are counted where the coordinates are the given ones."""
+    own copies are counted where the coordinates are the given ones. Every part carries
+    in its footer the ``metadata`` that ``metadata(evidence)`` gives before they are
+    written."""
     pipeline = _Pipeline(require_client(request.cluster), request, originals, avatars)
-    return pipeline.run(staging, min_rate, tasks, verdict)
+    return pipeline.run(staging, min_rate, tasks, verdict, metadata)
 
 
 class _Pipeline:
@@ -187,7 +190,12 @@ class _Pipeline:
         return self.tasks.gather(futures)
 
     def run(
-        self, staging: Path, min_rate: float | None, plan: TaskPlan | None, verdict: Verdict | None
+        self,
+        staging: Path,
+        min_rate: float | None,
+        plan: TaskPlan | None,
+        verdict: Verdict | None,
+        metadata: Callable[[Evidence | None], Mapping[str, str] | None] | None = None,
     ) -> CloakingSummary:
         """Every stage in order (``docs/scale.md``), then the summary of the counts."""
         request, originals = self.request, self.originals
@@ -219,13 +227,14 @@ class _Pipeline:
         by_file = self.partials_by_file(partials)
         del partials
         counts = self.counts_by_file(by_file)
-        ties_only = None if evidence is None else self.ties_only(by_file)
+        if evidence is not None:
+            evidence = replace(evidence, hidden_by_ties_only=self.ties_only(by_file))
         del by_file
-        written = self.write(staging, counts)
+        footer = None if metadata is None else metadata(evidence)
+        written = self.write(staging, counts, footer)
         summary = self.summary(written, counts, min_rate)
         if evidence is None or verdict is None:
             return summary
-        evidence = replace(evidence, hidden_by_ties_only=ties_only)
         gated = replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies)
         return replace(gated, passed=summary.passed and not gated.copies_fail)
 
@@ -371,8 +380,16 @@ class _Pipeline:
         ]
         return int(sum(self.gather(found)))
 
-    def write(self, staging: Path, counts: Sequence[Future[CountArray]]) -> list[Written]:
-        """Each originals file written as its part with its counts; their histograms."""
+    def write(
+        self,
+        staging: Path,
+        counts: Sequence[Future[CountArray]],
+        metadata: Mapping[str, str] | None,
+    ) -> list[Written]:
+        """Each originals file written as its part with its counts (the dataset's columns in
+        its order) and the footer ``metadata``; their histograms."""
+        columns = tuple(self.originals.schema.names())
+        footer = None if metadata is None else dict(metadata)
         return self.gather(
             [
                 self.submit(
@@ -384,6 +401,8 @@ class _Pipeline:
                     staging.absolute(),
                     p,
                     HISTOGRAM_BINS,
+                    columns,
+                    footer,
                 )
                 for p, part in enumerate(self.originals.partitions)
             ]

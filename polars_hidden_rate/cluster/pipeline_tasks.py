@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from polars.exceptions import ComputeError
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
@@ -33,7 +32,7 @@ from polars_hidden_rate.frames import (
     missing_values,
 )
 from polars_hidden_rate.measures.summary import histogram
-from polars_hidden_rate.outputs import with_counts, write_part
+from polars_hidden_rate.outputs import write_counted_part
 from polars_hidden_rate.projection import ProjectedCoordinates, Projection
 
 _KEY = f"{RESERVED_PREFIX}_key"
@@ -542,15 +541,19 @@ class Written:
 
 
 def write_partition(
-    path: Path, expected: int, counts: CountArray, staging: Path, index: int, bins: int
+    path: Path,
+    expected: int,
+    counts: CountArray,
+    staging: Path,
+    index: int,
+    bins: int,
+    columns: tuple[str, ...],
+    metadata: dict[str, str] | None,
 ) -> Written:
-    """Task: read one originals file whole, add its counts, write it as its part; return
-    the histogram of its counts (``bins`` exact bins, then one for the rest)."""
-    frame = pl.read_parquet(path, glob=False)
-    if frame.height != expected or len(counts) != expected:
-        msg = f"originals file {str(path)!r} changed while it was being counted"
-        raise ComputeError(msg)
-    write_part(with_counts(frame, counts), staging, index)
+    """Task: read one originals file whole, add its counts, write it as its part
+    (`write_counted_part`, as the local path does); return the histogram of its counts
+    (``bins`` exact bins, then one for the rest)."""
+    write_counted_part(path, expected, counts, staging, index, columns=columns, metadata=metadata)
     return Written(expected, int(np.count_nonzero(counts == 0)), histogram(counts, bins))
 
 

@@ -63,7 +63,9 @@ def open_dataset(source: Source, role: str) -> Dataset:
     ValueError
         When a file is not parquet (by extension) or cannot be read, naming it.
     SchemaError
-        When two files have different schemas, naming both.
+        When a file's columns or types differ from the first file's, naming both files and
+        the column. The order of the columns may differ: every read takes them by name,
+        and the schema is the first file's.
 
     Examples
     --------
@@ -110,13 +112,33 @@ def open_dataset(source: Source, role: str) -> Dataset:
             raise ValueError(msg) from error
         if schema is None:
             schema = pl.Schema(found)
-        elif pl.Schema(found) != schema:
-            msg = (
-                f"{role} file {str(file)!r} has schema {dict(found)}, but {str(files[0])!r} has "
-                f"{dict(schema)}; every file of a dataset needs the same columns and types"
-            )
-            raise SchemaError(msg)
+        else:
+            _check_same_columns(role, file, pl.Schema(found), files[0], schema)
         partitions.append(Partition(file, rows, offset))
         offset += rows
     schema = known(schema, "the schema of a dataset's first file")
     return Dataset(role, tuple(partitions), schema)
+
+
+def _check_same_columns(
+    role: str, file: Path, found: pl.Schema, first: Path, schema: pl.Schema
+) -> None:
+    """``found`` (of ``file``) has the columns and types of ``schema`` (of ``first``), in
+    any order: a SchemaError naming the first column at fault otherwise."""
+    where = f"{role} file {str(file)!r}"
+    missing = [name for name in schema if name not in found]
+    extra = [name for name in found if name not in schema]
+    if missing:
+        problem = f"{where} has no column {missing[0]!r}, which {str(first)!r} has"
+    elif extra:
+        problem = f"{where} has a column {extra[0]!r} that {str(first)!r} has not"
+    else:
+        differ = next((name for name in schema if found[name] != schema[name]), None)
+        if differ is None:
+            return
+        problem = (
+            f"{where} has column {differ!r} as {found[differ]}, but {str(first)!r} has it as "
+            f"{schema[differ]}"
+        )
+    msg = f"{problem}; every file of a dataset needs the same columns and types (in any order)"
+    raise SchemaError(msg)
