@@ -23,6 +23,7 @@ from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from tests.helpers import (
     as_columns,
     brute_gower,
+    brute_gower_inference,
     brute_link_chance,
     examples,
     run_peer,
@@ -198,8 +199,8 @@ def test_gower_equals_the_brute_force_and_is_invariant(unit: float) -> None:
             (originals, found.members_success),
             (holdout, found.control_success),
         ):
-            a = brute_gower(targets.select("x", "c").rows(), synthetic.select("x", "c").rows(), 1)  # type: ignore[arg-type]
-            b = brute_gower(targets.select("w", "y").rows(), synthetic.select("w", "y").rows(), 2)  # type: ignore[arg-type]
+            a = brute_gower(targets.to_dicts(), synthetic.to_dicts(), ["x"], ["c"])
+            b = brute_gower(targets.to_dicts(), synthetic.to_dicts(), ["y", "w"])
             expected = [brute_link_chance(p, q, k, 1e-9) for p, q in zip(a, b, strict=True)]
             assert shares.tolist() == pytest.approx(expected, abs=1e-15)
         scaled = phr.linkability_risk(
@@ -245,13 +246,10 @@ def test_gower_inference_shares_ties_whatever_the_order() -> None:
         secret_kind="categorical",
         space="gower",
     )
-    distances = brute_gower(originals.select("x", "c").rows(), synthetic.select("x", "c").rows(), 1)  # type: ignore[arg-type]
-    guesses = synthetic["s"].to_list()
-    expected = []
-    for row, secret in zip(distances, originals["s"].to_list(), strict=True):
-        tied = [g for d, g in zip(row, guesses, strict=True) if d <= min(row) * (1 + 1e-9)]
-        expected.append(sum(g == secret for g in tied) / len(tied))
-    assert found.members_success.tolist() == pytest.approx(expected, abs=1e-15)
+    expected = brute_gower_inference(
+        originals.to_dicts(), synthetic.to_dicts(), "s", ["x"], ["c"], regression=False
+    )
+    assert found.members_success.tolist() == expected
     assert found.space == "gower"
     assert found.to_dict()["space"] == "gower"
     shuffled = phr.inference_risk(
