@@ -352,20 +352,25 @@ PEERS_PYTHON = Path(
 )
 """The peers' venv (``make peers``); ``PEERS_PYTHON`` names another."""
 
+PEERS_REQUIRED = os.environ.get("PEERS_REQUIRED") == "1"
+"""``PEERS_REQUIRED=1`` (CI): a peer-oracle test without the peers' venv fails, not skips."""
+
 
 def run_peer(cases: list[dict[str, Any]], needs: str) -> list[dict[str, Any]]:
     """Run `tests/peer_oracle.py` on ``cases`` in the peers' venv (one process) and return
-    their figures; skip when that venv, or its module ``needs``, is absent."""
+    their figures; skip when that venv, or its module ``needs``, is absent (fail under
+    `PEERS_REQUIRED`)."""
     import json
     import subprocess
 
+    absent = pytest.fail if PEERS_REQUIRED else pytest.skip
     if not PEERS_PYTHON.exists():
-        pytest.skip(f"no peers' venv at {PEERS_PYTHON}: `make peers` creates it")
+        absent(f"no peers' venv at {PEERS_PYTHON}: `make peers` creates it")
     probe = subprocess.run(
         [str(PEERS_PYTHON), "-c", f"import {needs}"], capture_output=True, check=False
     )
     if probe.returncode:
-        pytest.skip(f"{needs} is not installed in {PEERS_PYTHON}: `make peers` installs it")
+        absent(f"{needs} is not installed in {PEERS_PYTHON}: `make peers` installs it")
     done = subprocess.run(
         [str(PEERS_PYTHON), str(Path(__file__).parent / "peer_oracle.py")],
         input=json.dumps(cases),
