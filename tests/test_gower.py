@@ -295,7 +295,7 @@ def clean_sets() -> Sets:
     return frame, frame, frame
 
 
-def attack(name: str, sets: Sets) -> object:
+def attack(name: str, sets: Sets) -> Any:
     if name == "linkability":
         return phr.linkability_risk(*sets, aux_cols=(["a"], ["b", "c"]), space="gower")
     return phr.inference_risk(*sets, known=["a", "b"], secret="c", space="gower")
@@ -347,7 +347,7 @@ def test_a_narrow_integer_is_refused_where_pandas_range_wraps(name: str) -> None
     wide = narrow.with_columns(pl.col("a").cast(pl.Int64))
     assert (
         fits.members_success.tolist() == attack(name, (wide, wide, wide)).members_success.tolist()
-    )  # type: ignore[attr-defined]
+    )
     wraps = narrow.with_columns(pl.Series("a", [-100, 0, 20, 28], dtype=pl.Int8))
     with pytest.raises(ComputeError, match=r"column 'a' is Int8 .*cast it to Int64"):
         attack(name, (wraps, wraps, wraps))
@@ -359,7 +359,7 @@ def test_a_narrow_integer_is_refused_where_pandas_range_wraps(name: str) -> None
 def test_a_decimal_column_is_categorical_as_pandas_holds_it() -> None:
     """``to_pandas`` makes a Decimal column Python objects, which ``select_dtypes("number")``
     leaves out: each value a category (1.50 and 1.5 one), not a number."""
-    schema = {"d": pl.Decimal(10, 2), "x": pl.Float64, "s": pl.String}
+    schema: dict[str, pl.DataType] = {"d": pl.Decimal(10, 2), "x": pl.Float64(), "s": pl.String()}
     rows = [
         {"d": decimal.Decimal("1.50"), "x": 0.0, "s": "p"},
         {"d": decimal.Decimal("9.00"), "x": 0.0, "s": "q"},

@@ -454,7 +454,7 @@ def test_gower_takes_the_types_as_anonymeter_does(
     """An Int8 column whose range fits its type, and a Decimal column, which pandas holds as
     objects and anonymeter takes as a category: the same figures as anonymeter's."""
     originals, synthetic, holdout = typed(peer_sets(8))
-    found = [
+    found: list[Any] = [
         phr.linkability_risk(
             originals, synthetic, holdout, aux_cols=TYPED_SIDES, space="gower"
         ),

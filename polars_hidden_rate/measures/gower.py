@@ -82,7 +82,11 @@ def refuse_projection_options(options: Mapping[str, object], caller: str) -> Non
     require_cpu(cast("CountOptions", options), caller)
 
 
-NARROW_SIGNED = {pl.Int8: 2**7 - 1, pl.Int16: 2**15 - 1, pl.Int32: 2**31 - 1}
+NARROW_SIGNED: dict[type[pl.DataType], int] = {
+    pl.Int8: 2**7 - 1,
+    pl.Int16: 2**15 - 1,
+    pl.Int32: 2**31 - 1,
+}
 """Signed integer types narrower than 64 bits, with the largest range pandas holds in each:
 beyond it, its ``max - min`` wraps."""
 
