@@ -11,7 +11,7 @@ import importlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from decimal import Decimal, localcontext
 from pathlib import Path
 from statistics import NormalDist
@@ -390,20 +390,25 @@ PEERS_PYTHON = Path(
 )
 """The peers' venv (``make peers``); ``PEERS_PYTHON`` names another."""
 
+PEERS_REQUIRED = os.environ.get("PEERS_REQUIRED") == "1"
+"""``PEERS_REQUIRED=1`` (CI): a peer-oracle test without the peers' venv fails, not skips."""
+
 
 def run_peer(cases: list[dict[str, Any]], needs: str) -> list[dict[str, Any]]:
     """Run `tests/peer_oracle.py` on ``cases`` in the peers' venv (one process) and return
-    their figures; skip when that venv, or its module ``needs``, is absent."""
+    their figures; skip when that venv, or its module ``needs``, is absent (fail under
+    `PEERS_REQUIRED`)."""
     import json
     import subprocess
 
+    absent = pytest.fail if PEERS_REQUIRED else pytest.skip
     if not PEERS_PYTHON.exists():
-        pytest.skip(f"no peers' venv at {PEERS_PYTHON}: `make peers` creates it")
+        absent(f"no peers' venv at {PEERS_PYTHON}: `make peers` creates it")
     probe = subprocess.run(
         [str(PEERS_PYTHON), "-c", f"import {needs}"], capture_output=True, check=False
     )
     if probe.returncode:
-        pytest.skip(f"{needs} is not installed in {PEERS_PYTHON}: `make peers` installs it")
+        absent(f"{needs} is not installed in {PEERS_PYTHON}: `make peers` installs it")
     done = subprocess.run(
         [str(PEERS_PYTHON), str(Path(__file__).parent / "peer_oracle.py")],
         input=json.dumps(cases),
@@ -423,29 +428,84 @@ def as_columns(frame: pl.DataFrame) -> dict[str, list[Any]]:
 
 
 def brute_gower(
-    queries: list[list[Any]], candidates: list[list[Any]], numeric: int
+    queries: list[dict[str, Any]],
+    candidates: list[dict[str, Any]],
+    numeric: Collection[str],
+    categorical: Collection[str] = (),
 ) -> list[list[float]]:
-    """anonymeter's distance written out: columns ``< numeric`` numbers divided by their range
-    over both lists (1 where 0), absolute differences summed in order, then 1 per differing
-    other column."""
-    ranges = []
-    for k in range(numeric):
-        values = [row[k] for row in queries + candidates]
-        width = float(max(values)) - float(min(values))
-        ranges.append(1.0 if width == 0.0 else width)
+    """anonymeter's distance of every (query, candidate) pair, written out pair by pair in
+    anonymeter's order and arithmetic: the ``numeric`` columns sorted by name, each divided by
+    its range over both lists (``max - min`` in float64, 1 where it is 0), their absolute
+    differences summed one after the other; then the ``categorical`` columns sorted by name,
+    plus 1 where the two differ (a missing value, None, equal to a missing one only)."""
+    names = sorted(numeric)
+    ranges = {}
+    for name in names:
+        values = [float(row[name]) for row in queries + candidates]
+        width = max(values) - min(values)
+        ranges[name] = 1.0 if width == 0.0 else width
     out = []
     for q in queries:
         row = []
         for c in candidates:
             d = 0.0
-            for k in range(len(q)):
-                if k < numeric:
-                    d += abs(float(q[k]) / ranges[k] - float(c[k]) / ranges[k])
-                else:
-                    d += 1.0 if q[k] != c[k] else 0.0
+            for name in names:
+                d += abs(float(q[name]) / ranges[name] - float(c[name]) / ranges[name])
+            for name in sorted(categorical):
+                d += 0.0 if q[name] == c[name] else 1.0
             row.append(d)
         out.append(row)
     return out
+
+
+def is_missing(value: object) -> bool:
+    """None or a float NaN."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def anonymeter_guess_right(guess: Any, secret: Any, *, regression: bool, tolerance: float) -> bool:
+    """anonymeter's ``evaluate_inference_guesses`` for one guess: both missing; else equal
+    (categorical), or ``|g - s| / (g + 1e-12) <= tolerance`` (numeric: a NaN or infinite
+    quotient is wrong)."""
+    if is_missing(guess) and is_missing(secret):
+        return True
+    if not regression:
+        return bool(guess == secret)
+    if is_missing(guess) or is_missing(secret):
+        return False
+    below = float(guess) + 1e-12
+    miss = abs(float(guess) - float(secret))
+    if below == 0.0:
+        return False  # numpy's inf or NaN
+    return miss / below <= tolerance
+
+
+def brute_gower_inference(
+    targets: list[dict[str, Any]],
+    synthetic: list[dict[str, Any]],
+    secret: str,
+    numeric: Collection[str],
+    categorical: Collection[str] = (),
+    *,
+    regression: bool,
+    tolerance: float = 0.05,
+    tie_tol: float = 1e-9,
+) -> list[float]:
+    """Each target's chance of a right guess in anonymeter's space (`brute_gower`): the share
+    of right guesses (`anonymeter_guess_right`) among the synthetic records whose distance is
+    at most the nearest's times ``1 + tie_tol``."""
+    shares = []
+    for target, row in zip(
+        targets, brute_gower(targets, synthetic, numeric, categorical), strict=True
+    ):
+        nearest = min(row)
+        tied = [synthetic[j][secret] for j, d in enumerate(row) if d <= nearest * (1.0 + tie_tol)]
+        right = [
+            anonymeter_guess_right(g, target[secret], regression=regression, tolerance=tolerance)
+            for g in tied
+        ]
+        shares.append(sum(right) / len(tied))
+    return shares
 
 
 def brute_link_chance(on_a: list[float], on_b: list[float], k: int, tie_tol: float) -> float:

@@ -4,7 +4,8 @@ whose pins conflict with the package's), never imported by the suite's own venv:
 tests call it through a subprocess (`tests/test_linkability.py`, `tests/test_baseline.py`).
 
 The input: a list of cases, ``{"peer": "linkability" | "inference" | "baseline",
-"originals": {column: values}, "synthetic": {...}, "holdout": {...}, ...}``, in JSON, so
+"originals": {column: values}, "synthetic": {...}, "holdout": {...}, "casts": {column:
+type}, ...}`` (``casts`` optional, `_frame`), in JSON, so
 floats travel exactly (Python's repr round-trips); the output, their figures in order. One
 process for all (importing the peers and compiling anonymeter's kernels take most of it).
 """
@@ -17,23 +18,34 @@ import warnings
 from typing import Any
 
 
-def _frame(columns: dict[str, list[Any]]) -> Any:
+def _frame(columns: dict[str, list[Any]], casts: dict[str, str] | None = None) -> Any:
+    """A pandas frame of JSON columns; ``casts`` gives a column a type JSON does not carry:
+    a numpy dtype's name (``"int8"``), or ``"decimal"`` (texts to `decimal.Decimal`)."""
+    import decimal
+
     import pandas as pd
 
-    return pd.DataFrame(columns)
+    frame = pd.DataFrame(columns)
+    for name, kind in (casts or {}).items():
+        if kind == "decimal":
+            frame[name] = [None if v is None else decimal.Decimal(v) for v in columns[name]]
+        else:
+            frame[name] = frame[name].astype(kind)
+    return frame
 
 
 def linkability(case: dict[str, Any]) -> dict[str, Any]:
     from anonymeter.evaluators import LinkabilityEvaluator
 
-    originals, synthetic = _frame(case["originals"]), _frame(case["synthetic"])
+    casts = case.get("casts")
+    originals, synthetic = _frame(case["originals"], casts), _frame(case["synthetic"], casts)
     evaluator = LinkabilityEvaluator(
         ori=originals,
         syn=synthetic,
         aux_cols=(case["aux_cols"][0], case["aux_cols"][1]),
         n_attacks=len(originals),  # every record: the sample is then a permutation
         n_neighbors=case["n_neighbors"],
-        control=_frame(case["holdout"]),
+        control=_frame(case["holdout"], casts),
     ).evaluate(n_jobs=1)
     return _results(evaluator.results(confidence_level=case["confidence"]))
 
@@ -41,10 +53,11 @@ def linkability(case: dict[str, Any]) -> dict[str, Any]:
 def inference(case: dict[str, Any]) -> dict[str, Any]:
     from anonymeter.evaluators import InferenceEvaluator
 
-    originals, holdout = _frame(case["originals"]), _frame(case["holdout"])
+    casts = case.get("casts")
+    originals, holdout = _frame(case["originals"], casts), _frame(case["holdout"], casts)
     evaluator = InferenceEvaluator(
         ori=originals,
-        syn=_frame(case["synthetic"]),
+        syn=_frame(case["synthetic"], casts),
         aux_cols=case["known"],
         secret=case["secret"],
         regression=case["regression"],

@@ -24,6 +24,7 @@ from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from tests.helpers import (
     as_columns,
     brute_gower,
+    brute_gower_inference,
     brute_link_chance,
     examples,
     run_peer,
@@ -231,8 +232,8 @@ def test_gower_equals_the_brute_force_and_is_invariant(unit: float) -> None:
             (originals, found.members_success),
             (holdout, found.control_success),
         ):
-            a = brute_gower(targets.select("x", "c").rows(), synthetic.select("x", "c").rows(), 1)  # type: ignore[arg-type]
-            b = brute_gower(targets.select("w", "y").rows(), synthetic.select("w", "y").rows(), 2)  # type: ignore[arg-type]
+            a = brute_gower(targets.to_dicts(), synthetic.to_dicts(), ["x"], ["c"])
+            b = brute_gower(targets.to_dicts(), synthetic.to_dicts(), ["y", "w"])
             expected = [brute_link_chance(p, q, k, 1e-9) for p, q in zip(a, b, strict=True)]
             assert shares.tolist() == pytest.approx(expected, abs=1e-15)
         scaled = phr.linkability_risk(
@@ -278,13 +279,10 @@ def test_gower_inference_shares_ties_whatever_the_order() -> None:
         secret_kind="categorical",
         space="gower",
     )
-    distances = brute_gower(originals.select("x", "c").rows(), synthetic.select("x", "c").rows(), 1)  # type: ignore[arg-type]
-    guesses = synthetic["s"].to_list()
-    expected = []
-    for row, secret in zip(distances, originals["s"].to_list(), strict=True):
-        tied = [g for d, g in zip(row, guesses, strict=True) if d <= min(row) * (1 + 1e-9)]
-        expected.append(sum(g == secret for g in tied) / len(tied))
-    assert found.members_success.tolist() == pytest.approx(expected, abs=1e-15)
+    expected = brute_gower_inference(
+        originals.to_dicts(), synthetic.to_dicts(), "s", ["x"], ["c"], regression=False
+    )
+    assert found.members_success.tolist() == expected
     assert found.space == "gower"
     assert found.to_dict()["space"] == "gower"
     shuffled = phr.inference_risk(
@@ -356,6 +354,28 @@ def peer_sets(seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     return originals, synthetic, frame(80)
 
 
+def typed(sets: tuple[pl.DataFrame, ...]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The sets with ``b`` as Int8 (its range fits the type: pandas' figure is float64's) and
+    ``e``, ``a`` to the nearest half as a Decimal (Python objects to pandas, so a category to
+    anonymeter)."""
+    half = (pl.col("a") * 2).round() / 2
+    o, s, h = (
+        f.with_columns(pl.col("b").cast(pl.Int8), half.cast(pl.Decimal(10, 1)).alias("e"))
+        for f in sets
+    )
+    return o, s, h
+
+
+def typed_columns(frame: pl.DataFrame) -> dict[str, list[Any]]:
+    """`as_columns`, the Decimal as text (JSON has no decimals; `peer_oracle` reads it back)."""
+    return as_columns(frame.with_columns(pl.col("e").cast(pl.String)))
+
+
+TYPED_CASTS = {"b": "int8", "e": "decimal"}
+TYPED_SIDES = (["a", "e"], ["b", "d"])
+TYPED_KNOWN = ["a", "b", "e"]
+
+
 def close(found: float, expected: float) -> bool:
     return math.isclose(found, expected, rel_tol=1e-9, abs_tol=1e-12)
 
@@ -400,8 +420,21 @@ def anonymeters() -> dict[tuple[str, object], dict[str, object]]:
                 "confidence": 0.95,
             }
         )
+    originals, synthetic, holdout = typed(peer_sets(8))
+    sets = {
+        "originals": typed_columns(originals),
+        "synthetic": typed_columns(synthetic),
+        "holdout": typed_columns(holdout),
+        "casts": TYPED_CASTS,
+        "confidence": 0.95,
+    }
+    cases.append({"peer": "linkability", **sets, "aux_cols": TYPED_SIDES, "n_neighbors": 1})
+    cases.append(
+        {"peer": "inference", **sets, "known": TYPED_KNOWN, "secret": "s", "regression": False}
+    )
     found = run_peer(cases, needs="anonymeter")
     keys = [("linkability", k) for k, _ in LINKABILITY] + [("inference", s) for s, _ in INFERENCE]
+    keys += [("linkability", "typed"), ("inference", "typed")]
     return dict(zip(keys, found, strict=True))
 
 
@@ -446,3 +479,28 @@ def test_gower_inference_equals_anonymeters(
     )
     assert close(found.risk, peer["risk"])
     assert all(close(x, y) for x, y in zip(found.risk_interval, peer["interval"], strict=True))
+
+
+def test_gower_takes_the_types_as_anonymeter_does(
+    anonymeters: dict[tuple[str, object], dict[str, Any]],
+) -> None:
+    """An Int8 column whose range fits its type, and a Decimal column, which pandas holds as
+    objects and anonymeter takes as a category: the same figures as anonymeter's."""
+    originals, synthetic, holdout = typed(peer_sets(8))
+    found: list[Any] = [
+        phr.linkability_risk(
+            originals, synthetic, holdout, aux_cols=TYPED_SIDES, space="gower"
+        ),
+        phr.inference_risk(
+            originals, synthetic, holdout, known=TYPED_KNOWN, secret="s",
+            secret_kind="categorical", space="gower",
+        ),
+    ]  # fmt: skip
+    for attack, peer in zip(
+        found, (anonymeters["linkability", "typed"], anonymeters["inference", "typed"]), strict=True
+    ):
+        assert (attack.members.successes, attack.control.successes) == (
+            peer["n_success"],
+            peer["n_control"],
+        )
+        assert close(attack.risk, peer["risk"])

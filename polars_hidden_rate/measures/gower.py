@@ -3,11 +3,15 @@ anonymeter 1.1 computes it (``anonymeter/neighbors/mixed_types_kneighbors.py`` a
 ``anonymeter/preprocessing/transformations.py``), for the attacks that take
 ``space="gower"``.
 
-- **Columns.** A column of a number type (integers, floats, decimals) is numeric, any other
-  (text, categories, booleans, dates) categorical, as pandas' ``select_dtypes("number")``
-  splits them; a column must be of the same kind in every set. The numeric columns come
-  first, sorted by name, then the categorical ones, sorted by name: the order anonymeter
-  sums them in.
+- **Columns.** A column of an integer or float type is numeric, any other (text,
+  categories, booleans, dates, decimals) categorical, as pandas' ``select_dtypes("number")``
+  splits what ``to_pandas`` makes of them (a Decimal becomes Python objects); a column must
+  be of the same kind in every set. The numeric columns come first, sorted by name, then the
+  categorical ones, sorted by name: the order anonymeter sums them in. The types pandas
+  would compute otherwise are refused, with the cast that makes both agree: Float32 and
+  Float16 (pandas scales them in their own precision), a Duration (a number to pandas, not
+  to polars), and a signed integer narrower than 64 bits whose range over a search exceeds
+  its type's largest value (pandas' range wraps).
 - **Scaling.** For one search (the candidates, the records searched among, and the
   queries), each numeric column is divided by its range over the union of the two:
   ``max(max_c, max_q) - min(min_c, min_q)`` in float64, or 1 where that is 0. So the members' attack
@@ -16,8 +20,10 @@ anonymeter 1.1 computes it (``anonymeter/neighbors/mixed_types_kneighbors.py`` a
   then plus 1 for each categorical column where the two differ (a missing category is a
   category of its own, as anonymeter's label encoding makes it); the float64 operations
   of anonymeter's loop, one after the other, so the very same floats.
-- **Missing numbers** are refused: anonymeter's distance is NaN there and the record sorts
-  last, which is no rule an attack can be judged by.
+- **Missing and infinite numbers** are refused, as in the projected space
+  (`polars_hidden_rate.frames.missing_values`): anonymeter's distance is NaN there (an
+  infinite value also makes its column's range infinite) and the record sorts last, which
+  is no rule an attack can be judged by.
 
 The searches here are exact block-wise brute forces over every (query, candidate) pair,
 ``O(n m d)``, as anonymeter's are; none is sampled. Arrays out, for the attacks above.
@@ -34,7 +40,13 @@ import polars as pl
 from polars.exceptions import ComputeError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.frames import inexact_counts, is_text, raise_inexact
+from polars_hidden_rate.frames import (
+    inexact_counts,
+    is_text,
+    missing_values,
+    raise_inexact,
+    raise_missing,
+)
 from polars_hidden_rate.plan import CountOptions, require_cpu
 
 Space = Literal["projected", "gower"]
@@ -70,35 +82,74 @@ def refuse_projection_options(options: Mapping[str, object], caller: str) -> Non
     require_cpu(cast("CountOptions", options), caller)
 
 
+NARROW_SIGNED: dict[type[pl.DataType], int] = {
+    pl.Int8: 2**7 - 1,
+    pl.Int16: 2**15 - 1,
+    pl.Int32: 2**31 - 1,
+}
+"""Signed integer types narrower than 64 bits, with the largest range pandas holds in each:
+beyond it, its ``max - min`` wraps."""
+
+
+def gower_kind(name: str, dtype: pl.DataType, role: str) -> Literal["numeric", "categorical"]:
+    """How anonymeter takes a column of ``dtype``: numeric where pandas' ``select_dtypes(
+    "number")`` counts what ``to_pandas`` makes of it a number (integers, floats), categorical
+    otherwise (a Decimal becomes Python objects); a SchemaError for the types pandas computes
+    otherwise than this package would."""
+    if dtype.is_float() and dtype != pl.Float64:  # Float32, Float16
+        msg = (
+            f"column {name!r} is {dtype} in {role}: pandas scales it in {dtype} for "
+            "anonymeter's distance, not in float64; cast it to Float64 first (anonymeter "
+            "then gives the same figure), or use space='projected'"
+        )
+        raise SchemaError(msg)
+    if isinstance(dtype, pl.Duration):
+        msg = (
+            f"column {name!r} is {dtype} in {role}: pandas' select_dtypes counts a duration "
+            "a number, polars' types do not, and the two would measure it apart; cast it to a "
+            "number (`.dt.total_seconds()`) or to text first"
+        )
+        raise SchemaError(msg)
+    if isinstance(dtype, pl.Decimal):
+        return "categorical"
+    return "numeric" if dtype.is_numeric() else "categorical"
+
+
 @dataclass(frozen=True)
 class GowerColumns:
     """The columns of one search in anonymeter's order: numeric (sorted), then categorical
-    (sorted)."""
+    (sorted); ``narrow`` holds, for each numeric column, the narrowest signed integer type
+    narrower than 64 bits it has in a set (None where it has none)."""
 
     numeric: tuple[str, ...]
     categorical: tuple[str, ...]
+    narrow: tuple[pl.DataType | None, ...]
 
     @classmethod
     def of(cls, names: Sequence[str], schemas: Mapping[str, pl.Schema]) -> GowerColumns:
         """The kinds of ``names`` in the sets' ``schemas``, which must agree."""
         numeric: list[str] = []
         categorical: list[str] = []
+        narrow: list[pl.DataType | None] = []
         first = next(iter(schemas))
         for name in sorted(names):
-            kinds = {role: schema[name].is_numeric() for role, schema in schemas.items()}
+            kinds = {role: gower_kind(name, schema[name], role) for role, schema in schemas.items()}
             if len(set(kinds.values())) > 1:
+                other = next(s[name] for r, s in schemas.items() if kinds[r] != kinds[first])
                 msg = (
-                    f"column {name!r} is {schemas[first][name]} in {first} but "
-                    f"{next(s[name] for r, s in schemas.items() if kinds[r] != kinds[first])} "
+                    f"column {name!r} is {schemas[first][name]} in {first} but {other} "
                     "elsewhere: anonymeter's distance needs it numeric in every set, or in "
-                    "none; cast one side to the other's type"
+                    "none (a Decimal is categorical there, as pandas holds it); cast one side "
+                    "to the other's type"
                 )
                 raise SchemaError(msg)
-            if kinds[first]:
+            if kinds[first] == "numeric":
                 numeric.append(name)
+                found = [s[name] for s in schemas.values() if type(s[name]) in NARROW_SIGNED]
+                narrow.append(min(found, key=lambda t: NARROW_SIGNED[type(t)], default=None))
             else:
                 categorical.append(name)
-        return cls(tuple(numeric), tuple(categorical))
+        return cls(tuple(numeric), tuple(categorical), tuple(narrow))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -106,22 +157,22 @@ class GowerColumns:
 
     def arrays(self, read: Mapping[str, pl.DataFrame]) -> dict[str, Float64Array]:
         """Each set's columns as float64 of shape ``(n, d)`` in this order: numbers as they
-        are (refused when missing or beyond float64's exact integers), categories as codes
-        shared by the sets (a missing value one more code)."""
+        are (refused when missing, infinite or beyond float64's exact integers), categories
+        as codes shared by the sets (a missing value one more code)."""
         columns: dict[str, list[np.ndarray]] = {role: [] for role in read}
-        for name in self.numeric:
-            for role, frame in read.items():
-                dtypes = {name: frame.schema[name]}
-                raise_inexact(inexact_counts(frame, dtypes), dtypes, "column", role)
-                values = frame.get_column(name).cast(pl.Float64)
-                if values.null_count() or values.is_nan().any():
-                    msg = (
-                        f"column {name!r} of {role} has missing values: anonymeter's "
-                        "distance to them is NaN; fill them first, or use space='projected' "
-                        "with `impute`"
-                    )
-                    raise ComputeError(msg)
-                columns[role].append(values.to_numpy())
+        for role, frame in read.items():
+            dtypes = {name: frame.schema[name] for name in self.numeric}
+            raise_inexact(inexact_counts(frame, dtypes), dtypes, "column", role)
+            as_float = {name: pl.col(name).cast(pl.Float64) for name in self.numeric}
+            raise_missing(
+                missing_values(frame, as_float),
+                f"columns of {role}",
+                hint=(
+                    "; anonymeter's distance to them is NaN: drop or fill those values first "
+                    "(space='projected' fills null and NaN with `impute`)"
+                ),
+            )
+            columns[role] += [frame.get_column(n).cast(pl.Float64).to_numpy() for n in self.numeric]
         for name in self.categorical:
             parts = [frame.get_column(name) for frame in read.values()]
             if all(is_text(part.dtype) for part in parts):
@@ -141,11 +192,19 @@ class GowerColumns:
         """anonymeter's ``_scale_numerical`` of one search: each numeric column divided by
         its range over both arrays (1 where it is 0); the categorical codes as they are."""
         candidates, queries = candidates.copy(), queries.copy()
-        for k in range(len(self.numeric)):
+        for k, name in enumerate(self.numeric):
             both = (candidates[:, k], queries[:, k])
             low = min(float(part.min(initial=np.inf)) for part in both)
             high = max(float(part.max(initial=-np.inf)) for part in both)
             width = high - low  # in float64, as pandas takes it over mixed columns
+            narrow = self.narrow[k]
+            if narrow is not None and width > NARROW_SIGNED[type(narrow)]:
+                msg = (
+                    f"column {name!r} is {narrow} and its range over the synthetic set and "
+                    f"the targets exceeds {narrow}'s largest value: pandas' range wraps "
+                    "there, and anonymeter's scaling with it; cast it to Int64 first"
+                )
+                raise ComputeError(msg)
             width = 1.0 if width == 0.0 else width
             for part in both:
                 part /= width

@@ -475,7 +475,11 @@ def linkability_risk(
     polars.exceptions.DuplicateError
         When a column is named twice, or in both ``A`` and ``B``.
     polars.exceptions.SchemaError
-        When the holdout's columns or types differ from the originals'.
+        When the holdout's columns or types differ from the originals', or (``"gower"``) a
+        column's type is one pandas measures otherwise (the message names the cast).
+    polars.exceptions.ComputeError
+        When a column holds values that cannot be measured: null, NaN or infinite numbers
+        (in the projected space, ``impute`` fills null and NaN), integers beyond 2^53.
     polars.exceptions.NoDataError
         When a set holds no record.
     ValueError, TypeError
