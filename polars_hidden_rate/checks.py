@@ -1,4 +1,5 @@
 """Option checks, each written once: numbers given as Python or numpy scalars, never bools.
+And how every text output quotes a name (`quoted`).
 
 A value out of range raises ValueError naming the option; a value of the wrong type raises
 `OptionTypeError`, both a TypeError and a ValueError, as the options have raised
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from typing import Literal, TypeVar
 
 T = TypeVar("T")
@@ -83,6 +85,18 @@ def refuse_fraction(number: float, option: str) -> float:
 def _named(option: str) -> str:
     """An option as messages name it: a command-line flag as it is, a keyword in backticks."""
     return option if option.startswith("-") else f"`{option}`"
+
+
+def quoted(names: str | Iterable[str]) -> str:
+    """A name from a data file (a column, a category), or several joined by ", ", as every
+    text output prints it, like a path: quoted as Python's ``repr`` quotes it, so that a
+    newline, a carriage return or an escape in a header shows as ``\\n``, ``\\r``, ``\\x1b``
+    and never starts a line of its own (a forged ``gate ... PASS``) or redraws one.
+
+    >>> quoted("age"), quoted(["a", "b\\nc"])
+    ("'age'", "'a', 'b\\\\nc'")
+    """
+    return ", ".join(repr(str(name)) for name in ([names] if isinstance(names, str) else names))
 
 
 def check_count(value: object, option: str, *, low: int = 1, or_none: bool = False) -> int:

@@ -23,7 +23,7 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate._types import BoolArray, CountArray
-from polars_hidden_rate.checks import InvariantError, OptionTypeError, check_real
+from polars_hidden_rate.checks import InvariantError, OptionTypeError, check_real, quoted
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.measures.link_test import ALPHA, LinkTest, link_test
 from polars_hidden_rate.measures.stats import percent
@@ -286,7 +286,7 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
     name = keys[0]
     if not verdict.by_row_order:
         msg = (
-            f"both frames hold {name!r}, unique per row: link by it with --on {name} "
+            f"both frames hold {name!r}, unique per row: link by it with --on {quoted(name)} "
             f"(on={name!r}), or say --by-row-order (by_row_order=True)"
         )
         raise AmbiguousLinkError(msg, name)

@@ -11,7 +11,7 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.checks import InvariantError, check_confidence
+from polars_hidden_rate.checks import InvariantError, check_confidence, quoted
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
 from polars_hidden_rate.measures.baseline import DcrBaseline, check_seed
 from polars_hidden_rate.measures.correlation import (
@@ -461,10 +461,10 @@ def _is_number(request: CountPlan, name: str) -> bool:
 def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
     """The request, its projection fitted (once: the read uses that fit), and the words for
     its space: ``"FAMD, 5 of 47 components (the originals span 28)"``, ``"PCA, 3 of 3
-    components"``, or ``"coords Dim1, Dim2 (2 columns)"``."""
+    components"``, or ``"coords 'Dim1', 'Dim2' (2 columns)"``."""
     if request.projection is None:
         columns = len(request.coords)
-        return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
+        return request, f"coords {quoted(request.coords)} ({_plural(columns, 'column')})"
     request = request.fitted()
     projection = request.projection
     if projection is None or projection.fitted is None:
