@@ -13,6 +13,7 @@ import polars as pl
 from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import check_seed
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest, walk_order
@@ -146,14 +147,6 @@ class DcrBaseline:
         }
 
 
-def check_seed(seed: object, name: str = "seed") -> int:
-    """``seed`` checked: a non-negative integer (``name`` says it in the error)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        msg = f"`{name}` must be a non-negative integer, got {seed!r}"
-        raise ValueError(msg)
-    return seed
-
-
 def random_records(
     originals: pl.DataFrame, categorical: frozenset[str], records: int, seed: int
 ) -> pl.DataFrame:
@@ -241,7 +234,7 @@ def dcr_baseline_protection(
             msg = f"dcr_baseline_protection() takes no `{option}`: it needs no link"
             raise ValueError(msg)
     require_cpu(options, "dcr_baseline_protection")
-    check_seed(seed)
+    seed = check_seed(seed)
     request = plan(originals, synthetic, options, caller="dcr_baseline_protection")
     columns = list(request.projection.features if request.projection else request.coords)
     read = {

@@ -11,9 +11,16 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.checks import InvariantError, check_confidence, quoted
+from polars_hidden_rate.checks import (
+    InvariantError,
+    check_confidence,
+    check_count,
+    check_flag,
+    check_seed,
+    quoted,
+)
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
-from polars_hidden_rate.measures.baseline import DcrBaseline, check_seed
+from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import (
     check_known,
     correlation_protection,
@@ -273,6 +280,7 @@ def linkability_attack(
     """The report's linkability attack, checked (None without ``aux_cols``, the columns
     ``(A, B)`` resolved to names): it needs a holdout to control it. ``names``: how the
     errors name ``A`` and ``B`` (the command line's flags)."""
+    n_neighbors = check_count(n_neighbors, "n_neighbors")
     if aux_cols is None:
         if n_neighbors != 1:
             msg = "`n_neighbors` sets the linkability attack: give its `aux_cols` (and a holdout)"
@@ -286,8 +294,8 @@ def linkability_attack(
 
 def baseline_of(measured: bool, seed: int) -> int | None:
     """The seed of the report's DCR baseline protection, checked; None when not asked."""
-    check_seed(seed, "baseline_seed")
-    if not measured:
+    seed = check_seed(seed, "baseline_seed")
+    if not check_flag(measured, "dcr_baseline"):
         if seed != 0:
             msg = "`baseline_seed` seeds the DCR baseline protection: pass `dcr_baseline=True`"
             raise ValueError(msg)
