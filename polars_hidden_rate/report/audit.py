@@ -12,6 +12,7 @@ from polars_hidden_rate.checks import quoted
 from polars_hidden_rate.measures.digits import exact, p_text
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.verdict import Evidence
+from polars_hidden_rate.projection.coordinates import CATEGORICAL_REASONS
 from polars_hidden_rate.provenance import components_words
 
 # The label column of these sections in the terminal, as in `hidden-rate check`.
@@ -106,10 +107,7 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
         lines += [
             ("space", f"{space['projection']}, {words}"),
             ("features", quoted(space["features"])),
-            (
-                "categorical",
-                f"{quoted(space['categorical']) or 'none'} ({space['categorical_rule']})",
-            ),
+            ("categorical", _categorical(space)),
             ("imputation", f"{space['impute']} (fills: {fills})"),
         ]
     else:
@@ -128,6 +126,14 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
         ("measured at", block["measured_at"]),
     ]
     return [Row(label, value, only="text") for label, value in lines]
+
+
+def _categorical(space: Mapping[str, Any]) -> str:
+    """The categorical features by why each is (`CATEGORICAL_REASONS`): a text column taken
+    by its type is never listed under the auto rule's words; the rule where none is."""
+    by = space["categorical_by"]
+    parts = [f"{quoted(names)} {CATEGORICAL_REASONS[why]}" for why, names in by.items() if names]
+    return "; ".join(parts) or f"none ({space['categorical_rule']})"
 
 
 def _overrides(settings: Mapping[str, Any]) -> str:
