@@ -16,6 +16,7 @@ import pytest
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.checks import OptionTypeError
+from polars_hidden_rate.demo.cohort import cohort
 
 
 def _sets(n: int = 80) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -72,6 +73,7 @@ def test_numpy_integers_are_integer_options_like_any_other() -> None:
     json.dumps(report.to_dict())
     made = phr.avatarize(originals, three_, ncp=two_, seed=four_)
     assert made.equals(phr.avatarize(originals, 3, ncp=2, seed=4))
+    assert cohort(10, seed=five_).equals(cohort(10, seed=5))
 
 
 def _integer_calls() -> dict[str, Callable[[Any], object]]:
@@ -91,6 +93,7 @@ def _integer_calls() -> dict[str, Callable[[Any], object]]:
         ),
         # Without the attack it sets, a bool is refused as a bool, not taken for 1.
         "report n_neighbors alone": lambda v: phr.privacy_report(originals, avatars, n_neighbors=v),
+        "cohort seed": lambda v: cohort(10, seed=v),
     }
 
 
@@ -101,6 +104,7 @@ INTEGER_CALLS = (
     "avatarize seed",
     "report n_neighbors",
     "report n_neighbors alone",
+    "cohort seed",
 )
 
 
