@@ -22,7 +22,7 @@ import numpy.typing as npt
 import polars as pl
 
 from polars_hidden_rate._types import Float64Array, IndexArray
-from polars_hidden_rate.checks import check_count
+from polars_hidden_rate.checks import check_count, check_seed
 from polars_hidden_rate.frames import as_lazy, missing_values, raise_missing
 from polars_hidden_rate.projection import Projection
 
@@ -76,6 +76,7 @@ def avatarize(
     _refuse_missing(records)
     n = records.height
     k = check_count(k, "k")
+    seed = None if seed is None else check_seed(seed)
     if not k < max(n, 1):
         msg = f"`k` must satisfy 1 <= k < {n} (the number of records), got k={k}"
         raise ValueError(msg)

@@ -1,4 +1,5 @@
-"""Option checks, each written once: numbers given as Python or numpy scalars, never bools.
+"""Option checks, each written once: numbers given as Python or numpy scalars, never bools;
+flags as bools, never numbers or words. And how every text output quotes a name (`quoted`).
 
 A value out of range raises ValueError naming the option; a value of the wrong type raises
 `OptionTypeError`, both a TypeError and a ValueError, as the options have raised
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from typing import Literal, TypeVar
+
+import numpy as np
 
 T = TypeVar("T")
 
@@ -85,6 +89,29 @@ def _named(option: str) -> str:
     return option if option.startswith("-") else f"`{option}`"
 
 
+def quoted(names: str | Iterable[str]) -> str:
+    """A name from a data file (a column, a category), or several joined by ", ", as every
+    text output prints it, like a path: quoted as Python's ``repr`` quotes it, so that a
+    newline, a carriage return or an escape in a header shows as ``\\n``, ``\\r``, ``\\x1b``
+    and never starts a line of its own (a forged ``gate ... PASS``) or redraws one.
+
+    >>> quoted("age"), quoted(["a", "b\\nc"])
+    ("'age'", "'a', 'b\\\\nc'")
+    """
+    return ", ".join(repr(str(name)) for name in ([names] if isinstance(names, str) else names))
+
+
+def check_flag(value: object, option: str, *, or_none: bool = False) -> bool:
+    """A flag: True or False, a Python or numpy bool; a number, a word (``"no"``, which is
+    true) or None is refused as `OptionTypeError`. ``or_none``: the option also takes None,
+    which the caller keeps before it checks (the message says so), as `check_count`'s."""
+    if not isinstance(value, bool | np.bool_):
+        choices = "True, False or None" if or_none else "True or False"
+        msg = f"{_named(option)} must be {choices}, got {value!r}"
+        raise OptionTypeError(msg)
+    return bool(value)
+
+
 def check_count(value: object, option: str, *, low: int = 1, or_none: bool = False) -> int:
     """``value`` as an int of at least ``low``; Python or numpy integers, never bools."""
     alternative = " or None" if or_none else ""
@@ -95,9 +122,15 @@ def check_count(value: object, option: str, *, low: int = 1, or_none: bool = Fal
         )
         raise OptionTypeError(msg)
     if value < low:
-        msg = f"`{option}` must be at least {low}{alternative}, got {value!r}"
+        bound = "a non-negative integer" if low == 0 else f"at least {low}"
+        msg = f"`{option}` must be {bound}{alternative}, got {value!r}"
         raise ValueError(msg)
     return int(value)
+
+
+def check_seed(seed: object, option: str = "seed") -> int:
+    """A random seed: a non-negative integer, Python or numpy, never a bool."""
+    return check_count(seed, option, low=0)
 
 
 def check_ncp_option(ncp: object) -> int | AllComponents | None:

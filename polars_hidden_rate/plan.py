@@ -21,7 +21,13 @@ from polars.exceptions import ComputeError
 
 from polars_hidden_rate import engine
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
-from polars_hidden_rate.checks import AllComponents, check_threads, check_tie_tol, known
+from polars_hidden_rate.checks import (
+    AllComponents,
+    check_flag,
+    check_threads,
+    check_tie_tol,
+    known,
+)
 from polars_hidden_rate.cluster import arrays as distributed
 from polars_hidden_rate.engine import CountResult
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
@@ -495,9 +501,7 @@ def plan(
         raise ValueError(msg)
     tie_tol = check_tie_tol(options.get("tie_tol", 1e-9))
     threads = check_threads(options.get("threads"))
-    if progress is not None and not isinstance(progress, bool):
-        msg = f"`progress` must be True, False or None, got {progress!r}"
-        raise TypeError(msg)
+    progress = None if progress is None else check_flag(progress, "progress", or_none=True)
     if device not in ("cpu", "gpu"):
         msg = f"`device` must be 'cpu' or 'gpu', got {device!r}"
         raise ValueError(msg)

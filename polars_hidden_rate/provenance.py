@@ -92,8 +92,9 @@ def describe_settings(
     **more: Any,
 ) -> dict[str, Any]:
     """Every setting ``request`` resolved: the space (coords, or the fitted projection's
-    features, categorical columns and how they were chosen, kind, ncp of the available
-    components and how many the originals span, the ``ncp`` asked for (an integer, ``"all"`` or
+    features, categorical columns and how they were chosen (the rule, and the columns by
+    why, ``categorical_by``), kind, ncp of the available components and how many the
+    originals span, the ``ncp`` asked for (an integer, ``"all"`` or
     None for the default), imputation and fills), the link, the tie tolerance and the engine (the
     ``strategy`` that counted: ``"tree"``, ``"flat"``, ``"gpu"`` or ``"cluster"``; ``"auto"``
     when the description precedes the count); the options of the ``verdict`` when one judged
@@ -112,6 +113,7 @@ def describe_settings(
             "features": list(fitted.features),
             "categorical": categorical,
             "categorical_rule": projection.spec.categorical_rule,
+            "categorical_by": projection.categorical_by(categorical),
             "ncp": fitted.ncp,
             "ncp_requested": projection.ncp,
             "components_available": fitted.max_ncp,

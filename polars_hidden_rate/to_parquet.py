@@ -30,6 +30,7 @@ from typing import Any, Unpack
 
 import polars as pl
 
+from polars_hidden_rate.checks import check_flag
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import (
@@ -192,9 +193,7 @@ def plan_dataset(
     schemas only: the options, the files, and an ``output`` that may be written without losing an
     input."""
     threshold = check_min_rate(min_rate)
-    if not isinstance(overwrite, bool):
-        msg = f"`overwrite` must be True or False, got {overwrite!r}"
-        raise TypeError(msg)
+    overwrite = check_flag(overwrite, "overwrite")
     left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
     target = Path(output)
     replaces = check_output(

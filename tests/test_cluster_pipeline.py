@@ -191,8 +191,8 @@ def test_quartiles_above_the_histogram_come_from_bisection(
     ("change", "error", "match"),
     [
         ("duplicate avatar", DuplicateError, r"not unique in avatars: 2 rows share a key"),
-        ("missing avatar", ComputeError, r"1 originals have no avatar with the same key"),
-        ("extra avatar", ComputeError, r"1 avatars have no original with the same key"),
+        ("missing avatar", ComputeError, r"1 originals have no avatar with the same key 'id', "),
+        ("extra avatar", ComputeError, r"1 avatars have no original with the same key 'id', "),
         ("null avatar key", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
         ("nan coordinate", ComputeError, r"coords of avatars have missing values: 'Dim2' \(1 NaN"),
         (

@@ -300,7 +300,7 @@ def test_the_reports_options_are_named_as_given(tmp_path: Path) -> None:
     avatars.write_csv(a)
     common = ["report", str(o), str(a), "--coords", ",".join(COORDS)]
     cases = [
-        (["--secret", "Dim1"], ["--secret Dim1", "(--known A,B) and a holdout", "--holdout"]),
+        (["--secret", "Dim1"], ["--secret 'Dim1'", "(--known A,B) and a holdout", "--holdout"]),
         (["--secret", "Dim1", "--known", "Dim2"], ["needs a holdout", "--holdout FILE"]),
         (["--secret-tolerance", "0.1"], ["--secret-tolerance", "--secret COLUMN"]),
         (["--secret-kind", "numeric"], ["--secret-kind", "--secret COLUMN"]),

@@ -210,7 +210,7 @@ def test_the_link_pairs_every_key_in_any_order(keys: list[object], seed: int, sp
         (
             [1, 2, 3, 4, 6],
             ComputeError,
-            r"1 originals have no avatar with the same key, its values not shown",
+            r"1 originals have no avatar with the same key 'id', its values not shown",
         ),
     ],
 )

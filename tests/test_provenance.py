@@ -120,3 +120,58 @@ def test_every_part_of_a_dataset_output_carries_the_provenance(
     for part in ("part-00000.parquet", "part-00001.parquet"):
         metadata = pl.read_parquet_metadata(out / part)
         assert json.loads(metadata["polars_hidden_rate"]) == stated
+
+
+@pytest.mark.parametrize(
+    ("categorical", "by", "line"),
+    [
+        (
+            ["--categorical", "auto"],
+            {"named": [], "by_type": ["town"], "auto": ["grade"]},
+            "'town' by type (text, categorical and boolean columns); 'grade' by the auto rule "
+            "(numbers with at most 10 distinct values)",
+        ),
+        (
+            ["--categorical", "code"],
+            {"named": ["code"], "by_type": ["town"], "auto": []},
+            "'code' named (categorical=, --categorical); 'town' by type (text, categorical and "
+            "boolean columns)",
+        ),
+        (
+            [],
+            {"named": [], "by_type": ["town"], "auto": []},
+            "'town' by type (text, categorical and boolean columns)",
+        ),
+    ],
+)
+def test_each_categorical_column_is_listed_by_why_it_is(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    categorical: list[str],
+    by: dict[str, list[str]],
+    line: str,
+) -> None:
+    """A text column of 40 values is categorical by its type, never under the auto rule's
+    "at most 10 distinct values"; an integer of 3 values is the auto rule's, a column named
+    in --categorical is named."""
+    rng = np.random.default_rng(2)
+    n = 200
+    originals = pl.DataFrame(
+        {
+            "grade": rng.integers(0, 3, n),
+            "town": [f"t{i}" for i in rng.permutation(np.arange(n) % 40)],
+            "w": rng.normal(size=n),
+            "code": rng.integers(0, 50, n),
+        }
+    )
+    avatars = originals.with_columns(pl.col("w") + rng.normal(size=n))
+    paths = [str(tmp_path / "o.parquet"), str(tmp_path / "a.parquet")]
+    originals.write_parquet(paths[0])
+    avatars.write_parquet(paths[1])
+    assert main(["check", *paths, *categorical, "--format", "json"]) == 0
+    space = json.loads(capsys.readouterr().out)["provenance"]["settings"]["space"]
+    assert space["categorical_by"] == by
+    assert sorted(space["categorical"]) == sorted(name for names in by.values() for name in names)
+    assert main(["check", *paths, *categorical]) == 0
+    shown = [row for row in capsys.readouterr().out.splitlines() if row.startswith("categorical")]
+    assert shown == [f"categorical           {line}"]

@@ -422,7 +422,7 @@ def test_report_dict_keys_and_json() -> None:
         assert entry["target"] == DEFAULT_TARGETS[name]
     assert data["hidden_rate_interval"] == [report.hidden_rate_low, report.hidden_rate_high]
     assert data["confidence"] == 0.95
-    assert data["space"] == "coords Dim1, Dim2, Dim3 (3 columns)"
+    assert data["space"] == "coords 'Dim1', 'Dim2', 'Dim3' (3 columns)"
 
 
 def sample_report(**targets: float) -> PrivacyReport:
@@ -934,7 +934,7 @@ def test_the_report_says_in_which_space_it_measured() -> None:
     assert all(title.endswith(f" — {space}") for title in titles)
     assert f"Measured in {space}." in page
     by_coords = phr.privacy_report(originals, avatars, coords=DIMS[:2], on="id")
-    assert by_coords.space == "coords Dim1, Dim2 (2 columns)"
+    assert by_coords.space == "coords 'Dim1', 'Dim2' (2 columns)"
     pca = phr.privacy_report(originals, avatars, features=DIMS, on="id")
     assert pca.space == "PCA, 3 of 3 components"
     from polars_hidden_rate.cli import format_report

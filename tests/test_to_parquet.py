@@ -4,6 +4,7 @@ originals file out, the counts of `local_cloaking`, nothing half-written, no inp
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +169,7 @@ def test_an_output_that_is_a_file_or_has_no_folder_is_refused(tmp_path: Path) ->
         (
             "missing avatar",
             ComputeError,
-            r"1 originals have no avatar with the same key, its values not shown \(they",
+            r"1 originals have no avatar with the same key 'id', its values not shown \(they",
         ),
         ("null avatar key", ComputeError, r"key \['id'\] of avatars is null in 1 rows"),
         (
@@ -474,6 +475,45 @@ def test_the_local_dataset_path_fits_the_projection_file_by_file(
     assert written.tolist() == by_file.tolist()
 
 
+def test_a_key_without_a_match_names_the_key_columns_never_the_originals_values(
+    tmp_path: Path,
+) -> None:
+    """Each side's key columns in their quotes, and the other side's where they are named
+    otherwise; an original's key values never, an avatar's as an example. The local read and
+    the dataset's say it alike."""
+    left, right = linked_case(60, seed=21)
+    left = left.with_columns(site=pl.lit("a")).rename({"id": "pid"})
+    right = right.with_columns(site=pl.lit("a")).rename({"id": "avatar id"})
+    keys: dict[str, Any] = {"left_on": ["site", "pid"], "right_on": ["site", "avatar id"]}
+    missing = right.filter(pl.col("avatar id") != 3)
+    extra = pl.concat([right, right.head(1).with_columns(pl.col("avatar id") * 0 - 5)])
+    cases = (
+        (
+            left,
+            missing,
+            "1 originals have no avatar with the same key 'site', 'pid' (the avatars' 'site', "
+            "'avatar id'), its values not shown (they are the originals')",
+        ),
+        (
+            left,
+            extra,
+            "1 avatars have no original with the same key 'site', 'avatar id' (the originals' "
+            "'site', 'pid'), e.g. {'site': 'a', 'avatar id': -5}",
+        ),
+    )
+    for k, (originals, avatars, message) in enumerate(cases):
+        pattern = f"^{re.escape(message)}$"
+        with pytest.raises(ComputeError, match=pattern) as raised:
+            phr.local_cloaking(originals, avatars, coords=COORDS, **keys)
+        assert "3" not in str(raised.value)
+        folders = (
+            write_files(originals, tmp_path / f"o{k}", 2),
+            write_files(avatars, tmp_path / f"a{k}", 3),
+        )
+        with pytest.raises(ComputeError, match=pattern):
+            phr.local_cloaking_to_parquet(*folders, tmp_path / "x", coords=COORDS, **keys)
+
+
 def test_the_example_of_extra_and_orphan_keys_is_the_smallest(tmp_path: Path) -> None:
     """Locally, as on a cluster: the count of keys without a match, and the smallest of them
     (not the first in the files), whatever the cut of the link into pieces."""
@@ -483,7 +523,7 @@ def test_the_example_of_extra_and_orphan_keys_is_the_smallest(tmp_path: Path) ->
     right = pl.concat([right, extra])
     write_files(left, tmp_path / "o", 2)
     write_files(right, tmp_path / "a", 3)
-    message = r"^9 avatars have no original with the same key, e\.g\. \{'id': -90\}$"
+    message = r"^9 avatars have no original with the same key 'id', e\.g\. \{'id': -90\}$"
     with pytest.raises(ComputeError, match=message):
         phr.local_cloaking(left, right, coords=COORDS, on="id")
     with pytest.raises(ComputeError, match=message):

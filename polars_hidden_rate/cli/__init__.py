@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 
 import polars as pl
 
+from polars_hidden_rate.checks import quoted
 from polars_hidden_rate.cli.formatting import format_json, format_report, format_text
 from polars_hidden_rate.cli.parser import PROG, UsageError, build_parser, flags_of, in_flags
 from polars_hidden_rate.cli.signals import in_background, stop_signals_raised
@@ -508,7 +509,7 @@ def _check_attack_options(args: argparse.Namespace) -> None:
     ]
     if missing:
         msg = (
-            f"--secret {args.secret} runs the attribute inference attack, which needs "
+            f"--secret {quoted(args.secret)} runs the attribute inference attack, which needs "
             f"{' and '.join(missing)}"
         )
         raise ValueError(msg)

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.api import local_cloaking
-from polars_hidden_rate.checks import check_count
+from polars_hidden_rate.checks import check_count, check_seed
 from polars_hidden_rate.measures.summary import summarize
 
 DEFAULT_KS = (2, 5, 10, 20, 50)
@@ -52,7 +52,7 @@ def cohort(rows: int = 3000, *, seed: int = 0) -> pl.DataFrame:
     True
     """
     rows = check_count(rows, "rows")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     age = np.clip(rng.normal(52, 16, rows), 18, 95).round()
     male = rng.random(rows) < 0.48
     height = np.where(male, 176.0, 163.0) + rng.normal(0, 7, rows) - 0.04 * (age - 50)

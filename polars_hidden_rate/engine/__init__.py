@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import InvariantError, check_cap, check_threads
+from polars_hidden_rate.checks import InvariantError, check_cap, check_flag, check_threads
 from polars_hidden_rate.engine.arrays import (
     coordinates,
     linked_arrays,
@@ -166,6 +166,9 @@ def count_cloaking(
     >>> count_cloaking(originals, avatars).tolist()
     [1, 1, 0]
     """
+    progress = None if progress is None else check_flag(progress, "progress", or_none=True)
+    overwrite_input = check_flag(overwrite_input, "overwrite_input")
+    restore_order = check_flag(restore_order, "restore_order")
     return cloaking_result(
         originals,
         avatars,

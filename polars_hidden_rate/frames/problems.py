@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError, DuplicateError, NoDataError, ShapeError
 
+from polars_hidden_rate.checks import quoted
 from polars_hidden_rate.frames.dtypes import (
     as_text_if_category,
     common_feature_type,
@@ -310,16 +311,23 @@ class KeyProblems:
                 raise DuplicateError(msg)
         if self.orphans:
             msg = (
-                f"{self.orphans} originals have no avatar with the same key, "
+                f"{self.orphans} originals have no avatar with the same key {self._key(0)}, "
                 f"{self._named(0, self.orphan_example)}"
             )
             raise ComputeError(msg)
         if self.extras:
             msg = (
-                f"{self.extras} avatars have no original with the same key, "
+                f"{self.extras} avatars have no original with the same key {self._key(1)}, "
                 f"{self._named(1, self.extra_example)}"
             )
             raise ComputeError(msg)
+
+    def _key(self, side: int) -> str:
+        """The key columns of ``side``, `quoted`, and the other side's where they differ: a
+        message names the columns, whatever it shows of the values."""
+        own, other = self.names[side], self.names[1 - side]
+        whose = "avatars'" if side == 0 else "originals'"
+        return quoted(own) if own == other else f"{quoted(own)} (the {whose} {quoted(other)})"
 
     def _named(self, side: int, example: Example | None) -> str:
         """``e.g. {...}``, an example key of the avatars (the released set); nothing of the

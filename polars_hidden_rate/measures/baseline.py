@@ -14,6 +14,7 @@ import polars as pl
 from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.checks import check_seed
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest, walk_order
@@ -147,14 +148,6 @@ class DcrBaseline:
         }
 
 
-def check_seed(seed: object, name: str = "seed") -> int:
-    """``seed`` checked: a non-negative integer (``name`` says it in the error)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        msg = f"`{name}` must be a non-negative integer, got {seed!r}"
-        raise ValueError(msg)
-    return seed
-
-
 def column_seed(seed: int, name: str) -> int:
     """The seed of column ``name``'s own generator: the SHA-256 of ``"{seed}:{name}"`` (the
     name in UTF-8; a seed's digits hold no colon) as a 256-bit integer, so that a column draws
@@ -254,7 +247,7 @@ def dcr_baseline_protection(
             msg = f"dcr_baseline_protection() takes no `{option}`: it needs no link"
             raise ValueError(msg)
     require_cpu(options, "dcr_baseline_protection")
-    check_seed(seed)
+    seed = check_seed(seed)
     request = plan(originals, synthetic, options, caller="dcr_baseline_protection")
     columns = list(request.projection.features if request.projection else request.coords)
     read = {

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
-from polars_hidden_rate.checks import check_tie_tol
+from polars_hidden_rate.checks import check_tie_tol, quoted
 from polars_hidden_rate.engine.nearest import (
     NearestTwo,
     nearest_two,
@@ -185,12 +185,12 @@ def inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
     members, control = found.members, found.control
     return [
         (
-            f"inference risk on {found.secret!r}",
+            f"inference risk on {quoted(found.secret)}",
             f"{found.risk:.4f} ({low:.4f} to {high:.4f}, {level}; 0: no more than on the holdout)",
         ),
         (
             "  attacker knows",
-            f"{', '.join(map(repr, found.known))}; a guess is right when {judged}",
+            f"{quoted(found.known)}; a guess is right when {judged}",
         ),
         (
             "  right guesses",

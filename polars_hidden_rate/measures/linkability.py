@@ -48,7 +48,12 @@ import polars as pl
 from polars.exceptions import DuplicateError, NoDataError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import AllComponents, check_confidence, check_tie_tol
+from polars_hidden_rate.checks import (
+    AllComponents,
+    check_confidence,
+    check_count,
+    check_tie_tol,
+)
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
 from polars_hidden_rate.measures.gower import (
@@ -384,10 +389,7 @@ class LinkabilityAttack:
 
 
 def _neighbours(n_neighbors: object) -> int:
-    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, int) or n_neighbors < 1:
-        msg = f"`n_neighbors` must be an integer of at least 1, got {n_neighbors!r}"
-        raise ValueError(msg)
-    return n_neighbors
+    return check_count(n_neighbors, "n_neighbors")
 
 
 Distances = Callable[[Float64Array, Float64Array], Float64Array]

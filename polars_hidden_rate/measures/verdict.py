@@ -23,7 +23,7 @@ import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate._types import BoolArray, CountArray
-from polars_hidden_rate.checks import InvariantError, OptionTypeError, check_real
+from polars_hidden_rate.checks import InvariantError, check_flag, check_real, quoted
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.measures.link_test import ALPHA, LinkTest, link_test
 from polars_hidden_rate.measures.stats import percent
@@ -106,15 +106,10 @@ class Verdict:
 
     @classmethod
     def of(cls, options: VerdictOptions) -> Verdict:
-        for name in ("allow_unlinked", "by_row_order"):
-            value = options.get(name, False)
-            if not isinstance(value, bool):
-                msg = f"`{name}` must be True or False, got {value!r}"
-                raise OptionTypeError(msg)
         limit = options.get("max_own_copies", DEFAULT_MAX_OWN_COPIES)
         return cls(
-            allow_unlinked=options.get("allow_unlinked", False),
-            by_row_order=options.get("by_row_order", False),
+            allow_unlinked=check_flag(options.get("allow_unlinked", False), "allow_unlinked"),
+            by_row_order=check_flag(options.get("by_row_order", False), "by_row_order"),
             max_own_copies=check_real(limit, "max_own_copies", low=0.0, high=100.0),
         )
 
@@ -286,7 +281,7 @@ def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
     name = keys[0]
     if not verdict.by_row_order:
         msg = (
-            f"both frames hold {name!r}, unique per row: link by it with --on {name} "
+            f"both frames hold {name!r}, unique per row: link by it with --on {quoted(name)} "
             f"(on={name!r}), or say --by-row-order (by_row_order=True)"
         )
         raise AmbiguousLinkError(msg, name)

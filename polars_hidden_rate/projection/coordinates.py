@@ -40,7 +40,16 @@ AUTO_CATEGORIES = 10
 """``categorical="auto"``: number columns (integer or float) with at most this many distinct
 values in the originals are categorical (the avatar paper's rule, ``get_categorical_continuous``:
 ``len(unique()) <= 10`` whatever the type; gaps are not counted as a value)."""
-AUTO_RULE = f"auto: number or text columns with at most {AUTO_CATEGORIES} distinct values"
+AUTO_RULE = (
+    f"auto: number columns with at most {AUTO_CATEGORIES} distinct values, "
+    "and text, categorical and boolean columns by type"
+)
+CATEGORICAL_REASONS = {
+    "named": "named (categorical=, --categorical)",
+    "by_type": "by type (text, categorical and boolean columns)",
+    "auto": f"by the auto rule (numbers with at most {AUTO_CATEGORIES} distinct values)",
+}
+"""Why a feature is categorical, the words of each reason (`categorical_by`)."""
 ID_MIN_RECORDS = 50
 """From this many records, a default feature unique per row (integers or text) is taken for
 an identifier and refused."""
@@ -155,6 +164,16 @@ class ProjectedCoordinates:
             name
             for name in _auto_candidates(self.spec.names, schema)
             if row[name] <= AUTO_CATEGORIES
+        }
+
+    def categorical_by(self, categorical: Sequence[str]) -> dict[str, list[str]]:
+        """The fit's ``categorical`` columns by why they are (`CATEGORICAL_REASONS`): named
+        in ``categorical``, by type, or chosen by ``categorical="auto"`` when fitting."""
+        spec = self.spec
+        return {
+            "named": [name for name in categorical if name in spec.named],
+            "by_type": [name for name in categorical if name in spec.categorical - spec.named],
+            "auto": [name for name in categorical if name not in spec.categorical],
         }
 
     def with_fit(self, projection: Projection) -> ProjectedCoordinates:

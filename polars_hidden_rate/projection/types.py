@@ -111,12 +111,14 @@ def resolve_features(
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """The features to project, which of them are categorical, and how to fill their gaps."""
+    """The features to project, which of them are categorical, and how to fill their gaps;
+    ``named``: those of ``categorical`` named as such (the others are by type)."""
 
     names: tuple[str, ...]
     categorical: frozenset[str]
     impute: Impute = "none"
     categorical_rule: str = "by type (text, categorical and boolean columns)"
+    named: frozenset[str] = frozenset()
 
     @classmethod
     def resolve(
@@ -148,7 +150,7 @@ class FeatureSpec:
             raise ValueError(msg)
         kinds = {name for name in names if is_categorical(originals[name])} | forced
         rule = cls.categorical_rule if categorical is None else "named, and by type"
-        return cls(tuple(names), frozenset(kinds), impute, rule)  # type: ignore[arg-type]
+        return cls(tuple(names), frozenset(kinds), impute, rule, frozenset(forced))  # type: ignore[arg-type]
 
     @property
     def numeric(self) -> list[str]:

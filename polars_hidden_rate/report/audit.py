@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from polars_hidden_rate.checks import quoted
 from polars_hidden_rate.measures.digits import exact, p_text
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.verdict import Evidence
+from polars_hidden_rate.projection.coordinates import CATEGORICAL_REASONS
 from polars_hidden_rate.provenance import components_words
 
 # The label column of these sections in the terminal, as in `hidden-rate check`.
@@ -83,7 +85,8 @@ def provenance_section(block: Mapping[str, Any]) -> Section:
 
 
 def _text_rows(block: Mapping[str, Any]) -> list[Row]:
-    """The terminal's lines: inputs, the space, the link, the tie tolerance, versions, time."""
+    """The terminal's lines: inputs, the space, the link, the tie tolerance, versions, time.
+    Every name from a data file is `quoted`: a header never adds a line."""
     lines = []
     for role, described in block["inputs"].items():
         digest = described.get("sha256", f"{len(described.get('files', []))} files")
@@ -97,23 +100,24 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
     settings = block["settings"]
     space = settings["space"]
     if "projection" in space:
-        fills = ", ".join(f"{k}={v!r}" for k, v in space["fills"].items()) or "none"
+        fills = ", ".join(f"{quoted(k)}={v!r}" for k, v in space["fills"].items()) or "none"
         words = components_words(
             space["ncp"], space["components_available"], space["components_spanned"]
         )
         lines += [
             ("space", f"{space['projection']}, {words}"),
-            ("features", ", ".join(space["features"])),
-            (
-                "categorical",
-                f"{', '.join(space['categorical']) or 'none'} ({space['categorical_rule']})",
-            ),
+            ("features", quoted(space["features"])),
+            ("categorical", _categorical(space)),
             ("imputation", f"{space['impute']} (fills: {fills})"),
         ]
     else:
-        lines.append(("space", f"coordinates {', '.join(space['coords'])}"))
+        lines.append(("space", f"coordinates {quoted(space['coords'])}"))
     link = settings["link"]
-    by = "row order" if link["by"] == "row order" else f"key {link['left_on']} = {link['right_on']}"
+    by = (
+        "row order"
+        if link["by"] == "row order"
+        else f"key {quoted(link['left_on'])} = {quoted(link['right_on'])}"
+    )
     lines += [
         ("link", by),
         ("overrides", _overrides(settings)),
@@ -122,6 +126,14 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
         ("measured at", block["measured_at"]),
     ]
     return [Row(label, value, only="text") for label, value in lines]
+
+
+def _categorical(space: Mapping[str, Any]) -> str:
+    """The categorical features by why each is (`CATEGORICAL_REASONS`): a text column taken
+    by its type is never listed under the auto rule's words; the rule where none is."""
+    by = space["categorical_by"]
+    parts = [f"{quoted(names)} {CATEGORICAL_REASONS[why]}" for why, names in by.items() if names]
+    return "; ".join(parts) or f"none ({space['categorical_rule']})"
 
 
 def _overrides(settings: Mapping[str, Any]) -> str:

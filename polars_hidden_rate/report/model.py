@@ -99,7 +99,7 @@ class PrivacyReport:
     space
         The space the local cloaking and the distances were measured in: the
         projection, its components kept of those available (``"FAMD, 5 of 28
-        components"``), or the coordinate columns given (``"coords Dim1, Dim2
+        components"``), or the coordinate columns given (``"coords 'Dim1', 'Dim2'
         (2 columns)"``); empty when unknown.
     local_cloaking, distance_to_closest, closest_distances_ratio
         The per-record values (not compared, not in the dict): row ``i`` is the

@@ -11,9 +11,16 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
-from polars_hidden_rate.checks import InvariantError, check_confidence
+from polars_hidden_rate.checks import (
+    InvariantError,
+    check_confidence,
+    check_count,
+    check_flag,
+    check_seed,
+    quoted,
+)
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
-from polars_hidden_rate.measures.baseline import DcrBaseline, check_seed
+from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import (
     check_known,
     correlation_protection,
@@ -273,6 +280,7 @@ def linkability_attack(
     """The report's linkability attack, checked (None without ``aux_cols``, the columns
     ``(A, B)`` resolved to names): it needs a holdout to control it. ``names``: how the
     errors name ``A`` and ``B`` (the command line's flags)."""
+    n_neighbors = check_count(n_neighbors, "n_neighbors")
     if aux_cols is None:
         if n_neighbors != 1:
             msg = "`n_neighbors` sets the linkability attack: give its `aux_cols` (and a holdout)"
@@ -286,8 +294,8 @@ def linkability_attack(
 
 def baseline_of(measured: bool, seed: int) -> int | None:
     """The seed of the report's DCR baseline protection, checked; None when not asked."""
-    check_seed(seed, "baseline_seed")
-    if not measured:
+    seed = check_seed(seed, "baseline_seed")
+    if not check_flag(measured, "dcr_baseline"):
         if seed != 0:
             msg = "`baseline_seed` seeds the DCR baseline protection: pass `dcr_baseline=True`"
             raise ValueError(msg)
@@ -462,10 +470,10 @@ def _is_number(request: CountPlan, name: str) -> bool:
 def _with_space(request: CountPlan) -> tuple[CountPlan, str]:
     """The request, its projection fitted (once: the read uses that fit), and the words for
     its space: ``"FAMD, 5 of 47 components (the originals span 28)"``, ``"PCA, 3 of 3
-    components"``, or ``"coords Dim1, Dim2 (2 columns)"``."""
+    components"``, or ``"coords 'Dim1', 'Dim2' (2 columns)"``."""
     if request.projection is None:
         columns = len(request.coords)
-        return request, f"coords {', '.join(request.coords)} ({_plural(columns, 'column')})"
+        return request, f"coords {quoted(request.coords)} ({_plural(columns, 'column')})"
     request = request.fitted()
     projection = request.projection
     if projection is None or projection.fitted is None:

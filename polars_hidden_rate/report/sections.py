@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from polars_hidden_rate.checks import known
+from polars_hidden_rate.checks import known, quoted
 from polars_hidden_rate.measures.baseline import baseline_section
 from polars_hidden_rate.measures.digits import decisive
 from polars_hidden_rate.measures.holdout_figures import holdout_section
@@ -270,7 +270,7 @@ def _meaning(report: PrivacyReport, name: str) -> str:
         attack = known(figures.inference, "the inference attack of its risk")
         members, control = attack.members, attack.control
         return (
-            f"guessing {attack.secret!r} from the nearest synthetic record is right for "
+            f"guessing {quoted(attack.secret)} from the nearest synthetic record is right for "
             f"{percent(members.successes, members.records):.1f} % of the training records "
             f"and {percent(control.successes, control.records):.1f} % of the holdout; 0: no "
             "better on the records the generator saw"
