@@ -6,7 +6,9 @@ round-0 privacy split."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -207,3 +209,127 @@ def test_the_aids_round_0_split_equals_sdmetrics() -> None:
     check_against_sdmetrics(training, ctgan, unseen, peers[0], found, request_columns)
     assert math.isclose(found.closer_to_training, 0.88, abs_tol=0.01)  # the issue's reading
 
+
+# --- the report: SDMetrics' space for the DCR measures, and both spaces side by side
+
+
+def release(seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Originals, avatars near them (gaps in ``bmi``, ``stage`` a 0/1/2 code), a holdout."""
+    from tests.test_release_cli import raw_release
+
+    originals, avatars = raw_release(n=120, seed=seed)
+    holdout, _ = raw_release(n=80, seed=seed + 1)
+    return originals.drop("id"), avatars, holdout.drop("id")
+
+
+SPACE_OPTIONS: dict[str, Any] = {"categorical": ["stage"], "impute": "median", "ncp": 3}
+
+
+def test_the_report_reads_the_dcr_measures_in_both_spaces_and_flags_a_differing_verdict() -> None:
+    originals, avatars, holdout = release(20)
+    alone = phr.dcr_overfitting_protection(
+        originals, avatars, holdout, space="sdmetrics", categorical=["stage"]
+    )
+    projected = phr.dcr_overfitting_protection(originals, avatars, holdout, **SPACE_OPTIONS)
+    assert alone.score != projected.score  # the two distances read this release apart
+    target = (alone.score + projected.score) / 2  # one space passes, the other fails
+    report = phr.privacy_report(
+        originals,
+        avatars,
+        holdout=holdout,
+        compare_spaces=True,
+        dcr_baseline=True,
+        baseline_seed=4,
+        targets={"dcr_overfitting_protection": target},
+        **SPACE_OPTIONS,
+    )
+    comparison = report.space_comparison
+    assert comparison is not None
+    assert comparison.overfitting == {"projected": projected, "sdmetrics": alone}
+    assert comparison.baseline["sdmetrics"] == phr.dcr_baseline_protection(
+        originals, avatars, seed=4, space="sdmetrics", categorical=["stage"]
+    )
+    assert comparison.baseline["projected"] == report.dcr_baseline
+    assert report.holdout is not None
+    assert report.holdout.overfitting == projected
+    assert comparison.differs
+    data = report.to_dict()["space_comparison"]
+    assert data["dcr_overfitting_protection"]["sdmetrics"] == alone.to_dict()
+    assert data["passed"] == {
+        "projected": projected.score >= target,
+        "sdmetrics": alone.score >= target,
+    }
+    assert data["differs"] is True
+    text = report.to_text()
+    assert "the verdict depends on the distance" in text
+    assert "the verdict depends on the distance" in report.to_html()
+    # Without the option: no section, the JSON's entry null.
+    plain = phr.privacy_report(originals, avatars, holdout=holdout, **SPACE_OPTIONS)
+    assert plain.space_comparison is None
+    assert plain.to_dict()["space_comparison"] is None
+
+
+def test_the_report_measures_the_dcr_measures_in_sdmetrics_space() -> None:
+    originals, avatars, holdout = release(22)
+    report = phr.privacy_report(
+        originals,
+        avatars,
+        holdout=holdout,
+        dcr_space="sdmetrics",
+        dcr_baseline=True,
+        **SPACE_OPTIONS,
+    )
+    assert report.holdout is not None
+    assert report.holdout.overfitting == phr.dcr_overfitting_protection(
+        originals, avatars, holdout, space="sdmetrics", categorical=["stage"]
+    )
+    assert report.dcr_baseline == phr.dcr_baseline_protection(
+        originals, avatars, space="sdmetrics", categorical=["stage"]
+    )
+    assert report.to_dict()["holdout"]["dcr_overfitting_protection"]["space"] == "sdmetrics"
+    assert report.space_comparison is None
+
+
+@pytest.mark.parametrize("option", [{"compare_spaces": True}, {"dcr_space": "sdmetrics"}])
+def test_the_report_refuses_a_space_option_with_nothing_to_act_on(option: dict[str, Any]) -> None:
+    originals, avatars, _ = release(24)
+    name = next(iter(option))
+    with pytest.raises(ValueError, match=f"`{name}` sets the space of the DCR"):
+        phr.privacy_report(originals, avatars, **option, **SPACE_OPTIONS)
+    with pytest.raises(ValueError, match="`space` must be 'projected' or 'sdmetrics'"):
+        phr.privacy_report(originals, avatars, dcr_space="gower", **SPACE_OPTIONS)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`space` must be 'projected' or 'gower'"):
+        phr.privacy_report(originals, avatars, attack_space="sdmetrics", **SPACE_OPTIONS)  # type: ignore[arg-type]
+
+
+def test_the_command_line_takes_space_sdmetrics_and_compare_spaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from polars_hidden_rate.cli import main
+    from tests.test_release_cli import write_raw
+
+    originals, avatars, holdout = release(26)
+    o, a, h = (
+        write_raw(frame, tmp_path / f"{name}.csv", ",")
+        for name, frame in (("o", originals), ("a", avatars), ("h", holdout))
+    )
+    options = ["--categorical", "stage", "--impute", "median", "--ncp", "3"]
+    args = ["report", str(o), str(a), *options, "--holdout", str(h), "--allow-unlinked"]
+    main([*args, "--space", "sdmetrics", "--compare-spaces", "--dcr-baseline", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    alone = phr.dcr_overfitting_protection(
+        originals, avatars, holdout, space="sdmetrics", categorical=["stage"]
+    )
+    assert data["holdout"]["dcr_overfitting_protection"] == alone.to_dict()
+    assert data["space_comparison"]["dcr_overfitting_protection"]["sdmetrics"] == alone.to_dict()
+    assert data["dcr_baseline_protection"]["space"] == "sdmetrics"
+    assert data["provenance"]["settings"]["dcr_space"] == {
+        "space": "sdmetrics",
+        "compare_spaces": True,
+    }
+    # Nothing to act on: exit 2, one line naming the flag.
+    for flag in (["--compare-spaces"], ["--space", "sdmetrics"]):
+        assert main(["report", str(o), str(a), *options, *flag]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert f"{' '.join(flag)} sets the space of the DCR" in err
