@@ -100,6 +100,27 @@ def test_the_figures_do_not_depend_on_row_order() -> None:
     assert found.tie_tol == 0.0
 
 
+@pytest.mark.parametrize("power", [600, -600])
+def test_the_figures_do_not_depend_on_a_power_of_two_scale(power: int) -> None:
+    originals, synthetic, holdout = mixed(50, 13), mixed(45, 14), mixed(40, 15)
+    numbers = [pl.col(name) * 2.0**power for name in ("x", "age", "constant")]
+    scaled = [frame.with_columns(numbers) for frame in (originals, synthetic, holdout)]
+
+    def dcrs(sets: list[pl.DataFrame]) -> list[list[float]]:
+        columns = columns_of(sets[0])
+        read = columns.arrays(dict(zip("osh", sets, strict=True)))
+        return [sdmetrics_dcr(read[r], read["o"], columns.numerical).tolist() for r in "sh"]
+
+    assert dcrs(scaled) == dcrs([originals, synthetic, holdout])
+    options: dict[str, Any] = {"space": "sdmetrics", "categorical": CATEGORICAL}
+    assert phr.dcr_overfitting_protection(*scaled, **options) == phr.dcr_overfitting_protection(
+        originals, synthetic, holdout, **options
+    )
+    assert phr.dcr_baseline_protection(*scaled[:2], **options).score == (
+        phr.dcr_baseline_protection(originals, synthetic, **options).score
+    )
+
+
 def test_options_with_no_meaning_there_are_refused() -> None:
     frame = pl.DataFrame({"a": [1.0, 2.0, 3.0]})
     with pytest.raises(ValueError, match="`space` must be 'projected' or 'sdmetrics'"):
