@@ -314,10 +314,10 @@ def dcr_baseline_protection(
     }
     if read["originals"].height == 0 or read["synthetic"].height == 0:
         raise NoDataError("there are no originals or no synthetic records to measure")
-    space = plan(
+    fitted = plan(
         read["originals"], read["synthetic"], options, caller="dcr_baseline_protection"
     ).fitted()
-    return DcrBaseline.of_plan(space, seed=seed)
+    return DcrBaseline.of_plan(fitted, seed=seed)
 
 
 def baseline_section(found: DcrBaseline | None) -> Section:

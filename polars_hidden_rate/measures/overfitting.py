@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Unpack
+from typing import Any, Unpack
 
 import numpy as np
 import polars as pl
@@ -295,7 +295,7 @@ class DcrOverfitting:
         )
         return replace(found, space="sdmetrics")
 
-    def to_dict(self) -> dict[str, float | int | str]:
+    def to_dict(self) -> dict[str, Any]:
         """The figures as JSON values (with ``copies_of_training`` and
         ``copies_also_in_holdout``)."""
         return {
