@@ -307,6 +307,8 @@ def test_the_report_measures_the_dcr_measures_in_sdmetrics_space() -> None:
         originals, avatars, space="sdmetrics", categorical=["stage"]
     )
     assert report.to_dict()["holdout"]["dcr_overfitting_protection"]["space"] == "sdmetrics"
+    text = report.to_text()
+    assert text.count("SDMetrics' distance (each column's difference") == 2  # both measures
     assert report.space_comparison is None
 
 

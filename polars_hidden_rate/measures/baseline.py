@@ -20,6 +20,7 @@ from polars_hidden_rate.engine.nearest import squared_nearest, walk_order
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.measures.sdmetrics_space import (
+    SPACE_ROW,
     DcrSpace,
     SdmetricsColumns,
     check_dcr_space,
@@ -162,6 +163,7 @@ class DcrBaseline:
                 f"{self.synthetic_median:.4g} of the synthetic records, {self.random_median:.4g} "
                 f"of {self.synthetic:,} random records (seed {self.seed})",
             ),
+            *([SPACE_ROW] if self.space == "sdmetrics" else []),
         ]
 
     def section(self) -> Section:

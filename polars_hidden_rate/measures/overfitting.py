@@ -31,6 +31,7 @@ from polars_hidden_rate.engine.scale import (
 from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.measures.holdout import HoldoutSpace, holdout_plan, warn_holdout_overlap
 from polars_hidden_rate.measures.sdmetrics_space import (
+    SPACE_ROW,
     DcrSpace,
     SdmetricsColumns,
     check_dcr_space,
@@ -157,6 +158,7 @@ class DcrOverfitting:
                 f"{100 * self.null_share:.2f} % without overfitting at this split)",
             ),
             ("  SDMetrics' score", f"{self.sdmetrics_score:.4f} (takes the null share for 50 %)"),
+            *([SPACE_ROW] if self.space == "sdmetrics" else []),
             *([] if copies is None else [("  copies of training records", copies)]),
             *([("  warning", self.small_holdout_message())] if self.small_holdout else []),
         ]

@@ -47,6 +47,13 @@ DcrSpace = Literal["projected", "sdmetrics"]
 """Where a DCR measure measures: ``"projected"``, the package's projection fitted on the
 originals (the space of local cloaking), or ``"sdmetrics"``, SDMetrics' own distance."""
 
+SPACE_ROW = (
+    "  space",
+    "SDMetrics' distance (each column's difference over the reference set's range, capped "
+    "at 1; categories equal or not; the mean over the columns)",
+)
+"""The line a DCR measure's rows add when measured in SDMetrics' space."""
+
 SDMETRICS_REFUSED = ("ncp", "impute", "tie_tol")
 """The options with no meaning in SDMetrics' space: the projection's shape and its fill of
 gaps (SDMetrics compares missing values its own way), and the tie rule (SDMetrics compares
