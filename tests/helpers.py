@@ -508,6 +508,38 @@ def brute_gower_inference(
     return shares
 
 
+def brute_sdmetrics_dcr(
+    queries: list[list[Any]], reference: list[list[Any]], numerical: list[bool]
+) -> list[float]:
+    """SDMetrics' DCR written out: a numerical column's ``min(|a - b| / range, 1)`` (the range
+    ``max - min`` over ``reference``, missing skipped; where 0, 1 when the two differ), 1
+    when one of the two is missing and 0 when both are; a categorical column's 0 when equal
+    (both missing: equal), else 1; the sum left to right over the number of columns; the
+    minimum over ``reference``. Missing: None or NaN (`is_missing`)."""
+    ranges = []
+    for k, is_numerical in enumerate(numerical):
+        present = [float(row[k]) for row in reference if is_numerical and not is_missing(row[k])]
+        ranges.append(max(present) - min(present) if present else math.nan)
+    found = []
+    for q in queries:
+        best = math.inf
+        for c in reference:
+            total = 0.0
+            for k, is_numerical in enumerate(numerical):
+                a, b = q[k], c[k]
+                if is_missing(a) or is_missing(b):
+                    total += 0.0 if is_missing(a) and is_missing(b) else 1.0
+                elif not is_numerical:
+                    total += 0.0 if a == b else 1.0
+                elif ranges[k] == 0.0:
+                    total += 1.0 if float(a) != float(b) else 0.0
+                else:
+                    total += min(abs(float(b) - float(a)) / ranges[k], 1.0)
+            best = min(best, total / len(numerical))
+        found.append(best)
+    return found
+
+
 def brute_link_chance(on_a: list[float], on_b: list[float], k: int, tie_tol: float) -> float:
     """A target's chance of a link from its distances to each synthetic record on ``A`` and on
     ``B``, by enumerating every fill of the tied places at each edge (each equally likely)."""

@@ -3,9 +3,9 @@ stdin, print their figures as JSON. Run by the peers' venv (``make peers``: .ven
 whose pins conflict with the package's), never imported by the suite's own venv: the
 tests call it through a subprocess (`tests/test_linkability.py`, `tests/test_baseline.py`).
 
-The input: a list of cases, ``{"peer": "linkability" | "inference" | "baseline",
-"originals": {column: values}, "synthetic": {...}, "holdout": {...}, "casts": {column:
-type}, ...}`` (``casts`` optional, `_frame`), in JSON, so
+The input: a list of cases, ``{"peer": "linkability" | "inference" | "baseline" |
+"sdmetrics_dcr", "originals": {column: values}, "synthetic": {...}, "holdout": {...},
+"casts": {column: type}, ...}`` (``casts`` optional, `_frame`), in JSON, so
 floats travel exactly (Python's repr round-trips); the output, their figures in order. One
 process for all (importing the peers and compiling anonymeter's kernels take most of it).
 """
@@ -94,9 +94,49 @@ def baseline(case: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _metadata(case: dict[str, Any]) -> dict[str, Any]:
+    """SDMetrics' metadata of a case: ``sdtypes`` by column, in the originals' order."""
+    return {"columns": {name: {"sdtype": case["sdtypes"][name]} for name in case["originals"]}}
+
+
+def sdmetrics_dcr(case: dict[str, Any]) -> dict[str, Any]:
+    """SDMetrics' ``calculate_dcr`` of ``synthetic`` (and of ``random``, when given) to
+    ``originals`` and, with a ``holdout``, its DCR overfitting protection's breakdown."""
+    from sdmetrics.single_table import DCROverfittingProtection
+    from sdmetrics.single_table.privacy.dcr_utils import calculate_dcr
+
+    metadata = _metadata(case)
+    originals, synthetic = _frame(case["originals"]), _frame(case["synthetic"])
+    found: dict[str, Any] = {"to_originals": calculate_dcr(synthetic, originals, metadata).tolist()}
+    if "random" in case:
+        random = calculate_dcr(_frame(case["random"]), originals, metadata)
+        found["random_to_originals"] = random.tolist()
+        found["medians"] = [
+            float(found_median)
+            for found_median in (
+                calculate_dcr(synthetic, originals, metadata).median(),
+                random.median(),
+            )
+        ]
+    if "holdout" in case:
+        holdout = _frame(case["holdout"])
+        found["to_holdout"] = calculate_dcr(synthetic, holdout, metadata).tolist()
+        breakdown = DCROverfittingProtection.compute_breakdown(
+            originals, synthetic, holdout, metadata, None
+        )
+        found["score"] = breakdown["score"]
+        found["closer_to_training"] = breakdown["synthetic_data_percentages"]["closer_to_training"]
+    return found
+
+
 def main() -> None:
     cases = json.load(sys.stdin)
-    peers = {"linkability": linkability, "inference": inference, "baseline": baseline}
+    peers = {
+        "linkability": linkability,
+        "inference": inference,
+        "baseline": baseline,
+        "sdmetrics_dcr": sdmetrics_dcr,
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # anonymeter warns when an attack beats no baseline
         found = [peers[case["peer"]](case) for case in cases]

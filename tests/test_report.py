@@ -377,11 +377,13 @@ def test_report_dict_keys_and_json() -> None:
         "link_use",
         "linkability",
         "dcr_baseline_protection",
+        "space_comparison",
         "holdout_metrics",
     ]
     assert data["holdout"] is None  # without a holdout
     assert data["linkability"] is None  # not asked
     assert data["dcr_baseline_protection"] is None
+    assert data["space_comparison"] is None
     assert data["holdout_metrics"] is None
     assert data["link_use"] == "judged"
     assert data["own_copies"] == {
@@ -602,6 +604,7 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
         secret="Dim3",
         aux_cols=(["Dim1"], ["Dim2", "Dim3"]),
         dcr_baseline=True,
+        compare_spaces=True,
     ).with_provenance(
         {
             "inputs": {"originals": {"path": "o.csv", "rows": 120, "size": 9, "sha256": "ab"}},
@@ -628,7 +631,7 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
             ), row
     assert {s.key for s in report.sections()} == {
         "records", "metrics", "release", "verdict", "holdout", "linkability", "dcr_baseline",
-        "holdout_metrics", "evidence", "provenance",
+        "spaces", "holdout_metrics", "evidence", "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())
 

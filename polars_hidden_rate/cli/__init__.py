@@ -47,6 +47,7 @@ from polars_hidden_rate.measures.gower import Space
 from polars_hidden_rate.measures.holdout import HoldoutOverlapWarning
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
+from polars_hidden_rate.measures.sdmetrics_space import DcrSpace
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import Evidence, Inspector, Verdict
 from polars_hidden_rate.outputs import (
@@ -422,6 +423,7 @@ def run_report(args: argparse.Namespace) -> int:
     if args.baseline_seed is not None and not args.dcr_baseline:
         raise ValueError("--baseline-seed seeds the DCR baseline protection: add --dcr-baseline")
     seed = baseline_of(args.dcr_baseline, args.baseline_seed or 0)
+    dcr_space = _dcr_space(args)
     request, inspector, inputs, holdout = in_background(
         lambda: _planned(args, "report", args.holdout, attack, linking)
     )
@@ -434,6 +436,8 @@ def run_report(args: argparse.Namespace) -> int:
             inference=attack,
             linkability=linking,
             dcr_baseline=seed,
+            dcr_space=dcr_space,
+            compare_spaces=args.compare_spaces,
         )
     )
     if report.link_use == "absent" and not args.quiet:
@@ -455,6 +459,8 @@ def run_report(args: argparse.Namespace) -> int:
         }
     if seed is not None:
         more["dcr_baseline"] = {"seed": seed}
+    if dcr_space != "projected" or args.compare_spaces:
+        more["dcr_space"] = {"space": dcr_space, "compare_spaces": args.compare_spaces}
     block = provenance(
         inputs.result(),
         describe_settings(
@@ -516,8 +522,9 @@ def _check_attack_options(args: argparse.Namespace) -> None:
 
 
 def _attack_space(args: argparse.Namespace) -> Space:
-    """``--space``, which only the attacks take: refused without one."""
-    if args.space is None:
+    """``--space``, which only the attacks take (``sdmetrics`` the DCR measures: `_dcr_space`):
+    refused without one."""
+    if args.space in (None, "sdmetrics"):
         return "projected"
     if args.secret is None and args.aux_a is None and args.aux_b is None:
         raise ValueError(
@@ -525,6 +532,19 @@ def _attack_space(args: argparse.Namespace) -> Space:
             "or --aux-a and --aux-b (with --holdout) too"
         )
     space: Space = args.space
+    return space
+
+
+def _dcr_space(args: argparse.Namespace) -> DcrSpace:
+    """``--space sdmetrics`` and ``--compare-spaces``, which the DCR overfitting (with
+    --holdout) and baseline (--dcr-baseline) protections take: refused without either."""
+    space: DcrSpace = "sdmetrics" if args.space == "sdmetrics" else "projected"
+    if (space == "sdmetrics" or args.compare_spaces) and not (args.holdout or args.dcr_baseline):
+        flag = "--compare-spaces" if args.compare_spaces else "--space sdmetrics"
+        raise ValueError(
+            f"{flag} sets the space of the DCR overfitting and baseline protections: give "
+            "--holdout or --dcr-baseline too"
+        )
     return space
 
 

@@ -174,10 +174,19 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--space",
-        choices=["projected", "gower"],
+        choices=["projected", "gower", "sdmetrics"],
         help=(
             "the space of the inference and linkability attacks: each attack's columns "
-            "projected (default), or anonymeter's Gower distance"
+            "projected (default), or anonymeter's Gower distance; sdmetrics: the DCR "
+            "overfitting and baseline protections in SDMetrics' distance"
+        ),
+    )
+    report.add_argument(
+        "--compare-spaces",
+        action="store_true",
+        help=(
+            "with --holdout or --dcr-baseline: the DCR overfitting and baseline protections "
+            "in both the package's space and SDMetrics', flagging a verdict that differs"
         ),
     )
     report.add_argument(

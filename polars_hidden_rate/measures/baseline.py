@@ -20,6 +20,14 @@ from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest, walk_order
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.measures.sdmetrics_space import (
+    SPACE_ROW,
+    DcrSpace,
+    SdmetricsColumns,
+    check_dcr_space,
+    refuse_sdmetrics_options,
+    sdmetrics_dcr,
+)
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan, require_cpu
 
@@ -45,6 +53,9 @@ class DcrBaseline:
         The number of originals.
     seed
         The seed the random records were drawn with.
+    space
+        Where the distances were measured: ``"projected"`` (the package's space) or
+        ``"sdmetrics"`` (SDMetrics' own distance, `polars_hidden_rate.measures.sdmetrics_space`).
     """
 
     score: float
@@ -53,6 +64,7 @@ class DcrBaseline:
     synthetic: int
     originals: int
     seed: int = 0
+    space: DcrSpace = "projected"
 
     @classmethod
     def of_arrays(
@@ -110,6 +122,34 @@ class DcrBaseline:
             threads=space.threads,
         )
 
+    @classmethod
+    def of_sdmetrics(cls, space: CountPlan, *, seed: int = 0) -> DcrBaseline:
+        """In SDMetrics' space (`polars_hidden_rate.measures.sdmetrics_space`), over the plan's
+        columns (`SdmetricsColumns.of_plan`): the random records drawn over the originals'
+        columns (`random_records`, as many as the synthetic records), each set's DCR to the
+        originals (their ranges), the medians as SDMetrics takes them. Brute force: ``O(2 s n
+        d)``."""
+        columns = SdmetricsColumns.of_plan(space)
+        drawn_from = space.originals.select(list(columns.names)).collect()
+        categorical = frozenset(
+            name
+            for name, numerical in zip(columns.names, columns.numerical, strict=True)
+            if not numerical
+        )
+        synthetic = space.avatars.select(list(columns.names)).collect()
+        if drawn_from.height == 0 or synthetic.height == 0:
+            raise NoDataError("there are no originals or no synthetic records to measure")
+        random = random_records(drawn_from, categorical, synthetic.height, seed)
+        read = columns.arrays(
+            {"originals": drawn_from, "synthetic": synthetic, "random records": random}
+        )
+        found, baseline = (
+            float(np.median(sdmetrics_dcr(read[role], read["originals"], columns.numerical)))
+            for role in ("synthetic", "random records")
+        )
+        score = math.nan if baseline == 0.0 else min(found / baseline, 1.0)
+        return cls(score, found, baseline, synthetic.height, drawn_from.height, seed, "sdmetrics")
+
     def rows(self) -> list[tuple[str, str]]:
         """The figures as (label, value) lines, for the text and the page of a report."""
         score = (
@@ -124,6 +164,7 @@ class DcrBaseline:
                 f"{self.synthetic_median:.4g} of the synthetic records, {self.random_median:.4g} "
                 f"of {self.synthetic:,} random records (seed {self.seed})",
             ),
+            *([SPACE_ROW] if self.space == "sdmetrics" else []),
         ]
 
     def section(self) -> Section:
@@ -136,7 +177,7 @@ class DcrBaseline:
             {"dcr_baseline_protection": self.to_dict()},
         )
 
-    def to_dict(self) -> dict[str, float | int | None]:
+    def to_dict(self) -> dict[str, float | int | str | None]:
         """The figures as JSON values (a NaN score as null)."""
         return {
             "score": None if math.isnan(self.score) else self.score,
@@ -145,6 +186,7 @@ class DcrBaseline:
             "synthetic": self.synthetic,
             "originals": self.originals,
             "seed": self.seed,
+            "space": self.space,
         }
 
 
@@ -203,6 +245,7 @@ def dcr_baseline_protection(
     synthetic: pl.DataFrame | pl.LazyFrame,
     *,
     seed: int = 0,
+    space: DcrSpace = "projected",
     **options: Unpack[CountOptions],
 ) -> DcrBaseline:
     """SDMetrics' DCR baseline protection: are the synthetic records as far from the
@@ -228,6 +271,12 @@ def dcr_baseline_protection(
         The synthetic records, any number of them.
     seed
         The seed of the random records.
+    space
+        ``"projected"`` (default), the package's space, or ``"sdmetrics"``, SDMetrics' own
+        distance (docs/metrics.md) over the ``features`` (``categorical`` names the numbers
+        SDMetrics' metadata would call categorical, or ``"auto"``; ``ncp``, ``impute`` and
+        ``tie_tol`` are refused there): the medians are then those SDMetrics gives for the
+        same random records.
     **options
         ``coords`` or ``features``, ``ncp``, ``categorical``, ``impute``, ``tie_tol`` and
         ``threads``, as for [`local_cloaking`][polars_hidden_rate.local_cloaking]; the link
@@ -248,7 +297,11 @@ def dcr_baseline_protection(
             raise ValueError(msg)
     require_cpu(options, "dcr_baseline_protection")
     seed = check_seed(seed)
+    if check_dcr_space(space, "dcr_baseline_protection") == "sdmetrics":
+        refuse_sdmetrics_options(options, "dcr_baseline_protection")
     request = plan(originals, synthetic, options, caller="dcr_baseline_protection")
+    if space == "sdmetrics":
+        return DcrBaseline.of_sdmetrics(request, seed=seed)
     columns = list(request.projection.features if request.projection else request.coords)
     read = {
         role: as_lazy(frame, role).select(columns).collect()
@@ -256,10 +309,10 @@ def dcr_baseline_protection(
     }
     if read["originals"].height == 0 or read["synthetic"].height == 0:
         raise NoDataError("there are no originals or no synthetic records to measure")
-    space = plan(
+    fitted = plan(
         read["originals"], read["synthetic"], options, caller="dcr_baseline_protection"
     ).fitted()
-    return DcrBaseline.of_plan(space, seed=seed)
+    return DcrBaseline.of_plan(fitted, seed=seed)
 
 
 def baseline_section(found: DcrBaseline | None) -> Section:

@@ -9,11 +9,12 @@ too is a tie, which the score does not read as a copy."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Unpack
+from dataclasses import dataclass, replace
+from typing import Any, Unpack
 
 import numpy as np
 import polars as pl
+from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.checks import check_tie_tol
@@ -27,8 +28,17 @@ from polars_hidden_rate.engine.nearest import (
 from polars_hidden_rate.engine.scale import (
     canonical_scale,
 )
-from polars_hidden_rate.measures.holdout import HoldoutSpace
-from polars_hidden_rate.plan import CountOptions
+from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.measures.holdout import HoldoutSpace, holdout_plan, warn_holdout_overlap
+from polars_hidden_rate.measures.sdmetrics_space import (
+    SPACE_ROW,
+    DcrSpace,
+    SdmetricsColumns,
+    check_dcr_space,
+    refuse_sdmetrics_options,
+    sdmetrics_dcr,
+)
+from polars_hidden_rate.plan import CountOptions, CountPlan
 
 DEFAULT_TIE_TOL = 1e-9
 """Local cloaking's default relative tie tolerance, the rounding allowance of every
@@ -69,7 +79,8 @@ class DcrOverfitting:
     synthetic, originals, holdout
         The sizes of the three sets.
     tie_tol
-        The relative tie tolerance the distances were compared with.
+        The relative tie tolerance the distances were compared with (0 in SDMetrics' space,
+        which compares them exactly).
     copies_of_training
         The number of synthetic records at distance 0 of a training original: copies of a
         training record in the measure's space.
@@ -77,6 +88,9 @@ class DcrOverfitting:
         How many of those lie at distance 0 of a holdout record too (a record the training
         set and the holdout share): each is a tie, which counts for the holdout, so the
         score reads these copies as no closer to the training set (`copies_message`).
+    space
+        Where the distances were measured: ``"projected"`` (the package's space) or
+        ``"sdmetrics"`` (SDMetrics' own distance, `polars_hidden_rate.measures.sdmetrics_space`).
     """
 
     score: float
@@ -89,6 +103,7 @@ class DcrOverfitting:
     tie_tol: float = DEFAULT_TIE_TOL
     copies_of_training: int = 0
     copies_also_in_holdout: int = 0
+    space: DcrSpace = "projected"
 
     @property
     def closer_to_holdout(self) -> float:
@@ -143,6 +158,7 @@ class DcrOverfitting:
                 f"{100 * self.null_share:.2f} % without overfitting at this split)",
             ),
             ("  SDMetrics' score", f"{self.sdmetrics_score:.4f} (takes the null share for 50 %)"),
+            *([SPACE_ROW] if self.space == "sdmetrics" else []),
             *([] if copies is None else [("  copies of training records", copies)]),
             *([("  warning", self.small_holdout_message())] if self.small_holdout else []),
         ]
@@ -259,7 +275,29 @@ class DcrOverfitting:
             warnings.warn(found.small_holdout_message(), SmallHoldoutWarning, stacklevel=3)
         return found
 
-    def to_dict(self) -> dict[str, float | int]:
+    @classmethod
+    def of_sdmetrics(cls, request: CountPlan, holdout: pl.LazyFrame) -> DcrOverfitting:
+        """In SDMetrics' space (`polars_hidden_rate.measures.sdmetrics_space`), over the plan's
+        columns (`SdmetricsColumns.of_plan`): each synthetic record's DCR to the training
+        originals (their ranges) and to the holdout (its own ranges), compared as SDMetrics
+        compares them, strictly (``tie_tol`` 0). Brute force: ``O(s (n + h) d)``."""
+        columns = SdmetricsColumns.of_plan(request)
+        read = columns.read(
+            {"originals": request.originals, "synthetic": request.avatars, "holdout": holdout}
+        )
+        synthetic = read["synthetic"]
+        if len(synthetic) == 0:
+            raise NoDataError("there are no synthetic records to measure")
+        if len(read["holdout"]) == 0:
+            raise NoDataError("the holdout holds no records to measure")
+        to_training = sdmetrics_dcr(synthetic, read["originals"], columns.numerical)
+        to_holdout = sdmetrics_dcr(synthetic, read["holdout"], columns.numerical)
+        found = cls.of_distances(
+            to_training, to_holdout, len(read["originals"]), len(read["holdout"]), tie_tol=0.0
+        )
+        return replace(found, space="sdmetrics")
+
+    def to_dict(self) -> dict[str, Any]:
         """The figures as JSON values (with ``copies_of_training`` and
         ``copies_also_in_holdout``)."""
         return {
@@ -275,6 +313,7 @@ class DcrOverfitting:
             "tie_tol": self.tie_tol,
             "copies_of_training": self.copies_of_training,
             "copies_also_in_holdout": self.copies_also_in_holdout,
+            "space": self.space,
         }
 
 
@@ -282,6 +321,8 @@ def dcr_overfitting_protection(
     originals: pl.DataFrame | pl.LazyFrame,
     synthetic: pl.DataFrame | pl.LazyFrame,
     holdout: pl.DataFrame | pl.LazyFrame,
+    *,
+    space: DcrSpace = "projected",
     **options: Unpack[CountOptions],
 ) -> DcrOverfitting:
     """The DCR overfitting protection (SDMetrics'), read against the split: does the
@@ -302,15 +343,22 @@ def dcr_overfitting_protection(
     counted beside the score (``copies_of_training``), and those of them at distance 0 of a
     holdout record too (``copies_also_in_holdout``): a record the two real sets share is a
     tie, which counts for the holdout, so the score alone does not read such a copy as one.
-    Unlike SDMetrics, whose distance is a per-column normalised
-    one, the distances are those of [`local_cloaking`][polars_hidden_rate.local_cloaking]'s
-    space, exact in float64 (docs/metrics.md).
+    By default the distances are those of [`local_cloaking`][polars_hidden_rate.local_cloaking]'s
+    space, exact in float64; with ``space="sdmetrics"``, SDMetrics' own per-column normalised
+    distance (each reference set's ranges, missing values as SDMetrics compares them), so
+    that ``closer_to_training`` and ``sdmetrics_score`` are SDMetrics' own figures
+    (docs/metrics.md).
 
     Parameters
     ----------
     originals, synthetic, holdout, **options
         As for [`membership_risk`][polars_hidden_rate.membership_risk]; ``tie_tol``
         (default 1e-9) as for [`local_cloaking`][polars_hidden_rate.local_cloaking].
+    space
+        ``"projected"`` (default), the package's space, or ``"sdmetrics"``, SDMetrics' own
+        distance over the ``features`` (``categorical`` names the numbers SDMetrics'
+        metadata would call categorical, or ``"auto"``; ``ncp``, ``impute`` and
+        ``tie_tol`` are refused there).
 
     Examples
     --------
@@ -323,11 +371,18 @@ def dcr_overfitting_protection(
     >>> found.closer_to_training, found.null_share, found.score
     (0.25, 0.5, 1.0)
     """
-    space = HoldoutSpace.read(originals, synthetic, holdout, options, "dcr_overfitting_protection")
+    caller = "dcr_overfitting_protection"
+    if check_dcr_space(space, caller) == "sdmetrics":
+        refuse_sdmetrics_options(options, caller)
+        request = holdout_plan(originals, synthetic, holdout, options, caller)
+        held_out = as_lazy(holdout, "holdout")
+        warn_holdout_overlap(request.originals, held_out, request.link.left)
+        return DcrOverfitting.of_sdmetrics(request, held_out)
+    read = HoldoutSpace.read(originals, synthetic, holdout, options, caller)
     return DcrOverfitting.of_arrays(
-        space.originals,
-        space.synthetic,
-        space.holdout,
-        threads=space.threads,
-        tie_tol=space.tie_tol,
+        read.originals,
+        read.synthetic,
+        read.holdout,
+        threads=read.threads,
+        tie_tol=read.tie_tol,
     )

@@ -19,6 +19,7 @@ from polars_hidden_rate.measures.digits import p_text
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
 from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from polars_hidden_rate.measures.section import Section
+from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.report import sections as registry
 from polars_hidden_rate.report.page import page_of
@@ -112,6 +113,9 @@ class PrivacyReport:
         otherwise.
     dcr_baseline
         The DCR baseline protection, when asked (``dcr_baseline``); None otherwise.
+    space_comparison
+        The DCR measures in the package's space and in SDMetrics', when asked
+        (``compare_spaces``); None otherwise.
     max_own_copies
         The largest percentage of avatars identical to their own original that passes (the
         gate's ``max_own_copies``); None: the own copies are shown, not judged.
@@ -147,6 +151,7 @@ class PrivacyReport:
     correlation_protection: CorrelationProtection | None = None
     linkability: LinkabilityRisk | None = field(default=None, compare=False)
     dcr_baseline: DcrBaseline | None = field(default=None, compare=False)
+    space_comparison: SpaceComparison | None = field(default=None, compare=False)
     max_own_copies: float | None = field(default=None, compare=False)
     link_use: LinkUse = field(default="judged", compare=False)
     overrides: Mapping[str, bool] = field(

@@ -34,8 +34,11 @@ from polars_hidden_rate.measures.holdout import (
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures, counts_and_figures
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
+from polars_hidden_rate.measures.overfitting import DcrOverfitting
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
+from polars_hidden_rate.measures.sdmetrics_space import DcrSpace, check_dcr_space
 from polars_hidden_rate.measures.secrets import SecretKind
+from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.measures.verdict import (
@@ -47,7 +50,7 @@ from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.progress import stage
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.report.model import LinkUse, PrivacyReport
-from polars_hidden_rate.report.targets import check_targets
+from polars_hidden_rate.report.targets import check_targets, meets
 
 
 def privacy_report(
@@ -69,6 +72,8 @@ def privacy_report(
     attack_space: Space = "projected",
     dcr_baseline: bool = False,
     baseline_seed: int = 0,
+    dcr_space: DcrSpace = "projected",
+    compare_spaces: bool = False,
     **options: Unpack[CountOptions],
 ) -> PrivacyReport:
     """Measure an anonymization with every metric of [`METRICS`][polars_hidden_rate.report.METRICS],
@@ -136,6 +141,16 @@ def privacy_report(
         ``dcr_baseline_protection`` (no target). It needs no holdout; it costs about as
         much again as the report's DCR (a draw as large as the synthetic set, and its walk
         through a kd-tree of the originals), so it is measured on request.
+    dcr_space
+        The space of the DCR overfitting protection (with a holdout) and of the DCR baseline
+        protection: ``"projected"`` (default), the report's space, or ``"sdmetrics"``,
+        SDMetrics' own distance over the report's features (their ``space``; the membership
+        attack and the report's own DCR stay in the report's space).
+    compare_spaces
+        Also read those two measures in the other space and show them side by side
+        (`SpaceComparison`, the JSON's ``space_comparison``), with a warning where the DCR
+        overfitting protection's verdict differs between the spaces. Needs a holdout or
+        ``dcr_baseline``.
     **options
         The keyword options of [`CountOptions`][polars_hidden_rate.CountOptions]. The
         raw features of the direct matches are ``features`` (default the columns
@@ -188,6 +203,7 @@ def privacy_report(
         msg = "`attack_space` sets the space of the attacks: give `secret` or `aux_cols` too"
         raise ValueError(msg)
     seed = baseline_of(dcr_baseline, baseline_seed)
+    check_dcr_options(dcr_space, compare_spaces, holdout is not None, seed is not None)
     held_out = None
     if holdout is not None:
         held_out = as_lazy(holdout, "holdout")
@@ -210,7 +226,25 @@ def privacy_report(
         inference=attack,
         linkability=linking,
         dcr_baseline=seed,
+        dcr_space=dcr_space,
+        compare_spaces=compare_spaces,
     )
+
+
+def check_dcr_options(
+    dcr_space: object, compare_spaces: bool, with_holdout: bool, with_baseline: bool
+) -> DcrSpace:
+    """``dcr_space`` and ``compare_spaces`` checked: either needs a DCR measure to act on (a
+    holdout's overfitting protection, or the baseline protection)."""
+    space = check_dcr_space(dcr_space, "privacy_report")
+    if (space != "projected" or compare_spaces) and not (with_holdout or with_baseline):
+        option = "compare_spaces" if compare_spaces else "dcr_space"
+        msg = (
+            f"`{option}` sets the space of the DCR overfitting and baseline protections: give "
+            "`holdout` or `dcr_baseline=True` too"
+        )
+        raise ValueError(msg)
+    return space
 
 
 def check_holdout_and_attack(
@@ -313,12 +347,15 @@ def report_of_plan(
     inference: InferenceAttack | None = None,
     linkability: LinkabilityAttack | None = None,
     dcr_baseline: int | None = None,
+    dcr_space: DcrSpace = "projected",
+    compare_spaces: bool = False,
 ) -> PrivacyReport:
     """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
     taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
     ``inference`` attack (`inference_attack`) and the ``linkability`` attack
     (`linkability_attack`) run on it; with ``dcr_baseline``, the DCR baseline protection
-    with that seed (`baseline_of`). With a ``holdout``, a link the link test refuses is
+    with that seed (`baseline_of`), in ``dcr_space`` (the overfitting protection too), read
+    in both spaces with ``compare_spaces``. With a ``holdout``, a link the link test refuses is
     judged on the measures that need no link (`PrivacyReport.link_use`) rather than
     refused."""
     checked_targets = check_targets(
@@ -416,9 +453,36 @@ def report_of_plan(
         right_on=list(link.right) or None,
     )
     baseline = None
-    if dcr_baseline is not None:
+    if dcr_baseline is not None and (dcr_space == "projected" or compare_spaces):
         with stage("DCR baseline protection", enabled=request.progress):
             baseline = DcrBaseline.of_plan(request, seed=dcr_baseline)
+    comparison = None
+    if dcr_space == "sdmetrics" or compare_spaces:
+        # SDMetrics' distance: brute force over the raw columns, O(s (n + h) d).
+        with stage("DCR measures in SDMetrics' space", enabled=request.progress):
+            overfitting = {}
+            baselines = {}
+            if figures is not None and holdout is not None:
+                overfitting = {
+                    "projected": figures.overfitting,
+                    "sdmetrics": DcrOverfitting.of_sdmetrics(request, holdout),
+                }
+            if dcr_baseline is not None:
+                baselines["sdmetrics"] = DcrBaseline.of_sdmetrics(request, seed=dcr_baseline)
+                if baseline is not None:
+                    baselines = {"projected": baseline, **baselines}
+        if dcr_space == "sdmetrics":
+            if figures is not None:
+                figures = replace(figures, overfitting=overfitting["sdmetrics"])
+            baseline = baselines.get("sdmetrics")
+        if compare_spaces:
+            target = checked_targets.get("dcr_overfitting_protection")
+            comparison = SpaceComparison.of(
+                overfitting,
+                baselines,
+                target,
+                lambda score, limit: meets("dcr_overfitting_protection", score, limit),
+            )
     n, n_hidden = len(counts), int(np.count_nonzero(counts))
     low, high = hidden_rate_interval(n_hidden, n, level)
     linkable = None
@@ -447,6 +511,7 @@ def report_of_plan(
         correlation_protection=linkable,
         linkability=linked,
         dcr_baseline=baseline,
+        space_comparison=comparison,
         max_own_copies=asked.max_own_copies,
         link_use=link_use,
         overrides={"allow_unlinked": asked.allow_unlinked, "by_row_order": asked.by_row_order},

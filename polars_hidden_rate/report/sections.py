@@ -19,6 +19,7 @@ from polars_hidden_rate.measures.digits import decisive
 from polars_hidden_rate.measures.holdout_figures import holdout_section
 from polars_hidden_rate.measures.linkability import linkability_section
 from polars_hidden_rate.measures.section import Histogram, Row, Section
+from polars_hidden_rate.measures.spaces import spaces_section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
 from polars_hidden_rate.report.targets import DIRECTIONS, HOLDOUT_METRICS, LABELS, LINKED_METRICS
@@ -289,6 +290,7 @@ SECTIONS: tuple[SectionOf, ...] = (
     lambda report: holdout_section(report.holdout),
     lambda report: linkability_section(report.linkability),
     lambda report: baseline_section(report.dcr_baseline),
+    lambda report: spaces_section(report.space_comparison),
     holdout_metrics_section,
     lambda report: evidence_section(report.evidence),
     lambda report: provenance_section(report.provenance),
