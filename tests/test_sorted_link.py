@@ -210,6 +210,10 @@ def test_each_override_leaves_the_other_rule_in_force() -> None:
     assert measured.evidence is not None
     assert measured.evidence.sorted_link is not None
     assert not measured.evidence.sorted_link.checked
+    report = phr.privacy_report(left, right, ncp=5, allow_sorted_link=True)
+    assert report.overrides["allow_sorted_link"] is True
+    assert any("--allow-sorted-link" in note for note in report.override_notes)
+    assert "Sorted-link check" in report.to_html()
     shuffled = avatars.sample(fraction=1.0, shuffle=True, seed=3)
     with pytest.raises(UnlinkedAvatarsError):
         cloaking_summary(originals, shuffled, ncp=5, allow_sorted_link=True)
