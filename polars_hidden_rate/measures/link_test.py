@@ -16,6 +16,8 @@ partners give the test its power at a few hundred records and large ``k``, where
 is only weakly its record's. Beyond `SAMPLE` records, a fixed random sample of that
 many is tested: a random link is then still refused with the same chance, a real one passes
 with a margin of hundreds of standard deviations, and the test costs the same at any size.
+`link_test_within` runs the same test with each record's partners drawn from its own group
+only: what the sorted-link rule asks of a row order within one value of a sorted feature.
 Arrays in, a value out: no frames here.
 """
 
