@@ -449,18 +449,43 @@ def test_one_record_has_one_comparison() -> None:
 
 
 def test_the_variance_within_groups_counts_repeated_partners() -> None:
-    # Groups of two: each record meets its one partner eight times, wins 0 or 8 (variance 16).
+    # Groups of five: each record meets 4 partners through 8 cycles, and the variance of its
+    # wins is m^2/12 + sum_j c_j^2 / 6, counted here from the cycles themselves.
     rng = np.random.default_rng(3)
     x = rng.normal(size=(100, 2))
     y = x + rng.normal(scale=0.5, size=x.shape)
-    test = link_test_within(x, y, np.repeat(np.arange(50), 2), 100)
+    labels = np.repeat(np.arange(20), 5)
+    test = link_test_within(x, y, labels, 100)
     m = PARTNERS
-    z = (test.closer + 0.5 * test.ties - 100 * m / 2) / math.sqrt(100 * m * m / 4)
-    assert test.p_value == upper_tail(z)
-    assert test.closer % m == 0
-    # Records alone in their group are not compared.
-    alone = link_test_within(x, y, np.arange(100), 100)
-    assert (alone.n, alone.tested) == (0, False)
+    cycles = [link_test_module._cycles(labels, (link_test_module.SEED, k)) for k in range(m)]
+    assert all(bool((labels[c] == labels).all() and (c != np.arange(100)).all()) for c in cycles)
+    stacked = np.stack(cycles)
+    repeats = [np.unique(stacked[:, i], return_counts=True)[1] for i in range(100)]
+    variance = sum(m * m / 12 + float((c.astype(float) ** 2).sum()) / 6 for c in repeats)
+    z = (test.closer + 0.5 * test.ties - 100 * m / 2) / math.sqrt(variance)
+    assert test.p_value == pytest.approx(upper_tail(z), rel=1e-12)
+    # Records of groups below MIN_GROUP are not compared.
+    small = link_test_within(x, y, np.repeat(np.arange(25), 4), 100)
+    assert (small.n, small.tested) == (0, False)
+    mixed = link_test_within(x, y, np.r_[np.zeros(60), np.repeat(np.arange(1, 11), 4)], 100)
+    assert mixed.n == 60
+
+
+def test_a_random_pairing_within_groups_passes_no_more_often_than_alpha_says() -> None:
+    # A strong link shuffled within groups of five (the smallest compared): records of one
+    # group win or lose together more than independent ones; the test still passes such a
+    # pairing at most as often as its level says (pairs would, 9 times as often at 0.002).
+    found = []
+    labels = np.repeat(np.arange(60), 5)
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(300, 3))
+        y = x + rng.normal(scale=0.05, size=x.shape)
+        order = np.lexsort((rng.random(300), labels))
+        found.append(link_test_within(x, y[order], labels, 300).p_value)
+    p = np.array(found)
+    assert (p <= 0.05).mean() <= 0.05 * 1.5
+    assert (p <= 0.01).mean() <= 0.01 * 2
 
 
 def sorted_pair(left: list[float], right: list[float]) -> tuple[pl.DataFrame, pl.DataFrame]:

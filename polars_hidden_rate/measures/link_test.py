@@ -44,6 +44,12 @@ PARTNERS = 8
 """Derangements each record is compared through."""
 SAMPLE = 20_000
 """At most this many records are tested: a seeded random sample beyond."""
+MIN_GROUP = 5
+"""`link_test_within` compares the records of groups of at least this many: in smaller ones the
+records' wins depend on one another too much for the normal law of independent records (two
+records of a pair win or lose together), which then passes a random pairing several times as
+often as `ALPHA` says; from 5 a random pairing within groups passes at most as often
+(`tests/test_sorted_link.py`)."""
 
 
 @dataclass(frozen=True)
@@ -200,7 +206,7 @@ def link_test_within(
 ) -> LinkTest:
     """`link_test` with each record's partners drawn from its own group only (the rows of
     one label of ``groups``): whether the row order still links records where the groups
-    do not tell them apart. Records alone in their group are not compared.
+    do not tell them apart. Records of groups of fewer than `MIN_GROUP` are not compared.
 
     Each partner is a seeded random cycle through each group, so a record of a small group
     meets the same partner several times; the variance counts those repeats: with ``c_j``
@@ -221,7 +227,7 @@ def link_test_within(
     False
     """
     labels = np.unique(np.asarray(groups), return_inverse=True)[1].astype(np.int64)
-    shared = np.bincount(labels)[labels] > 1
+    shared = np.bincount(labels)[labels] >= MIN_GROUP
     x = np.asarray(x, dtype=np.float64)[shared]
     y = np.asarray(y, dtype=np.float64)[shared]
     labels = labels[shared]
@@ -244,7 +250,7 @@ def link_test_within(
 
 def _cycles(labels: IndexArray, seed: tuple[int, int]) -> IndexArray:
     """Each record's partner: the next record of a seeded random cycle through its group
-    (every group holds two records or more)."""
+    (every group holds `MIN_GROUP` records or more)."""
     n = len(labels)
     order = np.lexsort((np.random.default_rng(seed).random(n), labels))
     grouped = labels[order]

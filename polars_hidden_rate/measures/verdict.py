@@ -28,6 +28,7 @@ from polars_hidden_rate.checks import InvariantError, OptionTypeError, check_rea
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
 from polars_hidden_rate.measures.link_test import (
     ALPHA,
+    MIN_GROUP,
     MIN_RECORDS,
     LinkTest,
     link_test_of_sample,
@@ -446,8 +447,8 @@ def check_sorted_link(
     the rows still pair up record by record; a sort alone pairs them at random there. So a
     shared sort is refused unless every row's two values are equal (nulls alike) and the
     link test within each value (`link_test_within`) finds a link, from `MIN_RECORDS`
-    records that share their value with another (a feature of distinct values, as a float,
-    never shows one).
+    records of values held by `MIN_GROUP` rows or more (a feature of distinct values, as a
+    float, never shows one).
 
     Raises
     ------
@@ -480,8 +481,8 @@ def _sorted_message(name: str, words: str, within: LinkTest | None) -> str:
         )
     else:
         why = (
-            f"and {within.n} records share their value with another, too few to tell a link "
-            f"within its values ({MIN_RECORDS} needed)"
+            f"and {within.n} records share their value with {MIN_GROUP - 1} others or more, too "
+            f"few to tell a link within its values ({MIN_RECORDS} needed)"
         )
     return (
         f"both frames are sorted on {name!r} ({words}) {why}: linked by row order, the rows "
