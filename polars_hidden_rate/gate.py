@@ -24,10 +24,12 @@ from polars_hidden_rate.measures.summary import (
 )
 from polars_hidden_rate.measures.verdict import (
     DEFAULT_MAX_OWN_COPIES,
+    GateOptions,
     Inspector,
+    UnlinkedAvatarsError,
     Verdict,
-    VerdictOptions,
     split_options,
+    unlinked_message,
 )
 from polars_hidden_rate.plan import CountOptions, plan
 
@@ -93,6 +95,7 @@ def cloaking_summary(
     allow_unlinked: bool = False,
     by_row_order: bool = False,
     max_own_copies: float = DEFAULT_MAX_OWN_COPIES,
+    allow_sorted_link: bool = False,
     **options: Unpack[CountOptions],
 ) -> CloakingSummary:
     """Count and summarise in one go, with the verdict's evidence: what
@@ -108,7 +111,7 @@ def cloaking_summary(
 
     Parameters
     ----------
-    allow_unlinked, by_row_order, max_own_copies
+    allow_unlinked, by_row_order, max_own_copies, allow_sorted_link
         The verdict options (`VerdictOptions`).
 
     Raises
@@ -118,11 +121,15 @@ def cloaking_summary(
     AmbiguousLinkError
         When linked by row order while both frames hold a key column, unless
         ``by_row_order``.
+    SortedLinkError
+        When linked by row order while both frames are sorted on one feature and the rows
+        pair up no better than at random within its values, unless ``allow_sorted_link``.
     """
     threshold = check_min_rate(min_rate)
     verdict = Verdict.of(
         {
             "allow_unlinked": allow_unlinked,
+            "allow_sorted_link": allow_sorted_link,
             "by_row_order": by_row_order,
             "max_own_copies": max_own_copies,
         }
@@ -147,11 +154,6 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
     )
 
 
-class GateOptions(CountOptions, VerdictOptions, total=False):
-    """The counting options and the verdict options, as
-    [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] takes them."""
-
-
 def assert_hidden_rate(
     originals: pl.DataFrame | pl.LazyFrame,
     avatars: pl.DataFrame | pl.LazyFrame,
@@ -171,8 +173,8 @@ def assert_hidden_rate(
     **options
         The keyword options of [`polars_hidden_rate.hidden_rate`][polars_hidden_rate.hidden_rate]
         (``coords``, ``features``, ``ncp``, ``on``, ``tie_tol``, ...), and the verdict
-        options ``allow_unlinked``, ``by_row_order`` and ``max_own_copies`` (default 10)
-        of `cloaking_summary`.
+        options ``allow_unlinked``, ``allow_sorted_link``, ``by_row_order`` and
+        ``max_own_copies`` (default 10) of `cloaking_summary`.
 
     Returns
     -------
@@ -186,7 +188,10 @@ def assert_hidden_rate(
         ``.min_rate``.
     OwnCopiesError
         When own copies exceed ``max_own_copies``.
-    UnlinkedAvatarsError, AmbiguousLinkError
+    UnlinkedAvatarsError
+        When the link looks random (from 50 records), with ``allow_unlinked`` too: a hidden
+        rate measured on such a link never passes.
+    AmbiguousLinkError, SortedLinkError
         As `cloaking_summary` raises them.
 
     Examples
@@ -209,7 +214,12 @@ def assert_hidden_rate(
     counting, verdict = split_options(options)
     request = plan(originals, avatars, counting, caller="assert_hidden_rate")
     inspector = Inspector.start(request, verdict)
-    counts = request.counts(inspector.read(), cap=1, consume=True)
+    aligned = inspector.read()
+    test = known(inspector.link, "the link test, which the read runs")
+    if not test.linked:  # measured with allow_unlinked: a refused link never passes
+        message = unlinked_message(test, request, measured=True)
+        raise UnlinkedAvatarsError(message, test)
+    counts = request.counts(aligned, cap=1, consume=True)
     rate = percent(int(np.count_nonzero(counts)), len(counts))
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)

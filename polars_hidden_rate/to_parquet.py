@@ -35,10 +35,12 @@ from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_d
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.measures.verdict import (
     Evidence,
+    GateOptions,
     Inspector,
     Verdict,
     check_link,
     copy_features,
+    split_options,
 )
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
@@ -58,7 +60,7 @@ def local_cloaking_to_parquet(
     *,
     overwrite: bool = False,
     min_rate: float | None = None,
-    **options: Unpack[CountOptions],
+    **options: Unpack[GateOptions],
 ) -> CloakingSummary:
     """Write each original's local cloaking into a parquet dataset; return the gate's summary.
 
@@ -77,11 +79,16 @@ def local_cloaking_to_parquet(
         Replace an existing ``output`` directory (only once the new one is complete).
     min_rate
         The minimum hidden rate the summary's ``passed`` compares against; None for no gate.
+        A gate (``min_rate``, or any verdict option) judges the link and the own copies as
+        ``hidden-rate check`` does; without one, the summary has no evidence and ``passed``
+        is True (nothing judged).
     **options
         The keyword options of
         [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]
-        ([`CountOptions`][polars_hidden_rate.CountOptions]). ``cluster`` runs every stage on the
-        workers (`polars_hidden_rate.cluster.pipeline`); without it, the local engine.
+        ([`CountOptions`][polars_hidden_rate.CountOptions]), and the verdict options
+        ``allow_unlinked``, ``allow_sorted_link``, ``by_row_order`` and ``max_own_copies``
+        of `polars_hidden_rate.gate.cloaking_summary`. ``cluster`` runs every stage on the workers
+        (`polars_hidden_rate.cluster.pipeline`); without it, the local engine.
 
     Returns
     -------
@@ -97,8 +104,10 @@ def local_cloaking_to_parquet(
         When ``output`` is, or holds, an input file; and on bad options.
     polars.exceptions.PolarsError
         On bad data, as [`polars_hidden_rate.local_cloaking`][polars_hidden_rate.local_cloaking]
-        raises it (missing or duplicated keys with an example key, missing coordinates, ...).
-        Nothing is written then.
+        raises it (missing or duplicated keys with an example key, missing coordinates, ...),
+        and, under a gate, on a link the verdict refuses, as
+        `polars_hidden_rate.gate.cloaking_summary` does
+        (`UnlinkedAvatarsError`, ...). Nothing is written then.
 
     Examples
     --------
@@ -115,6 +124,9 @@ def local_cloaking_to_parquet(
     >>> pl.read_parquet(folder / "out")["local_cloaking"].to_list()
     [0, 1, 0]
     """
+    counting, verdict = split_options(options)
+    # A gate (a minimum rate, or a verdict option) judges the link as `check` does.
+    gated = min_rate is not None or len(counting) < len(options)
     job = plan_dataset(
         originals,
         avatars,
@@ -122,7 +134,8 @@ def local_cloaking_to_parquet(
         overwrite=overwrite,
         min_rate=min_rate,
         caller="local_cloaking_to_parquet",
-        **options,
+        verdict=verdict if gated else None,
+        **counting,
     )
     with staged_directory(job.output, job.replaces) as staging:
         return job.write(staging)

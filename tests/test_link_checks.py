@@ -72,7 +72,7 @@ def test_both_files_sorted_on_a_feature_are_refused(
     for name, descending in (("age", False), ("cholesterol", True), ("sex", False)):
         left = originals.sort(name, descending=descending)
         right = avatars.sort(name, descending=descending)
-        measured = cloaking_summary(left, right, ncp=5, max_own_copies=100, allow_unlinked=True)
+        measured = cloaking_summary(left, right, ncp=5, max_own_copies=100, allow_sorted_link=True)
         assert measured.evidence is not None
         assert measured.evidence.link.linked, name  # what the test alone lets through
         with pytest.raises(SortedLinkError, match=f"both frames are sorted on '{name}'") as err:
@@ -247,7 +247,7 @@ def test_the_provenance_states_the_link_overrides_and_the_link_test(tmp_path: Pa
     avatars.sample(fraction=1.0, shuffle=True, seed=1).write_parquet(s)
     coords = ["--coords", ",".join(COORDS)]
     done = run("check", str(o), str(s), *coords, "--allow-unlinked", "--format", "json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # measured on a refused link: never a pass
     settings = json.loads(done.stdout)["provenance"]["settings"]
     assert (settings["allow_unlinked"], settings["by_row_order"]) == (True, False)
     assert settings["max_own_copies"] == 10.0
@@ -264,7 +264,7 @@ def test_the_provenance_states_the_link_overrides_and_the_link_test(tmp_path: Pa
     assert block["settings"]["link_test"]["linked"] is True
     assert block["settings"]["link_test"]["own_closer"] > 0
     report = run("report", str(o), str(s), *coords, "--allow-unlinked", "--format", "json")
-    assert report.returncode == 0, report.stderr  # a shuffled link passes every target
+    assert report.returncode == 1, report.stderr  # every target met, but a refused link
     settings = json.loads(report.stdout)["provenance"]["settings"]
     assert settings["allow_unlinked"] is True
     assert settings["link_test"]["linked"] is False

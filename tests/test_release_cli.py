@@ -191,6 +191,8 @@ def test_check_json_keys_and_values_are_pinned(
         "copy_features": FEATURES,
         "unseen_modalities": {"stage": 0, "smoker": 0},
         "link_test": got["link_test"],
+        # Linked by row order: what the sorted-link rule saw (no compared feature sorted).
+        "sorted_link": {"checked": True, "column": None, "direction": None, "within": None},
         "failures": got["failures"],
         "provenance": got["provenance"],
     }

@@ -351,7 +351,13 @@ def test_report_values_match_the_free_functions() -> None:
     )
     # By row order on the same links, the same report.
     by_row = originals.avatar.privacy_report(ordered, coords=DIMS, by_row_order=True)  # type: ignore[attr-defined]
-    assert by_row.to_dict() == report.to_dict()
+    got = by_row.to_dict()
+    # Linked by row order, the evidence says what the sorted-link rule saw (none by key).
+    checked = {"checked": True, "column": None, "direction": None, "within": None}
+    assert got["evidence"]["sorted_link"] == checked
+    assert report.to_dict()["evidence"]["sorted_link"] is None
+    got["evidence"]["sorted_link"] = None
+    assert got == report.to_dict()
 
 
 def test_report_dict_keys_and_json() -> None:
@@ -416,6 +422,7 @@ def test_report_dict_keys_and_json() -> None:
         "copy_features",
         "unseen_modalities",
         "link_test",
+        "sorted_link",
     ]
     assert list(data["metrics"]) == list(METRICS)
     for name, entry in data["metrics"].items():

@@ -183,7 +183,9 @@ def test_allow_unlinked_measures_the_linked_figures_but_never_counts_them(
     assert "PASS" not in line
     assert any(line.startswith("overrides") and "--allow-unlinked" in line for line in text)
     verdict = next(line for line in text if line.startswith("report"))
-    assert verdict.endswith("of 3")  # DCR, NNDR, direct matches: no own copies either
+    # DCR, NNDR, direct matches (no own copies either), and the refused link: never a pass.
+    assert verdict.endswith("FAIL: 3 of 4")
+    assert code == 1
 
 
 def test_the_avatars_with_the_holdout_get_the_full_verdict(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,12 @@ def test_projected_features_and_min_rate(tmp_path: Path) -> None:
     )
     expected = phr.local_cloaking(left.drop("note"), right, on="id", ncp=2)
     assert_frame_equal(pl.read_parquet(tmp_path / "out"), expected)
-    assert summary == summarize(expected, min_rate=99.5)
+    # A gate judges the link as `check` does: the summary holds its evidence.
+    assert summary.evidence is not None
+    assert summary.evidence.link.linked
+    assert replace(summary, evidence=None, max_own_copies=None) == summarize(
+        expected, min_rate=99.5
+    )
     assert summary.min_rate == 99.5
     assert not summary.passed
 

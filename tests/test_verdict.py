@@ -351,7 +351,8 @@ def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
     assert "do not look linked" in done.stderr
     assert "--on" in done.stderr
     allowed = run("check", str(o), str(s), "--coords", ",".join(COORDS), "--allow-unlinked")
-    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.returncode == 1, allowed.stderr  # measured, never passed
+    assert "the link test refuses the link" in allowed.stdout
     done = run("check", str(o), str(a), "--coords", ",".join(COORDS), "--format", "json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)

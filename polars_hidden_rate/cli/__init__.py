@@ -203,6 +203,7 @@ def _verdict(args: argparse.Namespace) -> Verdict:
     return Verdict.of(
         {
             "allow_unlinked": args.allow_unlinked,
+            "allow_sorted_link": args.allow_sorted_link,
             "by_row_order": args.by_row_order,
             "max_own_copies": args.max_own_copies,
         }

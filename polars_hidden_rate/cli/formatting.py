@@ -27,6 +27,8 @@ def format_text(summary: CloakingSummary) -> str:
         comparison = "<=" if not summary.copies_fail else ">"
         shown = decisive(percent, summary.max_own_copies, 2, "f")
         gates.append(f"own copies {shown} % {comparison} {exact(summary.max_own_copies)} %")
+    if summary.link_refused:  # measured with --allow-unlinked: never a pass
+        gates.insert(0, "the link test refuses the link (measured with --allow-unlinked)")
     verdict = f"{'PASS' if summary.passed else 'FAIL'}: {'; '.join(gates)}"
     lines = [
         f"records               {summary.n:,}",

@@ -308,7 +308,14 @@ def _add_measure_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--allow-unlinked",
         action="store_true",
-        help="measure even when the avatars do not look linked to the originals (research)",
+        help="measure even when the avatars do not look linked to the originals (research; "
+        "never passes)",
+    )
+    command.add_argument(
+        "--allow-sorted-link",
+        action="store_true",
+        help="judge a row-order link even when both files are sorted on one feature that "
+        "could have made the pairing",
     )
     command.add_argument(
         "--by-row-order",

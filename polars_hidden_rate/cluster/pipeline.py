@@ -95,16 +95,15 @@ from polars_hidden_rate.frames import (
     raise_inexact,
     raise_missing,
 )
-from polars_hidden_rate.measures.link_test import link_test_of_sample, sampled_rows
+from polars_hidden_rate.measures.link_test import sampled_rows
 from polars_hidden_rate.measures.summary import CloakingSummary, summary_from_order_statistics
 from polars_hidden_rate.measures.verdict import (
     Evidence,
-    UnlinkedAvatarsError,
     Verdict,
     compares_coordinates,
     copy_features,
     copy_fingerprints,
-    unlinked_message,
+    judge_link,
 )
 from polars_hidden_rate.tasks import (
     DaskTasks,
@@ -235,8 +234,7 @@ class _Pipeline:
         summary = self.summary(written, counts, min_rate)
         if evidence is None or verdict is None:
             return summary
-        gated = replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies)
-        return replace(gated, passed=summary.passed and not gated.copies_fail)
+        return replace(summary, evidence=evidence, max_own_copies=verdict.max_own_copies).judged()
 
     # --- 1. read ---------------------------------------------------------------------------
 
@@ -555,13 +553,11 @@ def _judge_link(
     population: int,
 ) -> Evidence:
     """The link test on the records gathered from the buckets (in record order, the rows the
-    local path takes); refuses a random link as the local path does."""
+    local path takes); refuses a random link, or a sorted one, as the local path does."""
     ids = np.concatenate([p.ids for p in pieces])
     order = np.argsort(ids, kind="stable")
     x = np.concatenate([p.originals for p in pieces]).reshape(-1, dim)[order]
     y = np.concatenate([p.avatars for p in pieces]).reshape(-1, dim)[order]
-    test = link_test_of_sample(x, y, population)
-    if not test.linked and not verdict.allow_unlinked:
-        raise UnlinkedAvatarsError(unlinked_message(test, request), test)
+    test, sort = judge_link(request, verdict, x, y, population)
     copies = sum(p.own_copies for p in pieces)
-    return Evidence(population, test, copies, tuple(copy_features(request)))
+    return Evidence(population, test, copies, tuple(copy_features(request)), sorted_link=sort)

@@ -16,6 +16,8 @@ partners give the test its power at a few hundred records and large ``k``, where
 is only weakly its record's. Beyond `SAMPLE` records, a fixed random sample of that
 many is tested: a random link is then still refused with the same chance, a real one passes
 with a margin of hundreds of standard deviations, and the test costs the same at any size.
+`link_test_within` runs the same test with each record's partners drawn from its own group
+only: what the sorted-link rule asks of a row order within one value of a sorted feature.
 Arrays in, a value out: no frames here.
 """
 
@@ -42,6 +44,12 @@ PARTNERS = 8
 """Derangements each record is compared through."""
 SAMPLE = 20_000
 """At most this many records are tested: a seeded random sample beyond."""
+MIN_GROUP = 5
+"""`link_test_within` compares the records of groups of at least this many: in smaller ones the
+records' wins depend on one another too much for the normal law of independent records (two
+records of a pair win or lose together), which then passes a random pairing several times as
+often as `ALPHA` says; from 5 a random pairing within groups passes at most as often
+(`tests/test_sorted_link.py`)."""
 
 
 @dataclass(frozen=True)
@@ -161,16 +169,28 @@ def link_test_of_sample(x: Float64Array, y: Float64Array, population: int) -> Li
 
 def _test(x: Float64Array, y: Float64Array, population: int) -> LinkTest:
     """The test on the records compared, ``population`` records in all."""
-    dim = x.shape[1]
     n = len(x)
     if n < 2:
         return LinkTest(n, 0, 0, n, 1.0, 1, population)
-    largest = max(max(float(a.max(initial=0.0)), -float(a.min(initial=0.0))) for a in (x, y))
-    exponent = exponent_for(largest, dim)
     m = PARTNERS
     partners = [derangement(n, (SEED, k)) for k in range(m)]
+    closer, farther = _wins(x, y, partners)
+    ties = n * m - closer - farther
+    # The own avatar's rank among its m + 1 is uniform under a random link.
+    z = (closer + 0.5 * ties - n * m / 2.0) / math.sqrt(n * m * (m + 2) / 12.0)
+    p_value = upper_tail(z)
+    return LinkTest(n, closer, farther, ties, p_value, m, population)
+
+
+def _wins(x: Float64Array, y: Float64Array, partners: list[IndexArray]) -> tuple[int, int]:
+    """The comparisons each record's own avatar wins and loses against its partners' avatars,
+    distances taken at one power-of-two scale."""
+    dim = x.shape[1]
+    n = len(x)
+    largest = max(max(float(a.max(initial=0.0)), -float(a.min(initial=0.0))) for a in (x, y))
+    exponent = exponent_for(largest, dim)
     own: Float64Array = np.zeros(n)
-    others: Float64Array = np.zeros((m, n))
+    others: Float64Array = np.zeros((len(partners), n))
     for k in range(dim):
         xk, yk = np.ldexp(x[:, k], exponent), np.ldexp(y[:, k], exponent)
         diff = xk - yk
@@ -178,10 +198,66 @@ def _test(x: Float64Array, y: Float64Array, population: int) -> LinkTest:
         for row, partner in zip(others, partners, strict=True):
             diff = xk - yk[partner]
             row += diff * diff
-    closer = int(np.count_nonzero(own < others))
-    farther = int(np.count_nonzero(own > others))
+    return int(np.count_nonzero(own < others)), int(np.count_nonzero(own > others))
+
+
+def link_test_within(
+    x: Float64Array, y: Float64Array, groups: npt.ArrayLike, population: int
+) -> LinkTest:
+    """`link_test` with each record's partners drawn from its own group only (the rows of
+    one label of ``groups``): whether the row order still links records where the groups
+    do not tell them apart. Records of groups of fewer than `MIN_GROUP` are not compared.
+
+    Each partner is a seeded random cycle through each group, so a record of a small group
+    meets the same partner several times; the variance counts those repeats: with ``c_j``
+    comparisons against partner ``j``, the own avatar's rank among its distinct partners
+    is uniform under a random pairing within groups, so the wins have variance
+    ``m^2 / 12 + sum_j c_j^2 / 6`` (``m (m + 2) / 12`` when the ``m`` partners differ).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> x = rng.normal(size=(200, 3))
+    >>> y = x + rng.normal(scale=0.1, size=x.shape)
+    >>> groups = np.repeat([0, 1], 100)
+    >>> link_test_within(x, y, groups, 200).linked
+    True
+    >>> shuffled = np.concatenate([rng.permutation(y[:100]), rng.permutation(y[100:])])
+    >>> link_test_within(x, shuffled, groups, 200).linked
+    False
+    """
+    labels = np.unique(np.asarray(groups), return_inverse=True)[1].astype(np.int64)
+    shared = np.bincount(labels)[labels] >= MIN_GROUP
+    x = np.asarray(x, dtype=np.float64)[shared]
+    y = np.asarray(y, dtype=np.float64)[shared]
+    labels = labels[shared]
+    n = len(x)
+    m = PARTNERS
+    if n < 2:
+        return LinkTest(n, 0, 0, n, 1.0, m, population)
+    partners = [_cycles(labels, (SEED, k)) for k in range(m)]
+    closer, farther = _wins(x, y, partners)
     ties = n * m - closer - farther
-    # The own avatar's rank among its m + 1 is uniform under a random link.
-    z = (closer + 0.5 * ties - n * m / 2.0) / math.sqrt(n * m * (m + 2) / 12.0)
-    p_value = upper_tail(z)
-    return LinkTest(n, closer, farther, ties, p_value, m, population)
+    # sum_j c_j^2 of each record: its ordered pairs of comparisons against one partner.
+    repeats = np.full(n, float(m))
+    for a in range(m):
+        for b in range(a + 1, m):
+            repeats += 2.0 * (partners[a] == partners[b])
+    variance = float(np.sum(m * m / 12.0 + repeats / 6.0))
+    z = (closer + 0.5 * ties - n * m / 2.0) / math.sqrt(variance)
+    return LinkTest(n, closer, farther, ties, upper_tail(z), m, population)
+
+
+def _cycles(labels: IndexArray, seed: tuple[int, int]) -> IndexArray:
+    """Each record's partner: the next record of a seeded random cycle through its group
+    (every group holds `MIN_GROUP` records or more)."""
+    n = len(labels)
+    order = np.lexsort((np.random.default_rng(seed).random(n), labels))
+    grouped = labels[order]
+    first = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    starts = first[np.cumsum(np.r_[True, grouped[1:] != grouped[:-1]]) - 1]
+    following = np.r_[order[1:], order[:1]]
+    last = np.r_[grouped[1:] != grouped[:-1], True]
+    partner = np.empty(n, dtype=np.int64)
+    partner[order] = np.where(last, order[starts], following)
+    return partner

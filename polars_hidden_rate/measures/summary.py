@@ -48,7 +48,8 @@ class CloakingSummary:
         The minimum hidden rate asked for, or None for no gate.
     passed
         ``hidden_rate >= min_rate`` (True when there is no ``min_rate``) and, when the
-        evidence was gathered, own copies at most ``max_own_copies``.
+        evidence was gathered, own copies at most ``max_own_copies`` and a link the link test
+        does not refuse (measured with ``allow_unlinked`` on a refused link: never passes).
     evidence
         The link test, own copies and ties (`Evidence`),
         or None where they were not gathered (a summary of a written file, a cluster run).
@@ -79,6 +80,13 @@ class CloakingSummary:
     def failures(self) -> list[str]:
         """Why the gate fails, one reason a line; empty when it passes."""
         reasons = []
+        if self.link_refused and self.evidence is not None:
+            test = self.evidence.link
+            reasons.append(
+                f"the link test refuses the link (own avatar closer than a random one for "
+                f"{test.closer_share:.1f} %, p = {test.p_value:.2g}): measured with "
+                "--allow-unlinked (allow_unlinked=True), it never passes"
+            )
         if self.min_rate is not None and self.hidden_rate < self.min_rate:
             reasons.append(
                 f"hidden rate {decisive(self.hidden_rate, self.min_rate, 2, 'f')} % "
@@ -97,6 +105,17 @@ class CloakingSummary:
     @property
     def copies_fail(self) -> bool:
         return self.evidence is not None and self.evidence.copies_exceed(self.max_own_copies)
+
+    @property
+    def link_refused(self) -> bool:
+        """Whether the figures were measured on a link the link test refuses: they never pass."""
+        return self.evidence is not None and not self.evidence.link.linked
+
+    def judged(self) -> CloakingSummary:
+        """The summary with ``passed`` as its evidence leaves it: the rate against
+        ``min_rate``, own copies against ``max_own_copies``, and never on a refused link."""
+        rate_passes = self.min_rate is None or self.hidden_rate >= self.min_rate
+        return replace(self, passed=rate_passes and not self.copies_fail and not self.link_refused)
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> CloakingSummary:
         return replace(self, provenance=MappingProxyType(dict(provenance)))
@@ -212,7 +231,7 @@ def summarize(
         evidence=evidence,
         max_own_copies=max_own_copies,
     )
-    return replace(summary, passed=summary.passed and not summary.copies_fail)
+    return summary.judged()
 
 
 def quartiles_below(counts: CountArray, cap: int) -> bool:

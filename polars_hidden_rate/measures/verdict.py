@@ -4,8 +4,9 @@ The gates (`cloaking_summary`,
 [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate], ``hidden-rate check``) and the report
 refuse to judge a release whose link looks random (`polars_hidden_rate.measures.link_test`), or
 that is linked by row order while both frames hold a column that is a key, or while both are
-sorted on one feature (an ORDER BY on both files: the rows then pair up by that feature's
-rank, not by record); and they count
+sorted on one feature and, within its equal values, the rows pair up no better than at random
+(an ORDER BY on both files: the rows then pair up by that feature's rank, not by record); and
+they count
 the avatars identical to their own original on the raw features, and the records hidden
 only through ties. Everything here comes from the read that the counts come from
 (`Inspector`), so a lazy plan that reorders its rows cannot make two reads disagree.
@@ -22,10 +23,18 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError
 
-from polars_hidden_rate._types import BoolArray, CountArray
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.checks import InvariantError, check_flag, check_real, quoted
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
-from polars_hidden_rate.measures.link_test import ALPHA, LinkTest, link_test
+from polars_hidden_rate.measures.link_test import (
+    ALPHA,
+    MIN_GROUP,
+    MIN_RECORDS,
+    LinkTest,
+    link_test_of_sample,
+    link_test_within,
+    sampled_rows,
+)
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions, CountPlan
 
@@ -42,8 +51,11 @@ class VerdictOptions(TypedDict, total=False):
     Attributes
     ----------
     allow_unlinked
-        Judge even when the link looks random, or is a row order that both frames' sort on
-        one feature made (research on shuffled data); default False: `UnlinkedAvatarsError`,
+        Measure even when the link looks random (research on shuffled data); default False:
+        `UnlinkedAvatarsError`. What it measures never counts toward a pass.
+    allow_sorted_link
+        Judge a row-order link even when both frames are sorted on one feature and, within
+        its equal values, the rows do not pair up as records; default False:
         `SortedLinkError`.
     by_row_order
         Link by row order even though both frames hold a column unique per row with the
@@ -55,11 +67,14 @@ class VerdictOptions(TypedDict, total=False):
     """
 
     allow_unlinked: bool
+    allow_sorted_link: bool
     by_row_order: bool
     max_own_copies: float
 
 
 VERDICT_OPTION_NAMES = frozenset(VerdictOptions.__annotations__)
+LINK_OVERRIDES = ("allow_unlinked", "allow_sorted_link", "by_row_order")
+"""The verdict options that relax the link's checks, each alone (the provenance's words)."""
 
 
 class UnlinkedAvatarsError(ComputeError):
@@ -80,12 +95,14 @@ class AmbiguousLinkError(ComputeError):
 
 
 class SortedLinkError(ComputeError):
-    """Linked by row order while both frames are sorted on one feature (``.column``): the
-    rows may pair up by that feature's rank rather than by record."""
+    """Linked by row order while both frames are sorted on one feature (``.column``) and,
+    within its equal values, the rows pair up no better than at random (``.test``, the link
+    test within them): the rows may pair up by that feature's rank rather than by record."""
 
-    def __init__(self, message: str, column: str) -> None:
+    def __init__(self, message: str, column: str, test: LinkTest | None = None) -> None:
         super().__init__(message)
         self.column = column
+        self.test = test
 
 
 @dataclass(frozen=True)
@@ -95,11 +112,13 @@ class Verdict:
     allow_unlinked: bool = False
     by_row_order: bool = False
     max_own_copies: float = DEFAULT_MAX_OWN_COPIES
+    allow_sorted_link: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The options as the provenance states them."""
         return {
             "allow_unlinked": self.allow_unlinked,
+            "allow_sorted_link": self.allow_sorted_link,
             "by_row_order": self.by_row_order,
             "max_own_copies": self.max_own_copies,
         }
@@ -111,7 +130,16 @@ class Verdict:
             allow_unlinked=check_flag(options.get("allow_unlinked", False), "allow_unlinked"),
             by_row_order=check_flag(options.get("by_row_order", False), "by_row_order"),
             max_own_copies=check_real(limit, "max_own_copies", low=0.0, high=100.0),
+            allow_sorted_link=check_flag(
+                options.get("allow_sorted_link", False), "allow_sorted_link"
+            ),
         )
+
+
+class GateOptions(CountOptions, VerdictOptions, total=False):
+    """The counting options and the verdict options, as
+    [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] and
+    [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet] take them."""
 
 
 def split_options(options: Mapping[str, Any]) -> tuple[CountOptions, Verdict]:
@@ -119,6 +147,36 @@ def split_options(options: Mapping[str, Any]) -> tuple[CountOptions, Verdict]:
     counting = {k: v for k, v in options.items() if k not in VERDICT_OPTION_NAMES}
     verdict = {k: v for k, v in options.items() if k in VERDICT_OPTION_NAMES}
     return cast(CountOptions, counting), Verdict.of(cast(VerdictOptions, verdict))
+
+
+@dataclass(frozen=True)
+class SortCheck:
+    """What the sorted-link rule saw of a row-order link the link test passes
+    (`check_sorted_link`).
+
+    Attributes
+    ----------
+    checked
+        False where ``allow_sorted_link`` said not to look.
+    column, direction
+        The compared feature both frames are sorted on (``"ascending"`` or
+        ``"descending"``), None where none is.
+    within
+        The link test within that feature's equal values (`link_test_within`).
+    """
+
+    checked: bool
+    column: str | None = None
+    direction: str | None = None
+    within: LinkTest | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "column": self.column,
+            "direction": self.direction,
+            "within": None if self.within is None else self.within.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -143,6 +201,9 @@ class Evidence:
     unseen_modalities
         Per categorical feature, the avatars whose value is none of the originals'
         modalities (more than half is refused when reading).
+    sorted_link
+        What the sorted-link rule saw, on a row-order link the link test passes (None
+        otherwise).
     """
 
     n: int
@@ -151,6 +212,7 @@ class Evidence:
     copy_features: tuple[str, ...]
     hidden_by_ties_only: int | None = None
     unseen_modalities: Mapping[str, int] = field(default_factory=dict)
+    sorted_link: SortCheck | None = None
 
     @property
     def own_copies_percent(self) -> float | None:
@@ -173,6 +235,7 @@ class Evidence:
             "copy_features": list(self.copy_features),
             "unseen_modalities": dict(self.unseen_modalities),
             "link_test": self.link.to_dict(),
+            "sorted_link": None if self.sorted_link is None else self.sorted_link.to_dict(),
         }
 
 
@@ -216,9 +279,9 @@ def copy_fingerprints(request: CountPlan) -> tuple[pl.Expr, pl.Expr]:
 
 
 def check_link(request: CountPlan, verdict: Verdict) -> None:
-    """Refuse a link that the verdict cannot trust before anything is counted: a row-order
-    link while both frames hold a key (`check_row_order_link`) or are sorted on one
-    feature (`check_sorted_link`), and ``by_row_order`` beside a key."""
+    """Refuse a link that the verdict cannot trust before anything is read: a row-order
+    link while both frames hold a key (`check_row_order_link`), and ``by_row_order`` beside
+    a key. The link's records are judged once read (`judge_link`)."""
     if verdict.by_row_order and not request.link.by_row_order:
         keys = ", ".join(map(repr, request.link.left))
         msg = (
@@ -227,7 +290,6 @@ def check_link(request: CountPlan, verdict: Verdict) -> None:
         )
         raise ValueError(msg)
     check_row_order_link(request, verdict)
-    check_sorted_link(request, verdict)
 
 
 def shared_keys(request: CountPlan) -> list[str]:
@@ -305,20 +367,34 @@ def _orderable(dtype: pl.DataType) -> bool:
     return dtype.is_numeric() or dtype.is_temporal() or is_text(dtype) or dtype == pl.Boolean
 
 
-def check_sorted_link(request: CountPlan, verdict: Verdict) -> None:
-    """Refuse a row-order link while both frames are sorted on one feature, in one direction
-    (its non-null values monotone), unless ``allow_unlinked``.
+def judge_link(
+    request: CountPlan, verdict: Verdict, x: Float64Array, y: Float64Array, population: int
+) -> tuple[LinkTest, SortCheck | None]:
+    """The link test of ``population`` linked records, given the rows it compares (those of
+    `sampled_rows`, in record order), and what the sorted-link rule saw; the one judge of
+    every path (local, file by file, on a cluster).
 
-    An ORDER BY on both files pairs the rows by that feature's rank, and the link test passes
-    such a pairing (the own avatar shares the rank, hence is close on that feature). A
-    feature is taken as sorted on purpose only where a file in random order would be so
-    sorted with a chance of at most `ALPHA` in each frame: ``2 * prod(m_v!) / n!`` for
-    ``n`` non-null values of which ``m_v`` equal ``v`` (a feature of few values, or all but
-    one alike, is not refused). Under a real row-order link the avatars are not sorted even
-    where the originals are: each avatar moves off its record's value.
+    Raises
+    ------
+    UnlinkedAvatarsError
+        When the link looks random, unless ``allow_unlinked``.
+    SortedLinkError
+        As `check_sorted_link` raises it.
     """
-    if not request.link.by_row_order or verdict.allow_unlinked:
-        return
+    test = link_test_of_sample(x, y, population)
+    if not test.linked and not verdict.allow_unlinked:
+        raise UnlinkedAvatarsError(unlinked_message(test, request), test)
+    # A sort can only fool a test that passes: a refused link is never judged anyway.
+    sort = check_sorted_link(request, verdict, x, y, population) if test.linked else None
+    return test, sort
+
+
+def shared_sorts(request: CountPlan) -> list[tuple[str, str]]:
+    """The compared features (a projected feature, or a coordinate) both frames are sorted on
+    in one direction (their non-null values monotone), each with that direction, where a file
+    in random order would be so sorted with a chance of at most `ALPHA` in each frame:
+    ``2 * prod(m_v!) / n!`` for ``n`` non-null values of which ``m_v`` equal ``v`` (a feature
+    of few values, or all but one alike, is not taken as sorted on purpose)."""
     left, right = request.originals.collect_schema(), request.avatars.collect_schema()
     features = [
         name
@@ -326,38 +402,130 @@ def check_sorted_link(request: CountPlan, verdict: Verdict) -> None:
         if name in left and name in right and _orderable(left[name]) and _orderable(right[name])
     ]
     if not features:
-        return
-
-    def value(name: str, schema: pl.Schema) -> pl.Expr:
-        column = pl.col(name)
-        if schema[name] in (pl.Categorical, pl.Enum):
-            column = column.cast(pl.String)
-        return column.drop_nulls()
+        return []
 
     def monotone(frame: pl.LazyFrame, schema: pl.Schema) -> pl.LazyFrame:
         exprs = []
         for k, name in enumerate(features):
-            v = value(name, schema)
+            v = _sort_value(name, schema).drop_nulls()
             several = v.n_unique() > 1
             exprs.append(((v >= v.shift(1)).all() & several).alias(f"up{k}"))
             exprs.append(((v <= v.shift(1)).all() & several).alias(f"down{k}"))
         return frame.select(exprs)
 
     flags = pl.collect_all([monotone(request.originals, left), monotone(request.avatars, right)])
+    found = []
     for k, name in enumerate(features):
         for way, words in (("up", "ascending"), ("down", "descending")):
             if not (flags[0][f"{way}{k}"].item() and flags[1][f"{way}{k}"].item()):
                 continue
             if all(
-                _sorted_by_chance(frame, value(name, schema)) <= math.log(ALPHA)
+                _sorted_by_chance(frame, _sort_value(name, schema).drop_nulls()) <= math.log(ALPHA)
                 for frame, schema in ((request.originals, left), (request.avatars, right))
             ):
-                msg = (
-                    f"both frames are sorted on {name!r} ({words}): linked by row order, the "
-                    f"rows may pair up by {name!r} alone, not by record; link by a key with "
-                    "--on (on=), or --allow-unlinked (allow_unlinked=True) to measure it anyway"
-                )
-                raise SortedLinkError(msg, name)
+                found.append((name, words))
+                break
+    return found
+
+
+def check_sorted_link(
+    request: CountPlan, verdict: Verdict, x: Float64Array, y: Float64Array, population: int
+) -> SortCheck | None:
+    """Refuse a row-order link while both frames are sorted on one feature (`shared_sorts`),
+    unless the sort cannot have made the pairing; unless ``allow_sorted_link``. ``x``, ``y``:
+    the records the link test compares (the rows of `sampled_rows` of ``population``, in
+    record order).
+
+    An ORDER BY on both files pairs the rows by that feature's rank, and the link test passes
+    such a pairing (the own avatar shares the rank, hence is close on that feature). A real
+    row-order link escapes it two ways. Where the avatars move off their records' values,
+    the avatars are not sorted even where the originals are. Where the avatars keep them (a
+    site, a category), each row's avatar holds its original's value, and within each value
+    the rows still pair up record by record; a sort alone pairs them at random there. So a
+    shared sort is refused unless every row's two values are equal (nulls alike) and the
+    link test within each value (`link_test_within`) finds a link, from `MIN_RECORDS`
+    records of values held by `MIN_GROUP` rows or more (a feature of distinct values, as a
+    float, never shows one).
+
+    Raises
+    ------
+    SortedLinkError
+        Naming the first such feature (with the test within its values, where it ran).
+    """
+    if not request.link.by_row_order:
+        return None
+    if verdict.allow_sorted_link:
+        return SortCheck(checked=False)
+    checks = []
+    for name, words in shared_sorts(request):
+        if not _values_kept(request, name):
+            raise SortedLinkError(_sorted_message(name, words, None), name)
+        within = link_test_within(x, y, _values_of(request, name, population), population)
+        if not (within.tested and within.p_value <= ALPHA):
+            raise SortedLinkError(_sorted_message(name, words, within), name, within)
+        checks.append(SortCheck(True, name, words, within))
+    return checks[0] if checks else SortCheck(checked=True)
+
+
+def _sorted_message(name: str, words: str, within: LinkTest | None) -> str:
+    if within is None:
+        why = "and some avatars do not hold their own row's value of it"
+    elif within.tested:
+        why = (
+            f"and within its values the rows pair up no better than at random (own avatar "
+            f"closer than another of the same value for {within.closer_share:.1f} %, "
+            f"p = {within.p_value:.2g}, n = {within.n})"
+        )
+    else:
+        why = (
+            f"and {within.n} records share their value with {MIN_GROUP - 1} others or more, too "
+            f"few to tell a link within its values ({MIN_RECORDS} needed)"
+        )
+    return (
+        f"both frames are sorted on {name!r} ({words}) {why}: linked by row order, the rows "
+        f"may pair up by {name!r} alone, not by record; link by a key with --on (on=), or "
+        "--allow-sorted-link (allow_sorted_link=True) to measure it anyway"
+    )
+
+
+def _sort_value(name: str, schema: pl.Schema) -> pl.Expr:
+    column = pl.col(name)
+    if schema[name] in (pl.Categorical, pl.Enum):
+        column = column.cast(pl.String)
+    return column
+
+
+def _values_kept(request: CountPlan, name: str) -> bool:
+    """Whether every row's avatar holds its original's value of ``name`` (nulls alike, NaN
+    alike), in the type both are compared in."""
+    left, right = copy_columns(request, [name])
+    both = pl.concat(
+        [request.originals.select(left[0].alias("o")), request.avatars.select(right[0].alias("a"))],
+        how="horizontal",
+    )
+    return bool(both.select(pl.col("o").eq_missing(pl.col("a")).all()).collect().item())
+
+
+def _values_of(request: CountPlan, name: str, population: int) -> IndexArray:
+    """Per record the link test compares, the label of its original's value of ``name``
+    (nulls alike), numbered in order of first appearance."""
+    rows = sampled_rows(population)
+    schema = request.originals.collect_schema()
+    side = request.originals.select(_sort_value(name, schema).alias("v"))
+    if rows is not None:
+        index = pl.Series(rows, dtype=pl.UInt64)
+        side = side.with_row_index("row").filter(pl.col("row").is_in(index)).drop("row")
+    groups = (
+        side.with_row_index("row")
+        .group_by("v", maintain_order=True)
+        .agg("row")
+        .with_row_index("label")
+        .explode("row")
+        .collect()
+    )
+    labels = np.empty(groups.height, dtype=np.int64)
+    labels[groups["row"].to_numpy()] = groups["label"].to_numpy()
+    return labels
 
 
 def _sorted_by_chance(frame: pl.LazyFrame, values: pl.Expr) -> float:
@@ -381,6 +549,7 @@ class Inspector:
     verdict: Verdict
     features: list[str]
     link: LinkTest | None = None
+    sorted_link: SortCheck | None = None
     own_copies: int = 0
     hidden_by_ties_only: int | None = None
     unseen: Mapping[str, int] = field(default_factory=dict)
@@ -412,11 +581,14 @@ class Inspector:
 
     def before(self, aligned: Aligned) -> Aligned:
         """Test the link and count own copies on ``aligned``; return it without the carried
-        features. Raises `UnlinkedAvatarsError` on a link that looks random."""
-        self.link = link_test(aligned.originals, aligned.avatars)
+        features. Raises as `judge_link` does."""
+        x, y = aligned.originals, aligned.avatars
+        population = len(x)
+        rows = sampled_rows(population)
+        if rows is not None:
+            x, y = x[rows], y[rows]
+        self.link, self.sorted_link = judge_link(self.request, self.verdict, x, y, population)
         self.unseen = aligned.unseen
-        if not self.link.linked and not self.verdict.allow_unlinked:
-            raise UnlinkedAvatarsError(unlinked_message(self.link, self.request), self.link)
         if self.compares_arrays:
             same_rows = (aligned.originals == aligned.avatars).all(axis=1)
             self.own_copies = int(np.count_nonzero(same_rows))
@@ -451,11 +623,13 @@ class Inspector:
             tuple(self.features),
             self.hidden_by_ties_only,
             self.unseen,
+            self.sorted_link,
         )
 
 
-def unlinked_message(test: LinkTest, request: CountPlan) -> str:
-    """Why a link looks random, with the figure and the way out."""
+def unlinked_message(test: LinkTest, request: CountPlan, *, measured: bool = False) -> str:
+    """Why a link looks random, with the figure and the way out (``measured``: why a gate
+    that measured it anyway, with ``allow_unlinked``, does not pass it)."""
     how = (
         "by row order"
         if request.link.by_row_order
@@ -466,9 +640,13 @@ def unlinked_message(test: LinkTest, request: CountPlan) -> str:
         if request.link.by_row_order
         else "check the key links each original to its own avatar"
     )
+    way_out = (
+        "measured with --allow-unlinked (allow_unlinked=True), it never passes a gate"
+        if measured
+        else "or --allow-unlinked (allow_unlinked=True) to measure it anyway"
+    )
     return (
         f"the avatars do not look linked to the originals {how}: the own avatar is closer "
         f"than a random one for {test.closer_share:.1f} % of records (p = "
-        f"{test.p_value:.2g}, n = {test.n}); {fix}, or --allow-unlinked "
-        "(allow_unlinked=True) to measure it anyway"
+        f"{test.p_value:.2g}, n = {test.n}); {fix}, {way_out}"
     )

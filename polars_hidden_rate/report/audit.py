@@ -11,7 +11,7 @@ from typing import Any
 from polars_hidden_rate.checks import quoted
 from polars_hidden_rate.measures.digits import exact, p_text
 from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.verdict import Evidence
+from polars_hidden_rate.measures.verdict import LINK_OVERRIDES, Evidence, SortCheck
 from polars_hidden_rate.projection.coordinates import CATEGORICAL_REASONS
 from polars_hidden_rate.provenance import components_words
 
@@ -49,6 +49,9 @@ def evidence_section(evidence: Evidence | None) -> Section:
             only="text",
         )
     )
+    sort = _sort_words(evidence.sorted_link)
+    if sort:
+        text.append(Row("sorted-link check", sort, only="text"))
     unseen = ", ".join(f"{k}: {v:,}" for k, v in evidence.unseen_modalities.items())
     page = [
         Row(
@@ -68,11 +71,30 @@ def evidence_section(evidence: Evidence | None) -> Section:
             only="page",
         ),
         Row("Unseen categories", unseen or "none", only="page"),
+        *([Row("Sorted-link check", sort, only="page")] if sort else []),
     ]
     entry = evidence.to_dict()
     # The p-value as the text and the page say it: below the smallest float, a bound.
     entry["link_test"] = {**entry["link_test"], "p_value_text": p_text(test.p_value)}
     return Section("evidence", "Evidence", (*text, *page), {"evidence": entry}, width=WIDTH)
+
+
+def _sort_words(sort: SortCheck | None) -> str:
+    """What the sorted-link rule saw of a row-order link, and what it cannot see; empty for
+    a link by key (or one the link test refuses)."""
+    if sort is None:
+        return ""
+    unseen = "a sort on a column not compared, or files nearly sorted, is not seen"
+    if not sort.checked:
+        return "not checked (--allow-sorted-link)"
+    if sort.column is None or sort.within is None:
+        return f"no compared feature is sorted in both files ({unseen})"
+    within = sort.within
+    return (
+        f"both sorted on {sort.column!r}, each avatar keeping its row's value; within it the "
+        f"own avatar is closer for {within.closer_share:.1f} % ({p_text(within.p_value)}): "
+        f"a link ({unseen})"
+    )
 
 
 def provenance_section(block: Mapping[str, Any]) -> Section:
@@ -138,11 +160,7 @@ def _categorical(space: Mapping[str, Any]) -> str:
 
 def _overrides(settings: Mapping[str, Any]) -> str:
     """The verdict options that relax the link's checks, as the settings record them."""
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in ("allow_unlinked", "by_row_order")
-        if settings.get(name)
-    ]
+    given = [f"--{name.replace('_', '-')}" for name in LINK_OVERRIDES if settings.get(name)]
     words = ", ".join(given) or "none"
     test = settings.get("link_test")
     if isinstance(test, Mapping) and test.get("tested"):

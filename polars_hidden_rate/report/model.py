@@ -57,7 +57,8 @@ LinkUse = Literal["judged", "not judged", "absent"]
 """What a report makes of the measures that need a one-avatar-per-original link
 (`LINKED_METRICS`, the own copies): ``"judged"`` (the link test found the link, or had too
 few records to test it), ``"not judged"`` (measured on a link the test refuses, because
-``allow_unlinked`` said so: shown, never counted toward a pass), ``"absent"`` (the test refuses
+``allow_unlinked`` said so: shown, never counted toward a pass, and the report never passes),
+``"absent"`` (the test refuses
 the link and a holdout was given: not applicable, the verdict is that of the measures that
 need no link)."""
 
@@ -123,7 +124,7 @@ class PrivacyReport:
         Whether the measures that need the link are judged (`LinkUse`).
     overrides
         The verdict options that relax the link's checks, as given: ``allow_unlinked``,
-        ``by_row_order``.
+        ``allow_sorted_link``, ``by_row_order``.
     """
 
     n: int
@@ -233,11 +234,14 @@ class PrivacyReport:
         [`METRICS`][polars_hidden_rate.report.METRICS] and the measured correlation protection
         rate (those of `LINKED_METRICS` only where the link is judged, `link_use`), the own
         copies against ``max_own_copies``, and each measure against a holdout given a
-        target."""
+        target; and ``link_test``, failed, where a link the test refuses was measured anyway
+        (``"not judged"``: a measure on such a link never counts toward a pass, in every
+        entry point)."""
         judged = {**self.checks, **self.release_checks}
         if self.link_use != "judged":
             judged = {k: v for k, v in judged.items() if k not in LINKED_METRICS}
-        return {**judged, **self.own_copies_check, **self.holdout_checks}
+        refused = {"link_test": False} if self.link_use == "not judged" else {}
+        return {**judged, **self.own_copies_check, **self.holdout_checks, **refused}
 
     @property
     def passed(self) -> bool:
@@ -246,7 +250,8 @@ class PrivacyReport:
         measured, the correlation protection rate, the own copies at most
         ``max_own_copies``, each measure against a holdout given a target. The metrics without
         a public definition never decide it, nor do those that need the link where it is not
-        judged (`link_use`)."""
+        judged (`link_use`); measured on a link the test refuses (``"not judged"``), it
+        fails."""
         return all(self.verdicts.values())
 
     @property
@@ -281,7 +286,14 @@ class PrivacyReport:
             notes.append(
                 "Measured with --allow-unlinked on a link the link test refuses: the hidden "
                 "rate, the local cloaking, the correlation protection and the own copies are "
-                "shown but never count toward a pass."
+                "shown but never count toward a pass, and the report fails."
+            )
+        sort = None if self.evidence is None else self.evidence.sorted_link
+        if sort is not None and not sort.checked:
+            notes.append(
+                "Linked by row order with --allow-sorted-link: whether a sort of both files "
+                "made the pairing is not checked; every measure that needs the link rests on "
+                "that order."
             )
         if self.overrides.get("by_row_order"):
             notes.append(

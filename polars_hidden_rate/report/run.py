@@ -43,6 +43,7 @@ from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.measures.verdict import (
     DEFAULT_MAX_OWN_COPIES,
+    LINK_OVERRIDES,
     Inspector,
     Verdict,
 )
@@ -62,6 +63,7 @@ def privacy_report(
     allow_unlinked: bool = False,
     by_row_order: bool = False,
     max_own_copies: float = DEFAULT_MAX_OWN_COPIES,
+    allow_sorted_link: bool = False,
     holdout: pl.DataFrame | pl.LazyFrame | None = None,
     known: ColumnSpec | None = None,
     secret: str | None = None,
@@ -94,7 +96,7 @@ def privacy_report(
         at most) have no default: given a target here they decide the verdict too.
     confidence
         The confidence level of the hidden rate's interval.
-    allow_unlinked, by_row_order, max_own_copies
+    allow_unlinked, by_row_order, max_own_copies, allow_sorted_link
         The verdict options of `cloaking_summary`: a link
         that looks random, or a row-order link while both frames hold a key column, is
         refused unless they say otherwise; more than ``max_own_copies`` percent of avatars
@@ -105,6 +107,8 @@ def privacy_report(
         ``allow_unlinked``, a link the test refuses is not an error: those measures are not
         applicable (`PrivacyReport.link_use` ``"absent"``) and the verdict is that of the
         measures that need no link (a CT-GAN or synthpop set, not one record per original).
+        Measured with ``allow_unlinked`` on a link the test refuses, the report fails.
+        ``allow_sorted_link`` judges a row-order link that a sort of both frames may have made.
     holdout
         Real records of the same population that the generator never saw, with the
         originals' columns and types (refused otherwise, before anything is read): the
@@ -213,6 +217,7 @@ def privacy_report(
     verdict = Verdict.of(
         {
             "allow_unlinked": allow_unlinked,
+            "allow_sorted_link": allow_sorted_link,
             "by_row_order": by_row_order,
             "max_own_copies": max_own_copies,
         }
@@ -514,7 +519,7 @@ def report_of_plan(
         space_comparison=comparison,
         max_own_copies=asked.max_own_copies,
         link_use=link_use,
-        overrides={"allow_unlinked": asked.allow_unlinked, "by_row_order": asked.by_row_order},
+        overrides={name: getattr(asked, name) for name in LINK_OVERRIDES},
     )
 
 
