@@ -151,12 +151,24 @@ def _flag_calls(tmp_path: Path) -> dict[tuple[str, str], Callable[[Any], object]
     three = (originals, avatars, holdout)
     flags: list[tuple[tuple[str, ...], Callable[..., object], tuple[Any, ...], dict[str, Any]]] = [
         (
-            ("allow_unlinked", "by_row_order", "dcr_baseline", "progress"),
+            (
+                "allow_unlinked",
+                "allow_sorted_link",
+                "by_row_order",
+                "dcr_baseline",
+                "compare_spaces",
+                "progress",
+            ),
             phr.privacy_report,
             two,
             {},
         ),
-        (("allow_unlinked", "by_row_order", "progress"), phr.assert_hidden_rate, (*two, 0), {}),
+        (
+            ("allow_unlinked", "allow_sorted_link", "by_row_order", "progress"),
+            phr.assert_hidden_rate,
+            (*two, 0),
+            {},
+        ),
         (("overwrite", "progress"), phr.local_cloaking_to_parquet, (o, a, tmp_path / "out"), {}),
         (
             ("progress", "overwrite_input", "restore_order"),

@@ -242,7 +242,9 @@ def check_dcr_options(
     """``dcr_space`` and ``compare_spaces`` checked: either needs a DCR measure to act on (a
     holdout's overfitting protection, or the baseline protection)."""
     space = check_dcr_space(dcr_space, "privacy_report")
-    if (space != "projected" or compare_spaces) and not (with_holdout or with_baseline):
+    if (space != "projected" or check_flag(compare_spaces, "compare_spaces")) and not (
+        with_holdout or with_baseline
+    ):
         option = "compare_spaces" if compare_spaces else "dcr_space"
         msg = (
             f"`{option}` sets the space of the DCR overfitting and baseline protections: give "
