@@ -197,7 +197,7 @@ class PrivacyReport:
         must: real records the generator never saw judged by the same rule."""
         targets = self.targets
         return {
-            name: value > target
+            name: meets(name, value, target)
             for name, value in self.references.items()
             if (target := targets[name]) is not None
         }

@@ -67,10 +67,10 @@ DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
 """How each metric with a target meets it; the own copies against ``max_own_copies``."""
 
 
-def meets(name: str, value: float, target: float, direction: Direction | None = None) -> bool:
+def meets(name: str, value: float, target: float) -> bool:
     """Whether ``value`` of the metric ``name`` meets ``target`` in its direction
-    (`DIRECTIONS`, or ``direction`` where given)."""
-    direction = direction or DIRECTIONS[name]
+    (`DIRECTIONS`)."""
+    direction = DIRECTIONS[name]
     if direction == "<=":
         return value <= target
     if direction == ">=":
