@@ -438,14 +438,15 @@ def test_report_linkability_and_dcr_baseline_through_the_cli(
 ) -> None:
     """--aux-a, --aux-b, --neighbors and --dcr-baseline, --baseline-seed: the JSON's
     ``linkability`` and ``dcr_baseline_protection`` are the standalone functions' values on
-    the same data and options, the text and the provenance say them; no target, so the exit
-    code is the other metrics'."""
+    the same data and options, the text and the provenance say them; the holdout's measures'
+    targets turned off (``NAME=none``), so the exit code is the other metrics'."""
     originals, avatars = raw_release(seed=12)
     holdout, _ = raw_release(n=150, seed=13)
     o = write_raw(originals, tmp_path / "o.csv", ";")
     a = write_raw(avatars, tmp_path / "a.csv", ";")
     h = write_raw(holdout, tmp_path / "h.csv", ";")
     easy = [f"--target={name}=-1" for name in phr.report.METRICS]
+    easy += [f"--target={name}=none" for name in phr.report.HOLDOUT_METRICS]
     args = ["report", str(o), str(a), *OPTIONS, *easy, "--holdout", str(h)]
     asked = ["--aux-a", "age,stage", "--aux-b", "bmi,smoker", "--neighbors", "2"]
     asked += ["--dcr-baseline", "--baseline-seed", "4"]
@@ -514,6 +515,7 @@ def test_report_attacks_in_anonymeter_space_and_an_auto_categorical_secret(
     a = write_raw(avatars, tmp_path / "a.csv", ",")
     h = write_raw(holdout, tmp_path / "h.csv", ",")
     easy = [f"--target={name}=-1" for name in phr.report.METRICS]
+    easy += [f"--target={name}=none" for name in phr.report.HOLDOUT_METRICS]  # judged by default
     args = ["report", str(o), str(a), "--categorical", "auto", "--holdout", str(h), *easy]
     args += ["--known", "age,wtkg", "--secret", "homo", "--target=correlation_protection_rate=-1"]
     code = main([*args, "--format", "json", "--allow-unlinked"])

@@ -19,7 +19,7 @@ from polars.exceptions import ColumnNotFoundError, ComputeError, DuplicateError,
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.measures import row_match
-from polars_hidden_rate.report import DEFAULT_TARGETS, METRICS, PrivacyReport
+from polars_hidden_rate.report import DEFAULT_TARGETS, METRICS, NO_HOLDOUT, PrivacyReport
 from tests.helpers import brute_force_counts, examples
 
 DIMS = ["Dim1", "Dim2", "Dim3"]
@@ -380,11 +380,12 @@ def test_report_dict_keys_and_json() -> None:
         "categorical_hidden_rate",
         # The newer sections' keys, after those of the first releases, in the sections' order.
         "own_copies",
+        "holdout_metrics",
         "link_use",
+        "holdout_note",
         "linkability",
         "dcr_baseline_protection",
         "space_comparison",
-        "holdout_metrics",
     ]
     assert data["holdout"] is None  # without a holdout
     assert data["linkability"] is None  # not asked
@@ -541,6 +542,8 @@ def test_html_page() -> None:
             "> 90",
             "not computed",
         ],
+        # Without a holdout, the verdict's line that says what distances cannot show.
+        [NO_HOLDOUT],
     ]
     for label in (
         "local cloaking",
@@ -988,7 +991,9 @@ def test_values_beside_their_targets_show_the_digits_that_decide() -> None:
         ],
         ["not applicable: no public definition", "> 50", "not computed"],
         ["not applicable: no public definition", "> 90", "not computed"],
+        [],  # the verdict's line without a holdout, a fact (its text in the one cell)
     ]
+    assert NO_HOLDOUT in close.to_html()
     assert "20,000 records; 17,999 hidden" in close.to_html()
     lines = [line.split() for line in format_report(close).splitlines()]
     assert ["hidden", "rate", "(%)", "89.995", "target", ">", "90", "FAIL"] in lines

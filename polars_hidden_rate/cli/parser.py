@@ -15,7 +15,7 @@ from polars_hidden_rate.frames.files import CSV_NULL_VALUES
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE
 from polars_hidden_rate.measures.verdict import DEFAULT_MAX_OWN_COPIES
 from polars_hidden_rate.projection.types import Impute
-from polars_hidden_rate.report import DEFAULT_TARGETS, HOLDOUT_METRICS
+from polars_hidden_rate.report import DEFAULT_HOLDOUT_TARGETS, DEFAULT_TARGETS, HOLDOUT_METRICS
 
 PROG = "hidden-rate"
 Command = Literal["check", "report", "demo"]
@@ -100,8 +100,9 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         type=_target,
         action="append",
         metavar="NAME=VALUE",
-        help=f"override a target (names: {', '.join(DEFAULT_TARGETS)}), or judge a holdout's "
-        f"measure ({', '.join(f'{k} {v}' for k, v in HOLDOUT_METRICS.items())}); may repeat",
+        help=f"override a target (names: {', '.join(DEFAULT_TARGETS)}, and with --holdout "
+        + ", ".join(f"{k} {v} {DEFAULT_HOLDOUT_TARGETS[k]:g}" for k, v in HOLDOUT_METRICS.items())
+        + "); NAME=none turns it off (the figure is then evidence, not judged); may repeat",
     )
     report.add_argument(
         "--known",
@@ -332,14 +333,16 @@ def _separator(value: str) -> str:
     return value
 
 
-def _target(value: str) -> tuple[str, float]:
+def _target(value: str) -> tuple[str, float | None]:
     name, equals, number = value.partition("=")
+    if equals and number.strip().lower() == "none":  # the target turned off
+        return name.strip(), None
     try:
         if not equals:
             raise ValueError
         target = float(number)
     except ValueError:
-        msg = f"a target is NAME=VALUE, got {value!r}"
+        msg = f"a target is NAME=VALUE or NAME=none, got {value!r}"
         raise argparse.ArgumentTypeError(msg) from None
     if not math.isfinite(target):
         msg = f"a target's VALUE is a finite number, got {value!r}"

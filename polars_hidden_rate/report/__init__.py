@@ -27,14 +27,17 @@ from polars_hidden_rate.report.run import (
     report_of_plan,
 )
 from polars_hidden_rate.report.targets import (
+    DEFAULT_HOLDOUT_TARGETS,
     DEFAULT_TARGETS,
     DIRECTIONS,
     HOLDOUT_METRICS,
     LABELS,
     LINKED_METRICS,
     METRICS,
+    NO_HOLDOUT,
     NO_PUBLIC_DEFINITION,
     NOT_MEASURED,
+    REFERENCE_METRICS,
     UNDEFINED_METRICS,
     MetricLabels,
     UnmeasuredTargetError,
@@ -43,6 +46,7 @@ from polars_hidden_rate.report.targets import (
 )
 
 __all__ = [
+    "DEFAULT_HOLDOUT_TARGETS",
     "DEFAULT_TARGETS",
     "DIRECTIONS",
     "HOLDOUT_METRICS",
@@ -50,7 +54,9 @@ __all__ = [
     "LINKED_METRICS",
     "METRICS",
     "NOT_MEASURED",
+    "NO_HOLDOUT",
     "NO_PUBLIC_DEFINITION",
+    "REFERENCE_METRICS",
     "UNDEFINED_METRICS",
     "MetricLabels",
     "PrivacyReport",

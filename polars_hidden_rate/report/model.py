@@ -13,23 +13,27 @@ from typing import Any, Literal
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate.checks import known
 from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import CorrelationProtection
 from polars_hidden_rate.measures.digits import p_text
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
 from polars_hidden_rate.measures.linkability import LinkabilityRisk
+from polars_hidden_rate.measures.membership import MIN_RECORDS
 from polars_hidden_rate.measures.section import Section
 from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.report import sections as registry
 from polars_hidden_rate.report.page import page_of
 from polars_hidden_rate.report.targets import (
-    DEFAULT_TARGETS,
     LINKED_METRICS,
     METRICS,
     NO_PUBLIC_DEFINITION,
     NOT_MEASURED,
+    REFERENCE_METRICS,
+    TARGET_OFF,
     UNDEFINED_METRICS,
+    Targets,
     check_targets,
     meets,
 )
@@ -96,8 +100,9 @@ class PrivacyReport:
     row_direct_match_protection
         Percentage of avatars that copy no original on the raw features.
     targets
-        The target of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], and of the
-        correlation protection rate; it passes when strictly above.
+        The target of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], of the
+        correlation protection rate (passed when strictly above) and of each measure against
+        a holdout (`HOLDOUT_METRICS`, in its direction); None where turned off.
     space
         The space the local cloaking and the distances were measured in: the
         projection, its components kept of those available (``"FAMD, 5 of 28
@@ -125,6 +130,9 @@ class PrivacyReport:
     overrides
         The verdict options that relax the link's checks, as given: ``allow_unlinked``,
         ``allow_sorted_link``, ``by_row_order``.
+    reference_row_direct_match_protection
+        With a holdout, the holdout's own row direct match protection against the originals
+        (`references`); None otherwise.
     """
 
     n: int
@@ -137,7 +145,7 @@ class PrivacyReport:
     distance_to_closest_median: float
     closest_distances_ratio_median: float
     row_direct_match_protection: float
-    targets: Mapping[str, float] = field(default_factory=lambda: DEFAULT_TARGETS)
+    targets: Targets = field(default_factory=lambda: check_targets(None))
     space: str = ""
     local_cloaking: CountArray = field(default_factory=_no_counts, repr=False, compare=False)
     distance_to_closest: Float64Array = field(default_factory=_no_values, repr=False, compare=False)
@@ -158,6 +166,7 @@ class PrivacyReport:
     overrides: Mapping[str, bool] = field(
         default_factory=lambda: MappingProxyType({}), compare=False
     )
+    reference_row_direct_match_protection: float | None = field(default=None, compare=False)
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
         """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
@@ -172,17 +181,62 @@ class PrivacyReport:
         return {name: float(getattr(self, name)) for name in METRICS}
 
     @property
+    def references(self) -> dict[str, float]:
+        """With a holdout, the holdout's own figure against the originals of each metric of
+        `REFERENCE_METRICS` (real records the generator never saw, measured as the release
+        is); empty without one."""
+        figures = self.holdout
+        if figures is None:
+            return {}
+        found = {
+            "distance_to_closest_median": figures.reference_distance_to_closest_median,
+            "closest_distances_ratio_median": figures.reference_closest_distances_ratio_median,
+            "row_direct_match_protection": self.reference_row_direct_match_protection,
+        }
+        return {
+            name: float(value) for name in REFERENCE_METRICS if (value := found[name]) is not None
+        }
+
+    @property
+    def reference_checks(self) -> dict[str, bool]:
+        """Whether each reference (`references`) meets the metric's target, as the release
+        must: real records the generator never saw judged by the same rule."""
+        targets = self.targets
+        return {
+            name: meets(name, value, target)
+            for name, value in self.references.items()
+            if (target := targets[name]) is not None
+        }
+
+    def judged_against(self, name: str) -> float | None:
+        """What the metric ``name`` of [`METRICS`][polars_hidden_rate.report.METRICS] is
+        judged against: its target, or the holdout's own figure (`references`) where that
+        fails the target (the release then passes when at least as protective as real
+        records the generator never saw); None where its target is off."""
+        if self.reference_checks.get(name) is False:
+            return self.references[name]
+        return self.targets[name]
+
+    @property
     def checks(self) -> dict[str, bool]:
-        """Whether each metric is strictly above its target."""
-        return {name: value > self.targets[name] for name, value in self.values.items()}
+        """Whether each metric with a target is strictly above it, or where judged against
+        the holdout's own figure (`judged_against`), at least that."""
+        found, by_reference = {}, self.reference_checks
+        for name, value in self.values.items():
+            bound = self.judged_against(name)
+            if bound is not None:
+                against_reference = by_reference.get(name) is False
+                found[name] = value >= bound if against_reference else value > bound
+        return found
 
     @property
     def release_checks(self) -> dict[str, bool]:
         """Whether each metric measured beside [`METRICS`][polars_hidden_rate.report.METRICS] is
-        strictly above its target: the correlation protection rate, when measured."""
-        if self.correlation_protection is None:
-            return {}
+        strictly above its target: the correlation protection rate, when measured and given a
+        target."""
         target = self.targets["correlation_protection_rate"]
+        if self.correlation_protection is None or target is None:
+            return {}
         return {"correlation_protection_rate": self.correlation_protection.rate > target}
 
     @property
@@ -219,13 +273,47 @@ class PrivacyReport:
         return {name: float(value) for name, value in values.items()}
 
     @property
+    def not_judged(self) -> dict[str, str]:
+        """Why a measure against the holdout that the report took is not judged, by name:
+        its target is off, or the holdout is too small to judge it (the membership
+        figures' `MembershipRisk.interval_warnings`, the DCR overfitting's small holdout,
+        an attack on fewer than `MIN_RECORDS` records on a side)."""
+        figures, why = self.holdout, {}
+        if figures is None:
+            return {}
+        small = {}
+        if figures.membership.interval_warnings:
+            small["membership_auc"] = "its interval cannot be read at its level (the warning)"
+        if figures.overfitting.small_holdout:
+            small["dcr_overfitting_protection"] = (
+                "it holds under half as many records as the training set (the warning)"
+            )
+        attacks = {"inference_risk": figures.inference, "linkability_risk": self.linkability}
+        for name, attack in attacks.items():
+            sizes = () if attack is None else (attack.members.records, attack.control.records)
+            if sizes and min(sizes) < MIN_RECORDS:
+                small[name] = (
+                    f"the attack rests on {sizes[0]:,} training and {sizes[1]:,} holdout "
+                    f"records (fewer than {MIN_RECORDS} on a side): its rates' normal "
+                    "interval cannot be read at its level"
+                )
+        for name in self.holdout_values:
+            if self.targets[name] is None:
+                why[name] = TARGET_OFF
+            elif name in small:
+                why[name] = f"not judged: the holdout is too small to judge it: {small[name]}"
+        return why
+
+    @property
     def holdout_checks(self) -> dict[str, bool]:
-        """Whether each measure of `HOLDOUT_METRICS` given a target meets it in its direction
-        (``membership_auc`` at most, ``dcr_overfitting_protection`` at least, ...)."""
+        """Whether each measure of `HOLDOUT_METRICS` the report took meets its target in its
+        direction (``membership_auc`` at most, ``dcr_overfitting_protection`` at least, ...),
+        on its point estimate; those `not_judged` are left out."""
+        skipped = self.not_judged
         return {
-            name: meets(name, value, self.targets[name])
+            name: meets(name, value, known(self.targets[name], "a judged measure's target"))
             for name, value in self.holdout_values.items()
-            if name in self.targets
+            if name not in skipped
         }
 
     @property
@@ -310,8 +398,15 @@ class PrivacyReport:
         ``tolerance``)."""
         target = self.targets["correlation_protection_rate"]
         measured = self.correlation_protection
-        if measured is not None and self.link_use == "absent":
+        if measured is not None and target is None:
             protection: dict[str, Any] = {
+                **measured.to_dict(),
+                "target": None,
+                "passed": None,
+                "reason": TARGET_OFF,
+            }
+        elif measured is not None and self.link_use == "absent":
+            protection = {
                 "value": None,
                 "target": target,
                 "passed": None,

@@ -58,7 +58,7 @@ def privacy_report(
     originals: pl.DataFrame | pl.LazyFrame,
     avatars: pl.DataFrame | pl.LazyFrame,
     *,
-    targets: Mapping[str, float] | None = None,
+    targets: Mapping[str, float | None] | None = None,
     confidence: float = 0.95,
     allow_unlinked: bool = False,
     by_row_order: bool = False,
@@ -89,11 +89,14 @@ def privacy_report(
     originals, avatars
         As for [`local_cloaking`][polars_hidden_rate.local_cloaking]; LazyFrames are collected.
     targets
-        Targets overriding [`DEFAULT_TARGETS`][polars_hidden_rate.report.DEFAULT_TARGETS], by metric
-        name; a metric passes when its value is strictly above its target. The measures
-        against a holdout (`HOLDOUT_METRICS`: ``membership_auc`` at most,
-        ``dcr_overfitting_protection`` at least, ``inference_risk`` and ``linkability_risk``
-        at most) have no default: given a target here they decide the verdict too.
+        Targets overriding [`DEFAULT_TARGETS`][polars_hidden_rate.report.DEFAULT_TARGETS] and
+        `DEFAULT_HOLDOUT_TARGETS`, by metric name; a metric passes when its value is strictly
+        above its target. The measures against a holdout (`HOLDOUT_METRICS`:
+        ``membership_auc`` at most, ``dcr_overfitting_protection`` at least,
+        ``inference_risk`` and ``linkability_risk`` at most) are judged by default wherever
+        they run, on their point estimates, unless the holdout is too small to judge them
+        (`PrivacyReport.not_judged`). A target of None turns it off: the figure is then
+        evidence, not judged.
     confidence
         The confidence level of the hidden rate's interval.
     allow_unlinked, by_row_order, max_own_copies, allow_sorted_link
@@ -113,9 +116,11 @@ def privacy_report(
         Real records of the same population that the generator never saw, with the
         originals' columns and types (refused otherwise, before anything is read): the
         report then adds the membership attack, the DCR overfitting protection and the
-        holdout's own DCR and NNDR (`HoldoutFigures`),
-        in the same space. Without a target they are evidence and do not decide
-        [`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed].
+        holdout's own DCR, NNDR and row direct match protection against the originals
+        (`HoldoutFigures`, `PrivacyReport.references`), in the same space. The measures are
+        judged against their targets (`targets`), and a distance metric whose holdout figure
+        fails its target is judged against that figure instead
+        (`PrivacyReport.judged_against`).
     known
         The variables an attacker knows (names or a selector, in both frames; checked
         before anything is counted): the report then measures the
@@ -126,15 +131,15 @@ def privacy_report(
         With a holdout and ``known``: the attribute inference attack of
         [`inference_risk`][polars_hidden_rate.inference_risk] on the column ``secret``
         (``secret_kind`` and ``secret_tolerance`` are its ``secret_kind`` and ``tolerance``),
-        added to the holdout's figures (no target either). Its space is the known columns'
-        own.
+        added to the holdout's figures (judged by default, as `targets` says). Its space is
+        the known columns' own.
     aux_cols, n_neighbors
         With a holdout: the linkability attack of
         [`linkability_risk`][polars_hidden_rate.linkability_risk], ``(A, B)`` the columns of
         the attacker's two tables (names or selectors, checked in the three sets before
         anything is counted) and ``n_neighbors`` its nearest synthetic records on each
-        side; the report's ``linkability`` (no target). Each side's space is its columns'
-        own.
+        side; the report's ``linkability`` (judged by default). Each side's space is its
+        columns' own.
     attack_space
         The space of the inference and the linkability attacks: ``"projected"`` (default)
         or ``"gower"``, anonymeter's distance (their ``space``).
@@ -347,7 +352,7 @@ def baseline_of(measured: bool, seed: int) -> int | None:
 def report_of_plan(
     inspector: Inspector,
     *,
-    targets: Mapping[str, float] | None = None,
+    targets: Mapping[str, float | None] | None = None,
     confidence: float = 0.95,
     holdout: pl.LazyFrame | None = None,
     known: ColumnSpec | None = None,
@@ -459,6 +464,21 @@ def report_of_plan(
         left_on=list(link.left) or None,
         right_on=list(link.right) or None,
     )
+    reference = None
+    if holdout is not None:
+        # The holdout's own, on the release's raw features (it has the originals' columns
+        # less the keys): real records the generator never saw, by the same rule.
+        shared = request.avatars.collect_schema()
+        features = (
+            list(request.projection.features)
+            if request.projection
+            else [
+                name
+                for name in request.originals.collect_schema()
+                if name in shared and name not in link.left and name not in link.right
+            ]
+        )
+        reference = row_direct_match_protection(request.originals, holdout, features=features)
     baseline = None
     if dcr_baseline is not None and (dcr_space == "projected" or compare_spaces):
         with stage("DCR baseline protection", enabled=request.progress):
@@ -522,6 +542,7 @@ def report_of_plan(
         max_own_copies=asked.max_own_copies,
         link_use=link_use,
         overrides={name: getattr(asked, name) for name in LINK_OVERRIDES},
+        reference_row_direct_match_protection=reference,
     )
 
 

@@ -22,7 +22,14 @@ from polars_hidden_rate.measures.section import Histogram, Row, Section
 from polars_hidden_rate.measures.spaces import spaces_section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
-from polars_hidden_rate.report.targets import DIRECTIONS, HOLDOUT_METRICS, LABELS, LINKED_METRICS
+from polars_hidden_rate.report.targets import (
+    DIRECTIONS,
+    HOLDOUT_METRICS,
+    LABELS,
+    LINKED_METRICS,
+    NO_HOLDOUT,
+    TARGET_OFF,
+)
 
 if TYPE_CHECKING:
     from polars_hidden_rate.report.model import PrivacyReport
@@ -78,25 +85,27 @@ def metrics_section(report: PrivacyReport) -> Section:
     judged (`PrivacyReport.link_use`), the metrics that need it have no verdict, and where it
     is absent no value either, with the reason."""
     checks, targets = report.checks, report.targets
+    references, met = report.references, report.reference_checks
     absent, judged = report.link_use == "absent", report.link_use == "judged"
     entries: dict[str, dict[str, Any]] = {}
     rows = []
     for name, value in report.values.items():
-        entry: dict[str, Any] = {"value": value, "target": targets[name], "passed": checks[name]}
+        entry: dict[str, Any] = {
+            "value": value,
+            "target": targets[name],
+            "passed": checks.get(name),
+        }
+        if targets[name] is None:
+            entry["reason"] = TARGET_OFF
         if name in LINKED_METRICS and not judged:
             entry = {**entry, "value": None if absent else value, "passed": None}
             entry["reason"] = report.link_reason
+        if name in references:
+            entry["reference"] = references[name]
+            entry["reference_passed"] = met.get(name)
+            entry["judged_against"] = "reference" if met.get(name) is False else "target"
         entries[name] = entry
-        rows.append(
-            Row(
-                LABELS[name].text,
-                entry["value"],
-                targets[name],
-                entry["passed"],
-                reason=entry.get("reason", ""),
-                page_label=LABELS[name].page,
-            )
-        )
+        rows += _metric_rows(report, name, entry)
     copies = _own_copies(report)
     if copies is not None:
         rows.append(
@@ -123,7 +132,7 @@ def metrics_section(report: PrivacyReport) -> Section:
         Histogram(
             getattr(report, name),
             *texts,
-            target=targets[f"{name}_median"],
+            target=report.judged_against(f"{name}_median"),
             limits=limits,
             discrete=name == "local_cloaking",
             zero_bar=zero_bar,
@@ -138,6 +147,40 @@ def metrics_section(report: PrivacyReport) -> Section:
         {"metrics": entries, "own_copies": copies},
         figures,
     )
+
+
+def _metric_rows(report: PrivacyReport, name: str, entry: dict[str, Any]) -> list[Row]:
+    """The rows of one metric of [`METRICS`][polars_hidden_rate.report.METRICS]: against its
+    target (or, where the holdout's own figure fails it, against that figure), or its value
+    as evidence where its target is off; then, with a holdout, that figure and what it
+    says."""
+    label, target, value = LABELS[name], entry["target"], entry["value"]
+    if target is None:
+        shown = entry.get("reason", "") if value is None else decisive(value, None, 4)
+        return [Row(label.text, f"{shown}, {TARGET_OFF}", page_label=label.page)]
+    against_reference = entry.get("judged_against") == "reference"
+    rows = [
+        Row(
+            label.text,
+            value,
+            entry["reference"] if against_reference else target,
+            entry["passed"],
+            reason=entry.get("reason", ""),
+            page_label=label.page,
+            direction=">=" if against_reference else DIRECTIONS[name],
+        )
+    ]
+    if "reference" in entry:
+        reference = decisive(entry["reference"], target, 4)
+        bound = f"{DIRECTIONS[name]} {target:g}"
+        said = (
+            f"{reference}: real records the generator never saw fail the target ({bound}), "
+            "so the release is judged against this figure (at least as protective)"
+            if against_reference
+            else f"{reference}: real records the generator never saw meet the target ({bound})"
+        )
+        rows.append(Row("  the holdout's own", said, page_label=f"{label.page}: the holdout's own"))
+    return rows
 
 
 def _own_copies(report: PrivacyReport) -> dict[str, Any] | None:
@@ -187,24 +230,31 @@ def verdict_section(report: PrivacyReport) -> Section:
         verdict += " (the measures that need no link)"
     # What the verdict rests on beyond its checks (the page opens with it as a banner).
     notes = tuple(Row("note", note, only="text") for note in report.override_notes)
+    # Without a holdout nothing attacks the release: the verdict says so, in every format.
+    alone = () if report.holdout is not None else (Row("holdout", NO_HOLDOUT),)
     return Section(
         "verdict",
         "Verdict",
-        (*notes, Row("report", verdict, only="text")),
-        {"passed": report.passed, "link_use": report.link_use},
+        (*notes, Row("report", verdict, only="text"), *alone),
+        {
+            "passed": report.passed,
+            "link_use": report.link_use,
+            "holdout_note": None if report.holdout is not None else NO_HOLDOUT,
+        },
     )
 
 
 def holdout_metrics_section(report: PrivacyReport) -> Section:
-    """The measures against the holdout that a target can judge (`HOLDOUT_METRICS`): each
-    with a target a metric row in its direction, each without one evidence (its value, not
-    judged), every one with a sentence of what it means; the JSON's ``holdout_metrics``
-    (None without a holdout): per measure ``{"value", "target", "direction", "passed",
-    "meaning"}``, ``target`` and ``passed`` None without a target."""
+    """The measures against the holdout (`HOLDOUT_METRICS`): each a metric row against its
+    target in its direction (not judged where the holdout is too small, with the reason),
+    or its value as evidence where its target is off, every one with a sentence of what it
+    means; the JSON's ``holdout_metrics`` (None without a holdout): per measure ``{"value",
+    "target", "direction", "passed", "reason", "meaning"}``, ``passed`` None where not
+    judged (``reason`` says why) and ``target`` None where off."""
     values = report.holdout_values
     if report.holdout is None:
         return Section("holdout_metrics", _HOLDOUT_METRICS_TITLE, entry={"holdout_metrics": None})
-    checks, rows = report.holdout_checks, []
+    checks, why, rows = report.holdout_checks, report.not_judged, []
     entries: dict[str, dict[str, Any]] = {}
     for name, value in values.items():
         meaning = _meaning(report, name)
@@ -215,25 +265,20 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
             "target": target,
             "direction": HOLDOUT_METRICS[name],
             "passed": checks.get(name),
+            "reason": why.get(name),
             "meaning": meaning,
         }
         if target is None:
             shown = decisive(value, None, 4)
-            rows.append(
-                Row(
-                    label.text,
-                    f"{shown}, evidence, not judged (no target; --target {name}=X judges "
-                    f"it: {_WORDS[HOLDOUT_METRICS[name]]} X): {meaning}",
-                    page_label=label.page,
-                )
-            )
+            rows.append(Row(label.text, f"{shown}, {TARGET_OFF}: {meaning}", page_label=label.page))
             continue
         rows += [
             Row(
                 label.text,
                 value,
                 target,
-                checks[name],
+                checks.get(name),
+                reason=why.get(name, ""),
                 page_label=label.page,
                 direction=HOLDOUT_METRICS[name],
             ),
@@ -245,7 +290,6 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
 
 
 _HOLDOUT_METRICS_TITLE = "The holdout's measures and their targets"
-_WORDS = {"<=": "at most", ">=": "at least", ">": "above"}
 
 
 def _meaning(report: PrivacyReport, name: str) -> str:
@@ -285,13 +329,13 @@ def _meaning(report: PrivacyReport, name: str) -> str:
 SECTIONS: tuple[SectionOf, ...] = (
     records_section,
     metrics_section,
+    holdout_metrics_section,
     release_section,
     verdict_section,
     lambda report: holdout_section(report.holdout),
     lambda report: linkability_section(report.linkability),
     lambda report: baseline_section(report.dcr_baseline),
     lambda report: spaces_section(report.space_comparison),
-    holdout_metrics_section,
     lambda report: evidence_section(report.evidence),
     lambda report: provenance_section(report.provenance),
 )

@@ -43,11 +43,23 @@ HOLDOUT_METRICS: Mapping[str, Direction] = MappingProxyType(
         "linkability_risk": "<=",
     }
 )
-"""The measures against a holdout that a target can judge, and how each meets it. They have
-no default: without a target each is evidence (shown with what it means, never judged); with
-one (``--target membership_auc=0.55``) it decides
-[`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed] too. A target needs its
-measure: a holdout, and for the inference risk the attack (``known`` and ``secret``)."""
+"""The measures against a holdout, and how each meets its target. Each that the report runs
+is judged by default (`DEFAULT_HOLDOUT_TARGETS`) on its point estimate, and decides
+[`PrivacyReport.passed`][polars_hidden_rate.PrivacyReport.passed] too, unless its holdout is
+too small to judge it (`PrivacyReport.not_judged`) or its target is turned off (``None``:
+the figure is then evidence). A target given explicitly needs its measure: a holdout, and
+for the inference risk the attack (``known`` and ``secret``)."""
+
+DEFAULT_HOLDOUT_TARGETS: Mapping[str, float] = MappingProxyType(
+    {
+        "membership_auc": 0.55,
+        "dcr_overfitting_protection": 0.95,
+        "inference_risk": 0.09,
+        "linkability_risk": 0.09,
+    }
+)
+"""The default target of each measure of `HOLDOUT_METRICS`, judged wherever the measure
+runs (docs/metrics.md gives the source or the reasoning of each)."""
 
 DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
     {**dict.fromkeys(DEFAULT_TARGETS, ">"), **HOLDOUT_METRICS, "own_copies_percent": "<="}
@@ -71,6 +83,26 @@ LINKED_METRICS = frozenset({"hidden_rate", "local_cloaking_median", "correlation
 through the hidden rate it is given); the own copies need it too. The others (the DCR, the
 NNDR, the row direct match protection, the measures against a holdout) judge any synthetic
 set."""
+
+REFERENCE_METRICS = (
+    "distance_to_closest_median",
+    "closest_distances_ratio_median",
+    "row_direct_match_protection",
+)
+"""The metrics a holdout has a figure of its own for, against the originals (the Avatar
+paper's "Reference": what real records the generator never saw score). Where that figure
+fails the target, the release is judged against it instead: at least as protective as those
+records (``>=``)."""
+
+TARGET_OFF = "not judged: its target is off (evidence)"
+"""Why a metric whose target was turned off (``None``) has no verdict."""
+
+NO_HOLDOUT = (
+    "none: distances alone do not show that a release is safe; add real records the "
+    "generator never saw as a holdout (--holdout FILE; holdout= in Python) to judge the "
+    "membership attack and the DCR overfitting protection"
+)
+"""The verdict's line without a holdout (text, page and JSON's ``holdout_note``)."""
 
 NO_PUBLIC_DEFINITION = "not applicable: no public definition"
 """Why a metric of the service's table has no value here (docs/metrics.md)."""
@@ -159,22 +191,28 @@ _NEEDS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType(
 )
 
 
+Targets = Mapping[str, float | None]
+"""A report's targets by metric name; None: the metric's target is off (shown, not judged)."""
+
+
 def check_targets(
-    targets: Mapping[str, float] | None,
+    targets: Mapping[str, float | None] | None,
     *,
     known: object = ...,
     holdout: object = ...,
     secret: object = ...,
     aux_cols: object = ...,
-) -> Mapping[str, float]:
-    """The default targets, with ``targets`` overriding some and adding those of
-    `HOLDOUT_METRICS`; unknown names are refused, and so is a target for a measure the report
-    would not run (`UnmeasuredTargetError`): the correlation protection rate without
-    ``known``, a holdout's measure without ``holdout``, the inference risk without ``known``
-    and ``secret``, the linkability risk without ``aux_cols``. A keyword given as None is
-    missing; one left out (``...``) is not checked."""
+) -> Targets:
+    """The default targets (`DEFAULT_TARGETS`, `DEFAULT_HOLDOUT_TARGETS`), with ``targets``
+    overriding some, or turning them off (``None``); unknown names are refused, and so is a
+    target for a measure the report would not run (`UnmeasuredTargetError`): the
+    correlation protection rate without ``known``, a holdout's measure without ``holdout``,
+    the inference risk without ``known`` and ``secret``, the linkability risk without
+    ``aux_cols``. A keyword given as None is missing; one left out (``...``) is not
+    checked. A default target whose measure does not run judges nothing."""
+    defaults = {**DEFAULT_TARGETS, **DEFAULT_HOLDOUT_TARGETS}
     if targets is None:
-        return DEFAULT_TARGETS
+        return MappingProxyType(defaults)
     if not isinstance(targets, Mapping):
         msg = f"`targets` must map metric names to numbers, got {type(targets).__name__}"
         raise TypeError(msg)
@@ -185,15 +223,17 @@ def check_targets(
         raise ValueError(msg)
     given = {"known": known, "holdout": holdout, "secret": secret, "aux_cols": aux_cols}
     for name in names:  # in the metrics' order, whatever the mapping's
-        if name in targets and name in _NEEDS:
+        # A target turned off judges nothing: it needs no measure.
+        if targets.get(name) is not None and name in _NEEDS:
             missing = tuple(keyword for keyword in _NEEDS[name][1] if given[keyword] is None)
             if missing:
                 raise UnmeasuredTargetError(name, missing)
     checked = {
-        name: check_real(value, f"targets[{name!r}]", low=-np.inf)
+        name: None if value is None else check_real(value, f"targets[{name!r}]", low=-np.inf)
         for name, value in targets.items()
     }
     for name in _PERCENTAGES:
-        if name in checked:
-            refuse_fraction(checked[name], f"targets[{name!r}]")
-    return MappingProxyType({**DEFAULT_TARGETS, **checked})
+        value = checked.get(name)
+        if value is not None:
+            refuse_fraction(value, f"targets[{name!r}]")
+    return MappingProxyType({**defaults, **checked})
