@@ -1,0 +1,280 @@
+"""`singling_out_risk`: every count against a plain scan per query (`brute_singling_out`),
+ties and duplicates, row order, the hypergeometric size correction against an enumeration of
+the subsamples, the estimator's 0 at equal rates, and anonymeter 1.1 itself, run in the
+peers' venv, where its result is defined."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from fractions import Fraction
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.exceptions import ColumnNotFoundError, ComputeError, NoDataError, SchemaError
+
+import polars_hidden_rate as phr
+from polars_hidden_rate.measures.inference import attack_against_control
+from polars_hidden_rate.measures.singling_out import (
+    Encoded,
+    SinglingOutRisk,
+    design,
+    query_counts,
+)
+from polars_hidden_rate.measures.stats import single_chance
+from tests.helpers import as_columns, brute_singling_out, run_peer
+
+
+def mixed(n: int, seed: int, shift: int = 0) -> pl.DataFrame:
+    """Integer grids (ties everywhere), floats with repeats, text with quotes, booleans,
+    dates, missing values in each kind."""
+    rng = np.random.default_rng(seed)
+
+    def gaps(values: list[Any]) -> list[Any]:
+        return [None if rng.random() < 0.1 else v for v in values]
+
+    return pl.DataFrame(
+        {
+            "i": gaps([int(v) + shift for v in rng.integers(0, 6, n)]),
+            "f": gaps([float(v) / 4 for v in rng.integers(-4, 5, n)]),
+            "t": gaps([str(v) for v in rng.choice(["a", "b'", 'c"', "d", "e"], n)]),
+            "b": gaps([bool(v) for v in rng.integers(0, 2, n)]),
+            "d": gaps([dt.date(2020, 1, 1 + int(v)) for v in rng.integers(0, 5, n)]),
+            "u": gaps([int(v) for v in rng.integers(0, 3 * n, n)]),
+        },
+        schema={
+            "i": pl.Int64,
+            "f": pl.Float64,
+            "t": pl.String,
+            "b": pl.Boolean,
+            "d": pl.Date,
+            "u": pl.Int32,
+        },
+    )
+
+
+def ours(
+    originals: pl.DataFrame, synthetic: pl.DataFrame, holdout: pl.DataFrame, mode: str, n_cols: int
+) -> list[tuple[int, int, int]]:
+    read = {
+        "synthetic": synthetic.unique(),
+        "originals": originals.unique(),
+        "holdout": holdout.unique(),
+    }
+    counts, exhaustive = query_counts(Encoded.of(read, mode), mode, n_cols)  # type: ignore[arg-type]
+    assert exhaustive
+    return sorted(
+        zip(
+            counts["synthetic"].tolist(),
+            counts["originals"].tolist(),
+            counts["holdout"].tolist(),
+            strict=True,
+        )
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_univariate_counts_are_the_scans(seed: int) -> None:
+    originals, holdout = mixed(40, seed), mixed(30, seed + 10)
+    synthetic = pl.concat([originals.head(10), mixed(25, seed + 20, shift=1)])
+    found = ours(originals, synthetic, holdout, "univariate", 1)
+    assert found == brute_singling_out(originals, synthetic, holdout, "univariate")
+    assert any(s == 1 for s, _, _ in found)
+
+
+@pytest.mark.parametrize(("seed", "n_cols"), [(0, 1), (1, 2), (2, 3), (3, 4)])
+def test_multivariate_counts_are_the_scans(seed: int, n_cols: int) -> None:
+    columns = ["i", "f", "t", "b"]
+    originals, holdout = mixed(40, seed).select(columns), mixed(30, seed + 10).select(columns)
+    synthetic = pl.concat([originals.head(10), mixed(25, seed + 20, shift=1).select(columns)])
+    found = ours(originals, synthetic, holdout, "multivariate", n_cols)
+    assert found == brute_singling_out(originals, synthetic, holdout, "multivariate", n_cols)
+
+
+@pytest.mark.parametrize("mode", ["univariate", "multivariate"])
+def test_row_order_and_duplicates_change_nothing(mode: str) -> None:
+    columns = ["i", "f", "t", "b", "u"]
+    originals, holdout = mixed(50, 4).select(columns), mixed(40, 5).select(columns)
+    synthetic = pl.concat([originals.head(15), mixed(30, 6).select(columns)])
+    first = phr.singling_out_risk(originals, synthetic, holdout, mode=mode, n_cols=2)  # type: ignore[arg-type]
+    again = phr.singling_out_risk(
+        pl.concat([originals, originals.head(7)]).reverse(),
+        synthetic.sample(fraction=1.0, shuffle=True, seed=3),
+        pl.concat([holdout.head(5), holdout]).reverse(),
+        mode=mode,  # type: ignore[arg-type]
+        n_cols=2,
+    )
+    assert first.to_dict() == again.to_dict()
+    assert math.fsum(first.members_success) == math.fsum(again.members_success)
+
+
+def test_the_design_is_order_invariant_and_even() -> None:
+    columns = ["i", "f", "t", "b"]
+    originals, holdout = mixed(60, 7).select(columns), mixed(60, 8).select(columns)
+    synthetic = mixed(50, 9).select(columns)
+    asked = {
+        "mode": "multivariate",
+        "n_cols": 2,
+        "max_queries": 100,
+    }
+    first = phr.singling_out_risk(originals, synthetic, holdout, **asked)  # type: ignore[arg-type]
+    again = phr.singling_out_risk(originals, synthetic.reverse(), holdout, **asked)  # type: ignore[arg-type]
+    assert not first.exhaustive
+    assert first.to_dict() == again.to_dict()
+    pairs = design(40, 6, 100)
+    counts = np.bincount(np.concatenate(pairs), minlength=40)
+    assert (counts == 2).all()
+    assert [len(p) for p in pairs] == [14, 14, 13, 13, 13, 13]
+
+
+def subsample_chance(m: int, population: int, sample: int) -> Fraction:
+    """Enumerate every subsample: the share in which exactly one of the ``m`` matches is."""
+    hits = sum(sum(i < m for i in drawn) == 1 for drawn in combinations(range(population), sample))
+    return Fraction(hits, math.comb(population, sample))
+
+
+def test_the_size_correction_is_the_enumeration() -> None:
+    for population in range(1, 9):
+        for sample in range(1, population + 1):
+            matches = np.arange(population + 1)
+            found = single_chance(matches, population, sample)
+            for m in matches:
+                expected = subsample_chance(int(m), population, sample)
+                assert math.isclose(found[m], float(expected), rel_tol=1e-14, abs_tol=0), (
+                    population,
+                    sample,
+                    m,
+                )
+                assert found[m] >= 0.0
+
+
+def test_the_larger_side_is_taken_at_the_smaller_size() -> None:
+    counts = {
+        "synthetic": np.array([1, 1, 1, 2]),
+        "originals": np.array([1, 2, 0, 1]),
+        "holdout": np.array([3, 1, 1, 1]),
+    }
+    found = SinglingOutRisk.of_counts(counts, {"synthetic": 4, "originals": 5, "holdout": 8})
+    assert found.resized == "holdout"
+    assert found.queries == 3
+    assert found.members_success.tolist() == [1.0, 0.0, 0.0]
+    expected = [float(subsample_chance(m, 8, 5)) for m in (3, 1, 1)]
+    assert np.allclose(found.control_success, expected, rtol=1e-14, atol=0)
+
+
+def test_equal_success_gives_no_risk_at_any_sizes() -> None:
+    # The estimator: equal shares at different sizes read as equal rates.
+    for members, control in [(40, 40), (40, 300), (7, 1000)]:
+        a = np.array([1.0] * (members // 4) + [0.0] * (members - members // 4))
+        b = np.array([1.0] * (control // 4) + [0.0] * (control - control // 4))
+        assert attack_against_control(a, b, 0.95, "x")[2] == 0.0
+    # The attack: the same records as originals and holdout, and a holdout of other records
+    # singled out as often.
+    frame = mixed(40, 11).select(["i", "f", "t", "u"])
+    synthetic = mixed(40, 12).select(["i", "f", "t", "u"])
+    assert phr.singling_out_risk(frame, synthetic, frame).risk == 0.0
+    counts = {
+        "synthetic": np.ones(6, dtype=np.int64),
+        "originals": np.array([1, 0, 1, 2, 1, 0]),
+        "holdout": np.array([0, 1, 1, 1, 3, 0]),
+    }
+    found = SinglingOutRisk.of_counts(counts, {"synthetic": 9, "originals": 20, "holdout": 20})
+    assert found.members.rate == found.control.rate
+    assert found.risk == 0.0
+
+
+def test_bad_input_is_refused_naming_it() -> None:
+    frame = mixed(20, 13)
+    with pytest.raises(SchemaError, match=r"'d'.*multivariate"):
+        phr.singling_out_risk(frame, frame, frame, mode="multivariate")
+    nan = pl.DataFrame({"x": [1.0, float("nan")]})
+    with pytest.raises(ComputeError, match="'x' of originals holds NaN"):
+        phr.singling_out_risk(nan, nan.head(1), nan.head(1))
+    with pytest.raises(ValueError, match="`n_cols`"):
+        phr.singling_out_risk(frame, frame, frame, mode="multivariate", n_cols=7)
+    with pytest.raises(ValueError, match="`mode`"):
+        phr.singling_out_risk(frame, frame, frame, mode="both")  # type: ignore[arg-type]
+    with pytest.raises(ColumnNotFoundError):
+        phr.singling_out_risk(frame, frame.drop("t"), frame)
+    listed = pl.DataFrame({"x": [[1], [2]]})
+    with pytest.raises(SchemaError, match="'x'"):
+        phr.singling_out_risk(listed, listed, listed)
+    grid = pl.DataFrame({"x": [1, 1, 2, 2], "y": [1, 2, 1, 2]})
+    with pytest.raises(NoDataError, match="no query singles out"):
+        phr.singling_out_risk(grid, grid, grid)
+
+
+# --- anonymeter itself, in the peers' venv (`make peers`), where its result is defined
+
+
+def peer_case(seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Numbers with ties, text, booleans and missing values; originals and holdout of one
+    size, duplicates dropped (anonymeter compares their sizes after dropping them)."""
+    rng = np.random.default_rng(seed)
+
+    def frame(n: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "a": [None if rng.random() < 0.05 else float(v) for v in rng.normal(size=n)],
+                "b": rng.integers(0, 8, n),
+                "c": rng.choice(["x", "y", "z", "w"], n),
+                "g": rng.integers(0, 2, n).astype(bool),
+            }
+        )
+
+    originals = frame(60).unique(maintain_order=True)
+    holdout = frame(200).unique(maintain_order=True).head(originals.height)
+    synthetic = pl.concat([originals.head(20), frame(40)])
+    return originals, synthetic, holdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "n_cols", "seed"),
+    [("univariate", 1, 0), ("multivariate", 2, 1), ("multivariate", 3, 2)],
+)
+def test_equal_to_anonymeter(mode: str, n_cols: int, seed: int) -> None:
+    originals, synthetic, holdout = peer_case(seed)
+    assert originals.height == holdout.height
+    found = phr.singling_out_risk(originals, synthetic, holdout, mode=mode, n_cols=n_cols)  # type: ignore[arg-type]
+    case = {
+        "peer": "singling_out",
+        "mode": mode,
+        "n_cols": n_cols,
+        "queries": found.queries,
+        "confidence": 0.95,
+        "originals": as_columns(originals),
+        "synthetic": as_columns(synthetic),
+        "holdout": as_columns(holdout),
+    }
+    (peer,) = run_peer([case], needs="anonymeter")
+    assert peer["queries"] == found.queries
+    assert (peer["n_success"], peer["n_control"]) == (
+        found.members.successes,
+        found.control.successes,
+    )
+    assert math.isclose(found.risk, peer["risk"], rel_tol=1e-9, abs_tol=1e-12)
+    for ours_end, theirs in zip(found.risk_interval, peer["interval"], strict=True):
+        assert math.isclose(ours_end, theirs, rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(found.members.rate, peer["attack_rate"][0], rel_tol=1e-9)
+    assert math.isclose(found.control.error, peer["control_rate"][1], rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_closed_box_counts_are_the_scan(seed: int) -> None:
+    from polars_hidden_rate.engine.boxes import count_in_closed_boxes
+
+    rng = np.random.default_rng(seed)
+    points = rng.integers(0, 4, (3000, 3)).astype(np.float64)  # ties on every edge
+    points[::7] *= 2.0**600
+    lower = rng.integers(0, 4, (400, 3)).astype(np.float64)
+    upper = lower + rng.integers(0, 2, (400, 3))
+    lower[::3, 1], upper[1::3, 2] = -np.inf, np.inf
+    found = count_in_closed_boxes(points, lower, upper, threads=2)
+    scan = [
+        np.all((points >= lo) & (points <= hi), axis=1).sum()
+        for lo, hi in zip(lower, upper, strict=True)
+    ]
+    assert found.tolist() == scan
