@@ -418,9 +418,9 @@ class SinglingOutRisk:
             "resized": self.resized,
         }
 
-    def rows(self, target: float | None = None) -> list[Row]:
-        """The attack as rows: the risk (against ``target``, at most, where given), the
-        queries asked, the records singled out."""
+    def rows(self) -> list[tuple[str, str]]:
+        """The attack as (label, value) lines, for the text and the page of a report: the
+        risk, the queries asked, the records singled out."""
         low, high = self.risk_interval
         level = f"{100 * self.confidence:g} %"
         members, control = self.members, self.control
@@ -433,48 +433,35 @@ class SinglingOutRisk:
         at = (
             ""
             if self.resized is None
-            else f"; the {self.resized} taken at the {min(self.originals, self.holdout)} "
-            "records of the other side"
-        )
-        risk_label = "singling-out risk"
-        risk_row = (
-            Row(
-                risk_label,
-                self.risk,
-                target,
-                passed=self.risk <= target,
-                direction="<=",
-                reason=f"{low:.4f} to {high:.4f}, {level}",
-            )
-            if target is not None
-            else Row(
-                risk_label,
-                f"{self.risk:.4f} ({low:.4f} to {high:.4f}, {level}; 0: no more than on the "
-                "holdout)",
-            )
+            else f"; the {self.resized} taken at the other side's "
+            f"{min(self.originals, self.holdout)} records"
         )
         return [
-            risk_row,
-            Row(
+            (
+                "singling-out risk",
+                f"{self.risk:.4f} ({low:.4f} to {high:.4f}, {level}; 0: no more than on the "
+                "holdout)",
+            ),
+            (
                 "  queries",
                 f"{self.queries} {self.mode} queries that single out a synthetic record, {asked}",
             ),
-            Row(
+            (
                 "  records singled out",
-                f"{percent(members.successes, members.records):.2f} % of queries on the "
+                f"by {percent(members.successes, members.records):.2f} % of the queries on the "
                 f"originals, {percent(control.successes, control.records):.2f} % on the "
                 f"holdout{at} (Wilson rates {100 * members.rate:.2f} % and "
                 f"{100 * control.rate:.2f} %, which the risk compares)",
             ),
         ]
 
-    def section(self, target: float | None = None) -> Section:
-        """The attack as a report's section: `rows` and the JSON entry ``singling_out``
-        (`to_dict`)."""
+    def section(self) -> Section:
+        """The attack as a report's section: `rows` (its target is judged with the
+        holdout's measures) and the JSON entry ``singling_out`` (`to_dict`)."""
         return Section(
             "singling_out",
             SINGLING_OUT_TITLE,
-            tuple(self.rows(target)),
+            tuple(Row(label, value) for label, value in self.rows()),
             {"singling_out": self.to_dict()},
         )
 
@@ -482,12 +469,54 @@ class SinglingOutRisk:
 SINGLING_OUT_TITLE = "Singling-out attack"
 
 
-def singling_out_section(found: SinglingOutRisk | None, target: float | None = None) -> Section:
+def singling_out_section(found: SinglingOutRisk | None) -> Section:
     """A report's section of the singling-out attack: `SinglingOutRisk.section`, or when not
     asked no rows and the JSON entry ``singling_out`` None."""
     if found is None:
         return Section("singling_out", SINGLING_OUT_TITLE, entry={"singling_out": None})
-    return found.section(target)
+    return found.section()
+
+
+@dataclass(frozen=True)
+class SinglingOutAttack:
+    """What [`singling_out_risk`][polars_hidden_rate.singling_out_risk] is asked, checked:
+    the singling-out attack of a report is this, run on the report's sets."""
+
+    mode: Mode
+    n_cols: int = 3
+
+    @classmethod
+    def of(
+        cls, mode: object, n_cols: object = 3, *, name: str = "singling_out"
+    ) -> SinglingOutAttack:
+        """Check the settings; ``name`` says how an error names the mode."""
+        checked, cols = check_mode(mode, n_cols, name)
+        if checked == "univariate" and cols != 3:
+            msg = f"`n_cols` sets the multivariate singling-out attack: pass {name}='multivariate'"
+            raise ValueError(msg)
+        return cls(checked, cols)
+
+    def run(
+        self,
+        originals: pl.DataFrame | pl.LazyFrame,
+        synthetic: pl.DataFrame | pl.LazyFrame,
+        holdout: pl.DataFrame | pl.LazyFrame,
+        *,
+        columns: ColumnSpec | None = None,
+        confidence: float = 0.95,
+        threads: int | None = 1,
+    ) -> SinglingOutRisk:
+        """[`singling_out_risk`][polars_hidden_rate.singling_out_risk] of the three sets."""
+        return singling_out_risk(
+            originals,
+            synthetic,
+            holdout,
+            mode=self.mode,
+            n_cols=self.n_cols,
+            columns=columns,
+            confidence=confidence,
+            threads=threads,
+        )
 
 
 def check_mode(mode: object, n_cols: object, name: str = "mode") -> tuple[Mode, int]:

@@ -19,6 +19,7 @@ from polars_hidden_rate.measures.digits import p_text
 from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
 from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from polars_hidden_rate.measures.section import Section
+from polars_hidden_rate.measures.singling_out import SinglingOutRisk
 from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.report import sections as registry
 from polars_hidden_rate.report.page import page_of
@@ -110,6 +111,9 @@ class PrivacyReport:
     linkability
         The linkability attack against the holdout, when asked (``aux_cols``); None
         otherwise.
+    singling_out
+        The singling-out attack against the holdout, when asked (``singling_out``); None
+        otherwise.
     dcr_baseline
         The DCR baseline protection, when asked (``dcr_baseline``); None otherwise.
     max_own_copies
@@ -146,6 +150,7 @@ class PrivacyReport:
     holdout: HoldoutFigures | None = field(default=None, compare=False)
     correlation_protection: CorrelationProtection | None = None
     linkability: LinkabilityRisk | None = field(default=None, compare=False)
+    singling_out: SinglingOutRisk | None = field(default=None, compare=False)
     dcr_baseline: DcrBaseline | None = field(default=None, compare=False)
     max_own_copies: float | None = field(default=None, compare=False)
     link_use: LinkUse = field(default="judged", compare=False)
@@ -210,6 +215,8 @@ class PrivacyReport:
         linkability = getattr(figures, "linkability", None) or getattr(self, "linkability", None)
         if linkability is not None:
             values["linkability_risk"] = linkability.risk
+        if self.singling_out is not None:
+            values["singling_out_risk"] = self.singling_out.risk
         return {name: float(value) for name, value in values.items()}
 
     @property
@@ -334,7 +341,8 @@ class PrivacyReport:
         [`release_table`][polars_hidden_rate.PrivacyReport.release_table],
         ``correlation_protection_rate``, ``column_direct_match_protection`` and
         ``categorical_hidden_rate`` (value None, with the reason, where not computed); then
-        ``linkability`` (the linkability attack, `LinkabilityRisk.to_dict`) and
+        ``linkability`` (the linkability attack, `LinkabilityRisk.to_dict`), ``singling_out``
+        (the singling-out attack, `SinglingOutRisk.to_dict`) and
         ``dcr_baseline_protection`` (`DcrBaseline.to_dict`), each None unless asked. Each
         is the entry of one of the report's `sections`.
         """

@@ -41,6 +41,7 @@ HOLDOUT_METRICS: Mapping[str, Direction] = MappingProxyType(
         "dcr_overfitting_protection": ">=",
         "inference_risk": "<=",
         "linkability_risk": "<=",
+        "singling_out_risk": "<=",
     }
 )
 """The measures against a holdout that a target can judge, and how each meets it. They have
@@ -122,6 +123,7 @@ LABELS: Mapping[str, MetricLabels] = MappingProxyType(
         ),
         "inference_risk": MetricLabels("inference risk", "Inference risk"),
         "linkability_risk": MetricLabels("linkability risk", "Linkability risk"),
+        "singling_out_risk": MetricLabels("singling-out risk", "Singling-out risk"),
     }
 )
 """The name of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], written once for both
@@ -155,6 +157,7 @@ _NEEDS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType(
         "dcr_overfitting_protection": ("the DCR overfitting protection", ("holdout",)),
         "inference_risk": ("the attribute inference attack", ("holdout", "known", "secret")),
         "linkability_risk": ("the linkability attack", ("holdout", "aux_cols")),
+        "singling_out_risk": ("the singling-out attack", ("holdout", "singling_out")),
     }
 )
 
@@ -166,12 +169,14 @@ def check_targets(
     holdout: object = ...,
     secret: object = ...,
     aux_cols: object = ...,
+    singling_out: object = ...,
 ) -> Mapping[str, float]:
     """The default targets, with ``targets`` overriding some and adding those of
     `HOLDOUT_METRICS`; unknown names are refused, and so is a target for a measure the report
     would not run (`UnmeasuredTargetError`): the correlation protection rate without
     ``known``, a holdout's measure without ``holdout``, the inference risk without ``known``
-    and ``secret``, the linkability risk without ``aux_cols``. A keyword given as None is
+    and ``secret``, the linkability risk without ``aux_cols``, the singling-out risk without
+    ``singling_out``. A keyword given as None is
     missing; one left out (``...``) is not checked."""
     if targets is None:
         return DEFAULT_TARGETS
@@ -183,7 +188,13 @@ def check_targets(
     if unknown:
         msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(names)}"
         raise ValueError(msg)
-    given = {"known": known, "holdout": holdout, "secret": secret, "aux_cols": aux_cols}
+    given = {
+        "known": known,
+        "holdout": holdout,
+        "secret": secret,
+        "aux_cols": aux_cols,
+        "singling_out": singling_out,
+    }
     for name in names:  # in the metrics' order, whatever the mapping's
         if name in targets and name in _NEEDS:
             missing = tuple(keyword for keyword in _NEEDS[name][1] if given[keyword] is None)
