@@ -376,11 +376,13 @@ def test_report_dict_keys_and_json() -> None:
         "own_copies",
         "link_use",
         "linkability",
+        "singling_out",
         "dcr_baseline_protection",
         "holdout_metrics",
     ]
     assert data["holdout"] is None  # without a holdout
     assert data["linkability"] is None  # not asked
+    assert data["singling_out"] is None  # not asked
     assert data["dcr_baseline_protection"] is None
     assert data["holdout_metrics"] is None
     assert data["link_use"] == "judged"
@@ -601,6 +603,7 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
         known=["Dim1", "Dim2"],
         secret="Dim3",
         aux_cols=(["Dim1"], ["Dim2", "Dim3"]),
+        singling_out="univariate",
         dcr_baseline=True,
     ).with_provenance(
         {
@@ -627,8 +630,8 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
                 f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
             ), row
     assert {s.key for s in report.sections()} == {
-        "records", "metrics", "release", "verdict", "holdout", "linkability", "dcr_baseline",
-        "holdout_metrics", "evidence", "provenance",
+        "records", "metrics", "release", "verdict", "holdout", "linkability", "singling_out",
+        "dcr_baseline", "holdout_metrics", "evidence", "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())
 

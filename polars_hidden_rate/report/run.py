@@ -129,8 +129,8 @@ def privacy_report(
     singling_out, n_cols
         With a holdout: the singling-out attack of
         [`singling_out_risk`][polars_hidden_rate.singling_out_risk], ``"univariate"`` or
-        ``"multivariate"`` (its ``mode``; ``n_cols`` its columns per query) on the
-        holdout's columns (the originals' less the link's keys); the report's
+        ``"multivariate"`` (its ``mode``; ``n_cols`` its columns per query) on the raw
+        columns of the report's space (its features, or ``coords``); the report's
         ``singling_out``, its risk ``singling_out_risk`` among the holdout's measures.
     dcr_baseline, baseline_seed
         Also measure SDMetrics' DCR baseline protection
@@ -403,7 +403,7 @@ def report_of_plan(
                 request.originals,
                 request.avatars,
                 holdout,
-                columns=holdout.collect_schema().names(),
+                columns=list(request.projection.features if request.projection else request.coords),
                 confidence=level,
                 threads=request.threads,
             )
