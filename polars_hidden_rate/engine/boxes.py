@@ -73,14 +73,21 @@ def count_in_boxes(
 
 
 def count_in_closed_boxes(
-    points: Float64Array, lower: Float64Array, upper: Float64Array, *, threads: int = 1
+    points: Float64Array,
+    lower: Float64Array,
+    upper: Float64Array,
+    *,
+    cap: int | None = None,
+    threads: int = 1,
 ) -> CountArray:
     """How many ``points`` lie in each query's closed box, ``lower[q, c] <= p[c] <=
-    upper[q, c]`` in every column ``c`` (an infinite bound leaves that side open): exact
-    counts from a kd-tree of the points (`closed_box_counts`), whole nodes counted at once.
+    upper[q, c]`` in every column ``c`` (an infinite bound leaves that side open), stopping
+    at ``cap`` (None: none): exact counts from a kd-tree of the points
+    (`closed_box_counts`), whole nodes counted at once.
 
     ``points`` is ``(m, d)`` float64 without NaN, ``lower`` and ``upper`` ``(q, d)``.
     """
+    limit = np.iinfo(np.int64).max if cap is None else int(cap)
     lower = np.ascontiguousarray(lower, dtype=np.float64)
     upper = np.ascontiguousarray(upper, dtype=np.float64)
     counts = np.zeros(len(lower), dtype=np.int64)
@@ -91,7 +98,7 @@ def count_in_closed_boxes(
 
     def run(task: int) -> None:
         rows = slice(task * BOX_QUERIES_PER_TASK, (task + 1) * BOX_QUERIES_PER_TASK)
-        counts[rows] = closed_box_counts(tree, lower[rows], upper[rows])
+        counts[rows] = closed_box_counts(tree, lower[rows], upper[rows], limit)
 
     for _ in parallel_map(threads, run, tasks):
         pass

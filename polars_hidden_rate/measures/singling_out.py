@@ -254,22 +254,43 @@ def query_counts(
     *,
     max_queries: int = MAX_QUERIES,
     threads: int = 1,
-) -> tuple[dict[str, IndexArray], bool]:
-    """How many records of each set (``synthetic``, ``originals``, ``holdout``) each query
-    of the attack matches, and whether every pair was asked (multivariate)."""
-    counts: dict[str, list[IndexArray]] = {role: [] for role in ROLES}
+    exact: bool = False,
+) -> tuple[dict[str, IndexArray], int, bool]:
+    """For each query of the attack that singles out a synthetic record, how many records
+    of the originals and of the holdout it matches; with how many queries were asked and
+    whether every pair was (multivariate).
+
+    Only whether a query matches one record matters, but for the larger of the two sides
+    (`single_chance`): elsewhere a count stops at 2 (whole nodes of the kd-tree make up most
+    of the rest), unless ``exact``. The synthetic set's counts always stop there."""
+    sizes = {role: len(points) for role, points in encoded.sets.items()}
+    smaller = min(sizes["originals"], sizes["holdout"])
+    caps = {
+        role: None if exact or sizes[role] > smaller else 2 for role in ("originals", "holdout")
+    }
+    found: dict[str, list[IndexArray]] = {"originals": [], "holdout": []}
+    asked = 0
+
+    def count(columns: Sequence[int], lower: Float64Array, upper: Float64Array) -> None:
+        nonlocal asked
+        asked += len(lower)
+        at = coordinates(columns)
+        synthetic = count_in_closed_boxes(
+            encoded.sets["synthetic"][:, at], lower, upper, cap=2, threads=threads
+        )
+        kept = synthetic == 1
+        for role, cap in caps.items():
+            points = encoded.sets[role][:, at]
+            found[role].append(
+                count_in_closed_boxes(points, lower[kept], upper[kept], cap=cap, threads=threads)
+            )
+
     exhaustive = True
     if mode == "univariate":
         column, lower, upper = univariate_boxes(encoded)
-        order = np.argsort(column, kind="stable")
-        column, lower, upper = column[order], lower[order], upper[order]
         for c in np.unique(column):
             rows = column == c
-            for role in ROLES:
-                points = encoded.sets[role][:, coordinates([int(c)])]
-                counts[role].append(
-                    count_in_closed_boxes(points, lower[rows], upper[rows], threads=threads)
-                )
+            count([int(c)], lower[rows], upper[rows])
     else:
         sets = list(combinations(range(len(encoded.columns)), n_cols))
         records = len(encoded.asked)
@@ -277,17 +298,13 @@ def query_counts(
         # Ranks by value, so that the design does not depend on the records' order.
         ranked = np.lexsort(encoded.asked[:, ::-1].T)
         for columns, ranks in zip(sets, design(records, len(sets), max_queries), strict=True):
-            if not len(ranks):
-                continue
-            lower, upper = multivariate_boxes(encoded, columns, ranked[ranks])
-            for role in ROLES:
-                points = encoded.sets[role][:, coordinates(columns)]
-                counts[role].append(count_in_closed_boxes(points, lower, upper, threads=threads))
+            if len(ranks):
+                count(columns, *multivariate_boxes(encoded, columns, ranked[ranks]))
     joined = {
-        role: np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-        for role, found in counts.items()
+        role: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        for role, parts in found.items()
     }
-    return joined, exhaustive
+    return joined, asked, exhaustive
 
 
 @dataclass(frozen=True)
@@ -359,10 +376,9 @@ class SinglingOutRisk:
         *,
         confidence: float = 0.95,
     ) -> SinglingOutRisk:
-        """From each query's matches in every set (`query_counts`) and the sets' sizes: the
-        queries kept are those that single out a synthetic record."""
-        kept = counts["synthetic"] == 1
-        queries = int(np.count_nonzero(kept))
+        """From the matches in the originals and in the holdout of each query that singles
+        out a synthetic record (`query_counts`), and the sets' sizes (duplicates dropped)."""
+        queries = len(counts["originals"])
         if not queries:
             msg = "no query singles out a synthetic record: there is nothing to attack"
             raise NoDataError(msg)
@@ -371,9 +387,9 @@ class SinglingOutRisk:
         resized: Literal["originals", "holdout"] | None = None
         shares = []
         for role in ("originals", "holdout"):
-            matches = counts[role][kept]
+            matches = counts[role]
             if sizes[role] > smaller:
-                resized = role  # type: ignore[assignment]
+                resized = role
                 shares.append(single_chance(matches, sizes[role], smaller))
             else:
                 shares.append((matches == 1).astype(np.float64))
@@ -527,7 +543,7 @@ def check_mode(mode: object, n_cols: object, name: str = "mode") -> tuple[Mode, 
     if isinstance(n_cols, bool) or not isinstance(n_cols, int) or n_cols < 1:
         msg = f"`n_cols` must be an integer of at least 1, got {n_cols!r}"
         raise ValueError(msg)
-    return mode, n_cols  # type: ignore[return-value]
+    return mode, n_cols
 
 
 def singling_out_risk(
@@ -647,7 +663,7 @@ def singling_out_risk(
         _refuse_nan(frame, role)
     read = {role: frame.unique() for role, frame in read.items()}
     encoded = Encoded.of(read, mode)
-    counts, exhaustive = query_counts(
+    counts, _, exhaustive = query_counts(
         encoded,
         mode,
         n_cols,

@@ -60,17 +60,19 @@ def open_box_counts(
                 found += 1
                 if found >= cap:
                     break
-        counts[q] = found
+        counts[q] = min(found, cap)
     return counts
 
 
 @kernel
-def closed_box_counts(tree: FlatTree, lower: Float64Array, upper: Float64Array) -> CountArray:
+def closed_box_counts(
+    tree: FlatTree, lower: Float64Array, upper: Float64Array, cap: int
+) -> CountArray:
     """For each query ``q``, how many of the tree's points lie in its closed box
     (``lower[q, c] <= p[c] <= upper[q, c]`` in every column ``c``; infinite bounds leave a
-    side open): a node inside the box counts whole, a node apart from it is skipped, a leaf
-    across its edge is scanned. Every test is one float64 comparison, so the count is the
-    scan's."""
+    side open), stopping at ``cap``: a node inside the box counts whole, a node apart from
+    it is skipped, a leaf across its edge is scanned. Every test is one float64 comparison,
+    so the count is the scan's (``min(count, cap)``)."""
     n_queries, d = lower.shape
     nodes = len(tree.begin)
     counts = np.zeros(n_queries, dtype=np.int64)
@@ -79,7 +81,7 @@ def closed_box_counts(tree: FlatTree, lower: Float64Array, upper: Float64Array) 
         found = 0
         stack[0] = 0
         top = 1
-        while top > 0:
+        while top > 0 and found < cap:
             top -= 1
             node = stack[top]
             if tree.end[node] == tree.begin[node]:
@@ -106,9 +108,11 @@ def closed_box_counts(tree: FlatTree, lower: Float64Array, upper: Float64Array) 
                             break
                     if held:
                         found += 1
+                        if found >= cap:
+                            break
             else:
                 stack[top] = 2 * node + 1
                 stack[top + 1] = 2 * node + 2
                 top += 2
-        counts[q] = found
+        counts[q] = min(found, cap)
     return counts
