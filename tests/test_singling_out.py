@@ -142,12 +142,12 @@ def test_scaling_and_infinite_values_change_nothing(power: int) -> None:
         .alias("f")
     )
     for mode in ("univariate", "multivariate"):
-        first = phr.singling_out_risk(originals, synthetic, holdout, mode=mode, n_cols=2)  # type: ignore[arg-type]
+        first = phr.singling_out_risk(originals, synthetic, holdout, mode=mode, n_cols=2)
         scaled = [
             frame.with_columns(pl.col("f") * 2.0**power, pl.col("u").cast(pl.Float64) * 2.0**power)
             for frame in (originals, synthetic, holdout)
         ]
-        again = phr.singling_out_risk(*scaled, mode=mode, n_cols=2)  # type: ignore[arg-type]
+        again = phr.singling_out_risk(*scaled, mode=mode, n_cols=2)
         assert first.to_dict() == again.to_dict()
     infinite = ours(originals, synthetic, holdout, "multivariate", 2)
     assert infinite == scanned(originals, synthetic, holdout, "multivariate", 2)
