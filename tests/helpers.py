@@ -569,7 +569,8 @@ def brute_singling_out(
     single missing value, ``<= min`` and ``>= max`` of a number, each value held once;
     ``multivariate``: every synthetic record on every set of ``n_cols`` columns) with how
     many records of the synthetic set, the originals and the holdout (duplicates dropped) it
-    matches: a plain scan of each set per query, in Python's comparisons, sorted."""
+    matches: a plain scan of each set per query, in Python's comparisons, sorted; each query
+    once (two records alike on the columns ask one)."""
     sets = [frame.unique().rows() for frame in (synthetic, originals, holdout)]
     syn = synthetic.unique()
     columns = syn.columns
@@ -616,7 +617,8 @@ def brute_singling_out(
             return False
         return bool(x <= v if op == "le" else x >= v if op == "ge" else x == v)
 
+    unique = list(dict.fromkeys(tuple(q) for q in queries))  # anonymeter keeps a query once
     return sorted(
         tuple(sum(all(holds(row, *cond) for cond in q) for row in rows) for rows in sets)  # type: ignore[misc]
-        for q in queries
+        for q in unique
     )

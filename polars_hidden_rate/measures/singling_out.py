@@ -279,10 +279,14 @@ def query_counts(
             encoded.sets["synthetic"][:, at], lower, upper, cap=2, threads=threads
         )
         kept = synthetic == 1
+        # One query once, as anonymeter keeps it: two records alike on the columns ask the
+        # same query, kept only where it matches neither (text with quotes, asked escaped).
+        boxes = np.unique(np.hstack([lower[kept], upper[kept]]), axis=0)
+        lower, upper = boxes[:, : len(at)], boxes[:, len(at) :]
         for role, cap in caps.items():
             points = encoded.sets[role][:, at]
             found[role].append(
-                count_in_closed_boxes(points, lower[kept], upper[kept], cap=cap, threads=threads)
+                count_in_closed_boxes(points, lower, upper, cap=cap, threads=threads)
             )
 
     exhaustive = True
