@@ -161,8 +161,9 @@ def test_a_query_asked_twice_counts_once() -> None:
     originals = pl.DataFrame({"t": ["b\\'", "a", "c"], "x": [1, 5, 6]})
     found = phr.singling_out_risk(originals, synthetic, originals, mode="multivariate", n_cols=1)
     assert found.queries == 3  # t == "b\\'", x <= 1, x >= 3
-    assert ours(originals, synthetic, originals, "multivariate", 1)[0] == (
-        scanned(originals, synthetic, originals, "multivariate", 1)[0]
+    assert (
+        ours(originals, synthetic, originals, "multivariate", 1)[0]
+        == (scanned(originals, synthetic, originals, "multivariate", 1)[0])
     )
 
 
@@ -316,12 +317,16 @@ def test_equal_to_anonymeter(mode: str, n_cols: int, seed: int) -> None:
     assert math.isclose(found.control.error, peer["control_rate"][1], rel_tol=1e-9)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_closed_box_counts_are_the_scan(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "n"), [(0, 3000), (1, 3000), (2, 20000)])
+def test_closed_box_counts_are_the_scan(seed: int, n: int) -> None:
+    """Ties on every edge; at 20000 points, so many copies that the tree holds each
+    distinct point once, weighted (`KdTree.build_collapsed`)."""
     from polars_hidden_rate.engine.boxes import count_in_closed_boxes
+    from polars_hidden_rate.engine.kdtree import KdTree
 
     rng = np.random.default_rng(seed)
-    points = rng.integers(0, 4, (3000, 3)).astype(np.float64)  # ties on every edge
+    points = rng.integers(0, 4, (n, 3)).astype(np.float64)
+    assert (KdTree.build_collapsed(points) is not None) == (n > 4 * 4096)
     points[::7] *= 2.0**600
     lower = rng.integers(0, 4, (400, 3)).astype(np.float64)
     upper = lower + rng.integers(0, 2, (400, 3))

@@ -87,18 +87,24 @@ def count_in_closed_boxes(
 
     ``points`` is ``(m, d)`` float64 without NaN, ``lower`` and ``upper`` ``(q, d)``.
     """
-    limit = np.iinfo(np.int64).max if cap is None else int(cap)
+    limit = int(np.iinfo(np.int64).max) if cap is None else int(cap)
     lower = np.ascontiguousarray(lower, dtype=np.float64)
     upper = np.ascontiguousarray(upper, dtype=np.float64)
     counts = np.zeros(len(lower), dtype=np.int64)
     if len(points) == 0 or len(lower) == 0:
         return counts
-    tree = KdTree.build(points).flat
+    # Where points repeat heavily (columns of few values), each distinct one once, weighted
+    # by its copies (`KdTree.build_collapsed`): built and walked in a fraction of the time.
+    built = KdTree.build_collapsed(points, threads=threads) or KdTree.build(points, threads=threads)
+    weights = (
+        np.arange(len(built.points) + 1, dtype=np.int64) if built.weights is None else built.weights
+    )
+    tree = built.flat
     tasks = -(-len(lower) // BOX_QUERIES_PER_TASK)
 
     def run(task: int) -> None:
         rows = slice(task * BOX_QUERIES_PER_TASK, (task + 1) * BOX_QUERIES_PER_TASK)
-        counts[rows] = closed_box_counts(tree, lower[rows], upper[rows], limit)
+        counts[rows] = closed_box_counts(tree, weights, lower[rows], upper[rows], limit)
 
     for _ in parallel_map(threads, run, tasks):
         pass

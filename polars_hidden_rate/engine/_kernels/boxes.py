@@ -66,13 +66,14 @@ def open_box_counts(
 
 @kernel
 def closed_box_counts(
-    tree: FlatTree, lower: Float64Array, upper: Float64Array, cap: int
+    tree: FlatTree, weights: IndexArray, lower: Float64Array, upper: Float64Array, cap: int
 ) -> CountArray:
     """For each query ``q``, how many of the tree's points lie in its closed box
     (``lower[q, c] <= p[c] <= upper[q, c]`` in every column ``c``; infinite bounds leave a
-    side open), stopping at ``cap``: a node inside the box counts whole, a node apart from
-    it is skipped, a leaf across its edge is scanned. Every test is one float64 comparison,
-    so the count is the scan's (``min(count, cap)``)."""
+    side open), stopping at ``cap``, point ``p`` standing for ``weights[p + 1] - weights[p]``
+    records (cumulative counts in tree order): a node inside the box counts whole, a node
+    apart from it is skipped, a leaf across its edge is scanned. Every test is one float64
+    comparison, so the count is the scan's (``min(count, cap)``)."""
     n_queries, d = lower.shape
     nodes = len(tree.begin)
     counts = np.zeros(n_queries, dtype=np.int64)
@@ -97,7 +98,7 @@ def closed_box_counts(
             if apart:
                 continue
             if inside:
-                found += tree.end[node] - tree.begin[node]
+                found += weights[tree.end[node]] - weights[tree.begin[node]]
             elif 2 * node + 1 >= nodes:
                 for p in range(tree.begin[node], tree.end[node]):
                     held = True
@@ -107,7 +108,7 @@ def closed_box_counts(
                             held = False
                             break
                     if held:
-                        found += 1
+                        found += weights[p + 1] - weights[p]
                         if found >= cap:
                             break
             else:
