@@ -256,9 +256,23 @@ def test_bad_input_is_refused_naming_it() -> None:
     listed = pl.DataFrame({"x": [[1], [2]]})
     with pytest.raises(SchemaError, match="'x'"):
         phr.singling_out_risk(listed, listed, listed)
+    with pytest.raises(NoDataError, match="holdout: no record"):
+        phr.singling_out_risk(frame, frame, frame.clear())
+
+
+def test_no_query_to_ask_is_no_risk() -> None:
     grid = pl.DataFrame({"x": [1, 1, 2, 2], "y": [1, 2, 1, 2]})
-    with pytest.raises(NoDataError, match="no query singles out"):
-        phr.singling_out_risk(grid, grid, grid)
+    found = phr.singling_out_risk(grid, grid, grid.head(3))
+    assert (found.queries, found.risk, found.risk_interval) == (0, 0.0, (0.0, 1.0))
+    entry = found.to_dict()
+    assert entry["members"] == {
+        "successes": 0.0,
+        "records": 0,
+        "share": None,
+        "rate": None,
+        "error": None,
+    }
+    assert "nothing to ask" in found.section().rows[0].value  # type: ignore[operator]
 
 
 # --- anonymeter itself, in the peers' venv (`make peers`), where its result is defined

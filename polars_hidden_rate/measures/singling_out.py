@@ -331,7 +331,8 @@ class SinglingOutRisk:
         Each query's success: 1 or 0, or on the larger side (when the sizes differ) its
         chance of singling out one record of a subsample at the smaller side's size.
     queries
-        How many queries single out a synthetic record: the attacks.
+        How many queries single out a synthetic record: the attacks. Where none does, the
+        risk is 0 and its interval [0, 1] (no trial bounds it).
     mode
         ``"univariate"`` or ``"multivariate"``.
     n_cols
@@ -383,10 +384,23 @@ class SinglingOutRisk:
         """From the matches in the originals and in the holdout of each query that singles
         out a synthetic record (`query_counts`), and the sets' sizes (duplicates dropped)."""
         queries = len(counts["originals"])
-        if not queries:
-            msg = "no query singles out a synthetic record: there is nothing to attack"
-            raise NoDataError(msg)
         originals, holdout = sizes["originals"], sizes["holdout"]
+        if not queries:
+            # No query to ask, no success: risk 0, and no trial to bound it.
+            none, empty = SuccessRate(0.0, 0, 0.0, 0.0), np.zeros(0, dtype=np.float64)
+            return cls(
+                0.0,
+                (0.0, 1.0),
+                none,
+                none,
+                empty,
+                empty,
+                0,
+                originals=originals,
+                holdout=holdout,
+                synthetic=sizes["synthetic"],
+                confidence=confidence,
+            )
         smaller = min(originals, holdout)
         resized: Literal["originals", "holdout"] | None = None
         shares = []
@@ -418,15 +432,16 @@ class SinglingOutRisk:
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON values (the report's ``singling_out``): ``risk``,
         ``risk_interval``, ``confidence``, ``members`` and ``control``
-        (`SuccessRate.to_dict`), ``queries``, ``mode``, ``n_cols``, ``columns``, the sets'
-        sizes (duplicates dropped), ``exhaustive``, ``resized``."""
+        (`SuccessRate.to_dict`; ``share``, ``rate`` and ``error`` None without a query),
+        ``queries``, ``mode``, ``n_cols``, ``columns``, the sets' sizes (duplicates dropped),
+        ``exhaustive``, ``resized``."""
         low, high = self.risk_interval
         return {
             "risk": self.risk,
             "risk_interval": [low, high],
             "confidence": self.confidence,
-            "members": self.members.to_dict(),
-            "control": self.control.to_dict(),
+            "members": _rate_entry(self.members),
+            "control": _rate_entry(self.control),
             "queries": self.queries,
             "mode": self.mode,
             "n_cols": self.n_cols,
@@ -441,6 +456,14 @@ class SinglingOutRisk:
     def rows(self) -> list[tuple[str, str]]:
         """The attack as (label, value) lines, for the text and the page of a report: the
         risk, the queries asked, the records singled out."""
+        if not self.queries:
+            return [
+                (
+                    "singling-out risk",
+                    f"{self.risk:.4f} (no {self.mode} query singles out a synthetic record: "
+                    "nothing to ask)",
+                )
+            ]
         low, high = self.risk_interval
         level = f"{100 * self.confidence:g} %"
         members, control = self.members, self.control
@@ -484,6 +507,13 @@ class SinglingOutRisk:
             tuple(Row(label, value) for label, value in self.rows()),
             {"singling_out": self.to_dict()},
         )
+
+
+def _rate_entry(rate: SuccessRate) -> dict[str, Any]:
+    """`SuccessRate.to_dict`, or without a trial its counts and no share, rate or error."""
+    if rate.records:
+        return rate.to_dict()
+    return {"successes": 0.0, "records": 0, "share": None, "rate": None, "error": None}
 
 
 SINGLING_OUT_TITLE = "Singling-out attack"
@@ -613,7 +643,7 @@ def singling_out_risk(
         When a float column holds NaN (anonymeter's frames hold them as missing values:
         make them null), or integers beyond 2^53.
     polars.exceptions.NoDataError
-        When a set holds no record, or no query singles out a synthetic record.
+        When a set holds no record.
     ValueError, TypeError
         For a bad option (the message names it).
 

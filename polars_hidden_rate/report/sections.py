@@ -279,6 +279,8 @@ def _meaning(report: PrivacyReport, name: str) -> str:
     if name == "singling_out_risk":
         found = known(report.singling_out, "the singling-out attack of its risk")
         members, control = found.members, found.control
+        if not found.queries:
+            return f"no {found.mode} query singles out one synthetic record: nothing to ask"
         return (
             f"of the {found.queries} {found.mode} queries that single out one synthetic record, "
             f"{percent(members.successes, members.records):.1f} % single out one training "
