@@ -353,3 +353,45 @@ def test_closed_box_counts_are_the_scan(seed: int, n: int) -> None:
     assert found.tolist() == scan
     capped = count_in_closed_boxes(points, lower, upper, cap=2, threads=2)
     assert capped.tolist() == [min(n, 2) for n in scan]
+
+
+def test_the_report_runs_the_attack_and_judges_its_target() -> None:
+    columns = ["i", "f", "t", "u"]
+    originals, holdout = mixed(60, 17).select(columns), mixed(60, 18).select(columns)
+    synthetic = pl.concat([originals.head(30), mixed(30, 19).select(columns)])
+    asked = {"features": columns, "categorical": ["t"], "impute": "median"}
+    report = phr.privacy_report(
+        originals,
+        synthetic,
+        holdout=holdout,
+        singling_out="multivariate",
+        n_cols=2,
+        targets={"singling_out_risk": 0.0},
+        allow_unlinked=True,
+        **asked,  # type: ignore[arg-type]
+    )
+    alone = phr.singling_out_risk(originals, synthetic, holdout, mode="multivariate", n_cols=2)
+    assert report.singling_out is not None
+    assert report.singling_out.to_dict() == alone.to_dict()
+    assert alone.queries > 0
+    assert report.holdout_values["singling_out_risk"] == alone.risk
+    assert report.holdout_checks["singling_out_risk"] == (alone.risk <= 0.0)
+    with pytest.raises(ValueError, match="needs a holdout"):
+        phr.privacy_report(originals, synthetic, singling_out="univariate", **asked)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`n_cols` sets the multivariate"):
+        phr.privacy_report(
+            originals,
+            synthetic,
+            holdout=holdout,
+            singling_out="univariate",
+            n_cols=2,
+            **asked,  # type: ignore[arg-type]
+        )
+    with pytest.raises(phr.UnmeasuredTargetError, match="`singling_out`"):
+        phr.privacy_report(
+            originals,
+            synthetic,
+            holdout=holdout,
+            targets={"singling_out_risk": 0.1},
+            **asked,  # type: ignore[arg-type]
+        )
