@@ -16,6 +16,7 @@ from polars_hidden_rate.measures.linkability import LinkabilityRisk, linkability
 from polars_hidden_rate.measures.membership import MembershipRisk, membership_risk
 from polars_hidden_rate.measures.overfitting import dcr_overfitting_protection
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
+from polars_hidden_rate.measures.singling_out import SinglingOutRisk, singling_out_risk
 from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.measures.verdict import (
     AmbiguousLinkError,
@@ -38,6 +39,7 @@ __all__ = [
     "OwnCopiesError",
     "PrivacyReport",
     "Projection",
+    "SinglingOutRisk",
     "SortedLinkError",
     "UnlinkedAvatarsError",
     "UnmeasuredTargetError",
@@ -58,5 +60,6 @@ __all__ = [
     "membership_risk",
     "privacy_report",
     "row_direct_match_protection",
+    "singling_out_risk",
 ]
 __version__ = "0.1.0"

@@ -588,3 +588,69 @@ def real_data_summary(stats: dict[str, list[Any]], shared: Path = SHARED_DATASET
         "absent (they skip without it; check it out beside the repository to run them)",
         *(f"  {nodeid}" for nodeid in nodeids),
     ]
+
+
+def brute_singling_out(
+    originals: pl.DataFrame,
+    synthetic: pl.DataFrame,
+    holdout: pl.DataFrame,
+    mode: str,
+    n_cols: int = 1,
+) -> list[tuple[int, int, int]]:
+    """Every query of anonymeter's singling-out generator (``univariate``: each column's
+    single missing value, ``<= min`` and ``>= max`` of a number, each value held once;
+    ``multivariate``: every synthetic record on every set of ``n_cols`` columns) with how
+    many records of the synthetic set, the originals and the holdout (duplicates dropped) it
+    matches: a plain scan of each set per query, in Python's comparisons, sorted; each query
+    once (two records alike on the columns ask one)."""
+    sets = [frame.unique().rows() for frame in (synthetic, originals, holdout)]
+    syn = synthetic.unique()
+    columns = syn.columns
+    numeric = [syn.schema[c].is_integer() or syn.schema[c].is_float() for c in columns]
+    Query = list[tuple[int, str, Any]]
+    queries: list[Query] = []
+    if mode == "univariate":
+        for c in range(len(columns)):
+            values = [row[c] for row in sets[0]]
+            present = [v for v in values if v is not None]
+            if len(values) - len(present) == 1:
+                queries.append([(c, "null", None)])
+            if numeric[c] and present:
+                queries += [[(c, "le", min(present))], [(c, "ge", max(present))]]
+            for v in present:
+                if sum(v == w for w in present) == 1:
+                    queries.append([(c, "eq", v)])
+    else:
+        from itertools import combinations
+
+        medians = [
+            syn.get_column(c).median() if n else None for c, n in zip(columns, numeric, strict=True)
+        ]
+        for row in sets[0]:
+            for chosen in combinations(range(len(columns)), n_cols):
+                query: Query = []
+                for c in chosen:
+                    v = row[c]
+                    if v is None:
+                        query.append((c, "null", None))
+                    elif numeric[c]:
+                        query.append((c, "ge" if v > medians[c] else "le", v))
+                    elif isinstance(syn.schema[columns[c]], pl.String):
+                        query.append((c, "eq", v.replace('"', '\\"').replace("'", "\\'")))
+                    else:
+                        query.append((c, "eq", v))
+                queries.append(query)
+
+    def holds(row: tuple[Any, ...], c: int, op: str, v: Any) -> bool:
+        x = row[c]
+        if op == "null":
+            return x is None
+        if x is None:
+            return False
+        return bool(x <= v if op == "le" else x >= v if op == "ge" else x == v)
+
+    unique = list(dict.fromkeys(tuple(q) for q in queries))  # anonymeter keeps a query once
+    return sorted(
+        tuple(sum(all(holds(row, *cond) for cond in q) for row in rows) for rows in sets)  # type: ignore[misc]
+        for q in unique
+    )

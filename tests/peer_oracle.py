@@ -79,6 +79,58 @@ def _results(results: Any) -> dict[str, Any]:
     }
 
 
+def singling_out(case: dict[str, Any]) -> dict[str, Any]:
+    """anonymeter's singling-out risk. ``univariate``: its evaluator, ``n_attacks`` the
+    number of queries its generator keeps (``case["queries"]``: then every one is attacked).
+    ``multivariate``: its own query of every (synthetic record, column set) pair, those that
+    single out a synthetic record kept by its own collection, counted by its own code."""
+    from itertools import combinations
+
+    import polars as pl
+    from anonymeter.evaluators import SinglingOutEvaluator
+    from anonymeter.evaluators import singling_out_evaluator as so
+    from anonymeter.stats.confidence import EvaluationResults
+
+    originals, synthetic = _frame(case["originals"]), _frame(case["synthetic"])
+    holdout = _frame(case["holdout"])
+    if case["mode"] == "univariate":
+        evaluator = SinglingOutEvaluator(
+            ori=originals, syn=synthetic, n_attacks=case["queries"], control=holdout, seed=0
+        ).evaluate(mode="univariate")
+        results = evaluator.results(confidence_level=case["confidence"])
+        found = _results(results)
+        found["queries"] = len(
+            so.univariate_singling_out_queries(
+                pl.DataFrame(synthetic).unique(), 10**9, __import__("numpy").random.default_rng(0)
+            )
+        )
+        return found
+    ori, syn, control = (
+        pl.DataFrame(f).unique(maintain_order=True) for f in (originals, synthetic, holdout)
+    )
+    medians = syn.median().to_dicts()[0]
+    dtypes = {col: syn[col].dtype for col in syn.columns}
+    queries = [
+        so._query_from_record(record, dtypes, list(columns), medians, None)
+        for record in syn.to_dicts()
+        for columns in combinations(syn.columns, case["n_cols"])
+    ]
+    kept = so.UniqueSinglingOutQueries()
+    kept.check_and_extend(queries, syn)
+    n_success = len(so._evaluate_queries_and_return_successful(ori, kept.queries))
+    n_control = len(so._evaluate_queries_and_return_successful(control, kept.queries))
+    results = EvaluationResults(
+        n_attacks=len(kept),
+        n_success=n_success,
+        n_baseline=0,
+        n_control=n_control,
+        confidence_level=case["confidence"],
+    )
+    found = _results(results)
+    found["queries"] = len(kept)
+    return found
+
+
 def baseline(case: dict[str, Any]) -> dict[str, Any]:
     from sdmetrics.single_table import DCRBaselineProtection
 
@@ -136,6 +188,7 @@ def main() -> None:
         "inference": inference,
         "baseline": baseline,
         "sdmetrics_dcr": sdmetrics_dcr,
+        "singling_out": singling_out,
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # anonymeter warns when an attack beats no baseline

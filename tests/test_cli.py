@@ -384,6 +384,19 @@ def test_failure_after_writing_removes_the_temporary_file(
         ),
         (
             "report",
+            "`n_cols` sets the multivariate singling-out attack: pass singling_out='multivariate'",
+            "--singling-out-cols sets the multivariate singling-out attack: pass --singling-out "
+            "multivariate",
+        ),
+        (
+            "report",
+            "the singling-out attack (`singling_out`) needs a holdout to control it: pass "
+            "`holdout`",
+            "the singling-out attack (--singling-out) needs a holdout to control it: pass "
+            "--holdout",
+        ),
+        (
+            "report",
             "`baseline_seed` seeds the baseline: pass `dcr_baseline=True`",
             "--baseline-seed seeds the baseline: pass --dcr-baseline",
         ),

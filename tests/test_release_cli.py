@@ -492,6 +492,65 @@ def test_report_linkability_and_dcr_baseline_through_the_cli(
     assert any(line.startswith("DCR baseline protection") for line in lines)
 
 
+def test_report_singling_out_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--singling-out and --singling-out-cols: the JSON's ``singling_out`` is the standalone
+    function's on the report's features, the provenance says it, its target judges it."""
+    originals, avatars = raw_release(seed=15)
+    holdout, _ = raw_release(n=300, seed=16)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    h = write_raw(holdout, tmp_path / "h.csv", ";")
+    easy = [f"--target={name}=-1" for name in phr.report.METRICS]
+    args = ["report", str(o), str(a), *OPTIONS, *easy, "--holdout", str(h)]
+    asked = ["--singling-out", "multivariate", "--singling-out-cols", "2"]
+    assert main([*args, *asked, "--target", "singling_out_risk=1", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    alone = phr.singling_out_risk(
+        originals, avatars, holdout, mode="multivariate", n_cols=2, columns=FEATURES
+    )
+    assert data["singling_out"] == alone.to_dict()
+    assert data["holdout_metrics"]["singling_out_risk"]["passed"] is True
+    assert data["holdout_metrics"]["singling_out_risk"]["direction"] == "<="
+    settings = data["provenance"]["settings"]
+    assert settings["singling_out"] == {"mode": "multivariate", "n_cols": 2}
+    # A target the risk exceeds fails the report.
+    if alone.risk > 0:
+        assert main([*args, *asked, "--target", "singling_out_risk=0"]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        assert any(line.startswith("singling-out risk") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--singling-out", "univariate"], "needs a holdout to control it: pass --holdout"),
+        (["--singling-out-cols", "2"], "--singling-out-cols sets the multivariate"),
+        (
+            ["--holdout", "{h}", "--singling-out", "univariate", "--singling-out-cols", "2"],
+            "--singling-out-cols sets the multivariate",
+        ),
+        (["--singling-out", "both"], "argument --singling-out: invalid choice"),
+        (["--singling-out-cols", "0"], "argument --singling-out-cols: must be"),
+        (["--target", "singling_out_risk=0.1"], "--target singling_out_risk"),
+    ],
+)
+def test_report_singling_out_bad_flags_are_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    originals, avatars = raw_release(n=50, seed=8)
+    held_out, _ = raw_release(n=50, seed=9)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    h = write_raw(held_out, tmp_path / "h.csv", ";")
+    filled = [item.format(h=h) for item in extra]
+    assert main(["report", str(o), str(a), *OPTIONS, *filled]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_report_attacks_in_anonymeter_space_and_an_auto_categorical_secret(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -384,11 +384,13 @@ def test_report_dict_keys_and_json() -> None:
         "link_use",
         "holdout_note",
         "linkability",
+        "singling_out",
         "dcr_baseline_protection",
         "space_comparison",
     ]
     assert data["holdout"] is None  # without a holdout
     assert data["linkability"] is None  # not asked
+    assert data["singling_out"] is None  # not asked
     assert data["dcr_baseline_protection"] is None
     assert data["space_comparison"] is None
     assert data["holdout_metrics"] is None
@@ -613,6 +615,7 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
         known=["Dim1", "Dim2"],
         secret="Dim3",
         aux_cols=(["Dim1"], ["Dim2", "Dim3"]),
+        singling_out="univariate",
         dcr_baseline=True,
         compare_spaces=True,
     ).with_provenance(
@@ -640,8 +643,8 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
                 f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
             ), row
     assert {s.key for s in report.sections()} == {
-        "records", "metrics", "release", "verdict", "holdout", "linkability", "dcr_baseline",
-        "spaces", "holdout_metrics", "evidence", "provenance",
+        "records", "metrics", "release", "verdict", "holdout", "linkability", "singling_out",
+        "dcr_baseline", "spaces", "holdout_metrics", "evidence", "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())
 

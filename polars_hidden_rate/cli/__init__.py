@@ -73,6 +73,7 @@ from polars_hidden_rate.report import (
     inference_attack,
     linkability_attack,
     report_of_plan,
+    singling_out_attack,
 )
 from polars_hidden_rate.tasks import EXTRA_HINT
 from polars_hidden_rate.to_parquet import plan_dataset
@@ -407,7 +408,12 @@ def run_report(args: argparse.Namespace) -> int:
     # Before anything is read.
     aux_cols = None if args.aux_a is None and args.aux_b is None else (args.aux_a, args.aux_b)
     check_targets(
-        targets, known=args.known, holdout=args.holdout, secret=args.secret, aux_cols=aux_cols
+        targets,
+        known=args.known,
+        holdout=args.holdout,
+        secret=args.secret,
+        aux_cols=aux_cols,
+        singling_out=args.singling_out,
     )
     _refuse_inputs(args.html, "--html", args)  # its folder too
     _check_attack_options(args)
@@ -421,6 +427,12 @@ def run_report(args: argparse.Namespace) -> int:
         space,
     )
     linking = _linkability(args, space)
+    if args.n_cols is not None and args.singling_out != "multivariate":
+        raise ValueError(
+            "--singling-out-cols sets the multivariate singling-out attack: add "
+            "--singling-out multivariate"
+        )
+    singling = singling_out_attack(args.singling_out, args.n_cols or 3, args.holdout is not None)
     if args.baseline_seed is not None and not args.dcr_baseline:
         raise ValueError("--baseline-seed seeds the DCR baseline protection: add --dcr-baseline")
     seed = baseline_of(args.dcr_baseline, args.baseline_seed or 0)
@@ -436,6 +448,7 @@ def run_report(args: argparse.Namespace) -> int:
             known=args.known,
             inference=attack,
             linkability=linking,
+            singling_out=singling,
             dcr_baseline=seed,
             dcr_space=dcr_space,
             compare_spaces=args.compare_spaces,
@@ -458,6 +471,8 @@ def run_report(args: argparse.Namespace) -> int:
             "n_neighbors": linking.n_neighbors,
             "space": linking.space,
         }
+    if singling is not None:
+        more["singling_out"] = {"mode": singling.mode, "n_cols": singling.n_cols}
     if seed is not None:
         more["dcr_baseline"] = {"seed": seed}
     if dcr_space != "projected" or args.compare_spaces:

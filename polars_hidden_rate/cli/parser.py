@@ -191,6 +191,21 @@ def build_parser(runners: Mapping[Command, Runner]) -> argparse.ArgumentParser:
         ),
     )
     report.add_argument(
+        "--singling-out",
+        choices=["univariate", "multivariate"],
+        help=(
+            "with --holdout: adds anonymeter's singling-out attack, every query counted: "
+            "one column a query (univariate) or --singling-out-cols (multivariate)"
+        ),
+    )
+    report.add_argument(
+        "--singling-out-cols",
+        dest="n_cols",
+        type=_at_least(1),
+        metavar="N",
+        help="the columns of a multivariate singling-out query (default 3)",
+    )
+    report.add_argument(
         "--dcr-baseline",
         action="store_true",
         help="adds the DCR baseline protection: the synthetic records' DCR against random ones",

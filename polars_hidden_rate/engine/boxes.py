@@ -1,5 +1,7 @@
 """Counts of points strictly inside open boxes, by group: the matching step of
-[`correlation_protection_rate`][polars_hidden_rate.correlation_protection_rate].
+[`correlation_protection_rate`][polars_hidden_rate.correlation_protection_rate]; counts of
+points in closed boxes: the matching step of
+[`singling_out_risk`][polars_hidden_rate.singling_out_risk].
 
 A point matches a query when it belongs to the query's group and lies strictly between the
 query's bounds in every column. The bounds are given, already rounded as the caller defines
@@ -11,7 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.engine._kernels import boxes_in_reach, open_box_counts
+from polars_hidden_rate.engine._kernels import boxes_in_reach, closed_box_counts, open_box_counts
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.parallel import parallel_map
+
+# Queries per task handed to a thread by `count_in_closed_boxes`.
+BOX_QUERIES_PER_TASK = 4096
 
 
 def count_in_boxes(
@@ -63,6 +70,45 @@ def count_in_boxes(
         np.ascontiguousarray(upper, dtype=np.float64),
         int(cap),
     )
+
+
+def count_in_closed_boxes(
+    points: Float64Array,
+    lower: Float64Array,
+    upper: Float64Array,
+    *,
+    cap: int | None = None,
+    threads: int = 1,
+) -> CountArray:
+    """How many ``points`` lie in each query's closed box, ``lower[q, c] <= p[c] <=
+    upper[q, c]`` in every column ``c`` (an infinite bound leaves that side open), stopping
+    at ``cap`` (None: none): exact counts from a kd-tree of the points
+    (`closed_box_counts`), whole nodes counted at once.
+
+    ``points`` is ``(m, d)`` float64 without NaN, ``lower`` and ``upper`` ``(q, d)``.
+    """
+    limit = int(np.iinfo(np.int64).max) if cap is None else int(cap)
+    lower = np.ascontiguousarray(lower, dtype=np.float64)
+    upper = np.ascontiguousarray(upper, dtype=np.float64)
+    counts = np.zeros(len(lower), dtype=np.int64)
+    if len(points) == 0 or len(lower) == 0:
+        return counts
+    # Where points repeat heavily (columns of few values), each distinct one once, weighted
+    # by its copies (`KdTree.build_collapsed`): built and walked in a fraction of the time.
+    built = KdTree.build_collapsed(points, threads=threads) or KdTree.build(points, threads=threads)
+    weights = (
+        np.arange(len(built.points) + 1, dtype=np.int64) if built.weights is None else built.weights
+    )
+    tree = built.flat
+    tasks = -(-len(lower) // BOX_QUERIES_PER_TASK)
+
+    def run(task: int) -> None:
+        rows = slice(task * BOX_QUERIES_PER_TASK, (task + 1) * BOX_QUERIES_PER_TASK)
+        counts[rows] = closed_box_counts(tree, weights, lower[rows], upper[rows], limit)
+
+    for _ in parallel_map(threads, run, tasks):
+        pass
+    return counts
 
 
 def queries_reaching(

@@ -1,5 +1,6 @@
 """Statistics of numbers and arrays, each written once: the normal quantile and tail, Wilson's
-interval, an attack's and its control's rates and the residual risk between them, DeLong's
+interval, an attack's and its control's rates and the residual risk between them, the
+hypergeometric chance that a query singles out one record of a subsample, DeLong's
 interval of an AUC, a percentage.
 
 A leaf: numpy, math and statistics only. The options these take (a confidence level, say)
@@ -13,6 +14,7 @@ import math
 from statistics import NormalDist
 
 import numpy as np
+import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array
 
@@ -91,6 +93,25 @@ def residual_risk(
 
 def _unit(value: float) -> float:
     return min(max(value, 0.0), 1.0)
+
+
+def single_chance(matches: npt.ArrayLike, population: int, sample: int) -> Float64Array:
+    """For each count ``m`` of ``matches``, the chance that a query matching ``m`` of
+    ``population`` records matches exactly one of a random subsample of ``sample`` of them
+    (drawn without replacement): the hypergeometric ``C(m, 1) C(N - m, n - 1) / C(N, n)``,
+    as ``m n / N`` times the factors ``(N - n - j + 1) / (N - j)`` for ``j`` from 1 to
+    ``m - 1``, each one division, multiplied in that order (0 for ``m = 0``; exactly 1 and 0
+    at ``n = N``). ``0 < sample <= population``."""
+    counts = np.asarray(matches, dtype=np.int64)
+    top = int(counts.max(initial=0))
+    # factors[j] for j = 1 .. top - 1; their running products, from 1 at j = 0.
+    j = np.arange(1, max(top, 1), dtype=np.float64)
+    # Past the first zero factor (m > N - n + 1) the product stays 0: no negative factor.
+    factors = np.maximum((population - sample - j + 1.0) / (population - j), 0.0)
+    products = np.concatenate(([1.0], np.cumprod(factors)))
+    first = counts.astype(np.float64) * sample / population
+    chances = np.where(counts > 0, first * products[np.maximum(counts - 1, 0)], 0.0)
+    return np.asarray(chances, dtype=np.float64)
 
 
 def delong_variance(members: Float64Array, holdout: Float64Array) -> float:

@@ -25,6 +25,7 @@ from polars_hidden_rate.report.run import (
     linkability_attack,
     privacy_report,
     report_of_plan,
+    singling_out_attack,
 )
 from polars_hidden_rate.report.targets import (
     DEFAULT_HOLDOUT_TARGETS,
@@ -69,4 +70,5 @@ __all__ = [
     "meets",
     "privacy_report",
     "report_of_plan",
+    "singling_out_attack",
 ]

@@ -21,6 +21,7 @@ from polars_hidden_rate.measures.holdout_figures import HoldoutFigures
 from polars_hidden_rate.measures.linkability import LinkabilityRisk
 from polars_hidden_rate.measures.membership import MIN_RECORDS
 from polars_hidden_rate.measures.section import Section
+from polars_hidden_rate.measures.singling_out import SinglingOutRisk
 from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.report import sections as registry
@@ -117,6 +118,9 @@ class PrivacyReport:
     linkability
         The linkability attack against the holdout, when asked (``aux_cols``); None
         otherwise.
+    singling_out
+        The singling-out attack against the holdout, when asked (``singling_out``); None
+        otherwise.
     dcr_baseline
         The DCR baseline protection, when asked (``dcr_baseline``); None otherwise.
     space_comparison
@@ -159,6 +163,7 @@ class PrivacyReport:
     holdout: HoldoutFigures | None = field(default=None, compare=False)
     correlation_protection: CorrelationProtection | None = None
     linkability: LinkabilityRisk | None = field(default=None, compare=False)
+    singling_out: SinglingOutRisk | None = field(default=None, compare=False)
     dcr_baseline: DcrBaseline | None = field(default=None, compare=False)
     space_comparison: SpaceComparison | None = field(default=None, compare=False)
     max_own_copies: float | None = field(default=None, compare=False)
@@ -270,6 +275,8 @@ class PrivacyReport:
         linkability = getattr(figures, "linkability", None) or getattr(self, "linkability", None)
         if linkability is not None:
             values["linkability_risk"] = linkability.risk
+        if self.singling_out is not None:
+            values["singling_out_risk"] = self.singling_out.risk
         return {name: float(value) for name, value in values.items()}
 
     @property
@@ -288,7 +295,11 @@ class PrivacyReport:
             small["dcr_overfitting_protection"] = (
                 "it holds under half as many records as the training set (the warning)"
             )
-        attacks = {"inference_risk": figures.inference, "linkability_risk": self.linkability}
+        attacks = {
+            "inference_risk": figures.inference,
+            "linkability_risk": self.linkability,
+            "singling_out_risk": self.singling_out,
+        }
         for name, attack in attacks.items():
             sizes = () if attack is None else (attack.members.records, attack.control.records)
             if sizes and min(sizes) < MIN_RECORDS:
@@ -446,7 +457,8 @@ class PrivacyReport:
         [`release_table`][polars_hidden_rate.PrivacyReport.release_table],
         ``correlation_protection_rate``, ``column_direct_match_protection`` and
         ``categorical_hidden_rate`` (value None, with the reason, where not computed); then
-        ``linkability`` (the linkability attack, `LinkabilityRisk.to_dict`) and
+        ``linkability`` (the linkability attack, `LinkabilityRisk.to_dict`), ``singling_out``
+        (the singling-out attack, `SinglingOutRisk.to_dict`) and
         ``dcr_baseline_protection`` (`DcrBaseline.to_dict`), each None unless asked. Each
         is the entry of one of the report's `sections`.
         """

@@ -38,6 +38,7 @@ from polars_hidden_rate.measures.overfitting import DcrOverfitting
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
 from polars_hidden_rate.measures.sdmetrics_space import DcrSpace, check_dcr_space
 from polars_hidden_rate.measures.secrets import SecretKind
+from polars_hidden_rate.measures.singling_out import Mode, SinglingOutAttack
 from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import hidden_rate_interval
@@ -72,6 +73,8 @@ def privacy_report(
     aux_cols: tuple[ColumnSpec, ColumnSpec] | None = None,
     n_neighbors: int = 1,
     attack_space: Space = "projected",
+    singling_out: Mode | None = None,
+    n_cols: int = 3,
     dcr_baseline: bool = False,
     baseline_seed: int = 0,
     dcr_space: DcrSpace = "projected",
@@ -93,10 +96,10 @@ def privacy_report(
         `DEFAULT_HOLDOUT_TARGETS`, by metric name; a metric passes when its value is strictly
         above its target. The measures against a holdout (`HOLDOUT_METRICS`:
         ``membership_auc`` at most, ``dcr_overfitting_protection`` at least,
-        ``inference_risk`` and ``linkability_risk`` at most) are judged by default wherever
-        they run, on their point estimates, unless the holdout is too small to judge them
-        (`PrivacyReport.not_judged`). A target of None turns it off: the figure is then
-        evidence, not judged.
+        ``inference_risk``, ``linkability_risk`` and ``singling_out_risk`` at most) are
+        judged by default wherever they run, on their point estimates, unless the holdout is
+        too small to judge them (`PrivacyReport.not_judged`). A target of None turns it off:
+        the figure is then evidence, not judged.
     confidence
         The confidence level of the hidden rate's interval.
     allow_unlinked, by_row_order, max_own_copies, allow_sorted_link
@@ -143,6 +146,12 @@ def privacy_report(
     attack_space
         The space of the inference and the linkability attacks: ``"projected"`` (default)
         or ``"gower"``, anonymeter's distance (their ``space``).
+    singling_out, n_cols
+        With a holdout: the singling-out attack of
+        [`singling_out_risk`][polars_hidden_rate.singling_out_risk], ``"univariate"`` or
+        ``"multivariate"`` (its ``mode``; ``n_cols`` its columns per query) on the raw
+        columns of the report's space (its features, or ``coords``); the report's
+        ``singling_out``, its risk ``singling_out_risk`` among the holdout's measures.
     dcr_baseline, baseline_seed
         Also measure SDMetrics' DCR baseline protection
         ([`dcr_baseline_protection`][polars_hidden_rate.dcr_baseline_protection]) in the
@@ -184,7 +193,14 @@ def privacy_report(
     >>> report.to_dict()["metrics"]["distance_to_closest_median"]
     {'value': 0.25, 'target': 0.2, 'passed': True}
     """
-    check_targets(targets, known=known, holdout=holdout, secret=secret, aux_cols=aux_cols)
+    check_targets(
+        targets,
+        known=known,
+        holdout=holdout,
+        secret=secret,
+        aux_cols=aux_cols,
+        singling_out=singling_out,
+    )
     check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
     known_names = None
@@ -211,6 +227,7 @@ def privacy_report(
     if attack is None and linking is None and attack_space != "projected":
         msg = "`attack_space` sets the space of the attacks: give `secret` or `aux_cols` too"
         raise ValueError(msg)
+    singling = singling_out_attack(singling_out, n_cols, holdout is not None)
     seed = baseline_of(dcr_baseline, baseline_seed)
     check_dcr_options(dcr_space, compare_spaces, holdout is not None, seed is not None)
     held_out = None
@@ -235,6 +252,7 @@ def privacy_report(
         known=known,
         inference=attack,
         linkability=linking,
+        singling_out=singling,
         dcr_baseline=seed,
         dcr_space=dcr_space,
         compare_spaces=compare_spaces,
@@ -338,6 +356,24 @@ def linkability_attack(
     return LinkabilityAttack.of(aux_cols, n_neighbors, space, names=names)
 
 
+def singling_out_attack(
+    mode: object, n_cols: object, with_holdout: bool, *, name: str = "singling_out"
+) -> SinglingOutAttack | None:
+    """The report's singling-out attack, checked (None without a ``mode``): it needs a
+    holdout to control it. ``name``: how the errors name the mode (the command line's
+    flag)."""
+    if mode is None:
+        if n_cols != 3:
+            msg = f"`n_cols` sets the multivariate singling-out attack: pass {name}='multivariate'"
+            raise ValueError(msg)
+        return None
+    attack = SinglingOutAttack.of(mode, n_cols, name=name)
+    if not with_holdout:
+        msg = f"the singling-out attack (`{name}`) needs a holdout to control it: pass `holdout`"
+        raise ValueError(msg)
+    return attack
+
+
 def baseline_of(measured: bool, seed: int) -> int | None:
     """The seed of the report's DCR baseline protection, checked; None when not asked."""
     seed = check_seed(seed, "baseline_seed")
@@ -358,6 +394,7 @@ def report_of_plan(
     known: ColumnSpec | None = None,
     inference: InferenceAttack | None = None,
     linkability: LinkabilityAttack | None = None,
+    singling_out: SinglingOutAttack | None = None,
     dcr_baseline: int | None = None,
     dcr_space: DcrSpace = "projected",
     compare_spaces: bool = False,
@@ -365,9 +402,10 @@ def report_of_plan(
     """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
     taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
     ``inference`` attack (`inference_attack`) and the ``linkability`` attack
-    (`linkability_attack`) run on it; with ``dcr_baseline``, the DCR baseline protection
-    with that seed (`baseline_of`), in ``dcr_space`` (the overfitting protection too), read
-    in both spaces with ``compare_spaces``. With a ``holdout``, a link the link test refuses is
+    (`linkability_attack`) and the ``singling_out`` attack (`singling_out_attack`) run on
+    it; with ``dcr_baseline``, the DCR baseline protection with that seed (`baseline_of`),
+    in ``dcr_space`` (the overfitting protection too), read in both spaces with
+    ``compare_spaces``. With a ``holdout``, a link the link test refuses is
     judged on the measures that need no link (`PrivacyReport.link_use`) rather than
     refused."""
     checked_targets = check_targets(
@@ -376,6 +414,7 @@ def report_of_plan(
         holdout=holdout,
         secret=None if inference is None else inference.secret,
         aux_cols=linkability,
+        singling_out=singling_out,
     )
     level = check_confidence(confidence)
     known_names = None
@@ -412,6 +451,17 @@ def report_of_plan(
                 holdout,
                 confidence=level,
                 **_attack_options(request, linkability.columns, linkability.space),
+            )
+    singled = None
+    if holdout is not None and singling_out is not None:
+        with stage("singling-out attack", enabled=request.progress):
+            singled = singling_out.run(
+                request.originals,
+                request.avatars,
+                holdout,
+                columns=list(request.projection.features if request.projection else request.coords),
+                confidence=level,
+                threads=request.threads,
             )
     asked = inspector.verdict
     if holdout is not None:  # a refused link: the measures that need none are judged
@@ -537,6 +587,7 @@ def report_of_plan(
         holdout=figures,
         correlation_protection=linkable,
         linkability=linked,
+        singling_out=singled,
         dcr_baseline=baseline,
         space_comparison=comparison,
         max_own_copies=asked.max_own_copies,

@@ -19,6 +19,7 @@ from polars_hidden_rate.measures.digits import decisive
 from polars_hidden_rate.measures.holdout_figures import holdout_section
 from polars_hidden_rate.measures.linkability import linkability_section
 from polars_hidden_rate.measures.section import Histogram, Row, Section
+from polars_hidden_rate.measures.singling_out import singling_out_section
 from polars_hidden_rate.measures.spaces import spaces_section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
@@ -320,6 +321,17 @@ def _meaning(report: PrivacyReport, name: str) -> str:
             f"and {percent(control.successes, control.records):.1f} % of the holdout; 0: no "
             "better on the records the generator saw"
         )
+    if name == "singling_out_risk":
+        found = known(report.singling_out, "the singling-out attack of its risk")
+        members, control = found.members, found.control
+        if not found.queries:
+            return f"no {found.mode} query singles out one synthetic record: nothing to ask"
+        return (
+            f"of the {found.queries} {found.mode} queries that single out one synthetic record, "
+            f"{percent(members.successes, members.records):.1f} % single out one training "
+            f"record and {percent(control.successes, control.records):.1f} % one holdout "
+            "record; 0: no more often on the records the generator saw"
+        )
     return (
         "0: linking an original's known attributes to its other ones through the synthetic "
         "set works no better than for holdout records"
@@ -334,6 +346,7 @@ SECTIONS: tuple[SectionOf, ...] = (
     verdict_section,
     lambda report: holdout_section(report.holdout),
     lambda report: linkability_section(report.linkability),
+    lambda report: singling_out_section(report.singling_out),
     lambda report: baseline_section(report.dcr_baseline),
     lambda report: spaces_section(report.space_comparison),
     lambda report: evidence_section(report.evidence),

@@ -41,6 +41,7 @@ HOLDOUT_METRICS: Mapping[str, Direction] = MappingProxyType(
         "dcr_overfitting_protection": ">=",
         "inference_risk": "<=",
         "linkability_risk": "<=",
+        "singling_out_risk": "<=",
     }
 )
 """The measures against a holdout, and how each meets its target. Each that the report runs
@@ -56,6 +57,7 @@ DEFAULT_HOLDOUT_TARGETS: Mapping[str, float] = MappingProxyType(
         "dcr_overfitting_protection": 0.95,
         "inference_risk": 0.09,
         "linkability_risk": 0.09,
+        "singling_out_risk": 0.09,
     }
 )
 """The default target of each measure of `HOLDOUT_METRICS`, judged wherever the measure
@@ -154,6 +156,7 @@ LABELS: Mapping[str, MetricLabels] = MappingProxyType(
         ),
         "inference_risk": MetricLabels("inference risk", "Inference risk"),
         "linkability_risk": MetricLabels("linkability risk", "Linkability risk"),
+        "singling_out_risk": MetricLabels("singling-out risk", "Singling-out risk"),
     }
 )
 """The name of each metric of [`METRICS`][polars_hidden_rate.report.METRICS], written once for both
@@ -187,6 +190,7 @@ _NEEDS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType(
         "dcr_overfitting_protection": ("the DCR overfitting protection", ("holdout",)),
         "inference_risk": ("the attribute inference attack", ("holdout", "known", "secret")),
         "linkability_risk": ("the linkability attack", ("holdout", "aux_cols")),
+        "singling_out_risk": ("the singling-out attack", ("holdout", "singling_out")),
     }
 )
 
@@ -202,14 +206,16 @@ def check_targets(
     holdout: object = ...,
     secret: object = ...,
     aux_cols: object = ...,
+    singling_out: object = ...,
 ) -> Targets:
     """The default targets (`DEFAULT_TARGETS`, `DEFAULT_HOLDOUT_TARGETS`), with ``targets``
     overriding some, or turning them off (``None``); unknown names are refused, and so is a
     target for a measure the report would not run (`UnmeasuredTargetError`): the
     correlation protection rate without ``known``, a holdout's measure without ``holdout``,
     the inference risk without ``known`` and ``secret``, the linkability risk without
-    ``aux_cols``. A keyword given as None is missing; one left out (``...``) is not
-    checked. A default target whose measure does not run judges nothing."""
+    ``aux_cols``, the singling-out risk without ``singling_out``. A keyword given as None is
+    missing; one left out (``...``) is not checked. A default target whose measure does not
+    run judges nothing."""
     defaults = {**DEFAULT_TARGETS, **DEFAULT_HOLDOUT_TARGETS}
     if targets is None:
         return MappingProxyType(defaults)
@@ -221,7 +227,13 @@ def check_targets(
     if unknown:
         msg = f"unknown target {unknown[0]!r}; the metrics are {', '.join(names)}"
         raise ValueError(msg)
-    given = {"known": known, "holdout": holdout, "secret": secret, "aux_cols": aux_cols}
+    given = {
+        "known": known,
+        "holdout": holdout,
+        "secret": secret,
+        "aux_cols": aux_cols,
+        "singling_out": singling_out,
+    }
     for name in names:  # in the metrics' order, whatever the mapping's
         # A target turned off judges nothing: it needs no measure.
         if targets.get(name) is not None and name in _NEEDS:

@@ -10,7 +10,7 @@ distance a kernel compares is the engine's definition
 squared and summed in column order.
 """
 
-from polars_hidden_rate.engine._kernels.boxes import open_box_counts
+from polars_hidden_rate.engine._kernels.boxes import closed_box_counts, open_box_counts
 from polars_hidden_rate.engine._kernels.build import (
     TIED_SHARE,
     distinct_rows,
@@ -64,6 +64,7 @@ __all__ = [
     "box_near",
     "boxes_in_reach",
     "climb",
+    "closed_box_counts",
     "count_walk",
     "distinct_rows",
     "gather_column",
