@@ -72,6 +72,7 @@ def test_the_holdout_measures_have_default_targets() -> None:
         "dcr_overfitting_protection": 0.95,
         "inference_risk": 0.09,
         "linkability_risk": 0.09,
+        "singling_out_risk": 0.09,
     }
     # None turns one off; it needs no measure then.
     off = check_targets({"membership_auc": None, "inference_risk": None}, holdout=None)
@@ -202,11 +203,18 @@ def test_an_attack_on_a_holdout_too_small_is_not_judged_with_the_reason() -> Non
 
 def test_the_attacks_that_run_are_judged_by_default() -> None:
     frames = lookalike(300, 6, copies=0.4, noise=0.01)
-    report = report_of(*frames, known=["x0", "x1"], secret="x2", aux_cols=(["x0"], ["x3"]))
+    report = report_of(
+        *frames,
+        known=["x0", "x1"],
+        secret="x2",
+        aux_cols=(["x0"], ["x3"]),
+        singling_out="univariate",
+    )
     values = report.holdout_values
     assert set(report.holdout_checks) == set(DEFAULT_HOLDOUT_TARGETS)
     assert report.holdout_checks["inference_risk"] is (values["inference_risk"] <= 0.09)
     assert report.holdout_checks["linkability_risk"] is (values["linkability_risk"] <= 0.09)
+    assert report.holdout_checks["singling_out_risk"] is (values["singling_out_risk"] <= 0.09)
 
 
 def brute_reference(training: np.ndarray, holdout: np.ndarray) -> tuple[float, float, float]:
