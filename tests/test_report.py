@@ -379,6 +379,7 @@ def test_report_dict_keys_and_json() -> None:
         "column_direct_match_protection",
         "categorical_hidden_rate",
         # The newer sections' keys, after those of the first releases, in the sections' order.
+        "n_synthetic",
         "own_copies",
         "holdout_metrics",
         "link_use",

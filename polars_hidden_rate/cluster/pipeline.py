@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-from polars.exceptions import NoDataError, ShapeError
+from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.cluster.pipeline_tasks import (
@@ -92,6 +92,7 @@ from polars_hidden_rate.frames import (
     Dataset,
     KeyProblems,
     MissingValues,
+    check_equal_heights,
     raise_inexact,
     raise_missing,
 )
@@ -514,12 +515,8 @@ def _raise_read_errors(
         raise_missing(missing, f"coords of {side.role}", rows=rows)
         beyond = {name: sum(s.beyond.get(name, 0) for s in stats) for name in side.names}
         raise_inexact(beyond, dataset.schema, "coords column", side.role)
-    if request.link.by_row_order and originals.rows != avatars.rows:
-        msg = (
-            f"originals have {originals.rows} rows but avatars have {avatars.rows}; "
-            "linking by row order needs equal heights (or give `on`)"
-        )
-        raise ShapeError(msg)
+    if request.link.by_row_order:
+        check_equal_heights(originals.rows, avatars.rows)
     _key_problems(left, right, left_stats, [], []).raise_first()
 
 

@@ -68,11 +68,15 @@ def nothing_to_measure(role: str) -> NoDataError:
 
 
 def check_equal_heights(originals: int, avatars: int) -> None:
-    """Linked by row order, both sides have as many rows: a ShapeError otherwise."""
+    """Linked by row order, both sides have as many rows: a ShapeError otherwise. A set of
+    another height is no avatar per original (no key links them either: `check_link` sends
+    a shared key to ``on``): the report judges it, without the link."""
     if originals != avatars:
         msg = (
-            f"originals have {originals} rows but avatars have {avatars}; "
-            "linking by row order needs equal heights (or give `on`)"
+            f"originals have {originals} rows but avatars have {avatars}: the hidden rate needs "
+            "one avatar per original; a synthetic set of another size is judged on the "
+            "measures that need no link by the report (hidden-rate report, privacy_report), "
+            "with a holdout of real records the generator never saw (--holdout, holdout=)"
         )
         raise ShapeError(msg)
 

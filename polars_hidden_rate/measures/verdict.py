@@ -635,8 +635,12 @@ def unlinked_message(test: LinkTest, request: CountPlan, *, measured: bool = Fal
         if request.link.by_row_order
         else f"by key {', '.join(map(repr, request.link.left))}"
     )
+    # A row-order link is one where the frames share no key (`check_row_order_link`): no
+    # `on` to give, and a set that is not one avatar per original has the report.
     fix = (
-        "give the key with --on (on= in Python)"
+        "the hidden rate needs one avatar per original: judge a synthetic set (CT-GAN, "
+        "synthpop) with the report (hidden-rate report, privacy_report) on the measures "
+        "that need no link, with a holdout (--holdout, holdout=)"
         if request.link.by_row_order
         else "check the key links each original to its own avatar"
     )

@@ -19,9 +19,16 @@ from polars_hidden_rate.provenance import components_words
 WIDTH = 22
 
 
-def evidence_section(evidence: Evidence | None) -> Section:
+def evidence_section(evidence: Evidence | None, absent: str = "") -> Section:
     """Own copies, ties and the link test, a row each (the page adds the unseen categories);
-    the JSON entry ``evidence`` (None where not gathered: a summary of counts already written)."""
+    the JSON entry ``evidence`` (None where not gathered: a summary of counts already written).
+
+    ``absent``: why a report has no one-avatar-per-original link (`PrivacyReport.link_reason`),
+    where it has none: the own copies and the ties are then that reason, in every format
+    (the JSON's None, with its ``reason``), and so is a link test that could not run (a set of
+    another size, ``evidence`` None)."""
+    if absent:
+        return _absent_evidence(evidence, absent)
     if evidence is None:
         gathered = Row(
             "link test",
@@ -29,7 +36,6 @@ def evidence_section(evidence: Evidence | None) -> Section:
             only="text",
         )
         return Section("evidence", "Evidence", (gathered,), {"evidence": None}, width=WIDTH)
-    test = evidence.link
     copies = (
         "not compared (a cluster run on projected features: see docs/guarantees.md)"
         if evidence.own_copies is None or evidence.own_copies_percent is None
@@ -39,20 +45,10 @@ def evidence_section(evidence: Evidence | None) -> Section:
     text = [Row("own copies", copies, only="text")]
     if evidence.hidden_by_ties_only is not None:
         text.append(Row("hidden by ties only", f"{evidence.hidden_by_ties_only:,}", only="text"))
-    text.append(
-        Row(
-            "link test",
-            f"own avatar closer than a random one for {test.closer_share:.1f} % "
-            f"({p_text(test.p_value)}, {test.n:,} records)"
-            if test.tested
-            else "not run (fewer than 50 records)",
-            only="text",
-        )
-    )
+    text.append(Row("link test", _link_words(evidence, "records"), only="text"))
     sort = _sort_words(evidence.sorted_link)
     if sort:
         text.append(Row("sorted-link check", sort, only="text"))
-    unseen = ", ".join(f"{k}: {v:,}" for k, v in evidence.unseen_modalities.items())
     page = [
         Row(
             "Own copies",
@@ -62,21 +58,68 @@ def evidence_section(evidence: Evidence | None) -> Section:
             only="page",
         ),
         Row("Hidden by ties only", f"{evidence.hidden_by_ties_only or 0:,}", only="page"),
-        Row(
-            "Link test",
-            f"own avatar closer than a random one for {test.closer_share:.1f} % "
-            f"({p_text(test.p_value)}, n = {test.n:,})"
-            if test.tested
-            else "not run (fewer than 50 records)",
-            only="page",
-        ),
-        Row("Unseen categories", unseen or "none", only="page"),
+        Row("Link test", _link_words(evidence, "n ="), only="page"),
+        Row("Unseen categories", _unseen_words(evidence), only="page"),
         *([Row("Sorted-link check", sort, only="page")] if sort else []),
     ]
+    return Section(
+        "evidence", "Evidence", (*text, *page), {"evidence": _entry(evidence)}, width=WIDTH
+    )
+
+
+def _absent_evidence(evidence: Evidence | None, reason: str) -> Section:
+    """`evidence_section` of a report without a one-avatar-per-original link (``reason``):
+    the link test where it ran (it is what refuses the link), nothing counted on the link."""
+    text, page = (
+        (reason, reason)
+        if evidence is None
+        else (_link_words(evidence, r) for r in ("records", "n ="))
+    )
+    rows = [
+        *(Row(label, reason, only="text") for label in ("own copies", "hidden by ties only")),
+        Row("link test", text, only="text"),
+        *(Row(label, reason, only="page") for label in ("Own copies", "Hidden by ties only")),
+        Row("Link test", page, only="page"),
+    ]
+    entry: dict[str, Any] = {
+        "own_copies": None,
+        "own_copies_percent": None,
+        "hidden_by_ties_only": None,
+        "copy_features": [],
+        "unseen_modalities": {},
+        "link_test": None,
+        "sorted_link": None,
+    }
+    if evidence is not None:
+        rows.append(Row("Unseen categories", _unseen_words(evidence), only="page"))
+        entry = {**_entry(evidence), **{key: None for key in list(entry)[:3]}}
+    entry["reason"] = reason
+    return Section("evidence", "Evidence", tuple(rows), {"evidence": entry}, width=WIDTH)
+
+
+def _link_words(evidence: Evidence, records: str) -> str:
+    """The link test in words: the share of wins and its p-value, or why it did not run."""
+    test = evidence.link
+    if not test.tested:
+        return "not run (fewer than 50 records)"
+    count = f"{test.n:,} records" if records == "records" else f"n = {test.n:,}"
+    return (
+        f"own avatar closer than a random one for {test.closer_share:.1f} % "
+        f"({p_text(test.p_value)}, {count})"
+    )
+
+
+def _unseen_words(evidence: Evidence) -> str:
+    unseen = ", ".join(f"{k}: {v:,}" for k, v in evidence.unseen_modalities.items())
+    return unseen or "none"
+
+
+def _entry(evidence: Evidence) -> dict[str, Any]:
+    """The JSON of ``evidence``, the p-value as the text and the page say it: below the
+    smallest float, a bound."""
     entry = evidence.to_dict()
-    # The p-value as the text and the page say it: below the smallest float, a bound.
-    entry["link_test"] = {**entry["link_test"], "p_value_text": p_text(test.p_value)}
-    return Section("evidence", "Evidence", (*text, *page), {"evidence": entry}, width=WIDTH)
+    entry["link_test"] = {**entry["link_test"], "p_value_text": p_text(evidence.link.p_value)}
+    return entry
 
 
 def _sort_words(sort: SortCheck | None) -> str:

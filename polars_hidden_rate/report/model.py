@@ -63,8 +63,8 @@ LinkUse = Literal["judged", "not judged", "absent"]
 (`LINKED_METRICS`, the own copies): ``"judged"`` (the link test found the link, or had too
 few records to test it), ``"not judged"`` (measured on a link the test refuses, because
 ``allow_unlinked`` said so: shown, never counted toward a pass, and the report never passes),
-``"absent"`` (the test refuses
-the link and a holdout was given: not applicable, the verdict is that of the measures that
+``"absent"`` (the test refuses the link, or the synthetic set has another height than the
+originals' and no key: not applicable, no value, the verdict is that of the measures that
 need no link)."""
 
 
@@ -83,7 +83,7 @@ class PrivacyReport:
     Attributes
     ----------
     n
-        Number of original records (and of avatars).
+        Number of original records (and of avatars, where linked).
     n_hidden
         Number of originals with ``local_cloaking > 0``.
     hidden_rate
@@ -130,7 +130,12 @@ class PrivacyReport:
         The largest percentage of avatars identical to their own original that passes (the
         gate's ``max_own_copies``); None: the own copies are shown, not judged.
     link_use
-        Whether the measures that need the link are judged (`LinkUse`).
+        Whether the measures that need the link are judged (`LinkUse`). Where ``"absent"``
+        for a synthetic set of another height, ``hidden_rate``, ``local_cloaking_median``
+        and the interval are NaN, ``n_hidden`` 0 and ``local_cloaking`` empty; on a refused
+        link of equal heights they hold the figures of that link. Neither shows anywhere.
+    n_synthetic
+        Number of synthetic records (avatars): ``n`` where linked; None where not known.
     overrides
         The verdict options that relax the link's checks, as given: ``allow_unlinked``,
         ``allow_sorted_link``, ``by_row_order``.
@@ -172,6 +177,12 @@ class PrivacyReport:
         default_factory=lambda: MappingProxyType({}), compare=False
     )
     reference_row_direct_match_protection: float | None = field(default=None, compare=False)
+    n_synthetic: int | None = field(default=None, compare=False)
+
+    @property
+    def other_size(self) -> bool:
+        """Whether the synthetic set has another height than the originals' (no link)."""
+        return self.n_synthetic is not None and self.n_synthetic != self.n
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
         """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
@@ -366,6 +377,8 @@ class PrivacyReport:
             else f" (link test: own avatar closer than a random one for "
             f"{link.closer_share:.1f} %, {p_text(link.p_value)})"
         )
+        if self.other_size:
+            figure = f" ({self.n_synthetic:,} synthetic records for {self.n:,} originals)"
         if self.link_use == "absent":
             return f"n/a: no one-avatar-per-original link{figure}"
         return f"not judged: the link test refuses the link{figure}, measured with --allow-unlinked"
@@ -376,10 +389,16 @@ class PrivacyReport:
         (the page's banner, the terminal's first lines)."""
         notes = []
         if self.link_use == "absent":
+            why = (
+                f"The synthetic set holds {self.n_synthetic:,} records for {self.n:,} "
+                "originals, so no one-avatar-per-original link"
+                if self.other_size
+                else "The link test refuses a one-avatar-per-original link"
+            )
             notes.append(
-                "The link test refuses a one-avatar-per-original link: the hidden rate, the "
-                "local cloaking, the correlation protection and the own copies are not "
-                "applicable; the verdict is that of the measures that need no link."
+                f"{why}: the hidden rate, the local cloaking, the correlation protection, the "
+                "own copies and the records hidden by ties only are not applicable; the "
+                "verdict is that of the measures that need no link."
             )
         elif self.link_use == "not judged":
             notes.append(
@@ -409,19 +428,19 @@ class PrivacyReport:
         ``tolerance``)."""
         target = self.targets["correlation_protection_rate"]
         measured = self.correlation_protection
-        if measured is not None and target is None:
+        if self.link_use == "absent":  # measured or not: it needs the link
             protection: dict[str, Any] = {
-                **measured.to_dict(),
-                "target": None,
-                "passed": None,
-                "reason": TARGET_OFF,
-            }
-        elif measured is not None and self.link_use == "absent":
-            protection = {
                 "value": None,
                 "target": target,
                 "passed": None,
                 "reason": self.link_reason,
+            }
+        elif measured is not None and target is None:
+            protection = {
+                **measured.to_dict(),
+                "target": None,
+                "passed": None,
+                "reason": TARGET_OFF,
             }
         elif measured is None:
             protection = {

@@ -51,7 +51,8 @@ def page_of(report: PrivacyReport, sections: Sequence[Section], title: str) -> s
     )
     lead = f"{report.n:,} records; {report.n_hidden:,} hidden; hidden rate {interval}."
     if report.link_use == "absent":
-        lead = f"{report.n:,} records; no one-avatar-per-original link: hidden rate n/a."
+        size = f", {report.n_synthetic:,} synthetic records" if report.other_size else ""
+        lead = f"{report.n:,} records{size}; no one-avatar-per-original link: hidden rate n/a."
         verdict += " on the measures that need no link"
     heading = html.escape(title)
     banner = "".join(

@@ -3,6 +3,7 @@ request, each measure once (`privacy_report`, `report_of_plan`)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -11,6 +12,7 @@ from typing import Unpack
 import numpy as np
 import polars as pl
 
+from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import (
     InvariantError,
     check_confidence,
@@ -109,10 +111,12 @@ def privacy_report(
         identical to their own original fails the report (``100`` disables it). With
         ``allow_unlinked`` on a link the test refuses, the measures that need the link (the
         hidden rate, the local cloaking, the correlation protection, the own copies) are
-        measured and shown but never count toward a pass. With a ``holdout`` and without
-        ``allow_unlinked``, a link the test refuses is not an error: those measures are not
-        applicable (`PrivacyReport.link_use` ``"absent"``) and the verdict is that of the
-        measures that need no link (a CT-GAN or synthpop set, not one record per original).
+        measured and shown but never count toward a pass. Without ``allow_unlinked``, a link
+        the test refuses is not an error, with or without a ``holdout``, nor is a synthetic
+        set of another height than the originals' (linked by row order: no key): those
+        measures are not applicable (`PrivacyReport.link_use` ``"absent"``, "n/a" in every
+        format) and the verdict is that of the measures that need no link (a CT-GAN or
+        synthpop set of any size, not one record per original).
         Measured with ``allow_unlinked`` on a link the test refuses, the report fails.
         ``allow_sorted_link`` judges a row-order link that a sort of both frames may have made.
     holdout
@@ -405,8 +409,8 @@ def report_of_plan(
     (`linkability_attack`) and the ``singling_out`` attack (`singling_out_attack`) run on
     it; with ``dcr_baseline``, the DCR baseline protection with that seed (`baseline_of`),
     in ``dcr_space`` (the overfitting protection too), read in both spaces with
-    ``compare_spaces``. With a ``holdout``, a link the link test refuses is
-    judged on the measures that need no link (`PrivacyReport.link_use`) rather than
+    ``compare_spaces``. A link the link test refuses, and a synthetic set of another height,
+    are judged on the measures that need no link (`PrivacyReport.link_use`) rather than
     refused."""
     checked_targets = check_targets(
         targets,
@@ -464,46 +468,54 @@ def report_of_plan(
                 threads=request.threads,
             )
     asked = inspector.verdict
-    if holdout is not None:  # a refused link: the measures that need none are judged
-        inspector.verdict = replace(asked, allow_unlinked=True)
-    try:
-        aligned = inspector.read()
-    finally:
-        inspector.verdict = asked
-    linked_by = inspector.link
-    if linked_by is None:
-        raise InvariantError("the read tested no link (a bug in polars_hidden_rate)")
-    link_use: LinkUse = (
-        "judged" if linked_by.linked else "not judged" if asked.allow_unlinked else "absent"
-    )
-    figures = None
-    if holdout is None:  # the read's arrays are needed by nothing else: taken in place
-        counts, found = request.counts_and_nearest_two(inspector, aligned)
+    heights = _other_heights(request)
+    evidence = None
+    if heights is not None:  # another size: no link to test, the distances alone
+        link_use: LinkUse = "absent"
+        counts = np.zeros(0, dtype=np.int64)
+        dcr, nndr, figures = _distances_of_any_size(request, holdout, level)
     else:
-        held_out = request.coordinates_of(holdout, "holdout")
-        if request.walks_here:
-            # The avatars' walk through the originals' tree also gives the DCR overfitting's
-            # distances to the training records: walked once, in one scale for all three,
-            # the count's tree of the avatars walked again.
-            counts, found, figures = counts_and_figures(
-                request, inspector, aligned, held_out, confidence=level
-            )
+        # A refused link, with or without a holdout: the measures that need none are judged.
+        inspector.verdict = replace(asked, allow_unlinked=True)
+        try:
+            aligned = inspector.read()
+        finally:
+            inspector.verdict = asked
+        linked_by = inspector.link
+        if linked_by is None:
+            raise InvariantError("the read tested no link (a bug in polars_hidden_rate)")
+        link_use = (
+            "judged" if linked_by.linked else "not judged" if asked.allow_unlinked else "absent"
+        )
+        figures = None
+        if holdout is None:  # the read's arrays are needed by nothing else: taken in place
+            counts, found = request.counts_and_nearest_two(inspector, aligned)
         else:
-            counts = request.counts_for(inspector, aligned)
-            found = request.nearest_two(aligned)
-            figures = HoldoutFigures.of_arrays(
-                aligned.originals,
-                aligned.avatars,
-                held_out,
-                threads=request.threads,
-                confidence=level,
-                tie_tol=request.tie_tol,
-            )
-    # The read's arrays (taken in place) and the scaled distances are let go before the
-    # direct-match pass reads the frames again: at 1e8 records they are 100 bytes each.
-    del aligned
-    dcr, nndr = found.nearest, found.ratio
-    del found
+            held_out = request.coordinates_of(holdout, "holdout")
+            if request.walks_here:
+                # The avatars' walk through the originals' tree also gives the DCR overfitting's
+                # distances to the training records: walked once, in one scale for all three,
+                # the count's tree of the avatars walked again.
+                counts, found, figures = counts_and_figures(
+                    request, inspector, aligned, held_out, confidence=level
+                )
+            else:
+                counts = request.counts_for(inspector, aligned)
+                found = request.nearest_two(aligned)
+                figures = HoldoutFigures.of_arrays(
+                    aligned.originals,
+                    aligned.avatars,
+                    held_out,
+                    threads=request.threads,
+                    confidence=level,
+                    tie_tol=request.tie_tol,
+                )
+        # The read's arrays (taken in place) and the scaled distances are let go before the
+        # direct-match pass reads the frames again: at 1e8 records they are 100 bytes each.
+        del aligned
+        dcr, nndr = found.nearest, found.ratio
+        del found
+        evidence = inspector.evidence()
     if figures is not None:
         figures = replace(figures, inference=attacked)
     link = request.link
@@ -561,20 +573,25 @@ def report_of_plan(
                 lambda score, limit: meets("dcr_overfitting_protection", score, limit),
             )
     n, n_hidden = len(counts), int(np.count_nonzero(counts))
-    low, high = hidden_rate_interval(n_hidden, n, level)
+    rate = cloaking = low = high = math.nan  # another size: no value where the link is needed
+    if heights is None:
+        rate, cloaking = percent(n_hidden, n), float(np.median(counts))
+        low, high = hidden_rate_interval(n_hidden, n, level)
+    else:
+        n = heights[0]
     linkable = None
-    if known_names is not None:
+    if known_names is not None and heights is None:
         linkable = correlation_protection(
-            request.originals, request.avatars, known_names, hidden_rate=percent(n_hidden, n)
+            request.originals, request.avatars, known_names, hidden_rate=rate
         )
     return PrivacyReport(
         n=n,
         n_hidden=n_hidden,
-        hidden_rate=percent(n_hidden, n),
+        hidden_rate=rate,
         hidden_rate_low=low,
         hidden_rate_high=high,
         confidence=level,
-        local_cloaking_median=float(np.median(counts)),
+        local_cloaking_median=cloaking,
         distance_to_closest_median=float(np.median(dcr)),
         closest_distances_ratio_median=float(np.median(nndr)),
         row_direct_match_protection=protection,
@@ -583,7 +600,8 @@ def report_of_plan(
         local_cloaking=counts,
         distance_to_closest=dcr,
         closest_distances_ratio=nndr,
-        evidence=inspector.evidence(),
+        evidence=evidence,
+        n_synthetic=len(dcr),
         holdout=figures,
         correlation_protection=linkable,
         linkability=linked,
@@ -595,6 +613,56 @@ def report_of_plan(
         overrides={name: getattr(asked, name) for name in LINK_OVERRIDES},
         reference_row_direct_match_protection=reference,
     )
+
+
+def _other_heights(request: CountPlan) -> tuple[int, int] | None:
+    """The heights of the originals and of the synthetic set where no link can pair them: a
+    row-order link (no key: `check_link`) between sets of different heights, neither empty
+    (the read refuses an empty one); None otherwise."""
+    if not request.link.by_row_order:
+        return None
+    frames = [frame.select(pl.len()) for frame in (request.originals, request.avatars)]
+    originals, synthetic = (int(frame.item()) for frame in pl.collect_all(frames))
+    return (
+        None if originals == synthetic or not (originals and synthetic) else (originals, synthetic)
+    )
+
+
+def _distances_of_any_size(
+    request: CountPlan, holdout: pl.LazyFrame | None, level: float
+) -> tuple[Float64Array, Float64Array, HoldoutFigures | None]:
+    """The DCR and the NNDR of each synthetic record, and the figures against a ``holdout``,
+    of a synthetic set of another height than the originals: each set read on its own in
+    the plan's space (`CountPlan.coordinates_of`), nothing linked."""
+    originals = request.coordinates_of(request.originals, "originals")
+    synthetic = request.coordinates_of(request.avatars, "avatars")
+    figures = None
+    if holdout is None:
+        found = request.nearest_of(originals, synthetic)
+    else:
+        held_out = request.coordinates_of(holdout, "holdout")
+        if request.walks_here:  # the synthetic records' walk serves the DCR overfitting too
+            with stage("nearest records, with the holdout", enabled=request.progress):
+                found, figures = HoldoutFigures.with_nearest(
+                    originals,
+                    synthetic,
+                    held_out,
+                    threads=request.threads,
+                    confidence=level,
+                    overwrite_input=True,
+                    tie_tol=request.tie_tol,
+                )
+        else:
+            found = request.nearest_of(originals, synthetic)
+            figures = HoldoutFigures.of_arrays(
+                originals,
+                synthetic,
+                held_out,
+                threads=request.threads,
+                confidence=level,
+                tie_tol=request.tie_tol,
+            )
+    return found.nearest, found.ratio, figures
 
 
 def _attack_options(request: CountPlan, columns: Sequence[str], space: Space) -> CountOptions:

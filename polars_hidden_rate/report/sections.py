@@ -64,16 +64,23 @@ _FIGURES = (
 
 def records_section(report: PrivacyReport) -> Section:
     """The records and the space measured in (the page says them in its lead paragraph); the
-    JSON's ``n``, ``n_hidden``, ``space``, ``confidence`` and ``hidden_rate_interval``."""
+    JSON's ``n``, ``n_hidden``, ``space``, ``confidence``, ``hidden_rate_interval`` (those
+    two None where the link is absent) and ``n_synthetic``."""
     rows = [Row("records", str(report.n), only="text")]
+    if report.other_size:
+        rows.append(Row("synthetic records", str(report.n_synthetic), only="text"))
     if report.space:
         rows.append(Row("space", report.space, only="text"))
+    absent = report.link_use == "absent"
     entry = {
         "n": report.n,
-        "n_hidden": report.n_hidden,
+        "n_hidden": None if absent else report.n_hidden,
         "space": report.space,
         "confidence": report.confidence,
-        "hidden_rate_interval": [report.hidden_rate_low, report.hidden_rate_high],
+        "hidden_rate_interval": None
+        if absent
+        else [report.hidden_rate_low, report.hidden_rate_high],
+        "n_synthetic": report.n if report.n_synthetic is None else report.n_synthetic,
     }
     return Section("records", "Records", tuple(rows), entry)
 
@@ -187,13 +194,16 @@ def _metric_rows(report: PrivacyReport, name: str, entry: dict[str, Any]) -> lis
 def _own_copies(report: PrivacyReport) -> dict[str, Any] | None:
     """The own copies against ``max_own_copies``: ``{"value", "target", "direction",
     "passed", "reason"}`` (the percentage, the limit, ``"<="``, the verdict, why none), or
-    None where not judged by a limit or not compared."""
-    evidence = report.evidence
-    if report.max_own_copies is None or evidence is None or evidence.own_copies_percent is None:
+    None where not judged by a limit or not compared; where the link is absent, no value and
+    the reason, compared or not."""
+    evidence, absent = report.evidence, report.link_use == "absent"
+    if report.max_own_copies is None:
+        return None
+    if not absent and (evidence is None or evidence.own_copies_percent is None):
         return None
     check = report.own_copies_check
     return {
-        "value": None if report.link_use == "absent" else evidence.own_copies_percent,
+        "value": None if absent or evidence is None else evidence.own_copies_percent,
         "target": report.max_own_copies,
         "direction": DIRECTIONS["own_copies_percent"],
         "passed": check.get("own_copies_percent"),
@@ -349,7 +359,9 @@ SECTIONS: tuple[SectionOf, ...] = (
     lambda report: singling_out_section(report.singling_out),
     lambda report: baseline_section(report.dcr_baseline),
     lambda report: spaces_section(report.space_comparison),
-    lambda report: evidence_section(report.evidence),
+    lambda report: evidence_section(
+        report.evidence, report.link_reason if report.link_use == "absent" else ""
+    ),
     lambda report: provenance_section(report.provenance),
 )
 """Every section of a report, in the order the page and the terminal show them: adding a
