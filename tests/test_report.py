@@ -381,11 +381,13 @@ def test_report_dict_keys_and_json() -> None:
         # The newer sections' keys, after those of the first releases, in the sections' order.
         "own_copies",
         "link_use",
+        "warnings",
         "linkability",
         "dcr_baseline_protection",
         "space_comparison",
         "holdout_metrics",
     ]
+    assert data["warnings"] == []  # the Python API raises them as Python warnings
     assert data["holdout"] is None  # without a holdout
     assert data["linkability"] is None  # not asked
     assert data["dcr_baseline_protection"] is None
@@ -624,7 +626,9 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
             "measured_at": "2026-01-01T00:00:00Z",
         }
     )
+    report = report.with_warnings(["a warning no measure shows", "a warning no measure shows"])
     data, text, page = report.to_dict(), report.to_text().splitlines(), report.to_html()
+    assert data["warnings"] == ["a warning no measure shows"]
     keys = [key for section in report.sections() for key in section.entry]
     assert sorted(keys) == sorted(data)  # no key twice, none from elsewhere
     for section in report.sections():
@@ -637,8 +641,8 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
                 f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
             ), row
     assert {s.key for s in report.sections()} == {
-        "records", "metrics", "release", "verdict", "holdout", "linkability", "dcr_baseline",
-        "spaces", "holdout_metrics", "evidence", "provenance",
+        "records", "metrics", "release", "verdict", "warnings", "holdout", "linkability",
+        "dcr_baseline", "spaces", "holdout_metrics", "evidence", "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())
 

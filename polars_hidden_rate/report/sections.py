@@ -10,6 +10,7 @@ fields are laid out here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from polars_hidden_rate.measures.baseline import baseline_section
 from polars_hidden_rate.measures.digits import decisive
 from polars_hidden_rate.measures.holdout_figures import holdout_section
 from polars_hidden_rate.measures.linkability import linkability_section
-from polars_hidden_rate.measures.section import Histogram, Row, Section
+from polars_hidden_rate.measures.section import Format, Histogram, Row, Section
 from polars_hidden_rate.measures.spaces import spaces_section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
@@ -297,3 +298,38 @@ SECTIONS: tuple[SectionOf, ...] = (
 )
 """Every section of a report, in the order the page and the terminal show them: adding a
 measure to the report is adding its section here."""
+
+
+def with_warnings(found: tuple[Section, ...], messages: tuple[str, ...]) -> tuple[Section, ...]:
+    """The sections ``found`` and, after the verdict, that of the warnings raised while the
+    report was measured (``messages``, `PrivacyReport.with_warnings`): a ``warning`` row for
+    each that the text or the page shows nowhere else, and the JSON's ``warnings`` (a list,
+    empty without any) of each that its other entries hold nowhere. A measure that carries
+    its warnings shows them itself: the membership's interval warnings (its rows and its
+    ``interval_warnings``), the small holdout (the DCR overfitting protection's rows; its
+    entry says only ``small_holdout``)."""
+    shown = {form: "\n".join(_texts(found, form)) for form in _FORMATS}
+    held = json.dumps([section.entry for section in found], default=str)
+    rows = []
+    for message in messages:
+        missing = [form for form in _FORMATS if message not in shown[form]]
+        if missing:
+            rows.append(Row("warning", message, only=None if len(missing) == 2 else missing[0]))
+    # As the JSON writes a string, less its quotes.
+    entry = {"warnings": [each for each in messages if json.dumps(each)[1:-1] not in held]}
+    section = Section("warnings", "Warnings", tuple(rows), entry)
+    at = next((i + 1 for i, each in enumerate(found) if each.key == "verdict"), len(found))
+    return (*found[:at], section, *found[at:])
+
+
+_FORMATS: tuple[Format, ...] = ("text", "page")
+
+
+def _texts(found: tuple[Section, ...], form: Format) -> list[str]:
+    """The words ``form`` shows of the rows of ``found``: their values and reasons."""
+    return [
+        text
+        for section in found
+        for row in section.rows_in(form)
+        for text in (str(row.value), row.reason)
+    ]
