@@ -4,6 +4,7 @@ stderr, and nothing at all with --quiet; with --progress, every stage named once
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -257,3 +258,31 @@ def test_stages_renamed_and_folded() -> None:
     assert _stages(stream.getvalue()) == ["counting again", "attack", "nearest", "counting"]
     assert progress._names == {}
     assert progress._folding == 0
+
+
+def test_a_warning_a_measure_shows_is_not_shown_again(release: dict[str, Path]) -> None:
+    """`PrivacyReport.with_warnings`: the membership's interval warning is in its rows and its
+    entry, the small holdout in its rows only (its entry is a flag): each shows once in every
+    format; any other warning is a `warning` line of the text and the page and an item of
+    `warnings`, once however often it is given."""
+    sets = [pl.read_csv(release[name]) for name in ("originals", "avatars", "holdout")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = phr.privacy_report(sets[0], sets[1], holdout=sets[2], ncp=3)
+    raised = [str(each.message) for each in caught]
+    assert any(FEW_RECORDS in each for each in raised)
+    assert any(SMALL_HOLDOUT in each for each in raised)
+    other = "a library's warning"
+    report = report.with_warnings([*raised, other, *raised, other])
+    text, page, data = report.to_text(), report.to_html(), report.to_dict()
+    for words in (FEW_RECORDS, SMALL_HOLDOUT, other):
+        assert text.count(words) == 1, words
+        assert page.count(html.escape(words)) == 1, words
+    # The small holdout's words are in its measure's lines: not again in the text.
+    assert [line for line in text.splitlines() if line.startswith("warning ")] == [
+        f"{'warning':<29} {other}"
+    ]
+    assert len(data["warnings"]) == 2
+    assert SMALL_HOLDOUT in data["warnings"][0]
+    assert data["warnings"][1] == other
+    assert json.dumps(data).count(FEW_RECORDS) == 1

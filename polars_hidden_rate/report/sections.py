@@ -10,8 +10,7 @@ fields are laid out here.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from polars_hidden_rate.checks import known, quoted
@@ -303,20 +302,22 @@ measure to the report is adding its section here."""
 def with_warnings(found: tuple[Section, ...], messages: tuple[str, ...]) -> tuple[Section, ...]:
     """The sections ``found`` and, after the verdict, that of the warnings raised while the
     report was measured (``messages``, `PrivacyReport.with_warnings`): a ``warning`` row for
-    each that the text or the page shows nowhere else, and the JSON's ``warnings`` (a list,
-    empty without any) of each that its other entries hold nowhere. A measure that carries
-    its warnings shows them itself: the membership's interval warnings (its rows and its
+    each that no row of the text or of the page says already, and the JSON's ``warnings`` (a
+    list, empty without any) of each that no other entry holds. A measure that carries its
+    warnings shows them itself: the membership's interval warnings (its rows and its
     ``interval_warnings``), the small holdout (the DCR overfitting protection's rows; its
     entry says only ``small_holdout``)."""
-    shown = {form: "\n".join(_texts(found, form)) for form in _FORMATS}
-    held = json.dumps([section.entry for section in found], default=str)
+    shown = {
+        form: {_words(text) for section in found for text in _texts(section, form)}
+        for form in _FORMATS
+    }
+    held = {_words(text) for section in found for text in _strings(section.entry)}
     rows = []
     for message in messages:
-        missing = [form for form in _FORMATS if message not in shown[form]]
+        missing = [form for form in _FORMATS if _words(message) not in shown[form]]
         if missing:
             rows.append(Row("warning", message, only=None if len(missing) == 2 else missing[0]))
-    # As the JSON writes a string, less its quotes.
-    entry = {"warnings": [each for each in messages if json.dumps(each)[1:-1] not in held]}
+    entry = {"warnings": [each for each in messages if _words(each) not in held]}
     section = Section("warnings", "Warnings", tuple(rows), entry)
     at = next((i + 1 for i, each in enumerate(found) if each.key == "verdict"), len(found))
     return (*found[:at], section, *found[at:])
@@ -325,11 +326,21 @@ def with_warnings(found: tuple[Section, ...], messages: tuple[str, ...]) -> tupl
 _FORMATS: tuple[Format, ...] = ("text", "page")
 
 
-def _texts(found: tuple[Section, ...], form: Format) -> list[str]:
-    """The words ``form`` shows of the rows of ``found``: their values and reasons."""
-    return [
-        text
-        for section in found
-        for row in section.rows_in(form)
-        for text in (str(row.value), row.reason)
-    ]
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _texts(section: Section, form: Format) -> list[str]:
+    """The words ``form`` shows of the rows of ``section``: their values and reasons."""
+    return [text for row in section.rows_in(form) for text in (str(row.value), row.reason)]
+
+
+def _strings(value: object) -> list[str]:
+    """Every string a JSON entry holds, however deep."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for each in value.values() for text in _strings(each)]
+    if isinstance(value, list | tuple):
+        return [text for each in value for text in _strings(each)]
+    return []
