@@ -5,6 +5,7 @@ stderr, and nothing at all with --quiet; with --progress, every stage named once
 from __future__ import annotations
 
 import html
+import io
 import json
 import re
 import subprocess
@@ -240,8 +241,6 @@ def test_a_second_count_of_check_is_named_for_why(tmp_path: Path) -> None:
 def test_stages_renamed_and_folded() -> None:
     """`renamed` reports a stage by another name meanwhile; `folded` leaves out the stages
     without units (their time is the enclosing one's), not those counted in units."""
-    import io
-
     stream = io.StringIO()
     clock = iter(range(100)).__next__
     stages = progress.Stages(True, stream=stream, clock=lambda: float(clock()), ticking=False)
