@@ -32,6 +32,7 @@ from polars_hidden_rate.measures.verdict import (
     unlinked_message,
 )
 from polars_hidden_rate.plan import CountOptions, plan
+from polars_hidden_rate.progress import renamed
 
 __all__ = [
     "QUARTILE_CAP",
@@ -145,7 +146,8 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
     # Counted in place (no copy of the coordinates), the arrays left for a count in full.
     counts = request.counts_for(inspector, aligned, cap=QUARTILE_CAP, consume=True, reuse=True)
     if not quartiles_below(counts, QUARTILE_CAP):
-        counts = request.counts(aligned, consume=True)
+        with renamed("counting", "counting in full, for the quartiles"):
+            counts = request.counts(aligned, consume=True)
     return summarize(
         pl.DataFrame({"local_cloaking": counts}),
         min_rate=min_rate,

@@ -262,10 +262,51 @@ def reporting(stages: Stages) -> Iterator[Stages]:
         _active = previous
 
 
+# The names the stages opened meanwhile are reported by (`renamed`).
+_names: dict[str, str] = {}
+
+
+@contextlib.contextmanager
+def renamed(name: str, shown: str) -> Iterator[None]:
+    """Meanwhile, report the stage ``name`` the library opens as ``shown``: work done again,
+    named for why (the gate's count in full after a capped one), so that no stage of a
+    command is named twice."""
+    previous = _names.get(name)
+    _names[name] = shown
+    try:
+        yield
+    finally:
+        if previous is None:
+            del _names[name]
+        else:
+            _names[name] = previous
+
+
+# How many `folded` are open.
+_folding = 0
+
+
+@contextlib.contextmanager
+def folded() -> Iterator[None]:
+    """Meanwhile, the stages without units the library opens are not reported: their time is
+    the enclosing stage's (an attack's own fits of its columns, named once as the attack);
+    a stage counted in units still is."""
+    global _folding
+    _folding += 1
+    try:
+        yield
+    finally:
+        _folding -= 1
+
+
 def stage(name: str, total: int | None = None, *, enabled: bool | None = None) -> Progress:
-    """Open stage ``name`` (``total`` units, or None) of the running command (`reporting`),
-    unless ``enabled`` is False; without a command reporting, a `Progress` of its own,
-    ``enabled`` as given (None: on a terminal only)."""
+    """Open stage ``name`` (``total`` units, or None; `renamed` may say it otherwise) of the
+    running command (`reporting`), unless ``enabled`` is False or, without units, it is
+    `folded`; without a command reporting, a `Progress` of its own, ``enabled`` as given
+    (None: on a terminal only)."""
+    name = _names.get(name, name)
+    if _folding and total is None:
+        enabled = False
     if _active is not None and enabled is not False:
         return _active.stage(name, total)
     return Progress(total, enabled=enabled, label=name)

@@ -241,9 +241,15 @@ def test_progress_names_every_stage_in_a_log(tmp_path: Path, command: str) -> No
     lines = shown.stderr.splitlines()
     assert all(line.startswith("hidden-rate: ") for line in lines)
     stages = [line.split(": ")[1] for line in lines if line.endswith(": started")]
-    expected = ["fitting the projection", "reading and projecting", "counting"]
+    expected = [
+        "planning",
+        "fitting the projection",
+        "reading and projecting",
+        "link test and own copies",
+        "counting",
+    ]
     if command == "report":
-        expected.append("nearest originals")
+        expected += ["nearest originals", "direct matches", "writing the report"]
     assert stages == expected
     assert sum(line.endswith(" s") and ": done in " in line for line in lines) == len(expected)
     assert "\r" not in shown.stderr

@@ -195,6 +195,7 @@ def test_check_json_keys_and_values_are_pinned(
         "sorted_link": {"checked": True, "column": None, "direction": None, "within": None},
         "failures": got["failures"],
         "provenance": got["provenance"],
+        "warnings": [],
     }
     assert list(got["link_test"]) == [
         "tested",

@@ -384,11 +384,13 @@ def test_report_dict_keys_and_json() -> None:
         "holdout_metrics",
         "link_use",
         "holdout_note",
+        "warnings",
         "linkability",
         "singling_out",
         "dcr_baseline_protection",
         "space_comparison",
     ]
+    assert data["warnings"] == []  # the Python API raises them as Python warnings
     assert data["holdout"] is None  # without a holdout
     assert data["linkability"] is None  # not asked
     assert data["singling_out"] is None  # not asked
@@ -631,7 +633,9 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
             "measured_at": "2026-01-01T00:00:00Z",
         }
     )
+    report = report.with_warnings(["a warning no measure shows", "a warning no measure shows"])
     data, text, page = report.to_dict(), report.to_text().splitlines(), report.to_html()
+    assert data["warnings"] == ["a warning no measure shows"]
     keys = [key for section in report.sections() for key in section.entry]
     assert sorted(keys) == sorted(data)  # no key twice, none from elsewhere
     for section in report.sections():
@@ -644,7 +648,8 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
                 f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
             ), row
     assert {s.key for s in report.sections()} == {
-        "records", "metrics", "release", "verdict", "holdout", "linkability", "singling_out",
+        "records", "metrics", "release", "verdict", "warnings", "holdout", "linkability",
+        "singling_out",
         "dcr_baseline", "spaces", "holdout_metrics", "evidence", "provenance",
     }  # fmt: skip
     assert all(section.rows for section in report.sections())

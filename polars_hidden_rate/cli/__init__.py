@@ -44,7 +44,6 @@ from polars_hidden_rate.frames.files import (
 )
 from polars_hidden_rate.gate import summarize_inspected
 from polars_hidden_rate.measures.gower import Space
-from polars_hidden_rate.measures.holdout import HoldoutOverlapWarning
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.sdmetrics_space import DcrSpace
@@ -108,12 +107,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     output is removed; the exit code is then 128 plus the signal number.
     """
     parser = build_parser({"check": run_check, "report": run_report, "demo": run_demo})
-    # The command line says an overlapping holdout in a line of its own (`_planned`).
-    with stop_signals_raised() as received, warnings.catch_warnings():
-        warnings.simplefilter("ignore", HoldoutOverlapWarning)
+    # Python's warnings never reach stderr in Python's format: the output says them (`_warned`).
+    with stop_signals_raised() as received, warnings.catch_warnings(record=True) as caught:
+        # Each time it is raised, not once per place in a process (the filters the user set
+        # and Python's own come first).
+        warnings.simplefilter("always", append=True)
         try:
             args = parser.parse_args(argv)
             command: Callable[[argparse.Namespace], int] = args.command
+            args.warned = caught
             if command is run_demo:
                 return command(args)
             with reporting(Stages(False if args.quiet else True if args.progress else None)):
@@ -153,6 +155,15 @@ def entry() -> NoReturn:
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+def _warned(args: argparse.Namespace) -> tuple[str, ...]:
+    """The messages of the Python warnings raised while the command ran (`main` catches
+    them; a measure that the report runs may say the holdout's copies again), once each, in
+    the order raised, each on one line: the output's ``warning`` lines and its JSON's
+    ``warnings``."""
+    caught: list[warnings.WarningMessage] = getattr(args, "warned", [])
+    return tuple(dict.fromkeys(" ".join(str(each.message).split()) for each in caught))
 
 
 def _read_inputs(args: argparse.Namespace) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -217,32 +228,33 @@ def _planned(
     holdout: Path | None = None,
     attack: InferenceAttack | None = None,
     linking: LinkabilityAttack | None = None,
-) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None]:
+) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None, list[str]]:
     """The inputs read, the request planned and fitted, its inspector, the inputs as the
-    provenance states them (hashed in a thread of their own, beside the counting) and the
+    provenance states them (hashed in a thread of their own, beside the counting), the
     ``holdout`` file, if any, checked against the originals (and the columns of the
-    inference ``attack`` and of the ``linking`` attack) before anything is counted."""
-    originals, avatars = _read_inputs(args)
-    verdict = _verdict(args)
-    request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
-    inspector = Inspector.start(request, verdict)
-    rows = {"originals": frame_rows(originals), "avatars": frame_rows(avatars)}
-    paths = {"originals": args.originals, "avatars": args.avatars}
-    held_out = None
-    if holdout is not None:
-        named = {"HOLDOUT": holdout, "ORIGINALS": args.originals, "AVATARS": args.avatars}
-        refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
-        held_out = _scan(args, holdout, "HOLDOUT")
-        overlap = check_holdout_and_attack(request, held_out, attack, linking)
-        if overlap is not None:
-            print(f"{PROG}: warning: {overlap}", file=sys.stderr)
-        rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
+    inference ``attack`` and of the ``linking`` attack) before anything is counted, and the
+    warning of a holdout that copies originals (a line of the report, `_warned`)."""
+    with stage("planning"):  # the schemas, the fit, the link's keys, the holdout
+        originals, avatars = _read_inputs(args)
+        verdict = _verdict(args)
+        request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
+        inspector = Inspector.start(request, verdict)
+        rows = {"originals": frame_rows(originals), "avatars": frame_rows(avatars)}
+        paths = {"originals": args.originals, "avatars": args.avatars}
+        held_out, said = None, []
+        if holdout is not None:
+            named = {"HOLDOUT": holdout, "ORIGINALS": args.originals, "AVATARS": args.avatars}
+            refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
+            held_out = _scan(args, holdout, "HOLDOUT")
+            overlap = check_holdout_and_attack(request, held_out, attack, linking)
+            said = [] if overlap is None else [overlap]  # a line of the report
+            rows["holdout"], paths["holdout"] = frame_rows(held_out), holdout
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
     inputs = hashing.submit(
         lambda: {role: describe_input(paths[role], rows[role]) for role in rows}
     )
     hashing.shutdown(wait=False)
-    return request, inspector, inputs, held_out
+    return request, inspector, inputs, held_out, said
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -250,8 +262,7 @@ def run_check(args: argparse.Namespace) -> int:
     min_rate = check_min_rate(args.min_rate, "--min-rate")
     if _writes_parts(args):
         summary = _check_dataset(args, min_rate)
-        if not args.quiet:
-            print(format_json(summary) if args.format == "json" else format_text(summary))
+        _print_summary(args, summary)
         return 0 if summary.passed else 1
     if args.overwrite:
         raise ValueError(
@@ -260,7 +271,7 @@ def run_check(args: argparse.Namespace) -> int:
     _refuse_inputs(args.output, "--output", args)
     if args.output is not None:
         file_format(args.output, "--output")
-    request, inspector, inputs, _ = in_background(lambda: _planned(args, "check"))
+    request, inspector, inputs, _, _ = in_background(lambda: _planned(args, "check"))
 
     def settings() -> dict[str, Any]:  # the strategy and the link test: known once counted
         return describe_settings(
@@ -285,9 +296,17 @@ def run_check(args: argparse.Namespace) -> int:
             inspector=inspector,
         )
     summary = summary.with_provenance(provenance(inputs.result(), settings()))
-    if not args.quiet:
-        print(format_json(summary) if args.format == "json" else format_text(summary))
+    _print_summary(args, summary)
     return 0 if summary.passed else 1
+
+
+def _print_summary(args: argparse.Namespace, summary: CloakingSummary) -> None:
+    """``check``'s summary on stdout, with the warnings raised meanwhile; nothing with
+    ``--quiet``."""
+    if args.quiet:
+        return
+    warned = _warned(args)
+    print(format_json(summary, warned) if args.format == "json" else format_text(summary, warned))
 
 
 def _writes_parts(args: argparse.Namespace) -> bool:
@@ -437,7 +456,7 @@ def run_report(args: argparse.Namespace) -> int:
         raise ValueError("--baseline-seed seeds the DCR baseline protection: add --dcr-baseline")
     seed = baseline_of(args.dcr_baseline, args.baseline_seed or 0)
     dcr_space = _dcr_space(args)
-    request, inspector, inputs, holdout = in_background(
+    request, inspector, inputs, holdout, said = in_background(
         lambda: _planned(args, "report", args.holdout, attack, linking)
     )
     report = in_background(
@@ -477,24 +496,25 @@ def run_report(args: argparse.Namespace) -> int:
         more["dcr_baseline"] = {"seed": seed}
     if dcr_space != "projected" or args.compare_spaces:
         more["dcr_space"] = {"space": dcr_space, "compare_spaces": args.compare_spaces}
-    block = provenance(
-        inputs.result(),
-        describe_settings(
-            request,
-            strategy=inspector.strategy,
-            verdict=inspector.verdict.to_dict(),
-            link_test=None if inspector.link is None else inspector.link.to_dict(),
-            **more,
-        ),
+    settings = describe_settings(
+        request,
+        strategy=inspector.strategy,
+        verdict=inspector.verdict.to_dict(),
+        link_test=None if inspector.link is None else inspector.link.to_dict(),
+        **more,
     )
-    report = report.with_provenance(block)
-    if args.html is not None:
-        page = report.to_html(args.title)
-        replace_atomically(
-            args.html, lambda temporary: temporary.write_text(page, "utf-8"), name="--html"
-        )
-    if not args.quiet:
-        text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
+    text = None
+    with stage("writing the report"):  # the inputs' hashes awaited, each output rendered
+        report = report.with_provenance(provenance(inputs.result(), settings))
+        report = report.with_warnings((*said, *_warned(args)))
+        if args.html is not None:
+            page = report.to_html(args.title)
+            replace_atomically(
+                args.html, lambda temporary: temporary.write_text(page, "utf-8"), name="--html"
+            )
+        if not args.quiet:
+            text = json.dumps(report.to_dict()) if args.format == "json" else format_report(report)
+    if text is not None:  # once the stage's line is closed
         print(text)
     return 0 if report.passed else 1
 
@@ -635,6 +655,8 @@ def run_demo(args: argparse.Namespace) -> int:
             k_curve(table, args.plot / "hidden_rate_by_k.png"),
         ]
         print("\nPlots: " + ", ".join(str(path) for path in written))
+    for message in _warned(args):
+        print(f"warning: {message}")
     return 0
 
 

@@ -4,6 +4,7 @@ measured as the report's sections render them), the privacy report (`PrivacyRepo
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.summary import CloakingSummary
@@ -12,10 +13,11 @@ from polars_hidden_rate.report.audit import evidence_section, provenance_section
 from polars_hidden_rate.report.text import section_lines
 
 
-def format_text(summary: CloakingSummary) -> str:
+def format_text(summary: CloakingSummary, warned: Sequence[str] = ()) -> str:
     """The human summary of ``hidden-rate check``: the figures, the verdict with its
     reasons (the rate with the digits that decide the gate: 89.995 % is not printed 90.00 %
-    beside a threshold of 90), then what was measured."""
+    beside a threshold of 90), a line per warning raised (``warned``), then what was
+    measured."""
     rate = decisive(summary.hidden_rate, summary.min_rate, 2, "f")
     gates = ["hidden rate: no threshold (give --min-rate to gate)"]
     if summary.min_rate is not None:
@@ -39,6 +41,7 @@ def format_text(summary: CloakingSummary) -> str:
     ]
     lines.extend(section_lines(evidence_section(summary.evidence)))
     lines.append(f"gate                  {verdict}")
+    lines.extend(f"warning               {message}" for message in warned)
     lines.extend(section_lines(provenance_section(summary.provenance)))
     return "\n".join(lines)
 
@@ -49,6 +52,6 @@ def format_report(report: PrivacyReport) -> str:
     return report.to_text()
 
 
-def format_json(summary: CloakingSummary) -> str:
-    """The summary as one JSON object."""
-    return json.dumps(summary.to_dict())
+def format_json(summary: CloakingSummary, warned: Sequence[str] = ()) -> str:
+    """The summary as one JSON object, with ``warnings``, the messages of those raised."""
+    return json.dumps({**summary.to_dict(), "warnings": list(warned)})

@@ -37,6 +37,7 @@ from polars_hidden_rate.measures.link_test import (
 )
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions, CountPlan
+from polars_hidden_rate.progress import stage
 
 DEFAULT_MAX_OWN_COPIES = 10.0
 """Percent of avatars that may copy their own original: the method's row direct-match target
@@ -582,6 +583,10 @@ class Inspector:
     def before(self, aligned: Aligned) -> Aligned:
         """Test the link and count own copies on ``aligned``; return it without the carried
         features. Raises as `judge_link` does."""
+        with stage("link test and own copies", enabled=self.request.progress):
+            return self._inspected(aligned)
+
+    def _inspected(self, aligned: Aligned) -> Aligned:
         x, y = aligned.originals, aligned.avatars
         population = len(x)
         rows = sampled_rows(population)

@@ -5,7 +5,7 @@ their targets and the per-record values behind them, and its renderings
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
@@ -142,6 +142,9 @@ class PrivacyReport:
     reference_row_direct_match_protection
         With a holdout, the holdout's own row direct match protection against the originals
         (`references`); None otherwise.
+    warnings
+        The warnings raised while it was measured, as the command line caught them
+        (`with_warnings`); empty from the Python API, which raises them as Python warnings.
     """
 
     n: int
@@ -183,6 +186,14 @@ class PrivacyReport:
     def other_size(self) -> bool:
         """Whether the synthetic set has another height than the originals' (no link)."""
         return self.n_synthetic is not None and self.n_synthetic != self.n
+
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def with_warnings(self, messages: Iterable[str]) -> PrivacyReport:
+        """This report with the warnings raised while it was measured (the command line's:
+        it never prints a Python warning its own way), each once: `sections` shows those
+        no measure shows already."""
+        return replace(self, warnings=tuple(dict.fromkeys(messages)))
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> PrivacyReport:
         """This report, stating what it measured (`polars_hidden_rate.provenance`)."""
@@ -492,7 +503,8 @@ class PrivacyReport:
         each section's rows (label, value, target, verdict), its JSON entry and its figures,
         in the order the page and the text show them. `to_dict`, `to_html` and `to_text`
         render these and nothing else."""
-        return tuple(section_of(self) for section_of in registry.SECTIONS)
+        found = tuple(section_of(self) for section_of in registry.SECTIONS)
+        return registry.with_warnings(found, self.warnings)
 
     def to_text(self) -> str:
         """The report in the terminal, as ``hidden-rate report`` prints it: a line per row of

@@ -51,7 +51,7 @@ from polars_hidden_rate.measures.verdict import (
     Verdict,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
-from polars_hidden_rate.progress import stage
+from polars_hidden_rate.progress import folded, stage
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.report.model import LinkUse, PrivacyReport
 from polars_hidden_rate.report.targets import check_targets, meets
@@ -304,7 +304,8 @@ def check_holdout_and_attack(
         attack.check(schemas)
     if linkability is not None:
         linkability.check(schemas)
-    return holdout_overlap(request.originals, holdout, keys)
+    with stage("checking the holdout", enabled=request.progress):  # it reads both sets
+        return holdout_overlap(request.originals, holdout, keys)
 
 
 def inference_attack(
@@ -438,17 +439,18 @@ def report_of_plan(
         # is judged by equality: named to the attack too, where it is a number (text is).
         secret = inference.secret
         judged = [*inference.known, *([secret] if _is_number(request, secret) else [])]
-        attacked = inference.run(
-            request.originals,
-            request.avatars,
-            holdout,
-            confidence=level,
-            space=inference.space,
-            **_attack_options(request, judged, inference.space),
-        )
+        with stage("inference attack", enabled=request.progress), folded():
+            attacked = inference.run(
+                request.originals,
+                request.avatars,
+                holdout,
+                confidence=level,
+                space=inference.space,
+                **_attack_options(request, judged, inference.space),
+            )
     linked = None
     if holdout is not None and linkability is not None:
-        with stage("linkability attack", enabled=request.progress):
+        with stage("linkability attack", enabled=request.progress), folded():
             linked = linkability.run(
                 request.originals,
                 request.avatars,
@@ -458,7 +460,7 @@ def report_of_plan(
             )
     singled = None
     if holdout is not None and singling_out is not None:
-        with stage("singling-out attack", enabled=request.progress):
+        with stage("singling-out attack", enabled=request.progress), folded():
             singled = singling_out.run(
                 request.originals,
                 request.avatars,
@@ -491,7 +493,8 @@ def report_of_plan(
         if holdout is None:  # the read's arrays are needed by nothing else: taken in place
             counts, found = request.counts_and_nearest_two(inspector, aligned)
         else:
-            held_out = request.coordinates_of(holdout, "holdout")
+            with stage("reading the holdout", enabled=request.progress):
+                held_out = request.coordinates_of(holdout, "holdout")
             if request.walks_here:
                 # The avatars' walk through the originals' tree also gives the DCR overfitting's
                 # distances to the training records: walked once, in one scale for all three,
@@ -518,29 +521,32 @@ def report_of_plan(
         evidence = inspector.evidence()
     if figures is not None:
         figures = replace(figures, inference=attacked)
+        with stage("membership AUC and its interval", enabled=request.progress):
+            _ = figures.membership.auc  # sorted once here (cached), not while it is written
     link = request.link
-    protection = row_direct_match_protection(
-        request.originals,
-        request.avatars,
-        features=list(request.projection.features) if request.projection else None,
-        left_on=list(link.left) or None,
-        right_on=list(link.right) or None,
-    )
-    reference = None
-    if holdout is not None:
-        # The holdout's own, on the release's raw features (it has the originals' columns
-        # less the keys): real records the generator never saw, by the same rule.
-        shared = request.avatars.collect_schema()
-        features = (
-            list(request.projection.features)
-            if request.projection
-            else [
-                name
-                for name in request.originals.collect_schema()
-                if name in shared and name not in link.left and name not in link.right
-            ]
+    with stage("direct matches", enabled=request.progress):
+        protection = row_direct_match_protection(
+            request.originals,
+            request.avatars,
+            features=list(request.projection.features) if request.projection else None,
+            left_on=list(link.left) or None,
+            right_on=list(link.right) or None,
         )
-        reference = row_direct_match_protection(request.originals, holdout, features=features)
+        reference = None
+        if holdout is not None:
+            # The holdout's own, on the release's raw features (it has the originals' columns
+            # less the keys): real records the generator never saw, by the same rule.
+            shared = request.avatars.collect_schema()
+            features = (
+                list(request.projection.features)
+                if request.projection
+                else [
+                    name
+                    for name in request.originals.collect_schema()
+                    if name in shared and name not in link.left and name not in link.right
+                ]
+            )
+            reference = row_direct_match_protection(request.originals, holdout, features=features)
     baseline = None
     if dcr_baseline is not None and (dcr_space == "projected" or compare_spaces):
         with stage("DCR baseline protection", enabled=request.progress):
@@ -581,9 +587,10 @@ def report_of_plan(
         n = heights[0]
     linkable = None
     if known_names is not None and heights is None:
-        linkable = correlation_protection(
-            request.originals, request.avatars, known_names, hidden_rate=rate
-        )
+        with stage("correlation protection", enabled=request.progress):
+            linkable = correlation_protection(
+                request.originals, request.avatars, known_names, hidden_rate=rate
+            )
     return PrivacyReport(
         n=n,
         n_hidden=n_hidden,

@@ -10,7 +10,7 @@ fields are laid out here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from polars_hidden_rate.checks import known, quoted
@@ -18,7 +18,7 @@ from polars_hidden_rate.measures.baseline import baseline_section
 from polars_hidden_rate.measures.digits import decisive
 from polars_hidden_rate.measures.holdout_figures import holdout_section
 from polars_hidden_rate.measures.linkability import linkability_section
-from polars_hidden_rate.measures.section import Histogram, Row, Section
+from polars_hidden_rate.measures.section import Format, Histogram, Row, Section
 from polars_hidden_rate.measures.singling_out import singling_out_section
 from polars_hidden_rate.measures.spaces import spaces_section
 from polars_hidden_rate.measures.stats import percent
@@ -366,3 +366,50 @@ SECTIONS: tuple[SectionOf, ...] = (
 )
 """Every section of a report, in the order the page and the terminal show them: adding a
 measure to the report is adding its section here."""
+
+
+def with_warnings(found: tuple[Section, ...], messages: tuple[str, ...]) -> tuple[Section, ...]:
+    """The sections ``found`` and, after the verdict, that of the warnings raised while the
+    report was measured (``messages``, `PrivacyReport.with_warnings`): a ``warning`` row for
+    each that no row of the text or of the page says already, and the JSON's ``warnings`` (a
+    list, empty without any) of each that no other entry holds. A measure that carries its
+    warnings shows them itself: the membership's interval warnings (its rows and its
+    ``interval_warnings``), the small holdout (the DCR overfitting protection's rows; its
+    entry says only ``small_holdout``)."""
+    shown = {
+        form: {_words(text) for section in found for text in _texts(section, form)}
+        for form in _FORMATS
+    }
+    held = {_words(text) for section in found for text in _strings(section.entry)}
+    rows = []
+    for message in messages:
+        missing = [form for form in _FORMATS if _words(message) not in shown[form]]
+        if missing:
+            rows.append(Row("warning", message, only=None if len(missing) == 2 else missing[0]))
+    entry = {"warnings": [each for each in messages if _words(each) not in held]}
+    section = Section("warnings", "Warnings", tuple(rows), entry)
+    at = next((i + 1 for i, each in enumerate(found) if each.key == "verdict"), len(found))
+    return (*found[:at], section, *found[at:])
+
+
+_FORMATS: tuple[Format, ...] = ("text", "page")
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _texts(section: Section, form: Format) -> list[str]:
+    """The words ``form`` shows of the rows of ``section``: their values and reasons."""
+    return [text for row in section.rows_in(form) for text in (str(row.value), row.reason)]
+
+
+def _strings(value: object) -> list[str]:
+    """Every string a JSON entry holds, however deep."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for each in value.values() for text in _strings(each)]
+    if isinstance(value, list | tuple):
+        return [text for each in value for text in _strings(each)]
+    return []
