@@ -107,8 +107,8 @@ def row_direct_match_protection(
     if len(candidates) == 0:
         return 100.0
     hashes = pl.Series("hash", candidates, dtype=pl.UInt64)
-    copies = right_rows.filter(_row_hash(compared).is_in(hashes)).join(
-        left_rows.filter(_row_hash(compared).is_in(hashes)).unique(),
+    copies = right_rows.filter(_row_hash(compared).is_in(hashes.implode())).join(
+        left_rows.filter(_row_hash(compared).is_in(hashes.implode())).unique(),
         on=names,
         how="semi",
         nulls_equal=True,
