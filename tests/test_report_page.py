@@ -209,3 +209,31 @@ def test_an_underflowing_p_value_reads_as_a_bound_in_the_text_the_json_and_the_p
     assert "p < 1e-300" in report.text
     assert re.search(r"link_test\.p_value</th><td>p &lt; 1e-300</td>", report.page)
     assert not re.search(r"p_value</th><td>0</td>", report.page)
+
+
+WBCD = SHARED_DATASETS / "wbcd" / "privacy"
+
+
+@pytest.mark.skipif(not WBCD.is_dir(), reason=f"{WBCD} absent (../shared/datasets)")
+def test_wbcd_avatars_read_their_copies_and_the_holdouts_figure_alike_everywhere(
+    tmp_path: Path,
+) -> None:
+    """WBCD's avatars: a DCR overfitting protection of 1 is read with the copies of training
+    records the holdout holds too, beside it in the text and the page; the direct match
+    protection judged against the holdout's own figure prints it as the holdout's line does,
+    not in seventeen digits."""
+    files = [str(WBCD / f"{n}.csv") for n in ("holdout_0", "avatar_0")]
+    report = run(tmp_path, *files, "--holdout", str(WBCD / "remaining_0.csv"), "--impute", "median")
+    overfit = report.data["holdout"]["dcr_overfitting_protection"]
+    assert report.data["holdout_metrics"]["dcr_overfitting_protection"]["value"] == 1.0
+    copies = overfit["copies_of_training"]
+    shared = overfit["copies_also_in_holdout"]
+    aside = f"{copies:,} synthetic records copy a training record, {shared:,} of them a holdout"
+    line = next(x for x in report.text.splitlines() if x.startswith("DCR overfitting protection "))
+    assert aside in line
+    assert aside in visible(report.page).split("Correlation protection")[0]  # the top table
+    match = report.data["metrics"]["row_direct_match_protection"]
+    assert match["judged_against"] == "reference"
+    assert f"target >= {match['reference']:.4g}" in report.text
+    assert f"&ge; {match['reference']:.4g}</td>" in report.page
+    assert repr(match["reference"]) not in report.text + report.page

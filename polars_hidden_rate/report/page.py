@@ -109,9 +109,12 @@ def _metric_row(row: Row) -> str:
             result = '<td class="na">not judged</td>'
         else:
             result = '<td class="pass">pass</td>' if row.passed else '<td class="fail">FAIL</td>'
+            if row.reason:  # what the verdict is read with
+                value = f"{value} ({_escape(row.reason)})"
     return (
         f"<tr><td>{_escape(row.label_in('page'))}</td><td>{value}</td>"
-        f"<td>{_BOUNDS[row.direction]} {html.escape(exact(target))}</td>{result}</tr>"
+        f"<td>{_BOUNDS[row.direction]} {html.escape(row.target_text or exact(target))}</td>"
+        f"{result}</tr>"
     )
 
 

@@ -179,6 +179,11 @@ def _metric_rows(report: PrivacyReport, name: str, entry: dict[str, Any]) -> lis
             reason=entry.get("reason", ""),
             page_label=label.page,
             direction=">=" if against_reference else DIRECTIONS[name],
+            # The holdout's own figure in the digits that place it beside the value (as its
+            # line says it, unless the value is that close), not in seventeen.
+            target_text=decisive(entry["reference"], target if value is None else value, 4)
+            if against_reference
+            else "",
         )
     ]
     if "reference" in entry:
@@ -274,6 +279,7 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
         meaning = _meaning(report, name)
         target = report.targets.get(name)
         label = LABELS[name]
+        note = _beside(report, name)
         entries[name] = {
             "value": value,
             "target": target,
@@ -281,7 +287,7 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
             "passed": checks.get(name),
             "reason": why.get(name),
             "meaning": meaning,
-        }
+        }  # the JSON's copies: `holdout.dcr_overfitting_protection`
         if target is None:
             shown = decisive(value, None, 4)
             rows.append(Row(label.text, f"{shown}, {TARGET_OFF}: {meaning}", page_label=label.page))
@@ -292,7 +298,7 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
                 value,
                 target,
                 checks.get(name),
-                reason=why.get(name, ""),
+                reason="; ".join(filter(None, (why.get(name), note))),
                 page_label=label.page,
                 direction=HOLDOUT_METRICS[name],
             ),
@@ -304,6 +310,20 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
 
 
 _HOLDOUT_METRICS_TITLE = "The holdout's measures and their targets"
+
+
+def _beside(report: PrivacyReport, name: str) -> str | None:
+    """What a measure of `HOLDOUT_METRICS` must be read with, beside its figure wherever it
+    shows: the copies of training records behind a DCR overfitting protection (a score of 1
+    with copies the holdout holds too reads as safe without it); None where nothing."""
+    figures = known(report.holdout, "the holdout's figures of a holdout measure")
+    overfit = figures.overfitting
+    if name != "dcr_overfitting_protection" or not overfit.copies_of_training:
+        return None
+    shared = overfit.copies_also_in_holdout
+    return f"{overfit.copies_of_training:,} synthetic records copy a training record" + (
+        f", {shared:,} of them a holdout record too, read as no closer" if shared else ""
+    )
 
 
 def _meaning(report: PrivacyReport, name: str) -> str:
