@@ -146,6 +146,11 @@ def test_a_set_not_linked_one_per_original_is_called_synthetic_records(
     page = unlinked.page
     assert "<th>synthetic records</th>" in page  # the file's role
     assert "<th>avatars</th>" not in page
+    lines = unlinked.text.splitlines()
+    assert any(line.startswith("synthetic records     '") for line in lines)
+    assert not any(line.startswith("avatars ") for line in lines)
+    link = next(line for line in lines if line.startswith("link "))
+    assert "n/a: no one-avatar-per-original link" in link  # not "row order"
     # The histograms' counts are of synthetic records, not of avatars.
     assert ">avatars<" not in page
     assert ">synthetic records<" in page

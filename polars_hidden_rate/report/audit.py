@@ -138,18 +138,20 @@ def _sort_words(sort: SortCheck | None) -> str:
     )
 
 
-def provenance_section(block: Mapping[str, Any], released: str = "avatars") -> Section:
+def provenance_section(block: Mapping[str, Any], unlinked: str = "") -> Section:
     """What was measured (`polars_hidden_rate.provenance`): the inputs, the settings, the
     versions, the time; no rows for an empty block. The JSON entry ``provenance``.
-    ``released``: what the page calls the released file ("synthetic records" where they are
-    not one avatar per original)."""
-    rows = [*_text_rows(block), *_page_rows(block, released)] if block else []
+    ``unlinked``: why the released set is not one avatar per original, where it is not
+    (`PrivacyReport.link_reason`): its file is then "synthetic records", and the link that
+    reason."""
+    released = "synthetic records" if unlinked else "avatars"
+    rows = [*_text_rows(block, released, unlinked), *_page_rows(block, released)] if block else []
     return Section(
         "provenance", "What was measured", tuple(rows), {"provenance": dict(block)}, width=WIDTH
     )
 
 
-def _text_rows(block: Mapping[str, Any]) -> list[Row]:
+def _text_rows(block: Mapping[str, Any], released: str, unlinked: str) -> list[Row]:
     """The terminal's lines: inputs, the space, the link, the tie tolerance, versions, time.
     Every name from a data file is `quoted`: a header never adds a line."""
     lines = []
@@ -157,7 +159,7 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
         digest = described.get("sha256", f"{len(described.get('files', []))} files")
         lines.append(
             (
-                role,
+                released if role == "avatars" else role,
                 f"{described['path']!r}, {described['rows']:,} rows, "
                 f"{described['size']:,} bytes, sha256 {digest}",
             )
@@ -186,7 +188,7 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
         else f"key {quoted(link['left_on'])} = {quoted(link['right_on'])}"
     )
     lines += [
-        ("link", by),
+        ("link", unlinked or by),
         ("overrides", _overrides(settings)),
         ("tie tolerance", f"{settings['tie_tol']:g}"),
         ("versions", ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v is not None)),

@@ -420,7 +420,7 @@ SECTIONS: tuple[SectionOf, ...] = (
         report.evidence, report.link_reason if report.link_use == "absent" else ""
     ),
     lambda report: provenance_section(
-        report.provenance, "synthetic records" if report.link_use == "absent" else "avatars"
+        report.provenance, report.link_reason if report.link_use == "absent" else ""
     ),
 )
 """Every section of a report, in the order the page and the terminal show them: adding a
