@@ -31,7 +31,6 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.engine.scale import exponent_for
-from polars_hidden_rate.measures.digits import p_text
 from polars_hidden_rate.measures.stats import percent, upper_tail
 
 MIN_RECORDS = 50
@@ -106,8 +105,6 @@ class LinkTest:
             "ties": self.ties,
             "own_closer_percent": self.closer_share,
             "p_value": self.p_value,
-            # As the text and the page say it: below the smallest float, a bound, never 0.
-            "p_value_text": p_text(self.p_value),
             "alpha": ALPHA,
         }
 

@@ -114,10 +114,18 @@ def _unseen_words(evidence: Evidence) -> str:
     return unseen or "none"
 
 
+def with_p_text(link_test: Mapping[str, Any]) -> dict[str, Any]:
+    """A link test's JSON (`LinkTest.to_dict`) with its p-value also as the text and the page
+    say it, ``p_value_text``: below the smallest float a bound, never 0."""
+    return {**link_test, "p_value_text": p_text(link_test["p_value"])}
+
+
 def _entry(evidence: Evidence) -> dict[str, Any]:
-    """The JSON of ``evidence`` (its link test's p-value also as the text and the page say
-    it, ``p_value_text``)."""
-    return evidence.to_dict()
+    """The JSON of ``evidence``, its link test's p-value also as the text and the page say
+    it (`with_p_text`)."""
+    entry = evidence.to_dict()
+    entry["link_test"] = with_p_text(entry["link_test"])
+    return entry
 
 
 def _sort_words(sort: SortCheck | None) -> str:
@@ -146,8 +154,12 @@ def provenance_section(block: Mapping[str, Any], unlinked: str = "") -> Section:
     reason."""
     released = "synthetic records" if unlinked else "avatars"
     rows = [*_text_rows(block, released, unlinked), *_page_rows(block, released)] if block else []
+    entry = dict(block)
+    test = entry.get("settings", {}).get("link_test")
+    if isinstance(test, Mapping):  # its p-value as the text and the page say it, too
+        entry["settings"] = {**entry["settings"], "link_test": with_p_text(test)}
     return Section(
-        "provenance", "What was measured", tuple(rows), {"provenance": dict(block)}, width=WIDTH
+        "provenance", "What was measured", tuple(rows), {"provenance": entry}, width=WIDTH
     )
 
 
