@@ -17,6 +17,8 @@ import polars as pl
 from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.frames.files import sha256
 from polars_hidden_rate.plan import CountPlan
+from polars_hidden_rate.projection.coordinates import auto_categorical
+from polars_hidden_rate.projection.scaling import NumericFeature
 
 VERSIONED = ("polars-hidden-rate", "polars", "numpy", "faiss-cpu", "numba")
 """The distributions whose versions an output states."""
@@ -123,6 +125,16 @@ def describe_settings(
                 f.name: _plain(f.fill) for f in fitted.scaling.features if f.fill is not None
             },
             "fitted_on_rows": fitted.n_rows,
+            # Codes (0/1, grades) the projection reads as numbers: the report says so.
+            "few_valued_numbers": []
+            if projection.auto
+            else sorted(
+                auto_categorical(
+                    request.originals,
+                    [f.name for f in fitted.scaling.features if isinstance(f, NumericFeature)],
+                ),
+                key=list(fitted.features).index,
+            ),
         }
     link = request.link
     settings["link"] = (

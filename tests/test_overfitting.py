@@ -75,7 +75,7 @@ def test_a_holdout_under_half_the_training_set_warns_and_the_report_says_so() ->
         figures = HoldoutFigures.of_arrays(o, s, gaussian(rng, 99))
     rows = dict(figures.rows())
     assert "under half" in rows["  warning"]
-    assert "SDMetrics' score" in "".join(rows)
+    assert "SDMetrics' rule, this space" in "".join(rows)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SmallHoldoutWarning)
         at_half = DcrOverfitting.of_arrays(o, s, gaussian(rng, 100))

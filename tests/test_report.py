@@ -24,6 +24,10 @@ from tests.helpers import brute_force_counts, examples
 
 DIMS = ["Dim1", "Dim2", "Dim3"]
 
+# The verdict's line without a holdout as the page says it: without the flag's aside.
+PAGE_NO_HOLDOUT = NO_HOLDOUT.replace(" (--holdout FILE; holdout= in Python)", "")
+assert PAGE_NO_HOLDOUT != NO_HOLDOUT
+
 
 def make_frames(n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Grid data with ties and exact copies; avatars carry their own id, shuffled."""
@@ -531,7 +535,7 @@ def test_html_page() -> None:
         [
             "Correlation protection rate (%)",
             # No Markdown on the page: the code marks of the terminal's words left out.
-            "not computed: give known, the variables an attacker knows (--known)",
+            "not computed: give known, the variables an attacker knows",  # no flag on the page
             "> 95",
             "not computed",
         ],
@@ -548,7 +552,7 @@ def test_html_page() -> None:
             "not computed",
         ],
         # Without a holdout, the verdict's line that says what distances cannot show.
-        [NO_HOLDOUT],
+        [PAGE_NO_HOLDOUT],
     ]
     for label in (
         "local cloaking",
@@ -644,8 +648,10 @@ def test_every_section_of_a_report_shows_in_each_format() -> None:
         for row in section.rows_in("text"):
             assert any(line.startswith(f"{row.label:<{section.width}}") for line in text), row
         for row in section.rows_in("page"):
-            assert f"<td>{escaping.escape(row.label_in('page'))}</td>" in page or (
-                f"<th>{escaping.escape(row.label_in('page'))}</th>" in page
+            assert (
+                f"<td>{escaping.escape(row.label_in('page'))}</td>" in page
+                or (f"<th>{escaping.escape(row.label_in('page'))}</th>" in page)
+                or (row.heading and f"<h2>{escaping.escape(row.label)}</h2>" in page)
             ), row
     assert {s.key for s in report.sections()} == {
         "records", "metrics", "release", "verdict", "warnings", "holdout", "linkability",
@@ -994,7 +1000,7 @@ def test_values_beside_their_targets_show_the_digits_that_decide() -> None:
         ["90.00004", "> 90", "pass"],
         [
             # No Markdown on the page: the code marks of the terminal's words left out.
-            "not computed: give known, the variables an attacker knows (--known)",
+            "not computed: give known, the variables an attacker knows",  # no flag on the page
             "> 95",
             "not computed",
         ],
@@ -1002,7 +1008,7 @@ def test_values_beside_their_targets_show_the_digits_that_decide() -> None:
         ["not applicable: no public definition", "> 90", "not computed"],
         [],  # the verdict's line without a holdout, a fact (its text in the one cell)
     ]
-    assert NO_HOLDOUT in close.to_html()
+    assert PAGE_NO_HOLDOUT in close.to_html()
     assert "20,000 records; 17,999 hidden" in close.to_html()
     lines = [line.split() for line in format_report(close).splitlines()]
     assert ["hidden", "rate", "(%)", "89.995", "target", ">", "90", "FAIL"] in lines

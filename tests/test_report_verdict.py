@@ -178,7 +178,8 @@ def test_allow_unlinked_measures_the_linked_figures_but_never_counts_them(
     assert data["provenance"]["settings"]["allow_unlinked"] is True
     assert data["provenance"]["settings"]["link_test"]["linked"] is False
     shown = parsed(page)
-    assert any("--allow-unlinked" in banner for banner in shown.banners)
+    # The page names no flag: the option in words.
+    assert any("the allow unlinked option" in banner for banner in shown.banners)
     hidden = next(row for row in shown.rows if row[0] == "Hidden rate (%)")
     assert hidden[-1] == "not judged"
     assert ["Setting: allow_unlinked", "yes"] in shown.rows
@@ -479,5 +480,5 @@ def test_by_row_order_opens_the_page_with_a_banner() -> None:
     report = replace(long_report(), overrides={"allow_unlinked": False, "by_row_order": True})
     banners = parsed(report.to_html()).banners
     assert len(banners) == 1
-    assert "--by-row-order" in banners[0]
+    assert "the by row order option" in banners[0]  # the page names no flag
     assert parsed(long_report().to_html()).banners == []

@@ -141,12 +141,13 @@ class HoldoutFigures:
     def section(self) -> Section:
         """The figures as a report's section: `rows` (no target: they decide nothing) and the
         JSON entry ``holdout`` (`to_dict`)."""
-        return Section(
-            "holdout",
-            HOLDOUT_TITLE,
-            tuple(Row(label, value) for label, value in self.rows()),
-            {"holdout": self.to_dict()},
-        )
+        rows = []
+        for label, value in self.rows():
+            part = next((p for p in _PARTS if label.startswith(p)), None)
+            if part is not None:
+                rows.append(Row(*_PARTS[part], only="page", heading=True))
+            rows.append(Row(label, value))
+        return Section("holdout", HOLDOUT_TITLE, tuple(rows), {"holdout": self.to_dict()})
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON values: ``membership``, ``dcr_overfitting_protection``,
@@ -162,6 +163,33 @@ class HoldoutFigures:
                 "closest_distances_ratio_median": self.reference_closest_distances_ratio_median,
             },
         }
+
+
+# The page's heading and sentence of each attack in the holdout's section, by the label of
+# the line it starts at.
+_PARTS = {
+    "membership AUC": (
+        "Membership attack",
+        "An attacker ranks real records by how close each lies to the synthetic set, to tell "
+        "the records the generator was trained on from the holdout's: an AUC of 0.5 is chance.",
+    ),
+    "DCR overfitting protection": (
+        "DCR overfitting",
+        "The share of synthetic records closer to a training record than to any holdout "
+        "record, against the share chance puts there: 1 is no more than chance.",
+    ),
+    "holdout DCR median": (
+        "The holdout's own distances",
+        "How far real records the generator never saw lie from the originals: the reference "
+        "for the distance targets.",
+    ),
+    "inference risk on": (
+        "Attribute inference attack",
+        "An attacker who knows some attributes of a record guesses its secret from the "
+        "nearest synthetic record; the risk is how much better that works on the training "
+        "records than on the holdout's (0: no better).",
+    ),
+}
 
 
 def holdout_section(figures: HoldoutFigures | None) -> Section:

@@ -157,7 +157,11 @@ class DcrOverfitting:
                 "records closer to the originals than to the holdout; "
                 f"{100 * self.null_share:.2f} % without overfitting at this split)",
             ),
-            ("  SDMetrics' score", f"{self.sdmetrics_score:.4f} (takes the null share for 50 %)"),
+            # SDMetrics' rule, in this report's space: SDMetrics' own figure only in its space.
+            (
+                "  SDMetrics' rule, this space",
+                f"{self.sdmetrics_score:.4f} (takes the null share for 50 %)",
+            ),
             *([SPACE_ROW] if self.space == "sdmetrics" else []),
             *([] if copies is None else [("  copies of training records", copies)]),
             *([("  warning", self.small_holdout_message())] if self.small_holdout else []),

@@ -45,6 +45,15 @@ class Row:
     # The one format that shows the row; None: both.
     only: Format | None = None
     direction: Direction = ">"
+    # The target as the formats print it where not `exact`: a measured figure judged
+    # against (the holdout's own), in the digits its own line shows.
+    target_text: str = ""
+    # The page folds a section's rows of one ``fold`` under that summary (a ``<details>`` the
+    # reader opens): the settings, long lists; the terminal and the JSON show them whole.
+    fold: str = ""
+    # A page row that starts a part of its section: its label the part's heading, its value
+    # the one sentence under it (an attack within the holdout's section).
+    heading: bool = False
 
     def label_in(self, form: Format) -> str:
         return self.page_label if form == "page" and self.page_label else self.label

@@ -12,7 +12,7 @@ from polars_hidden_rate.checks import quoted
 from polars_hidden_rate.measures.digits import exact, p_text
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.verdict import LINK_OVERRIDES, Evidence, SortCheck
-from polars_hidden_rate.projection.coordinates import CATEGORICAL_REASONS
+from polars_hidden_rate.projection.coordinates import AUTO_CATEGORIES, CATEGORICAL_REASONS
 from polars_hidden_rate.provenance import components_words
 
 # The label column of these sections in the terminal, as in `hidden-rate check`.
@@ -114,11 +114,17 @@ def _unseen_words(evidence: Evidence) -> str:
     return unseen or "none"
 
 
+def with_p_text(link_test: Mapping[str, Any]) -> dict[str, Any]:
+    """A link test's JSON (`LinkTest.to_dict`) with its p-value also as the text and the page
+    say it, ``p_value_text``: below the smallest float a bound, never 0."""
+    return {**link_test, "p_value_text": p_text(link_test["p_value"])}
+
+
 def _entry(evidence: Evidence) -> dict[str, Any]:
-    """The JSON of ``evidence``, the p-value as the text and the page say it: below the
-    smallest float, a bound."""
+    """The JSON of ``evidence``, its link test's p-value also as the text and the page say
+    it (`with_p_text`)."""
     entry = evidence.to_dict()
-    entry["link_test"] = {**entry["link_test"], "p_value_text": p_text(evidence.link.p_value)}
+    entry["link_test"] = with_p_text(entry["link_test"])
     return entry
 
 
@@ -140,16 +146,24 @@ def _sort_words(sort: SortCheck | None) -> str:
     )
 
 
-def provenance_section(block: Mapping[str, Any]) -> Section:
+def provenance_section(block: Mapping[str, Any], unlinked: str = "") -> Section:
     """What was measured (`polars_hidden_rate.provenance`): the inputs, the settings, the
-    versions, the time; no rows for an empty block. The JSON entry ``provenance``."""
-    rows = [*_text_rows(block), *_page_rows(block)] if block else []
+    versions, the time; no rows for an empty block. The JSON entry ``provenance``.
+    ``unlinked``: why the released set is not one avatar per original, where it is not
+    (`PrivacyReport.link_reason`): its file is then "synthetic records", and the link that
+    reason."""
+    released = "synthetic records" if unlinked else "avatars"
+    rows = [*_text_rows(block, released, unlinked), *_page_rows(block, released)] if block else []
+    entry = dict(block)
+    test = entry.get("settings", {}).get("link_test")
+    if isinstance(test, Mapping):  # its p-value as the text and the page say it, too
+        entry["settings"] = {**entry["settings"], "link_test": with_p_text(test)}
     return Section(
-        "provenance", "What was measured", tuple(rows), {"provenance": dict(block)}, width=WIDTH
+        "provenance", "What was measured", tuple(rows), {"provenance": entry}, width=WIDTH
     )
 
 
-def _text_rows(block: Mapping[str, Any]) -> list[Row]:
+def _text_rows(block: Mapping[str, Any], released: str, unlinked: str) -> list[Row]:
     """The terminal's lines: inputs, the space, the link, the tie tolerance, versions, time.
     Every name from a data file is `quoted`: a header never adds a line."""
     lines = []
@@ -157,7 +171,7 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
         digest = described.get("sha256", f"{len(described.get('files', []))} files")
         lines.append(
             (
-                role,
+                released if role == "avatars" else role,
                 f"{described['path']!r}, {described['rows']:,} rows, "
                 f"{described['size']:,} bytes, sha256 {digest}",
             )
@@ -175,6 +189,8 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
             ("categorical", _categorical(space)),
             ("imputation", f"{space['impute']} (fills: {fills})"),
         ]
+        if space.get("few_valued_numbers"):
+            lines.append(("numbers as numbers", few_valued_words(space)))
     else:
         lines.append(("space", f"coordinates {quoted(space['coords'])}"))
     link = settings["link"]
@@ -184,13 +200,24 @@ def _text_rows(block: Mapping[str, Any]) -> list[Row]:
         else f"key {quoted(link['left_on'])} = {quoted(link['right_on'])}"
     )
     lines += [
-        ("link", by),
+        ("link", unlinked or by),
         ("overrides", _overrides(settings)),
         ("tie tolerance", f"{settings['tie_tol']:g}"),
         ("versions", ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v is not None)),
         ("measured at", block["measured_at"]),
     ]
     return [Row(label, value, only="text") for label, value in lines]
+
+
+def few_valued_words(space: Mapping[str, Any]) -> str:
+    """The one line on number columns with few distinct values (codes such as 0/1) that the
+    projection reads as numbers, and the option that reads them as categories."""
+    names = space["few_valued_numbers"]
+    return (
+        f"{len(names)} number column{'s' if len(names) > 1 else ''} with at most "
+        f"{AUTO_CATEGORIES} distinct values projected as numbers ({quoted(names)}); "
+        'categorical="auto" (--categorical auto) treats them as categories'
+    )
 
 
 def _categorical(space: Mapping[str, Any]) -> str:
@@ -230,26 +257,55 @@ def settings_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
         return [(prefix, "none")]
     if isinstance(value, bool):
         return [(prefix, "yes" if value else "no")]
+    if isinstance(value, float) and prefix.endswith("p_value"):
+        return [(prefix, p_text(value))]  # never "0" where the text says "p < 1e-300"
     if isinstance(value, float):
         return [(prefix, exact(value))]
     return [(prefix, str(value))]
 
 
-def _page_rows(block: Mapping[str, Any]) -> list[Row]:
-    """The page's rows: inputs, each setting a row, versions, time."""
+def _page_rows(block: Mapping[str, Any], released: str) -> list[Row]:
+    """The page's rows: inputs (the released file named ``released``), the note on numbers
+    with few values, versions, time; the settings folded, each a row, the fills summarised
+    in one and folded apart."""
     inputs = [
         (
-            role,
+            released if role == "avatars" else role,
             f"{described['path']!r} — {described['rows']:,} rows, {described['size']:,} "
             f"bytes, sha256 {described.get('sha256', 'per file')}",
         )
         for role, described in block["inputs"].items()
     ]
-    versions = ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v)
+    settings = dict(block["settings"])
+    space = dict(settings.get("space", {}))
+    fills = space.pop("fills", {})
+    if fills:
+        space["fills"] = f"{len(fills)} columns filled ({space.get('impute')})"
+    note = (
+        [("Numbers as numbers", few_valued_words(space))] if space.get("few_valued_numbers") else []
+    )
     rows = [
-        *inputs,
-        *((f"Setting: {name}", text) for name, text in settings_rows(block["settings"])),
-        ("Versions", versions),
-        ("Measured at (UTC)", block["measured_at"]),
+        Row(label, value, only="page")
+        for label, value in [*inputs, *note, ("Versions", _versions(block))]
     ]
-    return [Row(label, value, only="page") for label, value in rows]
+    rows.append(Row("Measured at (UTC)", block["measured_at"], only="page"))
+    settings["space"] = space
+    folded = settings_rows(settings)
+    rows += [
+        Row(f"Setting: {name}", text, only="page", fold=f"Settings ({len(folded)})")
+        for name, text in folded
+    ]
+    rows += [
+        Row(
+            quoted(name),
+            str(fill),
+            only="page",
+            fold=f"{len(fills)} columns filled ({space.get('impute')})",
+        )
+        for name, fill in fills.items()
+    ]
+    return rows
+
+
+def _versions(block: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in block["versions"].items() if v)

@@ -5,6 +5,7 @@ section's other rows (the figures against the holdout, the evidence, what was me
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -108,9 +109,12 @@ def _metric_row(row: Row) -> str:
             result = '<td class="na">not judged</td>'
         else:
             result = '<td class="pass">pass</td>' if row.passed else '<td class="fail">FAIL</td>'
+            if row.reason:  # what the verdict is read with
+                value = f"{value} ({_escape(row.reason)})"
     return (
         f"<tr><td>{_escape(row.label_in('page'))}</td><td>{value}</td>"
-        f"<td>{_BOUNDS[row.direction]} {html.escape(exact(target))}</td>{result}</tr>"
+        f"<td>{_BOUNDS[row.direction]} {html.escape(row.target_text or exact(target))}</td>"
+        f"{result}</tr>"
     )
 
 
@@ -120,8 +124,21 @@ _BOUNDS = {">": "&gt;", ">=": "&ge;", "<=": "&le;"}
 
 def _escape(text: str) -> str:
     """A text for the page: escaped, without the backticks that mark code in the terminal's
-    and the docstrings' words (the page shows no Markdown)."""
-    return html.escape(text.replace("`", ""))
+    and the docstrings' words (the page shows no Markdown), and without command-line syntax
+    (`_without_flags`)."""
+    return html.escape(_without_flags(text.replace("`", "")))
+
+
+def _without_flags(text: str) -> str:
+    """``text`` as a reader of the page, who runs no command, reads it: a flag in brackets
+    after the words that say it dropped with its brackets ("a holdout (--holdout FILE)"),
+    another named in words ("--allow-unlinked": "the allow unlinked option")."""
+    text = _FLAG_ASIDE.sub("", text)
+    return _FLAG.sub(lambda found: f"the {found[1].replace('-', ' ')} option", text)
+
+
+_FLAG_ASIDE = re.compile(r" ?\([^()]*(?<![\w-])--[a-z][^()]*\)")
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z-]*)")
 
 
 def _number(value: float) -> str:
@@ -130,8 +147,44 @@ def _number(value: float) -> str:
 
 
 def _table(heading: str, rows: Sequence[Row]) -> str:
+    """A section's rows without a target under its heading: a table, each ``heading`` row
+    starting a part under a heading of its own with its sentence, the rows of each ``fold``
+    in a table of their own inside a ``<details>``."""
+    parts: list[tuple[str, str, list[Row]]] = [(heading, "", [])]
+    for row in rows:
+        if row.heading:
+            parts.append((row.label, str(row.value), []))
+        else:
+            parts[-1][2].append(row)
+    return "\n".join(
+        f"<h2>{_escape(title)}</h2>\n"
+        + (f"<p>{_escape(said)}</p>\n" if said else "")
+        + _folded(part)
+        for title, said, part in parts
+        if part or said
+    )
+
+
+def _folded(rows: Sequence[Row]) -> str:
+    """``rows`` as tables, those of each ``fold`` inside a ``<details>`` under its summary."""
+    tables, run = [], list[Row]()
+    for row, after in zip(rows, [*rows[1:], None], strict=True):
+        run.append(row)
+        if after is not None and after.fold == row.fold:
+            continue
+        table = _rows_table(run)
+        tables.append(
+            f"<details>\n<summary>{_escape(row.fold)}</summary>\n{table}\n</details>"
+            if row.fold
+            else table
+        )
+        run = []
+    return "\n".join(tables)
+
+
+def _rows_table(rows: Sequence[Row]) -> str:
     body = "\n".join(
         f"<tr><th>{_escape(row.label_in('page'))}</th><td>{_escape(str(row.value))}</td></tr>"
         for row in rows
     )
-    return f"<h2>{_escape(heading)}</h2>\n<table>\n<tbody>\n{body}\n</tbody>\n</table>"
+    return f"<table>\n<tbody>\n{body}\n</tbody>\n</table>"

@@ -11,6 +11,7 @@ fields are laid out here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from polars_hidden_rate.checks import known, quoted
@@ -139,13 +140,15 @@ def metrics_section(report: PrivacyReport) -> Section:
     figures = tuple(
         Histogram(
             getattr(report, name),
-            *texts,
+            title,
+            x_label,
+            "synthetic records" if absent and y_label == "avatars" else y_label,
             target=report.judged_against(f"{name}_median"),
             limits=limits,
             discrete=name == "local_cloaking",
             zero_bar=zero_bar,
         )
-        for name, texts, limits, zero_bar in _FIGURES
+        for name, (title, x_label, y_label), limits, zero_bar in _FIGURES
         if not (absent and name == "local_cloaking")
     )
     return Section(
@@ -176,6 +179,11 @@ def _metric_rows(report: PrivacyReport, name: str, entry: dict[str, Any]) -> lis
             reason=entry.get("reason", ""),
             page_label=label.page,
             direction=">=" if against_reference else DIRECTIONS[name],
+            # The holdout's own figure in the digits that place it beside the value (as its
+            # line says it, unless the value is that close), not in seventeen.
+            target_text=decisive(entry["reference"], target if value is None else value, 4)
+            if against_reference
+            else "",
         )
     ]
     if "reference" in entry:
@@ -271,6 +279,7 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
         meaning = _meaning(report, name)
         target = report.targets.get(name)
         label = LABELS[name]
+        note = _beside(report, name)
         entries[name] = {
             "value": value,
             "target": target,
@@ -278,7 +287,7 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
             "passed": checks.get(name),
             "reason": why.get(name),
             "meaning": meaning,
-        }
+        }  # the JSON's copies: `holdout.dcr_overfitting_protection`
         if target is None:
             shown = decisive(value, None, 4)
             rows.append(Row(label.text, f"{shown}, {TARGET_OFF}: {meaning}", page_label=label.page))
@@ -289,7 +298,7 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
                 value,
                 target,
                 checks.get(name),
-                reason=why.get(name, ""),
+                reason="; ".join(filter(None, (why.get(name), note))),
                 page_label=label.page,
                 direction=HOLDOUT_METRICS[name],
             ),
@@ -303,6 +312,20 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
 _HOLDOUT_METRICS_TITLE = "The holdout's measures and their targets"
 
 
+def _beside(report: PrivacyReport, name: str) -> str | None:
+    """What a measure of `HOLDOUT_METRICS` must be read with, beside its figure wherever it
+    shows: the copies of training records behind a DCR overfitting protection (a score of 1
+    with copies the holdout holds too reads as safe without it); None where nothing."""
+    figures = known(report.holdout, "the holdout's figures of a holdout measure")
+    overfit = figures.overfitting
+    if name != "dcr_overfitting_protection" or not overfit.copies_of_training:
+        return None
+    shared = overfit.copies_also_in_holdout
+    return f"{overfit.copies_of_training:,} synthetic records copy a training record" + (
+        f", {shared:,} of them a holdout record too, read as no closer" if shared else ""
+    )
+
+
 def _meaning(report: PrivacyReport, name: str) -> str:
     """One sentence of what a measure of `HOLDOUT_METRICS` says of this release."""
     figures = known(report.holdout, "the holdout's figures of a holdout measure")
@@ -312,7 +335,7 @@ def _meaning(report: PrivacyReport, name: str) -> str:
         return (
             f"a training record lies closer to the synthetic set than a holdout record "
             f"{100 * risk.auc:.1f} % of the time (chance: 50 %); at 10 % false alarms an "
-            f"attacker finds {tpr / 0.1:.3g} times as many members as chance"
+            f"attacker finds {_against_chance(tpr / 0.1)}"
         )
     if name == "dcr_overfitting_protection":
         overfit = figures.overfitting
@@ -348,6 +371,26 @@ def _meaning(report: PrivacyReport, name: str) -> str:
     )
 
 
+def _against_chance(ratio: float) -> str:
+    """How many members an attacker finds, ``ratio`` times chance, in words that read right
+    near 1 ("1 times as many" reads as a finding)."""
+    if ratio >= 2:
+        return f"{ratio:.3g} times as many members as chance"
+    more = round(100 * (ratio - 1))
+    if more >= 1:
+        return f"{more} % more members than chance"
+    return "no more members than chance" if more > -1 else "fewer members than chance"
+
+
+def _led(section: Section, sentence: str) -> Section:
+    """``section`` with the page's one sentence of what its attack does under its heading
+    (none where the attack did not run)."""
+    if not section.rows:
+        return section
+    lead = Row(section.title, sentence, only="page", heading=True)
+    return replace(section, rows=(lead, *section.rows))
+
+
 SECTIONS: tuple[SectionOf, ...] = (
     records_section,
     metrics_section,
@@ -355,14 +398,30 @@ SECTIONS: tuple[SectionOf, ...] = (
     release_section,
     verdict_section,
     lambda report: holdout_section(report.holdout),
-    lambda report: linkability_section(report.linkability),
-    lambda report: singling_out_section(report.singling_out),
-    lambda report: baseline_section(report.dcr_baseline),
+    lambda report: _led(
+        linkability_section(report.linkability),
+        "An attacker who holds two parts of a record's attributes links them through the "
+        "synthetic set; the risk is how much better that works on the training records than "
+        "on the holdout's (0: no better).",
+    ),
+    lambda report: _led(
+        singling_out_section(report.singling_out),
+        "An attacker writes queries that single out one synthetic record and counts how often "
+        "they single out one real record; the risk is how much more often on the training "
+        "records than on the holdout's (0: no more often).",
+    ),
+    lambda report: _led(
+        baseline_section(report.dcr_baseline),
+        "The synthetic records' median distance to the closest original against that of "
+        "random records: 1 is as far from the originals as random records.",
+    ),
     lambda report: spaces_section(report.space_comparison),
     lambda report: evidence_section(
         report.evidence, report.link_reason if report.link_use == "absent" else ""
     ),
-    lambda report: provenance_section(report.provenance),
+    lambda report: provenance_section(
+        report.provenance, report.link_reason if report.link_use == "absent" else ""
+    ),
 )
 """Every section of a report, in the order the page and the terminal show them: adding a
 measure to the report is adding its section here."""

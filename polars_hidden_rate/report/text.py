@@ -26,7 +26,7 @@ def _line(row: Row, width: int) -> str:
     label = f"{row.label:<{width - 1}} "
     if row.target is None:
         return f"{label}{row.value}"
-    bound = f"target {row.direction} {exact(row.target)}"
+    bound = f"target {row.direction} {row.target_text or exact(row.target)}"
     if row.value is None:
         return f"{label}{row.reason} ({bound})"
     if isinstance(row.value, str):
@@ -35,4 +35,5 @@ def _line(row: Row, width: int) -> str:
     target = f"{bound:<{15 + len(row.direction)}} "
     if row.passed is None:  # measured, not judged
         return f"{label}{shown:<11} {target}{row.reason}"
-    return f"{label}{shown:<11} {target}{'PASS' if row.passed else 'FAIL'}"
+    aside = f" ({row.reason})" if row.reason else ""  # what the verdict is read with
+    return f"{label}{shown:<11} {target}{'PASS' if row.passed else 'FAIL'}{aside}"
