@@ -19,12 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
+    kth_walk,
     nearest_two_walk,
     reach_walk,
     sorted_by_key,
     tied_match_walk,
+    within_walk,
 )
 from polars_hidden_rate.engine.arrays import check_rows
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
@@ -389,3 +391,123 @@ def tied_matches(
 
     _in_tasks(rows, threads, walk)
     return tied, matching
+
+
+@dataclass(frozen=True)
+class KNearest:
+    """Each query's ``k`` nearest points of a tree and those tied with the ``k``-th, as
+    segments: query ``i``'s are ``rows[offsets[i]:offsets[i + 1]]`` (the points' rows in the
+    tree's input, each once), sorted by distance, then row.
+
+    Attributes
+    ----------
+    offsets
+        int64 of shape ``(m + 1,)``.
+    rows, distances
+        Each found point's row and its distance to the query (`k_nearest`'s metric).
+    certain
+        Whether the point is certainly among the ``k`` nearest: ``distance * (1 + tie_tol)
+        < edge``; the others found are tied at the edge, ``distance <= edge * (1 +
+        tie_tol)``. The certain come first in each segment.
+    edge
+        Each query's ``k``-th smallest distance, duplicates counted.
+    """
+
+    offsets: IndexArray
+    rows: IndexArray
+    distances: Float64Array
+    certain: BoolArray
+    edge: Float64Array
+
+    @property
+    def queries(self) -> IndexArray:
+        """The query of each found point."""
+        found: IndexArray = np.repeat(
+            np.arange(len(self.edge), dtype=np.int64), np.diff(self.offsets)
+        )
+        return found
+
+    def counts(self, mask: BoolArray | None = None) -> CountArray:
+        """Per query, how many found points ``mask`` (None: every one) holds."""
+        queries = self.queries if mask is None else self.queries[mask]
+        counted: CountArray = np.bincount(queries, minlength=len(self.edge)).astype(np.int64)
+        return counted
+
+
+def k_nearest(
+    tree: KdTree,
+    queries: Float64Array,
+    k: int,
+    *,
+    tie_tol: float,
+    threads: int,
+    numeric: int | None = None,
+) -> KNearest:
+    """The ``k`` nearest points of ``tree`` to each query, exactly, with the points tied at
+    the ``k``-th: the records certainly among the nearest and those that may fill its last
+    places, whatever the order (`KNearest`).
+
+    The metric is the engine's ``d2`` (``numeric`` None: the tree and the queries at one
+    scale, `canonical_scale`; ties within a factor ``1 + tie_tol``, local cloaking's rule),
+    or anonymeter's Gower distance (``numeric`` the count of numeric columns, first, already
+    divided by their ranges; the rest category codes): ``sum |q - p|`` over the numeric
+    columns in order, then 1 per differing code, the float64 steps of anonymeter's loop.
+
+    Two walks of the tree from each query's own leaf (`kth_walk`, `within_walk`): the first
+    finds the ``k``-th smallest distance, the second gathers every point within ``1 +
+    tie_tol`` of it. A box is skipped only when its lower bound, which never exceeds a
+    point's float64 distance (`box_lower`), is beyond what can matter: no point that ties is
+    lost. Linear in the points found, which is ``k`` per query but for ties.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tree = KdTree.build(np.array([[0.0], [2.0], [2.0], [5.0]]))
+    >>> found = k_nearest(tree, np.array([[1.0]]), 2, tie_tol=0.0, threads=1)
+    >>> found.rows.tolist(), found.distances.tolist(), found.certain.tolist()
+    ([0, 1, 2], [1.0, 1.0, 1.0], [False, False, False])
+    """
+    if tree.weights is not None:
+        raise ValueError("`tree` must not be collapsed: each point must stand for one record")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= tree.avatars:
+        msg = f"`k` must be an integer from 1 to the tree's {tree.avatars} points, got {k!r}"
+        raise ValueError(msg)
+    width = tree.points.shape[1]
+    metric = -1 if numeric is None else int(numeric)
+    if numeric is not None and not 0 <= metric <= width:
+        msg = f"`numeric` must be from 0 to the tree's {width} columns, got {numeric!r}"
+        raise ValueError(msg)
+    queries = np.ascontiguousarray(queries, dtype=np.float64)
+    rows = walk_order(tree, queries, threads=threads)
+    _check_walk(tree, queries, rows, every=True)
+    m = len(queries)
+    edge = np.empty(m, dtype=np.float64)
+    flat = tree.flat
+
+    def kth(chosen: IndexArray) -> None:
+        kth_walk(flat, queries, chosen, int(k), metric, edge)
+
+    _in_tasks(rows, threads, kth)
+    thresholds = edge * (1.0 + tie_tol)
+    counts = np.zeros(m, dtype=np.int64)
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+
+    def count(chosen: IndexArray) -> None:
+        within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, none_i, none_f)
+
+    _in_tasks(rows, threads, count)
+    np.cumsum(counts, out=offsets[1:])
+    found = np.empty(offsets[-1], dtype=np.int64)
+    distances = np.empty(offsets[-1], dtype=np.float64)
+
+    def fill(chosen: IndexArray) -> None:
+        within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, found, distances)
+
+    _in_tasks(rows, threads, fill)
+    found = tree.order[found]
+    owner = np.repeat(np.arange(m, dtype=np.int64), counts)
+    order = np.lexsort((found, distances, owner))
+    found, distances = found[order], distances[order]
+    certain = distances * (1.0 + tie_tol) < edge[owner]
+    return KNearest(offsets, found, distances, certain, edge)

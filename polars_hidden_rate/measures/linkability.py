@@ -28,19 +28,20 @@ away about its own training records.
   control)`` with its first-order error, both cut to [0, 1]
   (`polars_hidden_rate.measures.stats.residual_risk`).
 
-The searches are exact block-wise brute forces over every (target, synthetic record) pair,
-``O(n m d)``, as anonymeter's: in the projected space the float64 ``d2`` of the engine
-(squared differences summed in column order, the arrays of one side at one power-of-two
-scale), in anonymeter's the floats of its own loop (`polars_hidden_rate.measures.gower`).
+The searches are the engine's exact k-nearest search
+(`polars_hidden_rate.engine.nearest.k_nearest`), a kd-tree of the synthetic records pruned
+by bounds that never exceed a record's float64 distance, so every record tied at the edge
+is found: in the projected space the float64 ``d2`` of the engine (squared differences
+summed in column order, the arrays of one side at one power-of-two scale), in anonymeter's
+the floats of its own loop (`polars_hidden_rate.measures.gower`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from functools import partial
 from typing import Any, Unpack
 
 import numpy as np
@@ -49,14 +50,16 @@ from polars.exceptions import DuplicateError, NoDataError
 
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_tie_tol
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import KNearest, k_nearest
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
 from polars_hidden_rate.measures.gower import (
     GowerColumns,
     Space,
-    blocks,
     check_space,
-    gower_distances,
+    gower_nearest,
     refuse_projection_options,
 )
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
@@ -66,43 +69,33 @@ from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions
 
 
-@dataclass(frozen=True)
-class Edge:
-    """One side's ``k`` nearest synthetic records of a block of targets, as masks over the
-    synthetic records: ``certain`` (strictly nearer than the ``k``-th, beyond the tie
-    tolerance), ``tied`` (at the ``k``-th's distance, within it), and ``left``, how many of
-    the tied fill the ``k`` places (``k - |certain|``, between 1 and ``|tied|``)."""
-
-    certain: np.ndarray
-    tied: np.ndarray
-    left: np.ndarray
-
-    @classmethod
-    def of(cls, distances: Float64Array, k: int, tie_tol: float) -> Edge:
-        """From ``distances[i, j]`` of target ``i`` to synthetic record ``j`` (k at most
-        their number)."""
-        edge = np.partition(distances, k - 1, axis=1)[:, k - 1 : k]
-        certain = distances * (1.0 + tie_tol) < edge
-        tied = ~certain & (distances <= edge * (1.0 + tie_tol))
-        return cls(certain, tied, k - np.count_nonzero(certain, axis=1))
-
-
-def link_chances(a: Edge, b: Edge) -> Float64Array:
+def link_chances(a: KNearest, b: KNearest, k: int, synthetic: int) -> Float64Array:
     """Each target's probability that its ``k`` nearest on ``A`` and on ``B`` share a
     record, the places at each edge filled at random among the tied: 1 when the certain
     sets meet; else one minus the chance that ``A``'s random fill avoids ``B``'s certain
-    records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers."""
-    tied_a, tied_b = np.count_nonzero(a.tied, axis=1), np.count_nonzero(b.tied, axis=1)
-    sure = np.count_nonzero(a.certain & b.certain, axis=1) > 0
-    into_b = np.count_nonzero(a.tied & b.certain, axis=1)  # A's tied records B holds surely
-    both = np.count_nonzero(a.tied & b.tied, axis=1)  # tied on both sides
-    from_a = np.count_nonzero(a.certain & b.tied, axis=1)  # A's certain among B's tied
-    chances = np.empty(len(tied_a), dtype=np.float64)
-    for i in range(len(chances)):
-        if sure[i]:
-            chances[i] = 1.0
-            continue
-        ta, tb, ra, rb = int(tied_a[i]), int(tied_b[i]), int(a.left[i]), int(b.left[i])
+    records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers.
+    ``synthetic`` is the number of records searched."""
+    targets = len(a.edge)
+    certain_a, certain_b = a.counts(a.certain), b.counts(b.certain)
+    tied_a, tied_b = a.counts() - certain_a, b.counts() - certain_b
+    left_a, left_b = k - certain_a, k - certain_b
+    # The records both sides found for a target, with how each side holds them.
+    keys_a, keys_b = (side.queries * synthetic + side.rows for side in (a, b))
+    _, in_a, in_b = np.intersect1d(keys_a, keys_b, assume_unique=True, return_indices=True)
+    owner, on_a, on_b = a.queries[in_a], a.certain[in_a], b.certain[in_b]
+
+    def per_target(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(owner[mask], minlength=targets)
+
+    sure = per_target(on_a & on_b) > 0
+    into_b = per_target(~on_a & on_b)  # A's tied records B holds surely
+    both = per_target(~on_a & ~on_b)  # tied on both sides
+    from_a = per_target(on_a & ~on_b)  # A's certain among B's tied
+    # Where neither side draws (every tied record fills a place), the sets meet or not.
+    drawn = ~sure & ((tied_a != left_a) | (tied_b != left_b))
+    chances = np.where(sure | (np.bincount(owner, minlength=targets) > 0), 1.0, 0.0)
+    for i in np.flatnonzero(drawn):
+        ta, tb, ra, rb = int(tied_a[i]), int(tied_b[i]), int(left_a[i]), int(left_b[i])
         shared, sure_b, sure_a = int(both[i]), int(into_b[i]), int(from_a[i])
         rest = ta - shared - sure_b  # A's tied records on neither of B's lists
         missed = sum(
@@ -111,15 +104,6 @@ def link_chances(a: Edge, b: Edge) -> Float64Array:
         )
         chances[i] = float(1 - Fraction(missed, math.comb(ta, ra) * math.comb(tb, rb)))
     return chances
-
-
-def squared_distances(queries: Float64Array, candidates: Float64Array) -> Float64Array:
-    """``d2[i, j]``: the engine's squared distance, the squared differences summed in column
-    order (no fused multiply-add)."""
-    d2 = np.zeros((len(queries), len(candidates)), dtype=np.float64)
-    for k in range(queries.shape[1]):
-        d2 += np.square(queries[:, k, None] - candidates[None, :, k])
-    return d2
 
 
 @dataclass(frozen=True)
@@ -208,6 +192,7 @@ class LinkabilityRisk:
         n_neighbors: int = 1,
         tie_tol: float = 1e-9,
         confidence: float = 0.95,
+        threads: int | None = None,
     ) -> LinkabilityRisk:
         """The attack in coordinate arrays: ``sides`` holds, for ``A`` and for ``B``, the
         (originals, synthetic, holdout) coordinates of that side's space; each side is
@@ -220,12 +205,16 @@ class LinkabilityRisk:
         ]
         synthetic = len(scaled[0][0])
         k = min(k, synthetic)
+        threads = threads or usable_cores()
+        trees = [KdTree.build(side[0], threads=threads) for side in scaled]
         members, control = (
-            _chances(
-                [(side[0], side[t]) for side in scaled],
-                (squared_distances, squared_distances),
+            link_chances(
+                *(
+                    k_nearest(tree, side[t], k, tie_tol=tie_tol, threads=threads)
+                    for tree, side in zip(trees, scaled, strict=True)
+                ),
                 k,
-                tie_tol,
+                synthetic,
             )
             for t in (1, 2)
         )
@@ -390,29 +379,6 @@ def _neighbours(n_neighbors: object) -> int:
     return n_neighbors
 
 
-Distances = Callable[[Float64Array, Float64Array], Float64Array]
-"""``(queries, candidates) -> d[i, j]``: a side's distances."""
-
-
-def _chances(
-    pairs: Sequence[tuple[Float64Array, Float64Array]],
-    measures: Sequence[Distances],
-    k: int,
-    tie_tol: float,
-) -> Float64Array:
-    """Each target's chance of a link, from (candidates, targets) of each side and the
-    side's distances, block by block."""
-    targets = len(pairs[0][1])
-    chances = np.empty(targets, dtype=np.float64)
-    for rows in blocks(targets, 2 * len(pairs[0][0])):
-        a, b = (
-            Edge.of(measure(q[rows], c), k, tie_tol)
-            for (c, q), measure in zip(pairs, measures, strict=True)
-        )
-        chances[rows] = link_chances(a, b)
-    return chances
-
-
 def linkability_risk(
     originals: pl.DataFrame | pl.LazyFrame,
     synthetic: pl.DataFrame | pl.LazyFrame,
@@ -555,7 +521,13 @@ def linkability_risk(
                 request.coordinates_of(read["holdout"].lazy(), "holdout"),
             )
         )
-    found = LinkabilityRisk.of_arrays(arrays, n_neighbors=k, tie_tol=tie_tol, confidence=confidence)
+    found = LinkabilityRisk.of_arrays(
+        arrays,
+        n_neighbors=k,
+        tie_tol=tie_tol,
+        confidence=confidence,
+        threads=options.get("threads"),
+    )
     return replace(found, aux_cols=sides, space=space)
 
 
@@ -597,23 +569,17 @@ def _in_gower(
     ]
     synthetic = read["synthetic"].height
     k = min(k, synthetic)
-    measures = [partial(_gower, numeric=len(column.numeric)) for column in columns]
     members, control = (
-        _chances(
-            [
-                column.scaled(side["synthetic"], side[role])
+        link_chances(
+            *(
+                gower_nearest(column, side["synthetic"], side[role], k, tie_tol=tie_tol)
                 for column, side in zip(columns, arrays, strict=True)
-            ],
-            measures,
+            ),
             k,
-            tie_tol,
+            synthetic,
         )
         for role in ("originals", "holdout")
     )
     return LinkabilityRisk.of_shares(
         members, control, synthetic, confidence=confidence, n_neighbors=k, tie_tol=tie_tol
     )
-
-
-def _gower(queries: Float64Array, candidates: Float64Array, *, numeric: int) -> Float64Array:
-    return gower_distances(queries, candidates, numeric)
