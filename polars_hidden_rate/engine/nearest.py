@@ -32,6 +32,10 @@ from polars_hidden_rate.engine.arrays import check_rows
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.progress import Progress
+
+K_NEAREST_WALKS = 3
+"""The walks of a `k_nearest` search: its bar advances by each query once a walk."""
 
 
 @dataclass(frozen=True)
@@ -232,14 +236,25 @@ def _check_walk(tree: KdTree, queries: Float64Array, rows: IndexArray, *, every:
     check_rows(rows, len(queries), every=every)
 
 
-def _in_tasks(rows: IndexArray, threads: int, walk: Callable[[IndexArray], None]) -> None:
+def _in_tasks(
+    rows: IndexArray,
+    threads: int,
+    walk: Callable[[IndexArray], None],
+    bar: Progress | None = None,
+) -> None:
     """``walk`` of the queries ``rows``, cut into tasks (`queries_per_task`) taken in turn by
-    ``threads`` threads; the kernels release the GIL."""
+    ``threads`` threads; the kernels release the GIL. ``bar`` advances by each task's
+    queries as it ends."""
     size = queries_per_task(len(rows), threads)
-    for _ in parallel_map(
-        threads, lambda task: walk(rows[task * size : (task + 1) * size]), -(-len(rows) // size)
-    ):
-        pass
+
+    def task(number: int) -> int:
+        chosen = rows[number * size : (number + 1) * size]
+        walk(chosen)
+        return len(chosen)
+
+    for done in parallel_map(threads, task, -(-len(rows) // size)):
+        if bar is not None:
+            bar.advance(done)
 
 
 def walk_order(tree: KdTree, queries: Float64Array, *, threads: int) -> IndexArray:
@@ -442,6 +457,7 @@ def k_nearest(
     tie_tol: float,
     threads: int,
     numeric: int | None = None,
+    bar: Progress | None = None,
 ) -> KNearest:
     """The ``k`` nearest points of ``tree`` to each query, exactly, with the points tied at
     the ``k``-th: the records certainly among the nearest and those that may fill its last
@@ -457,7 +473,8 @@ def k_nearest(
     finds the ``k``-th smallest distance, the second gathers every point within ``1 +
     tie_tol`` of it. A box is skipped only when its lower bound, which never exceeds a
     point's float64 distance (`box_lower`), is beyond what can matter: no point that ties is
-    lost. Linear in the points found, which is ``k`` per query but for ties.
+    lost. Linear in the points found, which is ``k`` per query but for ties. ``bar``
+    advances by `K_NEAREST_WALKS` units a query.
 
     Examples
     --------
@@ -487,7 +504,7 @@ def k_nearest(
     def kth(chosen: IndexArray) -> None:
         kth_walk(flat, queries, chosen, int(k), metric, edge)
 
-    _in_tasks(rows, threads, kth)
+    _in_tasks(rows, threads, kth, bar)
     thresholds = edge * (1.0 + tie_tol)
     counts = np.zeros(m, dtype=np.int64)
     offsets = np.zeros(m + 1, dtype=np.int64)
@@ -496,7 +513,7 @@ def k_nearest(
     def count(chosen: IndexArray) -> None:
         within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, none_i, none_f)
 
-    _in_tasks(rows, threads, count)
+    _in_tasks(rows, threads, count, bar)
     np.cumsum(counts, out=offsets[1:])
     found = np.empty(offsets[-1], dtype=np.int64)
     distances = np.empty(offsets[-1], dtype=np.float64)
@@ -504,7 +521,7 @@ def k_nearest(
     def fill(chosen: IndexArray) -> None:
         within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, found, distances)
 
-    _in_tasks(rows, threads, fill)
+    _in_tasks(rows, threads, fill, bar)
     found = tree.order[found]
     owner = np.repeat(np.arange(m, dtype=np.int64), counts)
     order = np.lexsort((found, distances, owner))

@@ -54,6 +54,7 @@ from polars_hidden_rate.frames import (
     raise_missing,
 )
 from polars_hidden_rate.plan import CountOptions, require_cpu
+from polars_hidden_rate.progress import Progress
 
 Space = Literal["projected", "gower"]
 """Where an attack measures: ``"projected"``, the package's projection fitted on the
@@ -222,15 +223,16 @@ def gower_nearest(
     *,
     tie_tol: float,
     threads: int | None = None,
+    bar: Progress | None = None,
 ) -> KNearest:
     """Each target's ``k`` nearest synthetic records in anonymeter's space (scaled over the
     synthetic set and these targets), with those tied at the ``k``-th within a factor ``1 +
-    tie_tol`` (`k_nearest`)."""
+    tie_tol`` (`k_nearest`), advancing ``bar``."""
     candidates, queries = columns.scaled(synthetic, targets)
     threads = threads or usable_cores()
     tree = KdTree.build(candidates, threads=threads, overwrite_input=True)
     return k_nearest(
-        tree, queries, k, tie_tol=tie_tol, threads=threads, numeric=len(columns.numeric)
+        tree, queries, k, tie_tol=tie_tol, threads=threads, numeric=len(columns.numeric), bar=bar
     )
 
 
@@ -264,12 +266,15 @@ def inference_shares(
     tolerance: float,
     tie_tol: float,
     threads: int | None = None,
+    bar: Progress | None = None,
 ) -> Float64Array:
     """Each target's chance of a right guess from its nearest synthetic record in
     anonymeter's space (scaled over the synthetic set and these targets): ``matching /
     tied`` over the synthetic records whose distance is at most the nearest's times ``1 +
     tie_tol``. ``guesses`` are the synthetic records' secrets, ``secrets`` the targets'."""
-    nearest = gower_nearest(columns, synthetic, targets, 1, tie_tol=tie_tol, threads=threads)
+    nearest = gower_nearest(
+        columns, synthetic, targets, 1, tie_tol=tie_tol, threads=threads, bar=bar
+    )
     queries = nearest.queries
     right = anonymeter_right(guesses[nearest.rows], secrets[queries], kind, tolerance)
     shares: Float64Array = nearest.counts(right) / nearest.counts()

@@ -52,7 +52,7 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import KNearest, k_nearest
+from polars_hidden_rate.engine.nearest import K_NEAREST_WALKS, KNearest, k_nearest
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
 from polars_hidden_rate.measures.gower import (
@@ -67,6 +67,7 @@ from polars_hidden_rate.measures.inference import SuccessRate, attack_against_co
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions
+from polars_hidden_rate.progress import Progress, stage
 
 
 def link_chances(a: KNearest, b: KNearest, k: int, synthetic: int) -> Float64Array:
@@ -193,6 +194,7 @@ class LinkabilityRisk:
         tie_tol: float = 1e-9,
         confidence: float = 0.95,
         threads: int | None = None,
+        bar: Progress | None = None,
     ) -> LinkabilityRisk:
         """The attack in coordinate arrays: ``sides`` holds, for ``A`` and for ``B``, the
         (originals, synthetic, holdout) coordinates of that side's space; each side is
@@ -210,7 +212,7 @@ class LinkabilityRisk:
         members, control = (
             link_chances(
                 *(
-                    k_nearest(tree, side[t], k, tie_tol=tie_tol, threads=threads)
+                    k_nearest(tree, side[t], k, tie_tol=tie_tol, threads=threads, bar=bar)
                     for tree, side in zip(trees, scaled, strict=True)
                 ),
                 k,
@@ -506,8 +508,11 @@ def linkability_risk(
     for role, frame in read.items():
         if frame.height == 0:
             raise NoDataError(f"{role}: no record, so there is nothing to attack")
+    # Two searches (A and B) of the originals and of the holdout.
+    searched = 2 * K_NEAREST_WALKS * (read["originals"].height + read["holdout"].height)
     if space == "gower":
-        found = _in_gower(read, schemas, sides, k, tie_tol, confidence)
+        with stage("linkability attack", searched, enabled=options.get("progress")) as bar:
+            found = _in_gower(read, schemas, sides, k, tie_tol, confidence, bar)
         return replace(found, aux_cols=sides, space=space)
     arrays = []
     for side_option in side_options:
@@ -521,13 +526,15 @@ def linkability_risk(
                 request.coordinates_of(read["holdout"].lazy(), "holdout"),
             )
         )
-    found = LinkabilityRisk.of_arrays(
-        arrays,
-        n_neighbors=k,
-        tie_tol=tie_tol,
-        confidence=confidence,
-        threads=options.get("threads"),
-    )
+    with stage("linkability attack", searched, enabled=options.get("progress")) as bar:
+        found = LinkabilityRisk.of_arrays(
+            arrays,
+            n_neighbors=k,
+            tie_tol=tie_tol,
+            confidence=confidence,
+            threads=options.get("threads"),
+            bar=bar,
+        )
     return replace(found, aux_cols=sides, space=space)
 
 
@@ -559,6 +566,7 @@ def _in_gower(
     k: int,
     tie_tol: float,
     confidence: float,
+    bar: Progress | None = None,
 ) -> LinkabilityRisk:
     """The attack in anonymeter's space, each side's columns scaled over the synthetic set
     and the targets of each attack, as anonymeter's searches scale them."""
@@ -572,7 +580,7 @@ def _in_gower(
     members, control = (
         link_chances(
             *(
-                gower_nearest(column, side["synthetic"], side[role], k, tie_tol=tie_tol)
+                gower_nearest(column, side["synthetic"], side[role], k, tie_tol=tie_tol, bar=bar)
                 for column, side in zip(columns, arrays, strict=True)
             ),
             k,
