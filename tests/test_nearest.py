@@ -511,4 +511,4 @@ def test_k_nearest_refuses_a_k_it_cannot_fill() -> None:
     tree = KdTree.build(np.zeros((3, 1)))
     for k in (0, 4, True):
         with pytest.raises(ValueError, match="`k` must be an integer from 1"):
-            k_nearest(tree, np.zeros((1, 1)), k, tie_tol=0.0, threads=1)  # type: ignore[arg-type]
+            k_nearest(tree, np.zeros((1, 1)), k, tie_tol=0.0, threads=1)

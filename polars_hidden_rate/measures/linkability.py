@@ -70,12 +70,13 @@ from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.progress import Progress, stage
 
 
-def link_chances(a: KNearest, b: KNearest, k: int, synthetic: int) -> Float64Array:
+def link_chances(sides: Sequence[KNearest], k: int, synthetic: int) -> Float64Array:
     """Each target's probability that its ``k`` nearest on ``A`` and on ``B`` share a
     record, the places at each edge filled at random among the tied: 1 when the certain
     sets meet; else one minus the chance that ``A``'s random fill avoids ``B``'s certain
     records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers.
-    ``synthetic`` is the number of records searched."""
+    ``sides``: the searches on ``A`` and on ``B``; ``synthetic``: the records searched."""
+    a, b = sides
     targets = len(a.edge)
     certain_a, certain_b = a.counts(a.certain), b.counts(b.certain)
     tied_a, tied_b = a.counts() - certain_a, b.counts() - certain_b
@@ -211,10 +212,10 @@ class LinkabilityRisk:
         trees = [KdTree.build(side[0], threads=threads) for side in scaled]
         members, control = (
             link_chances(
-                *(
+                [
                     k_nearest(tree, side[t], k, tie_tol=tie_tol, threads=threads, bar=bar)
                     for tree, side in zip(trees, scaled, strict=True)
-                ),
+                ],
                 k,
                 synthetic,
             )
@@ -579,10 +580,10 @@ def _in_gower(
     k = min(k, synthetic)
     members, control = (
         link_chances(
-            *(
+            [
                 gower_nearest(column, side["synthetic"], side[role], k, tie_tol=tie_tol, bar=bar)
                 for column, side in zip(columns, arrays, strict=True)
-            ),
+            ],
             k,
             synthetic,
         )
