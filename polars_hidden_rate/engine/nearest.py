@@ -36,6 +36,10 @@ from polars_hidden_rate.progress import Progress
 
 K_NEAREST_WALKS = 3
 """The walks of a `k_nearest` search: its bar advances by each query once a walk."""
+FOUND_PER_BLOCK = 1 << 22
+"""The records a block of `query_blocks` aims to find: about 100 MB with their sort."""
+FIRST_BLOCK = 1024
+"""The queries of the first block, before the records found per query are known."""
 
 
 @dataclass(frozen=True)
@@ -528,3 +532,43 @@ def k_nearest(
     found, distances = found[order], distances[order]
     certain = distances * (1.0 + tie_tol) < edge[owner]
     return KNearest(offsets, found, distances, certain, edge)
+
+
+def query_blocks(queries: int, search: Callable[[slice], int]) -> None:
+    """``search(rows)`` on consecutive blocks of ``range(queries)``, each sized from the
+    records the last found per query so that a block finds about `FOUND_PER_BLOCK`:
+    `k_nearest` finds ``k`` records a query but for ties, and where records tie by the
+    thousand (categories only) its memory stays bounded. ``search`` returns the records it
+    found."""
+    start, size = 0, FIRST_BLOCK
+    while start < queries:
+        rows = slice(start, min(queries, start + size))
+        found = search(rows)
+        per_query = max(found / (rows.stop - rows.start), 1.0)
+        size = max(1, int(FOUND_PER_BLOCK / per_query))
+        start = rows.stop
+
+
+@dataclass(frozen=True)
+class TreeSearch:
+    """A kd-tree and the queries to search it for, by blocks of queries (`query_blocks`),
+    in `k_nearest`'s metric (``numeric`` as there)."""
+
+    tree: KdTree
+    queries: Float64Array
+    threads: int
+    numeric: int | None = None
+
+    def k_nearest(
+        self, rows: slice, k: int, *, tie_tol: float, bar: Progress | None = None
+    ) -> KNearest:
+        """`k_nearest` of the queries ``rows``."""
+        return k_nearest(
+            self.tree,
+            self.queries[rows],
+            k,
+            tie_tol=tie_tol,
+            threads=self.threads,
+            numeric=self.numeric,
+            bar=bar,
+        )

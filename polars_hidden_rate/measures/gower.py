@@ -45,7 +45,7 @@ from polars.exceptions import ComputeError, SchemaError
 from polars_hidden_rate._types import BoolArray, Float64Array
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import KNearest, k_nearest
+from polars_hidden_rate.engine.nearest import TreeSearch, query_blocks
 from polars_hidden_rate.frames import (
     inexact_counts,
     is_text,
@@ -215,25 +215,19 @@ class GowerColumns:
         return candidates, queries
 
 
-def gower_nearest(
+def gower_search(
     columns: GowerColumns,
     synthetic: Float64Array,
     targets: Float64Array,
-    k: int,
     *,
-    tie_tol: float,
     threads: int | None = None,
-    bar: Progress | None = None,
-) -> KNearest:
-    """Each target's ``k`` nearest synthetic records in anonymeter's space (scaled over the
-    synthetic set and these targets), with those tied at the ``k``-th within a factor ``1 +
-    tie_tol`` (`k_nearest`), advancing ``bar``."""
+) -> TreeSearch:
+    """A search of the synthetic records for the targets in anonymeter's space (both scaled
+    over the synthetic set and these targets)."""
     candidates, queries = columns.scaled(synthetic, targets)
     threads = threads or usable_cores()
     tree = KdTree.build(candidates, threads=threads, overwrite_input=True)
-    return k_nearest(
-        tree, queries, k, tie_tol=tie_tol, threads=threads, numeric=len(columns.numeric), bar=bar
-    )
+    return TreeSearch(tree, queries, threads, len(columns.numeric))
 
 
 def anonymeter_right(
@@ -272,10 +266,15 @@ def inference_shares(
     anonymeter's space (scaled over the synthetic set and these targets): ``matching /
     tied`` over the synthetic records whose distance is at most the nearest's times ``1 +
     tie_tol``. ``guesses`` are the synthetic records' secrets, ``secrets`` the targets'."""
-    nearest = gower_nearest(
-        columns, synthetic, targets, 1, tie_tol=tie_tol, threads=threads, bar=bar
-    )
-    queries = nearest.queries
-    right = anonymeter_right(guesses[nearest.rows], secrets[queries], kind, tolerance)
-    shares: Float64Array = nearest.counts(right) / nearest.counts()
+    search = gower_search(columns, synthetic, targets, threads=threads)
+    shares = np.empty(len(targets), dtype=np.float64)
+
+    def share(rows: slice) -> int:
+        nearest = search.k_nearest(rows, 1, tie_tol=tie_tol, bar=bar)
+        owner = nearest.queries + rows.start
+        right = anonymeter_right(guesses[nearest.rows], secrets[owner], kind, tolerance)
+        shares[rows] = nearest.counts(right) / nearest.counts()
+        return len(nearest.rows)
+
+    query_blocks(len(targets), share)
     return shares

@@ -52,14 +52,19 @@ from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import K_NEAREST_WALKS, KNearest, k_nearest
+from polars_hidden_rate.engine.nearest import (
+    K_NEAREST_WALKS,
+    KNearest,
+    TreeSearch,
+    query_blocks,
+)
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
 from polars_hidden_rate.measures.gower import (
     GowerColumns,
     Space,
     check_space,
-    gower_nearest,
+    gower_search,
     refuse_projection_options,
 )
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
@@ -211,13 +216,16 @@ class LinkabilityRisk:
         threads = threads or usable_cores()
         trees = [KdTree.build(side[0], threads=threads) for side in scaled]
         members, control = (
-            link_chances(
+            _chances(
                 [
-                    k_nearest(tree, side[t], k, tie_tol=tie_tol, threads=threads, bar=bar)
+                    TreeSearch(tree, side[t], threads)
                     for tree, side in zip(trees, scaled, strict=True)
                 ],
+                len(scaled[0][t]),
                 k,
                 synthetic,
+                tie_tol,
+                bar,
             )
             for t in (1, 2)
         )
@@ -380,6 +388,27 @@ def _neighbours(n_neighbors: object) -> int:
         msg = f"`n_neighbors` must be an integer of at least 1, got {n_neighbors!r}"
         raise ValueError(msg)
     return n_neighbors
+
+
+def _chances(
+    searches: Sequence[TreeSearch],
+    targets: int,
+    k: int,
+    synthetic: int,
+    tie_tol: float,
+    bar: Progress | None,
+) -> Float64Array:
+    """Each target's chance of a link, from each side's search, by blocks of targets
+    (`query_blocks`: where records tie by the thousand, memory stays bounded)."""
+    chances = np.empty(targets, dtype=np.float64)
+
+    def block(rows: slice) -> int:
+        sides = [search.k_nearest(rows, k, tie_tol=tie_tol, bar=bar) for search in searches]
+        chances[rows] = link_chances(sides, k, synthetic)
+        return max(len(side.rows) for side in sides)
+
+    query_blocks(targets, block)
+    return chances
 
 
 def linkability_risk(
@@ -579,13 +608,16 @@ def _in_gower(
     synthetic = read["synthetic"].height
     k = min(k, synthetic)
     members, control = (
-        link_chances(
+        _chances(
             [
-                gower_nearest(column, side["synthetic"], side[role], k, tie_tol=tie_tol, bar=bar)
+                gower_search(column, side["synthetic"], side[role])
                 for column, side in zip(columns, arrays, strict=True)
             ],
+            read[role].height,
             k,
             synthetic,
+            tie_tol,
+            bar,
         )
         for role in ("originals", "holdout")
     )
