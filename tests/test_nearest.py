@@ -428,15 +428,19 @@ def test_a_nan_threshold_is_refused_by_within_reach() -> None:
 
 
 def _segments(found: KNearest) -> list[tuple[list[int], list[float], list[bool], float]]:
-    return [
-        (
-            found.rows[lo:hi].tolist(),
-            found.distances[lo:hi].tolist(),
-            found.certain[lo:hi].tolist(),
-            float(found.edge[i]),
+    """Each query's segment sorted by (distance, row), as the brute force lists them."""
+    out = []
+    for i, (lo, hi) in enumerate(zip(found.offsets[:-1], found.offsets[1:], strict=True)):
+        order = np.lexsort((found.rows[lo:hi], found.distances[lo:hi]))
+        out.append(
+            (
+                found.rows[lo:hi][order].tolist(),
+                found.distances[lo:hi][order].tolist(),
+                found.certain[lo:hi][order].tolist(),
+                float(found.edge[i]),
+            )
         )
-        for i, (lo, hi) in enumerate(zip(found.offsets[:-1], found.offsets[1:], strict=True))
-    ]
+    return out
 
 
 knn_grid = st.lists(

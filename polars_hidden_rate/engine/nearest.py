@@ -24,6 +24,7 @@ from polars_hidden_rate.engine._kernels import (
     kth_walk,
     nearest_two_walk,
     reach_walk,
+    segment_overlaps,
     sorted_by_key,
     tied_match_walk,
     within_walk,
@@ -416,7 +417,8 @@ def tied_matches(
 class KNearest:
     """Each query's ``k`` nearest points of a tree and those tied with the ``k``-th, as
     segments: query ``i``'s are ``rows[offsets[i]:offsets[i + 1]]`` (the points' rows in the
-    tree's input, each once), sorted by distance, then row.
+    tree's input, each once), in the order the walk met them: what is found does not depend
+    on it, and sorting the segments costs more than their users' counts.
 
     Attributes
     ----------
@@ -427,7 +429,7 @@ class KNearest:
     certain
         Whether the point is certainly among the ``k`` nearest: ``distance * (1 + tie_tol)
         < edge``; the others found are tied at the edge, ``distance <= edge * (1 +
-        tie_tol)``. The certain come first in each segment.
+        tie_tol)``.
     edge
         Each query's ``k``-th smallest distance, duplicates counted.
     """
@@ -445,6 +447,25 @@ class KNearest:
             np.arange(len(self.edge), dtype=np.int64), np.diff(self.offsets)
         )
         return found
+
+    def overlaps(self, other: KNearest, points: int) -> CountArray:
+        """Per query, the rows this search and ``other`` (of the same queries, among the same
+        ``points``) share, by how each holds them: columns (certain in both, tied here and
+        certain there, tied in both, certain here and tied there)."""
+        if len(other.edge) != len(self.edge):
+            raise ValueError("both searches must be of the same queries")
+        shared = np.zeros((len(self.edge), 4), dtype=np.int64)
+        segment_overlaps(
+            self.offsets,
+            self.rows,
+            self.certain,
+            other.offsets,
+            other.rows,
+            other.certain,
+            int(points),
+            shared,
+        )
+        return shared
 
     def counts(self, mask: BoolArray | None = None) -> CountArray:
         """Per query, how many found points ``mask`` (None: every one) holds."""
@@ -485,7 +506,7 @@ def k_nearest(
     >>> import numpy as np
     >>> tree = KdTree.build(np.array([[0.0], [2.0], [2.0], [5.0]]))
     >>> found = k_nearest(tree, np.array([[1.0]]), 2, tie_tol=0.0, threads=1)
-    >>> found.rows.tolist(), found.distances.tolist(), found.certain.tolist()
+    >>> sorted(found.rows.tolist()), found.distances.tolist(), found.certain.tolist()
     ([0, 1, 2], [1.0, 1.0, 1.0], [False, False, False])
     """
     if tree.weights is not None:
@@ -528,8 +549,6 @@ def k_nearest(
     _in_tasks(rows, threads, fill, bar)
     found = tree.order[found]
     owner = np.repeat(np.arange(m, dtype=np.int64), counts)
-    order = np.lexsort((found, distances, owner))
-    found, distances = found[order], distances[order]
     certain = distances * (1.0 + tie_tol) < edge[owner]
     return KNearest(offsets, found, distances, certain, edge)
 

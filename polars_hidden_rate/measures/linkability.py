@@ -82,32 +82,25 @@ def link_chances(sides: Sequence[KNearest], k: int, synthetic: int) -> Float64Ar
     records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers.
     ``sides``: the searches on ``A`` and on ``B``; ``synthetic``: the records searched."""
     a, b = sides
-    targets = len(a.edge)
     certain_a, certain_b = a.counts(a.certain), b.counts(b.certain)
     tied_a, tied_b = a.counts() - certain_a, b.counts() - certain_b
     left_a, left_b = k - certain_a, k - certain_b
-    # The records both sides found for a target, with how each side holds them.
-    keys_a, keys_b = (side.queries * synthetic + side.rows for side in (a, b))
-    _, in_a, in_b = np.intersect1d(keys_a, keys_b, assume_unique=True, return_indices=True)
-    owner, on_a, on_b = a.queries[in_a], a.certain[in_a], b.certain[in_b]
-
-    def per_target(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(owner[mask], minlength=targets)
-
-    sure = per_target(on_a & on_b) > 0
-    into_b = per_target(~on_a & on_b)  # A's tied records B holds surely
-    both = per_target(~on_a & ~on_b)  # tied on both sides
-    from_a = per_target(on_a & ~on_b)  # A's certain among B's tied
+    # The records both sides found for a target, by how each side holds them.
+    # Certain on both (surely linked), A's tied records B holds surely, tied on both sides,
+    # A's certain records among B's tied.
+    shared = a.overlaps(b, synthetic)
+    sure, met = shared[:, 0] > 0, shared.sum(axis=1) > 0
+    into_b, both, from_a = shared[:, 1], shared[:, 2], shared[:, 3]
     # Where neither side draws (every tied record fills a place), the sets meet or not.
     drawn = ~sure & ((tied_a != left_a) | (tied_b != left_b))
-    chances = np.where(sure | (np.bincount(owner, minlength=targets) > 0), 1.0, 0.0)
+    chances = np.where(met, 1.0, 0.0)
     for i in np.flatnonzero(drawn):
         ta, tb, ra, rb = int(tied_a[i]), int(tied_b[i]), int(left_a[i]), int(left_b[i])
-        shared, sure_b, sure_a = int(both[i]), int(into_b[i]), int(from_a[i])
-        rest = ta - shared - sure_b  # A's tied records on neither of B's lists
+        tied, sure_b, sure_a = int(both[i]), int(into_b[i]), int(from_a[i])
+        rest = ta - tied - sure_b  # A's tied records on neither of B's lists
         missed = sum(
-            math.comb(shared, x) * math.comb(rest, ra - x) * math.comb(tb - sure_a - x, rb)
-            for x in range(min(shared, ra) + 1)
+            math.comb(tied, x) * math.comb(rest, ra - x) * math.comb(tb - sure_a - x, rb)
+            for x in range(min(tied, ra) + 1)
         )
         chances[i] = float(1 - Fraction(missed, math.comb(ta, ra) * math.comb(tb, rb)))
     return chances

@@ -44,6 +44,7 @@ from polars_hidden_rate.engine._kernels.knearest import (
     kth_walk,
     pair_distance,
     scan_k,
+    segment_overlaps,
     within_walk,
 )
 from polars_hidden_rate.engine._kernels.nearest import (
@@ -95,6 +96,7 @@ __all__ = [
     "row_squared_distances",
     "scan_k",
     "scan_two",
+    "segment_overlaps",
     "select_nth",
     "sorted_by_key",
     "split_between_ties",

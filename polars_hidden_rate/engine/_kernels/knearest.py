@@ -1,6 +1,6 @@
 """The k-nearest walks, in the engine's squared distance or in anonymeter's Gower distance:
 each query's ``k``-th smallest distance (`kth_walk`), then the points within a bound of it
-(`within_walk`), counted or gathered.
+(`within_walk`), counted or gathered; the rows two searches share (`segment_overlaps`).
 
 A metric is chosen by ``numeric``: below 0, the engine's ``d2`` (`point_d2`); else the
 Gower distance of anonymeter's loop, the first ``numeric`` columns' absolute differences
@@ -15,6 +15,7 @@ that matters loses no point that ties with it.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels.common import (
@@ -202,3 +203,34 @@ def within_walk(
             stack[0] = other
             top = 1
         counts[i] = total
+
+
+@kernel
+def segment_overlaps(
+    offsets_a: IndexArray,
+    rows_a: IndexArray,
+    certain_a: npt.NDArray[np.bool_],
+    offsets_b: IndexArray,
+    rows_b: IndexArray,
+    certain_b: npt.NDArray[np.bool_],
+    points: int,
+    overlaps: CountArray,
+) -> None:
+    """``overlaps[i]``: the rows query ``i``'s segments of ``a`` and ``b`` share, counted by
+    how each holds them: (certain on both, tied on ``a`` and certain on ``b``, tied on both,
+    certain on ``a`` and tied on ``b``). Each row is marked in a table of ``points`` and
+    unmarked after: linear in the segments, no sort."""
+    mark = np.zeros(points, dtype=np.int8)
+    for i in range(len(offsets_a) - 1):
+        for p in range(offsets_a[i], offsets_a[i + 1]):
+            mark[rows_a[p]] = 1 if certain_a[p] else 2
+        for p in range(offsets_b[i], offsets_b[i + 1]):
+            held = mark[rows_b[p]]
+            if held == 0:
+                continue
+            if certain_b[p]:
+                overlaps[i, 0 if held == 1 else 1] += 1
+            else:
+                overlaps[i, 3 if held == 1 else 2] += 1
+        for p in range(offsets_a[i], offsets_a[i + 1]):
+            mark[rows_a[p]] = 0
