@@ -654,3 +654,34 @@ def brute_singling_out(
         tuple(sum(all(holds(row, *cond) for cond in q) for row in rows) for rows in sets)  # type: ignore[misc]
         for q in unique
     )
+
+
+def brute_k_nearest(
+    candidates: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    tie_tol: float,
+    numeric: int | None = None,
+) -> list[tuple[list[int], list[float], list[bool], float]]:
+    """The brute force `k_nearest` replaces, every (query, candidate) pair: per query, the
+    rows within ``1 + tie_tol`` of the ``k``-th smallest distance sorted by (distance, row),
+    their distances, whether each is certain (``d * (1 + tie_tol) < edge``), and the edge.
+    The distance is ``d2`` (``numeric`` None: squares summed in column order) or anonymeter's
+    Gower distance of its loop (the ``numeric`` first columns' ``|q - c|`` summed in order,
+    then 1 per differing column after them)."""
+    distances = np.zeros((len(queries), len(candidates)), dtype=np.float64)
+    for c in range(queries.shape[1]):
+        if numeric is None:
+            distances += np.square(queries[:, c, None] - candidates[None, :, c])
+        elif c < numeric:
+            distances += np.abs(queries[:, c, None] - candidates[None, :, c])
+        else:
+            distances += queries[:, c, None] != candidates[None, :, c]
+    out = []
+    for row in distances:
+        edge = float(np.partition(row, k - 1)[k - 1])
+        found = np.flatnonzero(row <= edge * (1.0 + tie_tol))
+        found = found[np.lexsort((found, row[found]))]
+        certain = row[found] * (1.0 + tie_tol) < edge
+        out.append((found.tolist(), row[found].tolist(), certain.tolist(), edge))
+    return out

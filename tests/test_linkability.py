@@ -504,3 +504,42 @@ def test_gower_takes_the_types_as_anonymeter_does(
             peer["n_control"],
         )
         assert close(attack.risk, peer["risk"])
+
+
+def test_the_attacks_by_small_blocks_of_targets_give_the_same_figures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where records tie by the thousand the searches run by blocks of targets
+    (`query_blocks`); blocks of one or a few targets change no figure."""
+    from polars_hidden_rate.engine import nearest
+
+    rng = np.random.default_rng(11)
+
+    def frame(n: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "x": rng.integers(0, 3, n) * 1.0,
+                "c": rng.choice(["p", "q"], n),
+                "y": rng.integers(0, 2, n) * 1.0,
+                "s": rng.integers(0, 2, n),
+            }
+        )
+
+    sets = frame(40), frame(30), frame(35)
+    runs = []
+    for first, budget in ((1024, 1 << 22), (1, 1), (3, 20)):
+        monkeypatch.setattr(nearest, "FIRST_BLOCK", first)
+        monkeypatch.setattr(nearest, "FOUND_PER_BLOCK", budget)
+        runs.append(
+            [
+                phr.linkability_risk(
+                    *sets, aux_cols=(["x", "c"], ["y"]), n_neighbors=2, space=space
+                )
+                for space in ("gower", "projected")
+            ]
+            + [phr.inference_risk(*sets, known=["x", "c"], secret="s", space="gower")]
+        )
+    for run in runs[1:]:
+        for found, expected in zip(run, runs[0], strict=True):
+            assert found.members_success.tolist() == expected.members_success.tolist()
+            assert found.control_success.tolist() == expected.control_success.tolist()

@@ -15,6 +15,8 @@ from polars_hidden_rate.engine._kernels import sorted_by_key
 from polars_hidden_rate.engine.arrays import squared_distances
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
+    KNearest,
+    k_nearest,
     merge_nearest_two,
     nearest_two,
     scaled_pair,
@@ -25,7 +27,14 @@ from polars_hidden_rate.engine.nearest import (
     within_reach,
 )
 from polars_hidden_rate.engine.scale import canonical_scale
-from tests.helpers import OFFSETS, brute_force_two, examples, nearest_two_case, nearest_two_cases
+from tests.helpers import (
+    OFFSETS,
+    brute_force_two,
+    brute_k_nearest,
+    examples,
+    nearest_two_case,
+    nearest_two_cases,
+)
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -416,3 +425,94 @@ def test_a_nan_threshold_is_refused_by_within_reach() -> None:
     tree = KdTree.build(np.zeros((3, 2)))
     with pytest.raises(ValueError, match="`thresholds` hold NaN"):
         within_reach(tree, np.zeros((2, 2)), np.array([1.0, np.nan]), threads=1)
+
+
+def _segments(found: KNearest) -> list[tuple[list[int], list[float], list[bool], float]]:
+    """Each query's segment sorted by (distance, row), as the brute force lists them."""
+    out = []
+    for i, (lo, hi) in enumerate(zip(found.offsets[:-1], found.offsets[1:], strict=True)):
+        order = np.lexsort((found.rows[lo:hi], found.distances[lo:hi]))
+        out.append(
+            (
+                found.rows[lo:hi][order].tolist(),
+                found.distances[lo:hi][order].tolist(),
+                found.certain[lo:hi][order].tolist(),
+                float(found.edge[i]),
+            )
+        )
+    return out
+
+
+knn_grid = st.lists(
+    st.tuples(st.integers(-2, 2), st.integers(-1, 1), st.integers(0, 2)), min_size=1, max_size=40
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    candidates=knn_grid,
+    queries=knn_grid,
+    k=st.integers(1, 5),
+    tie_tol=st.sampled_from([0.0, 1e-9, 0.5]),
+    numeric=st.sampled_from([None, 0, 1, 2, 3]),
+    unit=st.sampled_from([1.0, 0.1, 2.0**-600, 2.0**600]),
+    threads=st.sampled_from([1, 3]),
+    leaf=st.sampled_from([1, 2, 16]),
+)
+def test_k_nearest_equals_the_brute_force_with_ties_and_duplicates(
+    candidates: list[tuple[int, int, int]],
+    queries: list[tuple[int, int, int]],
+    k: int,
+    tie_tol: float,
+    numeric: int | None,
+    unit: float,
+    threads: int,
+    leaf: int,
+) -> None:
+    """Integer grids (ties and duplicates abound), scaled by ``unit`` in the numeric
+    columns (inexact at 0.1; in d2, canonically scaled as the callers do): every record
+    certain or tied at the edge, its distance and the edge, the floats of the brute force."""
+    points, targets = np.array(candidates, dtype=float), np.array(queries, dtype=float)
+    if numeric is None:
+        (points, targets), _ = canonical_scale(points * unit, targets * unit)
+    else:
+        points[:, :numeric] *= unit
+        targets[:, :numeric] *= unit
+    k = min(k, len(points))
+    tree = KdTree.build(points, leaf, threads=threads)
+    found = k_nearest(tree, targets, k, tie_tol=tie_tol, threads=threads, numeric=numeric)
+    assert _segments(found) == brute_k_nearest(points, targets, k, tie_tol, numeric)
+
+
+@settings(max_examples=examples(50), deadline=None)
+@given(seed=st.integers(0, 2**16), numeric=st.sampled_from([None, 2]), k=st.sampled_from([1, 3]))
+def test_k_nearest_is_invariant_to_row_order_and_power_of_two_scales(
+    seed: int, numeric: int | None, k: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    points = np.column_stack([rng.integers(0, 4, (300, 2)) * 0.25, rng.integers(0, 3, 300)])
+    targets = np.column_stack([rng.integers(0, 4, (50, 2)) * 0.25, rng.integers(0, 3, 50)])
+    raw = points, targets
+    if numeric is None:
+        (points, targets), _ = canonical_scale(points, targets)
+    found = _segments(
+        k_nearest(KdTree.build(points), targets, k, tie_tol=1e-9, threads=2, numeric=numeric)
+    )
+    order, turn = rng.permutation(300), rng.permutation(50)
+    shuffled = k_nearest(
+        KdTree.build(points[order]), targets[turn], k, tie_tol=1e-9, threads=1, numeric=numeric
+    )
+    back = [(sorted(order[r].tolist()), d, c, e) for r, d, c, e in _segments(shuffled)]
+    expected = [found[t] for t in turn]
+    assert [(sorted(r), d, c, e) for r, d, c, e in expected] == back
+    if numeric is None:  # the engine's space: one canonical scale whatever the power of two
+        for unit in (2.0**-600, 2.0**600):
+            (p, q), _ = canonical_scale(raw[0] * unit, raw[1] * unit)
+            assert _segments(k_nearest(KdTree.build(p), q, k, tie_tol=1e-9, threads=2)) == found
+
+
+def test_k_nearest_refuses_a_k_it_cannot_fill() -> None:
+    tree = KdTree.build(np.zeros((3, 1)))
+    for k in (0, 4, True):
+        with pytest.raises(ValueError, match="`k` must be an integer from 1"):
+            k_nearest(tree, np.zeros((1, 1)), k, tie_tol=0.0, threads=1)

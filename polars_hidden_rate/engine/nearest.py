@@ -19,17 +19,28 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
+    kth_walk,
     nearest_two_walk,
     reach_walk,
+    segment_overlaps,
     sorted_by_key,
     tied_match_walk,
+    within_walk,
 )
 from polars_hidden_rate.engine.arrays import check_rows
 from polars_hidden_rate.engine.kdtree import KdTree, queries_per_task
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.progress import Progress
+
+K_NEAREST_WALKS = 3
+"""The walks of a `k_nearest` search: its bar advances by each query once a walk."""
+FOUND_PER_BLOCK = 1 << 22
+"""The records a block of `query_blocks` aims to find: about 100 MB with their sort."""
+FIRST_BLOCK = 1024
+"""The queries of the first block, before the records found per query are known."""
 
 
 @dataclass(frozen=True)
@@ -230,14 +241,25 @@ def _check_walk(tree: KdTree, queries: Float64Array, rows: IndexArray, *, every:
     check_rows(rows, len(queries), every=every)
 
 
-def _in_tasks(rows: IndexArray, threads: int, walk: Callable[[IndexArray], None]) -> None:
+def _in_tasks(
+    rows: IndexArray,
+    threads: int,
+    walk: Callable[[IndexArray], None],
+    bar: Progress | None = None,
+) -> None:
     """``walk`` of the queries ``rows``, cut into tasks (`queries_per_task`) taken in turn by
-    ``threads`` threads; the kernels release the GIL."""
+    ``threads`` threads; the kernels release the GIL. ``bar`` advances by each task's
+    queries as it ends."""
     size = queries_per_task(len(rows), threads)
-    for _ in parallel_map(
-        threads, lambda task: walk(rows[task * size : (task + 1) * size]), -(-len(rows) // size)
-    ):
-        pass
+
+    def task(number: int) -> int:
+        chosen = rows[number * size : (number + 1) * size]
+        walk(chosen)
+        return len(chosen)
+
+    for done in parallel_map(threads, task, -(-len(rows) // size)):
+        if bar is not None:
+            bar.advance(done)
 
 
 def walk_order(tree: KdTree, queries: Float64Array, *, threads: int) -> IndexArray:
@@ -389,3 +411,183 @@ def tied_matches(
 
     _in_tasks(rows, threads, walk)
     return tied, matching
+
+
+@dataclass(frozen=True)
+class KNearest:
+    """Each query's ``k`` nearest points of a tree and those tied with the ``k``-th, as
+    segments: query ``i``'s are ``rows[offsets[i]:offsets[i + 1]]`` (the points' rows in the
+    tree's input, each once), in the order the walk met them: what is found does not depend
+    on it, and sorting the segments costs more than their users' counts.
+
+    Attributes
+    ----------
+    offsets
+        int64 of shape ``(m + 1,)``.
+    rows, distances
+        Each found point's row and its distance to the query (`k_nearest`'s metric).
+    certain
+        Whether the point is certainly among the ``k`` nearest: ``distance * (1 + tie_tol)
+        < edge``; the others found are tied at the edge, ``distance <= edge * (1 +
+        tie_tol)``.
+    edge
+        Each query's ``k``-th smallest distance, duplicates counted.
+    """
+
+    offsets: IndexArray
+    rows: IndexArray
+    distances: Float64Array
+    certain: BoolArray
+    edge: Float64Array
+
+    @property
+    def queries(self) -> IndexArray:
+        """The query of each found point."""
+        found: IndexArray = np.repeat(
+            np.arange(len(self.edge), dtype=np.int64), np.diff(self.offsets)
+        )
+        return found
+
+    def overlaps(self, other: KNearest, points: int) -> CountArray:
+        """Per query, the rows this search and ``other`` (of the same queries, among the same
+        ``points``) share, by how each holds them: columns (certain in both, tied here and
+        certain there, tied in both, certain here and tied there)."""
+        if len(other.edge) != len(self.edge):
+            raise ValueError("both searches must be of the same queries")
+        shared = np.zeros((len(self.edge), 4), dtype=np.int64)
+        segment_overlaps(
+            self.offsets,
+            self.rows,
+            self.certain,
+            other.offsets,
+            other.rows,
+            other.certain,
+            int(points),
+            shared,
+        )
+        return shared
+
+    def counts(self, mask: BoolArray | None = None) -> CountArray:
+        """Per query, how many found points ``mask`` (None: every one) holds."""
+        queries = self.queries if mask is None else self.queries[mask]
+        counted: CountArray = np.bincount(queries, minlength=len(self.edge)).astype(np.int64)
+        return counted
+
+
+def k_nearest(
+    tree: KdTree,
+    queries: Float64Array,
+    k: int,
+    *,
+    tie_tol: float,
+    threads: int,
+    numeric: int | None = None,
+    bar: Progress | None = None,
+) -> KNearest:
+    """The ``k`` nearest points of ``tree`` to each query, exactly, with the points tied at
+    the ``k``-th: the records certainly among the nearest and those that may fill its last
+    places, whatever the order (`KNearest`).
+
+    The metric is the engine's ``d2`` (``numeric`` None: the tree and the queries at one
+    scale, `canonical_scale`; ties within a factor ``1 + tie_tol``, local cloaking's rule),
+    or anonymeter's Gower distance (``numeric`` the count of numeric columns, first, already
+    divided by their ranges; the rest category codes): ``sum |q - p|`` over the numeric
+    columns in order, then 1 per differing code, the float64 steps of anonymeter's loop.
+
+    Two walks of the tree from each query's own leaf (`kth_walk`, `within_walk`): the first
+    finds the ``k``-th smallest distance, the second gathers every point within ``1 +
+    tie_tol`` of it. A box is skipped only when its lower bound, which never exceeds a
+    point's float64 distance (`box_lower`), is beyond what can matter: no point that ties is
+    lost. Linear in the points found, which is ``k`` per query but for ties. ``bar``
+    advances by `K_NEAREST_WALKS` units a query.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tree = KdTree.build(np.array([[0.0], [2.0], [2.0], [5.0]]))
+    >>> found = k_nearest(tree, np.array([[1.0]]), 2, tie_tol=0.0, threads=1)
+    >>> sorted(found.rows.tolist()), found.distances.tolist(), found.certain.tolist()
+    ([0, 1, 2], [1.0, 1.0, 1.0], [False, False, False])
+    """
+    if tree.weights is not None:
+        raise ValueError("`tree` must not be collapsed: each point must stand for one record")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= tree.avatars:
+        msg = f"`k` must be an integer from 1 to the tree's {tree.avatars} points, got {k!r}"
+        raise ValueError(msg)
+    width = tree.points.shape[1]
+    metric = -1 if numeric is None else int(numeric)
+    if numeric is not None and not 0 <= metric <= width:
+        msg = f"`numeric` must be from 0 to the tree's {width} columns, got {numeric!r}"
+        raise ValueError(msg)
+    queries = np.ascontiguousarray(queries, dtype=np.float64)
+    rows = walk_order(tree, queries, threads=threads)
+    _check_walk(tree, queries, rows, every=True)
+    m = len(queries)
+    edge = np.empty(m, dtype=np.float64)
+    flat = tree.flat
+
+    def kth(chosen: IndexArray) -> None:
+        kth_walk(flat, queries, chosen, int(k), metric, edge)
+
+    _in_tasks(rows, threads, kth, bar)
+    thresholds = edge * (1.0 + tie_tol)
+    counts = np.zeros(m, dtype=np.int64)
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+
+    def count(chosen: IndexArray) -> None:
+        within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, none_i, none_f)
+
+    _in_tasks(rows, threads, count, bar)
+    np.cumsum(counts, out=offsets[1:])
+    found = np.empty(offsets[-1], dtype=np.int64)
+    distances = np.empty(offsets[-1], dtype=np.float64)
+
+    def fill(chosen: IndexArray) -> None:
+        within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, found, distances)
+
+    _in_tasks(rows, threads, fill, bar)
+    found = tree.order[found]
+    owner = np.repeat(np.arange(m, dtype=np.int64), counts)
+    certain = distances * (1.0 + tie_tol) < edge[owner]
+    return KNearest(offsets, found, distances, certain, edge)
+
+
+def query_blocks(queries: int, search: Callable[[slice], int]) -> None:
+    """``search(rows)`` on consecutive blocks of ``range(queries)``, each sized from the
+    records the last found per query so that a block finds about `FOUND_PER_BLOCK`:
+    `k_nearest` finds ``k`` records a query but for ties, and where records tie by the
+    thousand (categories only) its memory stays bounded. ``search`` returns the records it
+    found."""
+    start, size = 0, FIRST_BLOCK
+    while start < queries:
+        rows = slice(start, min(queries, start + size))
+        found = search(rows)
+        per_query = max(found / (rows.stop - rows.start), 1.0)
+        size = max(1, int(FOUND_PER_BLOCK / per_query))
+        start = rows.stop
+
+
+@dataclass(frozen=True)
+class TreeSearch:
+    """A kd-tree and the queries to search it for, by blocks of queries (`query_blocks`),
+    in `k_nearest`'s metric (``numeric`` as there)."""
+
+    tree: KdTree
+    queries: Float64Array
+    threads: int
+    numeric: int | None = None
+
+    def k_nearest(
+        self, rows: slice, k: int, *, tie_tol: float, bar: Progress | None = None
+    ) -> KNearest:
+        """`k_nearest` of the queries ``rows``."""
+        return k_nearest(
+            self.tree,
+            self.queries[rows],
+            k,
+            tie_tol=tie_tol,
+            threads=self.threads,
+            numeric=self.numeric,
+            bar=bar,
+        )

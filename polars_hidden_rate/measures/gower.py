@@ -25,13 +25,16 @@ anonymeter 1.1 computes it (``anonymeter/neighbors/mixed_types_kneighbors.py`` a
   infinite value also makes its column's range infinite) and the record sorts last, which
   is no rule an attack can be judged by.
 
-The searches here are exact block-wise brute forces over every (query, candidate) pair,
-``O(n m d)``, as anonymeter's are; none is sampled. Arrays out, for the attacks above.
+The searches are exact and sub-quadratic: a kd-tree of the scaled synthetic records
+(`polars_hidden_rate.engine.nearest.k_nearest`), pruned by an L1 bound on the numeric
+columns plus one per category outside a box's codes, which never exceeds a record's
+float64 distance, so every record that ties at the edge is found; none is sampled.
+Arrays out, for the attacks above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -39,7 +42,10 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError, SchemaError
 
-from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate._types import BoolArray, Float64Array
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import TreeSearch, query_blocks
 from polars_hidden_rate.frames import (
     inexact_counts,
     is_text,
@@ -48,13 +54,11 @@ from polars_hidden_rate.frames import (
     raise_missing,
 )
 from polars_hidden_rate.plan import CountOptions, require_cpu
+from polars_hidden_rate.progress import Progress
 
 Space = Literal["projected", "gower"]
 """Where an attack measures: ``"projected"``, the package's projection fitted on the
 originals (the space of local cloaking), or ``"gower"``, anonymeter's distance."""
-
-BLOCK_ENTRIES = 1 << 21
-"""The (query, candidate) pairs a block of distances holds: 16 MiB of float64."""
 
 ANONYMETER_EPSILON = 1e-12
 """anonymeter divides a numeric guess's miss by the guess plus this."""
@@ -211,24 +215,19 @@ class GowerColumns:
         return candidates, queries
 
 
-def gower_distances(queries: Float64Array, candidates: Float64Array, numeric: int) -> Float64Array:
-    """``d[i, j]``, anonymeter's ``gower_distance`` of query ``i`` and candidate ``j``
-    (already scaled): the numeric columns' absolute differences summed in order, then 1 per
-    differing categorical column, each added as anonymeter's loop adds it."""
-    distances = np.zeros((len(queries), len(candidates)), dtype=np.float64)
-    for k in range(queries.shape[1]):
-        if k < numeric:
-            distances += np.abs(queries[:, k, None] - candidates[None, :, k])
-        else:
-            distances += queries[:, k, None] != candidates[None, :, k]
-    return distances
-
-
-def blocks(queries: int, candidates: int) -> Iterator[slice]:
-    """The queries cut into blocks of at most `BLOCK_ENTRIES` pairs (one query at least)."""
-    size = max(1, BLOCK_ENTRIES // max(candidates, 1))
-    for start in range(0, queries, size):
-        yield slice(start, min(start + size, queries))
+def gower_search(
+    columns: GowerColumns,
+    synthetic: Float64Array,
+    targets: Float64Array,
+    *,
+    threads: int | None = None,
+) -> TreeSearch:
+    """A search of the synthetic records for the targets in anonymeter's space (both scaled
+    over the synthetic set and these targets)."""
+    candidates, queries = columns.scaled(synthetic, targets)
+    threads = threads or usable_cores()
+    tree = KdTree.build(candidates, threads=threads, overwrite_input=True)
+    return TreeSearch(tree, queries, threads, len(columns.numeric))
 
 
 def anonymeter_right(
@@ -236,17 +235,18 @@ def anonymeter_right(
     secrets: Float64Array,
     kind: Literal["categorical", "numeric"],
     tolerance: float,
-) -> np.ndarray:
-    """``right[i, j]``: whether guess ``j`` is right for secret ``i`` by anonymeter's
-    ``evaluate_inference_guesses``: equal (categorical), or ``|g - s| / (g + 1e-12) <=
-    tolerance`` (numeric), or both missing."""
-    g, s = guesses[None, :], secrets[:, None]
+) -> BoolArray:
+    """``right[i]``: whether guess ``guesses[i]`` is right for secret ``secrets[i]`` by
+    anonymeter's ``evaluate_inference_guesses``: equal (categorical), or ``|g - s| / (g +
+    1e-12) <= tolerance`` (numeric), or both missing."""
+    g, s = guesses, secrets
     if kind == "numeric":
         with np.errstate(divide="ignore", invalid="ignore"):
             right = np.abs(g - s) / (g + ANONYMETER_EPSILON) <= tolerance
     else:
         right = g == s
-    return right | (np.isnan(g) & np.isnan(s))
+    found: BoolArray = right | (np.isnan(g) & np.isnan(s))
+    return found
 
 
 def inference_shares(
@@ -259,16 +259,22 @@ def inference_shares(
     kind: Literal["categorical", "numeric"],
     tolerance: float,
     tie_tol: float,
+    threads: int | None = None,
+    bar: Progress | None = None,
 ) -> Float64Array:
     """Each target's chance of a right guess from its nearest synthetic record in
     anonymeter's space (scaled over the synthetic set and these targets): ``matching /
     tied`` over the synthetic records whose distance is at most the nearest's times ``1 +
     tie_tol``. ``guesses`` are the synthetic records' secrets, ``secrets`` the targets'."""
-    candidates, queries = columns.scaled(synthetic, targets)
-    shares = np.empty(len(queries), dtype=np.float64)
-    for rows in blocks(len(queries), len(candidates)):
-        distances = gower_distances(queries[rows], candidates, len(columns.numeric))
-        tied = distances <= distances.min(axis=1, keepdims=True) * (1.0 + tie_tol)
-        matching = tied & anonymeter_right(guesses, secrets[rows], kind, tolerance)
-        shares[rows] = np.count_nonzero(matching, axis=1) / np.count_nonzero(tied, axis=1)
+    search = gower_search(columns, synthetic, targets, threads=threads)
+    shares = np.empty(len(targets), dtype=np.float64)
+
+    def share(rows: slice) -> int:
+        nearest = search.k_nearest(rows, 1, tie_tol=tie_tol, bar=bar)
+        owner = nearest.queries + rows.start
+        right = anonymeter_right(guesses[nearest.rows], secrets[owner], kind, tolerance)
+        shares[rows] = nearest.counts(right) / nearest.counts()
+        return len(nearest.rows)
+
+    query_blocks(len(targets), share)
     return shares

@@ -47,9 +47,7 @@ from polars_hidden_rate.checks import (
 )
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import (
-    tied_matches,
-)
+from polars_hidden_rate.engine.nearest import K_NEAREST_WALKS, tied_matches
 from polars_hidden_rate.engine.scale import (
     canonical_scale,
 )
@@ -74,6 +72,7 @@ from polars_hidden_rate.measures.secrets import (
 )
 from polars_hidden_rate.measures.stats import compared_rates, residual_risk
 from polars_hidden_rate.plan import CountOptions
+from polars_hidden_rate.progress import stage
 from polars_hidden_rate.projection.coordinates import auto_categorical
 
 """How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
@@ -523,22 +522,28 @@ class InferenceAttack:
         chosen = self.secret_kind != "auto" or named
         secrets = secret_values(read, self.secret, kind, chosen=chosen)
         if space == "gower":
-            return self._in_gower(read, schemas, secrets, kind, tie_tol, confidence)
+            return self._in_gower(
+                read, schemas, secrets, kind, tie_tol, confidence, options.get("progress")
+            )
         request = holdout_plan(
             read["originals"], read["synthetic"], read["holdout"], space_options, "inference_risk"
         ).fitted()
         fitted = request.projection.fitted if request.projection is not None else None
-        found = InferenceRisk.of_arrays(
+        coordinates = (
             request.coordinates_of(request.originals, "originals"),
             request.coordinates_of(request.avatars, "synthetic"),
             request.coordinates_of(read["holdout"].lazy(), "holdout"),
-            secrets,
-            secret_kind=kind,
-            tolerance=self.tolerance,
-            tie_tol=tie_tol,
-            threads=request.threads,
-            confidence=confidence,
         )
+        with stage("inference attack", enabled=options.get("progress")):
+            found = InferenceRisk.of_arrays(
+                *coordinates,
+                secrets,
+                secret_kind=kind,
+                tolerance=self.tolerance,
+                tie_tol=tie_tol,
+                threads=request.threads,
+                confidence=confidence,
+            )
         categorical = () if fitted is None else tuple(f.name for f in fitted.scaling.categorical)
         return replace(
             found, known=self.known, secret=self.secret, ncp=ncp, categorical=categorical
@@ -552,25 +557,31 @@ class InferenceAttack:
         kind: Literal["categorical", "numeric"],
         tie_tol: float,
         confidence: float,
+        progress: bool | None = None,
     ) -> InferenceRisk:
         """The attack in anonymeter's space (`polars_hidden_rate.measures.gower`), its
         right guesses judged by anonymeter's rule."""
         columns = GowerColumns.of(self.known, schemas)
         arrays = columns.arrays({role: frame.select(columns.names) for role, frame in read.items()})
         tolerance = 0.0 if kind == "categorical" else self.tolerance
-        members, control = (
-            inference_shares(
-                columns,
-                arrays["synthetic"],
-                arrays[role],
-                secrets[1],
-                secrets[k],
-                kind=kind,
-                tolerance=tolerance,
-                tie_tol=tie_tol,
+        targets = read["originals"].height + read["holdout"].height
+        with stage(
+            "inference attack, nearest records", K_NEAREST_WALKS * targets, enabled=progress
+        ) as bar:
+            members, control = (
+                inference_shares(
+                    columns,
+                    arrays["synthetic"],
+                    arrays[role],
+                    secrets[1],
+                    secrets[k],
+                    kind=kind,
+                    tolerance=tolerance,
+                    tie_tol=tie_tol,
+                    bar=bar,
+                )
+                for role, k in (("originals", 0), ("holdout", 2))
             )
-            for role, k in (("originals", 0), ("holdout", 2))
-        )
         found = InferenceRisk.of_shares(
             members,
             control,

@@ -28,19 +28,20 @@ away about its own training records.
   control)`` with its first-order error, both cut to [0, 1]
   (`polars_hidden_rate.measures.stats.residual_risk`).
 
-The searches are exact block-wise brute forces over every (target, synthetic record) pair,
-``O(n m d)``, as anonymeter's: in the projected space the float64 ``d2`` of the engine
-(squared differences summed in column order, the arrays of one side at one power-of-two
-scale), in anonymeter's the floats of its own loop (`polars_hidden_rate.measures.gower`).
+The searches are the engine's exact k-nearest search
+(`polars_hidden_rate.engine.nearest.k_nearest`), a kd-tree of the synthetic records pruned
+by bounds that never exceed a record's float64 distance, so every record tied at the edge
+is found: in the projected space the float64 ``d2`` of the engine (squared differences
+summed in column order, the arrays of one side at one power-of-two scale), in anonymeter's
+the floats of its own loop (`polars_hidden_rate.measures.gower`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from functools import partial
 from typing import Any, Unpack
 
 import numpy as np
@@ -48,20 +49,22 @@ import polars as pl
 from polars.exceptions import DuplicateError, NoDataError
 
 from polars_hidden_rate._types import Float64Array
-from polars_hidden_rate.checks import (
-    AllComponents,
-    check_confidence,
-    check_count,
-    check_tie_tol,
+from polars_hidden_rate.checks import AllComponents, check_confidence, check_count, check_tie_tol
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import (
+    K_NEAREST_WALKS,
+    KNearest,
+    TreeSearch,
+    query_blocks,
 )
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
 from polars_hidden_rate.measures.gower import (
     GowerColumns,
     Space,
-    blocks,
     check_space,
-    gower_distances,
+    gower_search,
     refuse_projection_options,
 )
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
@@ -69,62 +72,38 @@ from polars_hidden_rate.measures.inference import SuccessRate, attack_against_co
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions
+from polars_hidden_rate.progress import Progress, stage
 
 
-@dataclass(frozen=True)
-class Edge:
-    """One side's ``k`` nearest synthetic records of a block of targets, as masks over the
-    synthetic records: ``certain`` (strictly nearer than the ``k``-th, beyond the tie
-    tolerance), ``tied`` (at the ``k``-th's distance, within it), and ``left``, how many of
-    the tied fill the ``k`` places (``k - |certain|``, between 1 and ``|tied|``)."""
-
-    certain: np.ndarray
-    tied: np.ndarray
-    left: np.ndarray
-
-    @classmethod
-    def of(cls, distances: Float64Array, k: int, tie_tol: float) -> Edge:
-        """From ``distances[i, j]`` of target ``i`` to synthetic record ``j`` (k at most
-        their number)."""
-        edge = np.partition(distances, k - 1, axis=1)[:, k - 1 : k]
-        certain = distances * (1.0 + tie_tol) < edge
-        tied = ~certain & (distances <= edge * (1.0 + tie_tol))
-        return cls(certain, tied, k - np.count_nonzero(certain, axis=1))
-
-
-def link_chances(a: Edge, b: Edge) -> Float64Array:
+def link_chances(sides: Sequence[KNearest], k: int, synthetic: int) -> Float64Array:
     """Each target's probability that its ``k`` nearest on ``A`` and on ``B`` share a
     record, the places at each edge filled at random among the tied: 1 when the certain
     sets meet; else one minus the chance that ``A``'s random fill avoids ``B``'s certain
-    records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers."""
-    tied_a, tied_b = np.count_nonzero(a.tied, axis=1), np.count_nonzero(b.tied, axis=1)
-    sure = np.count_nonzero(a.certain & b.certain, axis=1) > 0
-    into_b = np.count_nonzero(a.tied & b.certain, axis=1)  # A's tied records B holds surely
-    both = np.count_nonzero(a.tied & b.tied, axis=1)  # tied on both sides
-    from_a = np.count_nonzero(a.certain & b.tied, axis=1)  # A's certain among B's tied
-    chances = np.empty(len(tied_a), dtype=np.float64)
-    for i in range(len(chances)):
-        if sure[i]:
-            chances[i] = 1.0
-            continue
-        ta, tb, ra, rb = int(tied_a[i]), int(tied_b[i]), int(a.left[i]), int(b.left[i])
-        shared, sure_b, sure_a = int(both[i]), int(into_b[i]), int(from_a[i])
-        rest = ta - shared - sure_b  # A's tied records on neither of B's lists
+    records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers.
+    ``sides``: the searches on ``A`` and on ``B``; ``synthetic``: the records searched."""
+    a, b = sides
+    certain_a, certain_b = a.counts(a.certain), b.counts(b.certain)
+    tied_a, tied_b = a.counts() - certain_a, b.counts() - certain_b
+    left_a, left_b = k - certain_a, k - certain_b
+    # The records both sides found for a target, by how each side holds them.
+    # Certain on both (surely linked), A's tied records B holds surely, tied on both sides,
+    # A's certain records among B's tied.
+    shared = a.overlaps(b, synthetic)
+    sure, met = shared[:, 0] > 0, shared.sum(axis=1) > 0
+    into_b, both, from_a = shared[:, 1], shared[:, 2], shared[:, 3]
+    # Where neither side draws (every tied record fills a place), the sets meet or not.
+    drawn = ~sure & ((tied_a != left_a) | (tied_b != left_b))
+    chances = np.where(met, 1.0, 0.0)
+    for i in np.flatnonzero(drawn):
+        ta, tb, ra, rb = int(tied_a[i]), int(tied_b[i]), int(left_a[i]), int(left_b[i])
+        tied, sure_b, sure_a = int(both[i]), int(into_b[i]), int(from_a[i])
+        rest = ta - tied - sure_b  # A's tied records on neither of B's lists
         missed = sum(
-            math.comb(shared, x) * math.comb(rest, ra - x) * math.comb(tb - sure_a - x, rb)
-            for x in range(min(shared, ra) + 1)
+            math.comb(tied, x) * math.comb(rest, ra - x) * math.comb(tb - sure_a - x, rb)
+            for x in range(min(tied, ra) + 1)
         )
         chances[i] = float(1 - Fraction(missed, math.comb(ta, ra) * math.comb(tb, rb)))
     return chances
-
-
-def squared_distances(queries: Float64Array, candidates: Float64Array) -> Float64Array:
-    """``d2[i, j]``: the engine's squared distance, the squared differences summed in column
-    order (no fused multiply-add)."""
-    d2 = np.zeros((len(queries), len(candidates)), dtype=np.float64)
-    for k in range(queries.shape[1]):
-        d2 += np.square(queries[:, k, None] - candidates[None, :, k])
-    return d2
 
 
 @dataclass(frozen=True)
@@ -213,6 +192,8 @@ class LinkabilityRisk:
         n_neighbors: int = 1,
         tie_tol: float = 1e-9,
         confidence: float = 0.95,
+        threads: int | None = None,
+        bar: Progress | None = None,
     ) -> LinkabilityRisk:
         """The attack in coordinate arrays: ``sides`` holds, for ``A`` and for ``B``, the
         (originals, synthetic, holdout) coordinates of that side's space; each side is
@@ -225,12 +206,19 @@ class LinkabilityRisk:
         ]
         synthetic = len(scaled[0][0])
         k = min(k, synthetic)
+        threads = threads or usable_cores()
+        trees = [KdTree.build(side[0], threads=threads) for side in scaled]
         members, control = (
             _chances(
-                [(side[0], side[t]) for side in scaled],
-                (squared_distances, squared_distances),
+                [
+                    TreeSearch(tree, side[t], threads)
+                    for tree, side in zip(trees, scaled, strict=True)
+                ],
+                len(scaled[0][t]),
                 k,
+                synthetic,
                 tie_tol,
+                bar,
             )
             for t in (1, 2)
         )
@@ -392,26 +380,24 @@ def _neighbours(n_neighbors: object) -> int:
     return check_count(n_neighbors, "n_neighbors")
 
 
-Distances = Callable[[Float64Array, Float64Array], Float64Array]
-"""``(queries, candidates) -> d[i, j]``: a side's distances."""
-
-
 def _chances(
-    pairs: Sequence[tuple[Float64Array, Float64Array]],
-    measures: Sequence[Distances],
+    searches: Sequence[TreeSearch],
+    targets: int,
     k: int,
+    synthetic: int,
     tie_tol: float,
+    bar: Progress | None,
 ) -> Float64Array:
-    """Each target's chance of a link, from (candidates, targets) of each side and the
-    side's distances, block by block."""
-    targets = len(pairs[0][1])
+    """Each target's chance of a link, from each side's search, by blocks of targets
+    (`query_blocks`: where records tie by the thousand, memory stays bounded)."""
     chances = np.empty(targets, dtype=np.float64)
-    for rows in blocks(targets, 2 * len(pairs[0][0])):
-        a, b = (
-            Edge.of(measure(q[rows], c), k, tie_tol)
-            for (c, q), measure in zip(pairs, measures, strict=True)
-        )
-        chances[rows] = link_chances(a, b)
+
+    def block(rows: slice) -> int:
+        sides = [search.k_nearest(rows, k, tie_tol=tie_tol, bar=bar) for search in searches]
+        chances[rows] = link_chances(sides, k, synthetic)
+        return max(len(side.rows) for side in sides)
+
+    query_blocks(targets, block)
     return chances
 
 
@@ -542,8 +528,13 @@ def linkability_risk(
     for role, frame in read.items():
         if frame.height == 0:
             raise NoDataError(f"{role}: no record, so there is nothing to attack")
+    # Two searches (A and B) of the originals and of the holdout.
+    searched = 2 * K_NEAREST_WALKS * (read["originals"].height + read["holdout"].height)
     if space == "gower":
-        found = _in_gower(read, schemas, sides, k, tie_tol, confidence)
+        with stage(
+            "linkability attack, nearest records", searched, enabled=options.get("progress")
+        ) as bar:
+            found = _in_gower(read, schemas, sides, k, tie_tol, confidence, bar)
         return replace(found, aux_cols=sides, space=space)
     arrays = []
     for side_option in side_options:
@@ -557,7 +548,17 @@ def linkability_risk(
                 request.coordinates_of(read["holdout"].lazy(), "holdout"),
             )
         )
-    found = LinkabilityRisk.of_arrays(arrays, n_neighbors=k, tie_tol=tie_tol, confidence=confidence)
+    with stage(
+        "linkability attack, nearest records", searched, enabled=options.get("progress")
+    ) as bar:
+        found = LinkabilityRisk.of_arrays(
+            arrays,
+            n_neighbors=k,
+            tie_tol=tie_tol,
+            confidence=confidence,
+            threads=options.get("threads"),
+            bar=bar,
+        )
     return replace(found, aux_cols=sides, space=space)
 
 
@@ -589,6 +590,7 @@ def _in_gower(
     k: int,
     tie_tol: float,
     confidence: float,
+    bar: Progress | None = None,
 ) -> LinkabilityRisk:
     """The attack in anonymeter's space, each side's columns scaled over the synthetic set
     and the targets of each attack, as anonymeter's searches scale them."""
@@ -599,23 +601,20 @@ def _in_gower(
     ]
     synthetic = read["synthetic"].height
     k = min(k, synthetic)
-    measures = [partial(_gower, numeric=len(column.numeric)) for column in columns]
     members, control = (
         _chances(
             [
-                column.scaled(side["synthetic"], side[role])
+                gower_search(column, side["synthetic"], side[role])
                 for column, side in zip(columns, arrays, strict=True)
             ],
-            measures,
+            read[role].height,
             k,
+            synthetic,
             tie_tol,
+            bar,
         )
         for role in ("originals", "holdout")
     )
     return LinkabilityRisk.of_shares(
         members, control, synthetic, confidence=confidence, n_neighbors=k, tie_tol=tie_tol
     )
-
-
-def _gower(queries: Float64Array, candidates: Float64Array, *, numeric: int) -> Float64Array:
-    return gower_distances(queries, candidates, numeric)

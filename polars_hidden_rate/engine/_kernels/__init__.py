@@ -1,6 +1,7 @@
 """Every numba kernel of the engine, under public names, one module a job: `common` (the
 compilation, the tree as one value, the steps every walk shares), `build` (the tree's build),
-`count` (the counting walk), `nearest` (the nearest-two, within-reach and tied-match walks),
+`count` (the counting walk), `knearest` (the k-nearest walks, in ``d2`` or the Gower
+distance), `nearest` (the nearest-two, within-reach and tied-match walks),
 `pairs` and `boxes` (the kernels of `engine.arrays` and `engine.boxes`), `reach` (the
 routing of queries to the shards their balls may reach). Imported from here.
 
@@ -37,6 +38,15 @@ from polars_hidden_rate.engine._kernels.common import (
     split_term,
 )
 from polars_hidden_rate.engine._kernels.count import NO_PROBE, Probe, Strictly, count_walk
+from polars_hidden_rate.engine._kernels.knearest import (
+    box_lower,
+    heap_push,
+    kth_walk,
+    pair_distance,
+    scan_k,
+    segment_overlaps,
+    within_walk,
+)
 from polars_hidden_rate.engine._kernels.nearest import (
     any_within,
     nearest_two_walk,
@@ -61,6 +71,7 @@ __all__ = [
     "Strictly",
     "any_within",
     "box_bounds",
+    "box_lower",
     "box_near",
     "boxes_in_reach",
     "climb",
@@ -68,20 +79,25 @@ __all__ = [
     "count_walk",
     "distinct_rows",
     "gather_column",
+    "heap_push",
     "kernel",
+    "kth_walk",
     "leaf_below",
     "leaves_below",
     "nearest_two_walk",
     "node_boxes",
     "node_splits",
     "open_box_counts",
+    "pair_distance",
     "pair_squared_distances",
     "permute_rows",
     "point_d2",
     "reach_walk",
     "repeated_rows",
     "row_squared_distances",
+    "scan_k",
     "scan_two",
+    "segment_overlaps",
     "select_nth",
     "sorted_by_key",
     "split_between_ties",
@@ -90,4 +106,5 @@ __all__ = [
     "swap_rows",
     "tied_match_walk",
     "values_match",
+    "within_walk",
 ]
