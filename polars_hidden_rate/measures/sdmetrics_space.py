@@ -29,7 +29,7 @@ none is sampled. Arrays out, for the measures above.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,9 +39,11 @@ from polars.exceptions import ComputeError, NoDataError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.frames import inexact_counts, is_text, raise_inexact
-from polars_hidden_rate.measures.gower import blocks
 from polars_hidden_rate.plan import CountOptions, CountPlan
 from polars_hidden_rate.projection.coordinates import auto_categorical
+
+BLOCK_ENTRIES = 1 << 21
+"""The (query, reference record) pairs a block of distances holds: 16 MiB of float64."""
 
 DcrSpace = Literal["projected", "sdmetrics"]
 """Where a DCR measure measures: ``"projected"``, the package's projection fitted on the
@@ -58,6 +60,13 @@ SDMETRICS_REFUSED = ("ncp", "impute", "tie_tol")
 """The options with no meaning in SDMetrics' space: the projection's shape and its fill of
 gaps (SDMetrics compares missing values its own way), and the tie rule (SDMetrics compares
 its distances exactly)."""
+
+
+def blocks(queries: int, candidates: int) -> Iterator[slice]:
+    """The queries cut into blocks of at most `BLOCK_ENTRIES` pairs (one query at least)."""
+    size = max(1, BLOCK_ENTRIES // max(candidates, 1))
+    for start in range(0, queries, size):
+        yield slice(start, min(start + size, queries))
 
 
 def check_dcr_space(space: object, caller: str) -> DcrSpace:
