@@ -1,22 +1,8 @@
-"""The exact counting engine: coordinate arrays in, local cloaking counts out.
-
-Row ``i`` of ``originals`` is linked to row ``i`` of ``avatars``. For each ``i``
-the engine counts the rivals ``j != i`` with ``d2(x_i, y_j) <= T_i``, where
-``T_i = d2(x_i, y_i) * (1 + tie_tol)`` and every ``d2`` is the float64 sum of
-squared direct differences, taken in column order (`squared_distances`).
-
-Two exact strategies share that definition, and ``"auto"`` (the default) runs
-the one a probe of the data predicts faster (`choose_strategy`). ``"tree"``
-walks a compiled kd-tree in float64 (`polars_hidden_rate.engine.kdtree`). ``"flat"`` finds
-candidates in a FAISS flat index in float32: each float32 distance carries an
-error bound, a pair is decided in float32 only when it lies outside that bound,
-and every pair inside it is settled again in float64 by
-`squared_distances`. The GPU path (`polars_hidden_rate.engine.gpu`) uses
-the same float32 preparation and bound.
-
-[`count_cloaking`][polars_hidden_rate.count_cloaking] first brings both arrays, exactly, to one
-canonical scale (`linked_arrays`): the counts do not change when every coordinate is
-multiplied by a power of two, and no square overflows or underflows on the way.
+"""The engine's counting queries: `cloaking_result` (each original against the avatars,
+at the canonical scale), `within_result` (queries against avatars, as given; the building
+block of blocks and shards), both returning a `CountResult`; `count_cloaking`, the public
+API's counts-only view; `hidden_flags` and `closer_rivals`. Every argument is checked once,
+here; the strategies below take checked arrays.
 """
 
 from __future__ import annotations
@@ -27,47 +13,24 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import InvariantError, check_cap, check_flag, check_threads
+from polars_hidden_rate.checks import (
+    InvariantError,
+    check_cap,
+    check_flag,
+    check_threads,
+)
 from polars_hidden_rate.engine.arrays import (
+    check_rows,
     coordinates,
     linked_arrays,
     linked_queries,
     own_thresholds,
-    squared_distances,
     strictly_below,
 )
 from polars_hidden_rate.engine.kdtree import KdTree, restore_rows
 from polars_hidden_rate.engine.parallel import usable_cores
-from polars_hidden_rate.engine.strategy import (
-    STRATEGIES,
-    Estimate,
-    Strategy,
-    check_strategy,
-    choose_strategy,
-    probe,
-)
-from polars_hidden_rate.progress import stage
-
-__all__ = [
-    "STRATEGIES",
-    "CountResult",
-    "Estimate",
-    "Strategy",
-    "check_strategy",
-    "choose_strategy",
-    "cloaking_result",
-    "closer_rivals",
-    "count_cloaking",
-    "count_within",
-    "hidden_flags",
-    "linked_arrays",
-    "own_thresholds",
-    "probe",
-    "squared_distances",
-    "strictly_below",
-    "usable_cores",
-    "within_result",
-]
+from polars_hidden_rate.engine.strategy import Strategy, check_strategy, choose_strategy
+from polars_hidden_rate.progress import Progress, stage
 
 
 @dataclass(frozen=True)
@@ -127,7 +90,7 @@ def count_cloaking(
     threads
         Threads to count with, at least 1; None uses all cores.
     strategy
-        How to find candidates; see `count_within`. Counts never depend on it.
+        How to find candidates; see `within_result`. Counts never depend on it.
     progress
         Show a progress bar on stderr; None shows it only on a terminal.
     cap
@@ -166,9 +129,6 @@ def count_cloaking(
     >>> count_cloaking(originals, avatars).tolist()
     [1, 1, 0]
     """
-    progress = None if progress is None else check_flag(progress, "progress", or_none=True)
-    overwrite_input = check_flag(overwrite_input, "overwrite_input")
-    restore_order = check_flag(restore_order, "restore_order")
     return cloaking_result(
         originals,
         avatars,
@@ -217,31 +177,18 @@ def cloaking_result(
     >>> result.counts.tolist(), result.closer.tolist(), result.strategy
     ([2, 2, 1], [True, True, False], 'tree')
     """
-    threads, strategy = check_threads(threads), check_strategy(strategy)
-    cap = check_cap(cap)
+    progress = _checked_progress(progress)
+    options = _checked_options(threads, strategy, cap, overwrite_input, restore_order, keep_tree)
     originals, avatars, thresholds = linked_arrays(
-        originals, avatars, tie_tol, overwrite_input=overwrite_input
+        originals, avatars, tie_tol, overwrite_input=options.overwrite_input
     )
     below = None
-    if closer:
+    if check_flag(closer, "closer"):
         # With no tolerance the thresholds are the own d2 themselves.
         below = strictly_below(
             thresholds if tie_tol == 0.0 else own_thresholds(originals, avatars, 0.0)
         )
-    return within_result(
-        originals,
-        thresholds,
-        None,
-        avatars,
-        threads=threads,
-        strategy=strategy,
-        progress=progress,
-        cap=cap,
-        overwrite_input=overwrite_input,
-        restore_order=restore_order,
-        closer_than=below,
-        keep_tree=keep_tree,
-    )
+    return _count(_Query(originals, thresholds, None, below), avatars, None, options, progress)
 
 
 def hidden_flags(
@@ -304,8 +251,10 @@ def closer_rivals(
     >>> closer_rivals(originals, avatars).tolist()  # record 2 is hidden by a tie only
     [True, True, False]
     """
+    threads = check_threads(threads) or usable_cores()
     originals, avatars, own = linked_arrays(originals, avatars, 0.0)
     chosen = np.arange(len(originals)) if rows is None else np.asarray(rows, dtype=np.int64)
+    check_rows(chosen, len(originals), every=False)
     return _within_strictly(originals, avatars, strictly_below(own), chosen, None, threads)
 
 
@@ -315,7 +264,7 @@ def _within_strictly(
     below: Float64Array,
     chosen: IndexArray,
     own: IndexArray | None,
-    threads: int | None,
+    threads: int,
 ) -> BoolArray:
     """For the queries ``chosen``, whether an avatar other than their own lies within
     ``below`` (`strictly_below`; ``own``: their own avatars' rows, None for row ``i``),
@@ -325,14 +274,20 @@ def _within_strictly(
     if len(apart):
         picked = chosen[apart]
         rows = picked if own is None else own[picked]
-        found = count_within(
-            queries[picked], below[picked], rows, avatars, threads=threads, strategy="tree", cap=1
-        )
+        tree = avatars if isinstance(avatars, KdTree) else None
+        points = avatars.points if isinstance(avatars, KdTree) else avatars
+        found = _count(
+            _Query(queries[picked], below[picked], rows),
+            points,
+            tree,
+            _Options(threads, "tree", 1),
+            False,
+        ).counts
         closer[apart] = found > 0
     return closer
 
 
-def count_within(
+def within_result(
     queries: npt.ArrayLike,
     thresholds: npt.ArrayLike,
     own: npt.ArrayLike | None,
@@ -344,10 +299,13 @@ def count_within(
     cap: int | None = None,
     overwrite_input: bool = False,
     restore_order: bool = False,
-) -> CountArray:
-    """For each query, count the avatars within its threshold, its own avatar aside: the
-    counts of `within_result`, which also tells the strategy that ran and, when asked,
-    whether each query has an avatar within a smaller bound.
+    closer_than: npt.ArrayLike | None = None,
+    keep_tree: bool = False,
+) -> CountResult:
+    """For each query, count the avatars within its threshold, its own avatar aside, with
+    what else the count found: the strategy that ran (``"tree"`` or ``"flat"``: what
+    ``"auto"`` chose; None where nothing was counted, without queries or avatars), and,
+    when asked, whether each query has an avatar within a smaller bound.
 
     This is the engine's building block: whole data sets, blocks and shards all
     go through it. It rescales nothing: ``thresholds`` are squared distances in
@@ -394,159 +352,243 @@ def count_within(
     restore_order
         With ``overwrite_input``, put reordered ``avatars`` back in their row order after
         the count.
+    closer_than
+        One squared distance per query: the result's ``closer`` then says per query whether
+        an avatar counted for it lies within ``closer_than[i]`` (`strictly_below` of its own
+        ``d2``, for the rivals strictly closer than its own avatar). The tree finds it in
+        the walk that counts; after a flat pass, a capped walk of the tree over the counted
+        queries does.
+    keep_tree
+        Return the plain kd-tree (each point one avatar) that the count built on
+        ``avatars``, whichever walk then counted (that tree's, the collapsed tree's, or the
+        flat pass), for the walks that follow on the same avatars; None where it built none
+        (a prebuilt tree, heavy duplicates, ``strategy="flat"``) or put the avatars back
+        (``restore_order``). With ``overwrite_input`` its points are the avatars' array,
+        reordered in place, and the queries do not move with them.
 
     Returns
     -------
-    numpy.ndarray
-        Counts as int64, one per query.
+    CountResult
+        The counts as int64, one per query, and what the count found beside them.
 
     Raises
     ------
     TypeError, ValueError
         On inconsistent arrays, or an argument of the wrong type or value.
     """
-    return within_result(
-        queries,
-        thresholds,
-        own,
-        avatars,
-        threads=threads,
-        strategy=strategy,
-        progress=progress,
-        cap=cap,
-        overwrite_input=overwrite_input,
-        restore_order=restore_order,
-    ).counts
-
-
-def within_result(
-    queries: npt.ArrayLike,
-    thresholds: npt.ArrayLike,
-    own: npt.ArrayLike | None,
-    avatars: npt.ArrayLike | KdTree,
-    *,
-    threads: int | None = None,
-    strategy: Strategy = "auto",
-    progress: bool | None = False,
-    cap: int | None = None,
-    overwrite_input: bool = False,
-    restore_order: bool = False,
-    closer_than: npt.ArrayLike | None = None,
-    keep_tree: bool = False,
-) -> CountResult:
-    """`count_within` of the same arguments, with what else the count found: the strategy
-    that ran (``"tree"`` or ``"flat"``: what ``"auto"`` chose; None where nothing was
-    counted, without queries or avatars), and
-
-    - with ``closer_than`` (one squared distance per query), per query whether an avatar
-      counted for it lies within ``closer_than[i]`` (`strictly_below` of its own ``d2``,
-      for the rivals strictly closer than its own avatar). The tree finds it in the walk
-      that counts; after a flat pass, a capped walk of the tree over the counted queries
-      does.
-    - with ``keep_tree``, the plain kd-tree (each point one avatar) that the count built on
-      ``avatars``, whichever walk then counted (that tree's, the collapsed tree's, or the
-      flat pass), for the walks that follow on the same avatars; None where it built none
-      (a prebuilt tree, heavy duplicates, ``strategy="flat"``) or put the avatars back
-      (``restore_order``). With ``overwrite_input`` its points are the avatars' array,
-      reordered in place, and the queries do not move with them.
-    """
-    threads, strategy = check_threads(threads) or usable_cores(), check_strategy(strategy)
-    cap = check_cap(cap)
+    count = _checked_options(threads, strategy, cap, overwrite_input, restore_order, keep_tree)
+    progress = _checked_progress(progress)
     if isinstance(avatars, KdTree):
         tree, points = avatars, avatars.points
     else:
         tree, points = None, coordinates("avatars", avatars)
     queries, thresholds, own = linked_queries(queries, thresholds, own, points.shape)
     below: Float64Array | None = None
-    closer: BoolArray | None = None
     if closer_than is not None:
         below = np.ascontiguousarray(closer_than, dtype=np.float64)
         if below.shape != (len(queries),):
             msg = f"`closer_than` must hold one value per query ({len(queries)}), got {below.shape}"
             raise ValueError(msg)
-        closer = np.zeros(len(queries), dtype=np.bool_)
-    if len(queries) == 0 or len(points) == 0:
-        return CountResult(np.zeros(len(queries), dtype=np.int64), closer, None)
-    for name, values in (("queries", queries), ("avatars", points)):
-        if not np.isfinite(values).all():
-            msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
-            raise ValueError(msg)
-    if strategy == "flat" and tree is not None:
-        raise ValueError("the flat strategy takes the avatars, not a kd-tree")
-    # The avatars' array and where each avatar went, when the tree reordered it in place.
-    reordered: tuple[Float64Array, IndexArray] | None = None
-    # Where each query went, when the tree took the queries along (`_in_tree_order`).
-    moved: IndexArray | None = None
-    kept: KdTree | None = None  # the plain tree, with `keep_tree`
-    with stage("counting", len(queries), enabled=progress) as bar:
-        if strategy == "auto" and tree is not None:
-            strategy = "tree"  # a prebuilt tree (a Dask shard) is walked
-        walked = None
-        if strategy != "flat" and tree is None:
-            # On duplicated avatars the walk runs on each distinct value once (the counts
-            # are the same): heavy duplicates are told from a sample before any tree is
-            # built, lighter ones from the plain tree. The flat pass takes the avatars.
-            walked = KdTree.build_collapsed(points, threads=threads)
-            if walked is None:
-                # Not where the rows must go back: three more passes at random places cost
-                # more than the walk gains (measured at 1e8).
-                along = (
-                    _along(points, queries, thresholds, below)
-                    if own is None and overwrite_input and not restore_order and not keep_tree
-                    else ()
-                )
-                tree = KdTree.build(
-                    points, threads=threads, overwrite_input=overwrite_input, companions=along
-                )
-                if restore_order and tree.points is points:
-                    reordered = tree.points, tree.position
-                elif keep_tree:
-                    kept = tree
-                if along:
-                    moved = tree.order
-                    tree = _in_tree_order(tree)
-                walked = tree.collapsed(threads=threads) or tree
-            if strategy == "auto":
-                strategy = choose_strategy(
-                    walked, queries, thresholds, own, threads=threads, cap=cap
-                )
-            if strategy == "tree":
-                tree = walked  # the plain tree's arrays are let go before the walk
-        if strategy == "flat":
-            from polars_hidden_rate.engine import flat  # FAISS is loaded when used
+    if len(queries) and len(points):
+        for name, values in (("queries", queries), ("avatars", points)):
+            if not np.isfinite(values).all():
+                msg = f"`{name}` hold NaN or infinite coordinates; the counts need finite ones"
+                raise ValueError(msg)
+        if count.strategy == "flat" and tree is not None:
+            raise ValueError("the flat strategy takes the avatars, not a kd-tree")
+    query = _Query(queries, thresholds, own, below)
+    return _count(query, points, tree, count, progress)
 
-            given_own = own
-            if tree is not None:  # the tree's points may be the avatars, reordered in place
-                points, own = tree.points, tree.own_positions(own)
-            elif own is None:
-                own = np.arange(len(queries), dtype=np.int64)
-            counts = flat.count_flat(
-                queries, thresholds, own, points, threads=threads, bar=bar, cap=cap
-            )
-            if closer is not None and below is not None:
-                counted = np.flatnonzero(counts > 0)
-                if tree is None:  # the flat pass's points are the avatars as given
-                    tree = walked or KdTree.build(points, threads=threads)
-                    given_own = own
-                closer[counted] = _within_strictly(
-                    queries, tree, below, counted, given_own, threads
+
+@dataclass(frozen=True)
+class _Options:
+    """How a count runs, checked once at the public boundary."""
+
+    threads: int
+    strategy: Strategy
+    cap: int | None
+    overwrite_input: bool = False
+    restore_order: bool = False
+    keep_tree: bool = False
+
+
+@dataclass(frozen=True)
+class _Query:
+    """The queries of a count, checked: their thresholds, their own avatars' rows (None:
+    row ``i``) and the bound of the ``closer`` flags (None: not asked)."""
+
+    queries: Float64Array
+    thresholds: Float64Array
+    own: IndexArray | None
+    below: Float64Array | None = None
+
+
+@dataclass
+class _Trees:
+    """The trees a count built on the avatars (`_built`): the one its walk takes (the
+    collapsed tree, the plain one, or a prebuilt one), the plain one (None where none was
+    built, or once the walk no longer needs it), the one kept for the caller, and how to put
+    the avatars (``reordered``) and the counts (``moved``) back in their row order."""
+
+    walked: KdTree | None = None
+    plain: KdTree | None = None
+    kept: KdTree | None = None
+    reordered: tuple[Float64Array, IndexArray] | None = None
+    moved: IndexArray | None = None
+
+
+def _checked_options(
+    threads: object,
+    strategy: object,
+    cap: object,
+    overwrite_input: object,
+    restore_order: object,
+    keep_tree: object,
+) -> _Options:
+    return _Options(
+        check_threads(threads) or usable_cores(),
+        check_strategy(strategy),
+        check_cap(cap),
+        check_flag(overwrite_input, "overwrite_input"),
+        check_flag(restore_order, "restore_order"),
+        check_flag(keep_tree, "keep_tree"),
+    )
+
+
+def _checked_progress(progress: object) -> bool | None:
+    return None if progress is None else check_flag(progress, "progress", or_none=True)
+
+
+def _count(
+    query: _Query,
+    points: Float64Array,
+    prebuilt: KdTree | None,
+    options: _Options,
+    progress: bool | None,
+) -> CountResult:
+    """`within_result` of checked arguments."""
+    n = len(query.queries)
+    closer = None if query.below is None else np.zeros(n, dtype=np.bool_)
+    if n == 0 or len(points) == 0:
+        return CountResult(np.zeros(n, dtype=np.int64), closer, None)
+    with stage("counting", n, enabled=progress) as bar:
+        trees = _built(query, points, prebuilt, options)
+        strategy = options.strategy
+        if strategy == "auto":
+            # A prebuilt tree (a Dask shard) is walked.
+            strategy = "tree"
+            if prebuilt is None and trees.walked is not None:
+                strategy = choose_strategy(
+                    trees.walked,
+                    query.queries,
+                    query.thresholds,
+                    query.own,
+                    threads=options.threads,
+                    cap=options.cap,
                 )
+        if strategy == "flat":
+            counts = _count_flat(query, points, trees, options, bar, closer)
         else:
-            if tree is None:
+            walked, trees.walked, trees.plain = trees.walked, None, None  # the plain tree's
+            if walked is None:  # arrays are let go before the walk
                 raise InvariantError("the tree strategy runs without a tree")
-            counts, closer = tree.count_and_closer(
-                queries, thresholds, own, below, threads=threads, cap=cap, advance=bar.advance
+            counts, closer = walked.count_and_closer(
+                query.queries,
+                query.thresholds,
+                query.own,
+                query.below,
+                threads=options.threads,
+                cap=options.cap,
+                advance=bar.advance,
             )
-    if moved is not None:  # back in the queries' row order
-        del tree, walked  # the boxes first
+            del walked
+    if trees.moved is not None:  # back in the queries' row order
+        trees.walked = trees.plain = None  # the boxes first
         in_rows = np.empty_like(counts)
-        in_rows[moved] = counts
+        in_rows[trees.moved] = counts
         counts = in_rows
         if closer is not None:
-            closer[moved] = closer.copy()
-    if reordered is not None:
-        restore_rows(*reordered)
-    return CountResult(counts, closer, strategy, kept)
+            closer[trees.moved] = closer.copy()
+    if trees.reordered is not None:
+        restore_rows(*trees.reordered)
+    return CountResult(counts, closer, strategy, trees.kept)
+
+
+def _built(
+    query: _Query, points: Float64Array, prebuilt: KdTree | None, options: _Options
+) -> _Trees:
+    """The trees a count walks (`_Trees`): none for the flat strategy, the prebuilt one
+    as given. On duplicated avatars the walk runs on each distinct value once (the counts
+    are the same): heavy duplicates are told from a sample before any tree is built,
+    lighter ones from the plain tree."""
+    if prebuilt is not None:
+        return _Trees(walked=prebuilt, plain=prebuilt)
+    if options.strategy == "flat":
+        return _Trees()
+    threads = options.threads
+    collapsed = KdTree.build_collapsed(points, threads=threads)
+    if collapsed is not None:
+        return _Trees(walked=collapsed)
+    # Not where the rows must go back: three more passes at random places cost more than
+    # the walk gains (measured at 1e8).
+    takes_along = (
+        query.own is None
+        and options.overwrite_input
+        and not options.restore_order
+        and not options.keep_tree
+    )
+    along = _along(points, query.queries, query.thresholds, query.below) if takes_along else ()
+    tree = KdTree.build(
+        points, threads=threads, overwrite_input=options.overwrite_input, companions=along
+    )
+    trees = _Trees()
+    if options.restore_order and tree.points is points:
+        trees.reordered = tree.points, tree.position
+    elif options.keep_tree:
+        trees.kept = tree
+    if along:
+        trees.moved = tree.order
+        tree = _in_tree_order(tree)
+    trees.walked, trees.plain = tree.collapsed(threads=threads) or tree, tree
+    return trees
+
+
+def _count_flat(
+    query: _Query,
+    points: Float64Array,
+    trees: _Trees,
+    options: _Options,
+    bar: Progress,
+    closer: BoolArray | None,
+) -> CountArray:
+    """The flat pass's counts, and the ``closer`` flags of the counted queries (in place)
+    by a capped walk of a tree."""
+    from polars_hidden_rate.engine import flat  # FAISS is loaded when used
+
+    own = given_own = query.own
+    tree = trees.plain
+    if tree is not None:  # the tree's points may be the avatars, reordered in place
+        points, own = tree.points, tree.own_positions(own)
+    elif own is None:
+        own = np.arange(len(query.queries), dtype=np.int64)
+    counts = flat.count_flat(
+        query.queries,
+        query.thresholds,
+        own,
+        points,
+        threads=options.threads,
+        bar=bar,
+        cap=options.cap,
+    )
+    if closer is not None and query.below is not None:
+        counted = np.flatnonzero(counts > 0)
+        if tree is None:  # the flat pass's points are the avatars as given
+            tree = trees.walked or KdTree.build(points, threads=options.threads)
+            given_own = own
+        closer[counted] = _within_strictly(
+            query.queries, tree, query.below, counted, given_own, options.threads
+        )
+    return counts
 
 
 def _along(
