@@ -185,7 +185,7 @@ def test_threads_do_not_change_counts() -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_count_within_honours_own_and_missing_own(strategy: engine.Strategy) -> None:
+def test_within_result_honours_own_and_missing_own(strategy: engine.Strategy) -> None:
     originals = np.array([[0.0], [10.0]])
     avatars = np.array([[1.0], [0.5], [9.0]])
     thresholds = np.array([1.0, 1.0])
@@ -366,7 +366,7 @@ def test_squares_that_would_overflow_count_as_at_a_sane_scale(strategy: engine.S
         (np.zeros((2, 2)), np.array([1.0, np.nan]), np.zeros(2, dtype=np.int64), "thresholds"),
     ],
 )
-def test_count_within_rejects_inconsistent_inputs(
+def test_within_result_rejects_inconsistent_inputs(
     queries: np.ndarray, thresholds: np.ndarray, own: np.ndarray, message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
@@ -401,7 +401,7 @@ def test_a_forked_child_counts_after_its_parent() -> None:
     np.testing.assert_array_equal(counts, expected)
 
 
-def test_count_within_reuses_a_prebuilt_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_within_result_reuses_a_prebuilt_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dask tasks get a shard's tree built once; `own` still indexes the avatar rows, and
     "auto" walks it without a probe."""
 

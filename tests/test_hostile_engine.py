@@ -196,8 +196,8 @@ def test_the_gpu_path_is_scale_invariant(
     assert example.tolist() == EXAMPLE_COUNTS
 
 
-def test_count_within_keeps_the_callers_units() -> None:
-    """count_within takes thresholds in the caller's units and rescales nothing: here every
+def test_within_result_keeps_the_callers_units() -> None:
+    """within_result takes thresholds in the caller's units and rescales nothing: here every
     d2 underflows to 0, so every avatar is within a threshold of 0 (bring data to a sane
     scale first, as count_cloaking does)."""
     queries = np.array([[0.0], [3.0]]) * 2.0**-600
@@ -357,7 +357,7 @@ def test_count_cloaking_refuses_bad_arguments(
     ],
 )
 @pytest.mark.parametrize("empty", [False, True])
-def test_count_within_refuses_bad_arguments(
+def test_within_result_refuses_bad_arguments(
     kwargs: dict[str, Any], error: type[Exception], message: str, empty: bool
 ) -> None:
     """Also with no queries or no avatars: the shortcut for empty input checks first."""
