@@ -163,10 +163,12 @@ def cloaking_result(
     - with ``closer``, per original whether a rival is strictly closer than its own avatar
       (`closer_rivals`), found by the same walk (a hidden record without one is hidden only
       by ties);
-    - with ``keep_tree``, the plain kd-tree of the avatars that the count built
-      (`within_result`'s ``keep_tree``): its points are the avatars at the canonical scale
-      of `linked_arrays` (their array, with ``overwrite_input``), for a caller that walks
-      them again.
+    - with ``keep_tree``, the plain kd-tree (each point one avatar) that the count built on
+      the avatars, whichever walk then counted (that tree's, the collapsed tree's, or the
+      flat pass), for a caller that walks them again: its points are the avatars at the
+      canonical scale of `linked_arrays` (their array, reordered in place, with
+      ``overwrite_input``); None where it built none (heavy duplicates,
+      ``strategy="flat"``) or put the avatars back (``restore_order``).
 
     Examples
     --------
@@ -295,12 +297,8 @@ def within_result(
     *,
     threads: int | None = None,
     strategy: Strategy = "auto",
-    progress: bool | None = False,
     cap: int | None = None,
-    overwrite_input: bool = False,
-    restore_order: bool = False,
     closer_than: npt.ArrayLike | None = None,
-    keep_tree: bool = False,
 ) -> CountResult:
     """For each query, count the avatars within its threshold, its own avatar aside, with
     what else the count found: the strategy that ran (``"tree"`` or ``"flat"``: what
@@ -339,33 +337,14 @@ def within_result(
         float64. ``"auto"`` builds the tree, walks it for a small sample of the
         queries counting its work, and runs the strategy predicted faster
         (`choose_strategy`); a prebuilt tree always runs as ``"tree"``.
-    progress
-        Show a progress bar on stderr; None shows it only on a terminal.
     cap
         When given (at least 1), each count is ``min(count, cap)``, found at less cost.
-    overwrite_input
-        Let the kd-tree reorder writable contiguous float64 ``avatars`` in place
-        instead of copying them (see [`count_cloaking`][polars_hidden_rate.count_cloaking]);
-        with ``own=None`` and no ``restore_order``, the rows of writable contiguous
-        ``queries``, ``thresholds`` and ``closer_than`` move with them (the walk then reads
-        them in sequence; their contents are then unspecified).
-    restore_order
-        With ``overwrite_input``, put reordered ``avatars`` back in their row order after
-        the count.
     closer_than
         One squared distance per query: the result's ``closer`` then says per query whether
         an avatar counted for it lies within ``closer_than[i]`` (`strictly_below` of its own
         ``d2``, for the rivals strictly closer than its own avatar). The tree finds it in
         the walk that counts; after a flat pass, a capped walk of the tree over the counted
         queries does.
-    keep_tree
-        Return the plain kd-tree (each point one avatar) that the count built on
-        ``avatars``, whichever walk then counted (that tree's, the collapsed tree's, or the
-        flat pass), for the walks that follow on the same avatars; None where it built none
-        (a prebuilt tree, heavy duplicates, ``strategy="flat"``) or put the avatars back
-        (``restore_order``). With ``overwrite_input`` its points are the avatars' array,
-        reordered in place, and the queries do not move with them.
-
     Returns
     -------
     CountResult
@@ -376,8 +355,7 @@ def within_result(
     TypeError, ValueError
         On inconsistent arrays, or an argument of the wrong type or value.
     """
-    count = _checked_options(threads, strategy, cap, overwrite_input, restore_order, keep_tree)
-    progress = _checked_progress(progress)
+    count = _checked_options(threads, strategy, cap)
     if isinstance(avatars, KdTree):
         tree, points = avatars, avatars.points
     else:
@@ -397,7 +375,7 @@ def within_result(
         if count.strategy == "flat" and tree is not None:
             raise ValueError("the flat strategy takes the avatars, not a kd-tree")
     query = _Query(queries, thresholds, own, below)
-    return _count(query, points, tree, count, progress)
+    return _count(query, points, tree, count, False)
 
 
 @dataclass(frozen=True)
@@ -441,9 +419,9 @@ def _checked_options(
     threads: object,
     strategy: object,
     cap: object,
-    overwrite_input: object,
-    restore_order: object,
-    keep_tree: object,
+    overwrite_input: object = False,
+    restore_order: object = False,
+    keep_tree: object = False,
 ) -> _Options:
     return _Options(
         check_threads(threads) or usable_cores(),
