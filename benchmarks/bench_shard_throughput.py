@@ -1,7 +1,7 @@
-"""Throughput of one sharded task: ``engine.count_within`` for a query block x a shard's tree.
+"""Throughput of one sharded task: ``engine.within_result`` for a query block x a shard's tree.
 
 The driver builds each shard's kd-tree once and scatters it; a task on a Dask worker then
-runs ``engine.count_within(block, ..., tree, threads=1)``. This prints both costs: the
+runs ``engine.within_result(block, ..., tree, threads=1).counts``. This prints both costs: the
 build per shard, and the queries per second of a task, which times the worker threads is
 what a cluster can count. ``docs/scale.md`` extrapolates its cost model from these figures.
 
@@ -42,7 +42,7 @@ def time_task(
         start = time.perf_counter()
         tree = KdTree.build(shard)
         built = time.perf_counter()
-        counts = engine.count_within(queries, query_thresholds, own, tree, threads=1)
+        counts = engine.within_result(queries, query_thresholds, own, tree, threads=1).counts
         build = min(build, built - start)
         task = min(task, time.perf_counter() - built)
     return build, task, float(counts.mean())

@@ -144,10 +144,12 @@ def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> Cloa
     request = inspector.request
     aligned = inspector.read()
     # Counted in place (no copy of the coordinates), the arrays left for a count in full.
-    counts = request.counts_for(inspector, aligned, cap=QUARTILE_CAP, consume=True, reuse=True)
+    counts = request.counts_for(
+        inspector, aligned, cap=QUARTILE_CAP, overwrite_input=True, restore_order=True
+    )
     if not quartiles_below(counts, QUARTILE_CAP):
         with renamed("counting", "counting in full, for the quartiles"):
-            counts = request.counts(aligned, consume=True)
+            counts = request.counts(aligned, overwrite_input=True)
     return summarize(
         pl.DataFrame({"local_cloaking": counts}),
         min_rate=min_rate,
@@ -221,7 +223,7 @@ def assert_hidden_rate(
     if not test.linked:  # measured with allow_unlinked: a refused link never passes
         message = unlinked_message(test, request, measured=True)
         raise UnlinkedAvatarsError(message, test)
-    counts = request.counts(aligned, cap=1, consume=True)
+    counts = request.counts(aligned, cap=1, overwrite_input=True)
     rate = percent(int(np.count_nonzero(counts)), len(counts))
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)

@@ -109,20 +109,22 @@ class CountPlan:
         aligned: Aligned | None = None,
         *,
         cap: int | None = None,
-        consume: bool = False,
-        reuse: bool = False,
+        overwrite_input: bool = False,
+        restore_order: bool = False,
     ) -> CountArray:
         """The exact counts ``c_i``, in the row order of ``aligned`` (default: a new read):
         those of `result`."""
-        return self.result(aligned, cap=cap, consume=consume, reuse=reuse).counts
+        return self.result(
+            aligned, cap=cap, overwrite_input=overwrite_input, restore_order=restore_order
+        ).counts
 
     def result(
         self,
         aligned: Aligned | None = None,
         *,
         cap: int | None = None,
-        consume: bool = False,
-        reuse: bool = False,
+        overwrite_input: bool = False,
+        restore_order: bool = False,
         closer: bool = False,
         keep_tree: bool = False,
     ) -> CountResult:
@@ -132,20 +134,20 @@ class CountPlan:
 
         With ``cap``, ``min(c_i, cap)``: the CPU engine then stops each record at its
         ``cap``-th rival (``cap=1`` gives the hidden flags at the cost of the first rival);
-        the cluster and GPU paths count in full and cap afterwards. With ``consume``,
+        the cluster and GPU paths count in full and cap afterwards. With ``overwrite_input``,
         the caller no longer needs the arrays of ``aligned``: the CPU engine scales and
         reorders them in place rather than copying them (a read made here always is); with
-        ``reuse`` too, the arrays are left at the canonical scale in their row order, which
+        ``restore_order`` too, the arrays are left at the canonical scale in their row order, which
         a second count of them takes as they are (`count_cloaking`'s ``restore_order``).
         With ``closer``, each hidden record's flag says whether a rival is strictly
         closer than its own avatar (`closer_rivals`): the
         CPU engine finds it in the walk that counts. With ``keep_tree``, the CPU engine
         keeps the plain kd-tree it built on the avatars, where it built one
-        (`cloaking_result`'s ``keep_tree``; with ``consume``, its points are the avatars'
+        (`cloaking_result`'s ``keep_tree``; with ``overwrite_input``, its points are the avatars'
         array, reordered).
         """
         if aligned is None:
-            aligned, consume = self.read(), True
+            aligned, overwrite_input = self.read(), True
         originals, avatars = aligned.originals, aligned.avatars
         if self.cluster is not None:
             counts = distributed.count_cloaking_distributed(
@@ -165,8 +167,8 @@ class CountPlan:
                 threads=self.threads,
                 progress=self.progress,
                 cap=cap,
-                overwrite_input=consume,
-                restore_order=reuse,
+                overwrite_input=overwrite_input,
+                restore_order=restore_order,
                 closer=closer,
                 keep_tree=keep_tree,
             )
@@ -183,11 +185,17 @@ class CountPlan:
         aligned: Aligned,
         *,
         cap: int | None = None,
-        consume: bool = False,
-        reuse: bool = False,
+        overwrite_input: bool = False,
+        restore_order: bool = False,
     ) -> CountArray:
         """`counts` of ``aligned`` as ``inspector`` needs them: those of `result_for`."""
-        return self.result_for(inspector, aligned, cap=cap, consume=consume, reuse=reuse).counts
+        return self.result_for(
+            inspector,
+            aligned,
+            cap=cap,
+            overwrite_input=overwrite_input,
+            restore_order=restore_order,
+        ).counts
 
     def result_for(
         self,
@@ -195,8 +203,8 @@ class CountPlan:
         aligned: Aligned,
         *,
         cap: int | None = None,
-        consume: bool = False,
-        reuse: bool = False,
+        overwrite_input: bool = False,
+        restore_order: bool = False,
         keep_tree: bool = False,
     ) -> CountResult:
         """`result` of ``aligned`` as ``inspector`` needs it: the counting walk also
@@ -204,7 +212,12 @@ class CountPlan:
         the inspector learns those flags and the strategy that ran; ``keep_tree`` as for
         `result`."""
         result = self.result(
-            aligned, cap=cap, consume=consume, reuse=reuse, closer=True, keep_tree=keep_tree
+            aligned,
+            cap=cap,
+            overwrite_input=overwrite_input,
+            restore_order=restore_order,
+            closer=True,
+            keep_tree=keep_tree,
         )
         closer = known(result.closer, "the flags of a count asked for them")
         inspector.after(result.counts, closer, result.strategy)
@@ -239,7 +252,7 @@ class CountPlan:
             aligned.originals, aligned.avatars, tie_tol=self.tie_tol, overwrite_input=True
         )
         scaled = replace(aligned, originals=originals, avatars=avatars)
-        counts = self.counts_for(inspector, scaled, consume=True, reuse=True)
+        counts = self.counts_for(inspector, scaled, overwrite_input=True, restore_order=True)
         with stage("nearest originals", enabled=self.progress):
             found = nearest_two(
                 originals, avatars, threads=self.threads, overwrite_input=True, linked=True
@@ -365,10 +378,10 @@ class CountPlan:
         records have a rival strictly closer than their avatar."""
         if self.inspector is None:
             aligned = source.read(carry)
-            return aligned, self.counts(aligned, consume=True)
+            return aligned, self.counts(aligned, overwrite_input=True)
         extra, extra_avatars = self.inspector.carries()
         aligned = self.inspector.before(source.read([*carry, *extra], extra_avatars))
-        return aligned, self.counts_for(self.inspector, aligned, consume=True)
+        return aligned, self.counts_for(self.inspector, aligned, overwrite_input=True)
 
     def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
         """A hash of the columns that decide a record's count: its key and coordinates."""

@@ -241,7 +241,7 @@ def _count_and_write_locally(
         counts = request.counts()
     else:
         aligned = inspector.read()
-        counts = request.counts_for(inspector, aligned, consume=True)
+        counts = request.counts_for(inspector, aligned, overwrite_input=True)
         del aligned
     evidence = None if inspector is None else inspector.evidence()
     footer = None if metadata is None else metadata(evidence)

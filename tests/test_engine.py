@@ -185,14 +185,14 @@ def test_threads_do_not_change_counts() -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_count_within_honours_own_and_missing_own(strategy: engine.Strategy) -> None:
+def test_within_result_honours_own_and_missing_own(strategy: engine.Strategy) -> None:
     originals = np.array([[0.0], [10.0]])
     avatars = np.array([[1.0], [0.5], [9.0]])
     thresholds = np.array([1.0, 1.0])
     # Query 0 owns avatar 0; query 1's own avatar is not in this shard.
-    counts = engine.count_within(
+    counts = engine.within_result(
         originals, thresholds, np.array([0, -1]), avatars, strategy=strategy
-    )
+    ).counts
     np.testing.assert_array_equal(counts, [1, 1])
 
 
@@ -208,9 +208,9 @@ def test_shards_add_up_to_the_whole(strategy: engine.Strategy) -> None:
     for shard in np.array_split(rng.permutation(len(avatars)), 3):
         position = np.full(len(avatars), -1)
         position[shard] = np.arange(len(shard))
-        total += engine.count_within(
+        total += engine.within_result(
             originals, thresholds, position[rows], avatars[shard], strategy=strategy
-        )
+        ).counts
     np.testing.assert_array_equal(total, brute_force_counts(originals, avatars, 1e-9))
 
 
@@ -243,7 +243,7 @@ def test_rivals_at_the_threshold_count_and_one_ulp_beyond_do_not(
         thresholds = np.nextafter(thresholds, 0.0)
     own = np.where(rng.random(len(queries)) < 0.5, rng.integers(0, len(avatars), len(queries)), -1)
     np.testing.assert_array_equal(
-        engine.count_within(queries, thresholds, own, avatars, strategy=strategy),
+        engine.within_result(queries, thresholds, own, avatars, strategy=strategy).counts,
         brute_force_within(queries, thresholds, own, avatars),
     )
 
@@ -279,7 +279,9 @@ def test_queries_outside_a_shard_reach_it_to_the_last_bit(
     own = np.full(m, -1)
     tree = kdtree.KdTree.build(avatars)
     expected = brute_force_within(queries, thresholds, own, avatars)
-    np.testing.assert_array_equal(engine.count_within(queries, thresholds, own, tree), expected)
+    np.testing.assert_array_equal(
+        engine.within_result(queries, thresholds, own, tree).counts, expected
+    )
     np.testing.assert_array_equal(tree.reaches(queries, thresholds) | (expected == 0), True)
 
 
@@ -364,11 +366,11 @@ def test_squares_that_would_overflow_count_as_at_a_sane_scale(strategy: engine.S
         (np.zeros((2, 2)), np.array([1.0, np.nan]), np.zeros(2, dtype=np.int64), "thresholds"),
     ],
 )
-def test_count_within_rejects_inconsistent_inputs(
+def test_within_result_rejects_inconsistent_inputs(
     queries: np.ndarray, thresholds: np.ndarray, own: np.ndarray, message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        engine.count_within(queries, thresholds, own, np.zeros((3, 2)))
+        engine.within_result(queries, thresholds, own, np.zeros((3, 2)))
 
 
 def test_concurrent_callers_share_the_threads_safely() -> None:
@@ -399,14 +401,14 @@ def test_a_forked_child_counts_after_its_parent() -> None:
     np.testing.assert_array_equal(counts, expected)
 
 
-def test_count_within_reuses_a_prebuilt_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_within_result_reuses_a_prebuilt_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dask tasks get a shard's tree built once; `own` still indexes the avatar rows, and
     "auto" walks it without a probe."""
 
     def no_probe(*args: object, **kwargs: object) -> None:
         raise AssertionError("a prebuilt tree was probed")
 
-    monkeypatch.setattr(engine, "choose_strategy", no_probe)
+    monkeypatch.setattr("polars_hidden_rate.engine.count.choose_strategy", no_probe)
     rng = np.random.default_rng(13)
     originals = rng.integers(-3, 4, (200, 3)).astype(float)
     avatars = originals + rng.integers(-1, 2, originals.shape).astype(np.float64)
@@ -414,11 +416,11 @@ def test_count_within_reuses_a_prebuilt_tree(monkeypatch: pytest.MonkeyPatch) ->
     own = np.where(rng.random(200) < 0.7, np.arange(200), -1)
     tree = kdtree.KdTree.build(avatars)
     np.testing.assert_array_equal(
-        engine.count_within(originals, thresholds, own, tree),
+        engine.within_result(originals, thresholds, own, tree).counts,
         brute_force_within(originals, thresholds, own, avatars),
     )
     with pytest.raises(ValueError, match="flat"):
-        engine.count_within(originals, thresholds, own, tree, strategy="flat")
+        engine.within_result(originals, thresholds, own, tree, strategy="flat")
 
 
 @st.composite
@@ -586,7 +588,7 @@ def test_own_none_is_each_query_with_its_own_row(
     expected = brute_force_within(x, thresholds, np.arange(len(x)), y)
     if cap is not None:
         expected = np.minimum(expected, cap)
-    counts = engine.count_within(x, thresholds, None, y, strategy=strategy, cap=cap)
+    counts = engine.within_result(x, thresholds, None, y, strategy=strategy, cap=cap).counts
     np.testing.assert_array_equal(counts, expected)
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from polars_hidden_rate import engine
-from polars_hidden_rate.engine import count_cloaking, count_within, gpu, nearest, parallel
+from polars_hidden_rate.engine import count_cloaking, gpu, nearest, parallel, within_result
 from polars_hidden_rate.engine.scale import canonical_exponent
 from tests.helpers import brute_force_counts, brute_force_within, examples, local_cluster
 
@@ -196,15 +196,15 @@ def test_the_gpu_path_is_scale_invariant(
     assert example.tolist() == EXAMPLE_COUNTS
 
 
-def test_count_within_keeps_the_callers_units() -> None:
-    """count_within takes thresholds in the caller's units and rescales nothing: here every
+def test_within_result_keeps_the_callers_units() -> None:
+    """within_result takes thresholds in the caller's units and rescales nothing: here every
     d2 underflows to 0, so every avatar is within a threshold of 0 (bring data to a sane
     scale first, as count_cloaking does)."""
     queries = np.array([[0.0], [3.0]]) * 2.0**-600
     avatars = np.array([[1.0], [2.0], [5.0]]) * 2.0**-600
     thresholds, own = np.zeros(2), np.array([-1, 1])
     for strategy in STRATEGIES:
-        counts = count_within(queries, thresholds, own, avatars, strategy=strategy)
+        counts = within_result(queries, thresholds, own, avatars, strategy=strategy).counts
         assert counts.tolist() == brute_force_within(queries, thresholds, own, avatars).tolist()
         assert counts.tolist() == [3, 2]
 
@@ -232,7 +232,7 @@ def test_many_thread_counts_keep_a_bounded_number_of_threads() -> None:
     for threads in range(1, 41):
         np.testing.assert_array_equal(count_cloaking(originals, avatars, threads=threads), expected)
         np.testing.assert_array_equal(
-            count_within(originals, thresholds, own, avatars, threads=threads), expected
+            within_result(originals, thresholds, own, avatars, threads=threads).counts, expected
         )
         assert _wait_for_threads(bound) <= bound, threads
 
@@ -357,7 +357,7 @@ def test_count_cloaking_refuses_bad_arguments(
     ],
 )
 @pytest.mark.parametrize("empty", [False, True])
-def test_count_within_refuses_bad_arguments(
+def test_within_result_refuses_bad_arguments(
     kwargs: dict[str, Any], error: type[Exception], message: str, empty: bool
 ) -> None:
     """Also with no queries or no avatars: the shortcut for empty input checks first."""
@@ -371,7 +371,7 @@ def test_count_within_refuses_bad_arguments(
         arguments["avatars"] = arguments["avatars"][:0]
         arguments["own"] = np.full(len(arguments["own"]), -1)
     with pytest.raises(error, match=message):
-        count_within(
+        within_result(
             arguments.pop("queries"),
             arguments.pop("thresholds"),
             arguments.pop("own"),

@@ -6,7 +6,7 @@ The driver brings the data to the engine's canonical scale and computes every
 threshold ``T_i`` from the link alone (`engine.linked_arrays`), splits the
 originals into query blocks and the avatars into shards, and submits one pure
 task per (block, shard) pair; each task is the single-machine building block
-`engine.count_within`. The driver sums the partial counts, so the result
+`engine.within_result`. The driver sums the partial counts, so the result
 is the local result, bit for bit.
 
 Both sides are sorted by their first coordinate before they are cut, so a block

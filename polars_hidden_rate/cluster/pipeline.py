@@ -30,7 +30,7 @@ per stage); the tasks, and the values they pass each other, are in
    canonical scale), the queries that own them, and the queries whose ball may reach the
    shard's slab of the first coordinate (the exact box test, query by query,
    `queries_in_reach`); the shard's task builds its kd-tree where it runs and calls
-   `count_within` on them. Without a verdict each bucket sends as it finishes, while
+   `within_result` on them. Without a verdict each bucket sends as it finishes, while
    the driver sums the key problems (nothing is written before they pass); with one, only
    once the driver has judged the link.
 5. **Write** (one task per originals file): the partial counts are exchanged back to

@@ -5,7 +5,7 @@ shard.
 The in-memory scatter path (`arrays`) and the parquet pipeline (`dataset`) cut
 the queries into blocks and the indexed points into shards; the count of a record is the sum
 of its partial counts over the shards, each the engine's exact count
-(`count_within`), so the result is the local one, bit for
+(`within_result`), so the result is the local one, bit for
 bit.
 """
 

@@ -99,7 +99,7 @@ def count_in_closed_boxes(
     weights = (
         np.arange(len(built.points) + 1, dtype=np.int64) if built.weights is None else built.weights
     )
-    tree = built.flat
+    tree = built.arrays
     tasks = -(-len(lower) // BOX_QUERIES_PER_TASK)
 
     def run(task: int) -> None:

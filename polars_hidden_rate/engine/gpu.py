@@ -5,7 +5,7 @@ in FAISS's ``contrib/exhaustive_search.py``: a query whose k-th float32 distance
 lies beyond its reach (its threshold plus the engine's float32 error bound,
 `flat.float32_error_bound`) has all its candidates among those k. A query
 that still has more after the largest k the GPU allows (2048) is counted on the
-CPU by `engine.count_within`. The data come through
+CPU by `engine.within_result`. The data come through
 `engine.linked_arrays`, at the CPU engine's canonical scale. The candidates
 are settled as the flat band settles them (`flat.Search.settle`): a pair is
 decided in float32 only when its error bound keeps it on one side of the threshold,
@@ -115,10 +115,10 @@ def count_within_knn(
     max_k: int = GPU_MAX_K,
     first_k: int = FIRST_K,
 ) -> CountArray:
-    """`engine.count_within` with candidates from k-NN searches on ``make_index``'s index.
+    """`engine.within_result` with candidates from k-NN searches on ``make_index``'s index.
 
     Queries whose candidates outnumber ``max_k`` are counted by
-    `engine.count_within` on the CPU.
+    `engine.within_result` on the CPU.
 
     Examples
     --------
@@ -166,7 +166,7 @@ def count_within_knn(
         if len(todo) == 0:
             return counts
     # More candidates than the largest k: count these queries on the CPU.
-    counts[todo] = engine.count_within(queries[todo], thresholds[todo], own[todo], avatars)
+    counts[todo] = engine.within_result(queries[todo], thresholds[todo], own[todo], avatars).counts
     return counts
 
 

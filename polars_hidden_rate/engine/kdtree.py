@@ -22,10 +22,10 @@ import numpy.typing as npt
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
     NO_PROBE,
-    FlatTree,
     Probe,
     SplitDims,
     Strictly,
+    TreeArrays,
     count_walk,
     distinct_rows,
     leaves_below,
@@ -93,10 +93,10 @@ class KdTree:
         return dims, values
 
     @property
-    def flat(self) -> FlatTree:
+    def arrays(self) -> TreeArrays:
         """The tree as the kernels take it, one value (its `splits` made on first use)."""
         split_dim, split_value = self.splits
-        return FlatTree(
+        return TreeArrays(
             self.points, self.begin, self.end, self.lower, self.upper, split_dim, split_value
         )
 
@@ -289,7 +289,7 @@ class KdTree:
         def run(task: int) -> int:
             chosen = rows[task * size : (task + 1) * size]
             count_walk(
-                flat,
+                arrays,
                 queries,
                 thresholds,
                 own_position,
@@ -303,7 +303,7 @@ class KdTree:
             return len(chosen)
 
         limit = _NO_CAP if cap is None else cap
-        flat = self.flat  # its splits made here, before the threads
+        arrays = self.arrays  # its splits made here, before the threads
         for done in parallel_map(threads, run, -(-len(rows) // size)):
             advance(done)
         return counts, None if strictly is None else strictly.found
@@ -314,16 +314,16 @@ class KdTree:
         nodes already in cache. On ``threads`` threads, by blocks of queries (one comparison
         per level: 0.11 s on one thread for 1e6 queries at d = 5, a third of the descent
         towards the nearer child box that it replaces)."""
-        flat = self.flat
+        arrays = self.arrays
         size = queries_per_task(len(queries), threads)
         blocks = -(-len(queries) // size)
         if threads <= 1 or blocks <= 1:
-            return leaves_below(flat, queries)
+            return leaves_below(arrays, queries)
         leaves = np.empty(len(queries), dtype=np.int64)
 
         def descend(block: int) -> None:
             part = slice(block * size, (block + 1) * size)
-            leaves[part] = leaves_below(flat, queries[part])
+            leaves[part] = leaves_below(arrays, queries[part])
 
         for _ in parallel_map(threads, descend, blocks):
             pass
@@ -385,7 +385,7 @@ class KdTree:
         probe = Probe(work, np.array([box_cost, point_cost, budget]))
         limit = _NO_CAP if cap is None else cap
         count_walk(
-            self.flat,
+            self.arrays,
             queries[rows],
             thresholds[rows],
             mine,

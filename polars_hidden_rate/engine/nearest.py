@@ -221,10 +221,10 @@ def _walk(
             raise ValueError(msg)
         best[:, 0] = seed
     seeded = seed is not None
-    flat = tree.flat  # its splits made here, before the threads
+    arrays = tree.arrays  # its splits made here, before the threads
 
     def walk(chosen: IndexArray) -> None:
-        nearest_two_walk(flat, queries, chosen, best, seeded)
+        nearest_two_walk(arrays, queries, chosen, best, seeded)
 
     _in_tasks(rows, threads, walk)
     return best
@@ -310,10 +310,10 @@ def within_reach(
         raise ValueError(msg)
     if np.isnan(thresholds).any():
         raise ValueError("`thresholds` hold NaN; a squared distance is a number")
-    flat = tree.flat
+    arrays = tree.arrays
 
     def walk(chosen: IndexArray) -> None:
-        reach_walk(flat, queries, thresholds, chosen, reached)
+        reach_walk(arrays, queries, thresholds, chosen, reached)
 
     _in_tasks(rows, threads, walk)
     return reached
@@ -402,11 +402,11 @@ def tied_matches(
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
 
-    flat = tree.flat
+    arrays = tree.arrays
 
     def walk(chosen: IndexArray) -> None:
         tied_match_walk(
-            flat, queries, thresholds, in_tree, secrets, tolerance, chosen, tied, matching
+            arrays, queries, thresholds, in_tree, secrets, tolerance, chosen, tied, matching
         )
 
     _in_tasks(rows, threads, walk)

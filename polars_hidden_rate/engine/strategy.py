@@ -63,7 +63,8 @@ def choose_strategy(
     that work, the flat pass's from the pairs it compares (every query with every
     avatar), both with costs measured on one machine (``docs/engine.md``). The probe walks
     one query in `PROBE_SHARE` and stops each walk at `PROBE_BUDGET` times a
-    flat pass's work per query: it costs a few percent of the run it chooses.
+    flat pass's work per query, and stops after its first `PROBE_MIN` walks when each of
+    them was stopped: it costs a few percent of the run it chooses.
     """
     estimate = probe(tree, queries, thresholds, own, threads=threads, cap=cap)
     return "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree"
@@ -101,28 +102,39 @@ def probe(
     if flat_pass < PROBE_FLOOR_SECONDS:
         return Estimate(0.0, flat_pass, 0, 0)
     sample = min(n_queries, max(PROBE_MIN, min(PROBE_MAX, n_queries // PROBE_SHARE)))
-    rows = np.sort(np.random.default_rng(0).choice(n_queries, size=sample, replace=False))
+    chosen = np.random.default_rng(0).choice(n_queries, size=sample, replace=False)
     box, point = dim * TREE_BOX_COST, dim * TREE_POINT_COST
     budget = PROBE_BUDGET * flat_per_query
-    parts = np.array_split(rows, threads)
-
-    def walk(part: int) -> tuple[IndexArray, CountArray]:
-        return tree.walk_work(
-            queries,
-            thresholds,
-            own,
-            parts[part],
-            cap=cap,
-            box_cost=box,
-            point_cost=point,
-            budget=budget,
-        )
-
     _ = tree.splits  # made once here, not first by the threads
-    walks = list(parallel_map(threads, walk, len(parts)))
-    work = np.concatenate([w for w, _ in walks]).astype(np.float64)
-    found = np.concatenate([c for _, c in walks])
-    per_query = work[:, 0] * box + work[:, 1] * point + TREE_QUERY_COST
+
+    def walks(rows: IndexArray) -> tuple[Float64Array, CountArray]:
+        parts = np.array_split(rows, threads)
+
+        def walk(part: int) -> tuple[IndexArray, CountArray]:
+            return tree.walk_work(
+                queries,
+                thresholds,
+                own,
+                parts[part],
+                cap=cap,
+                box_cost=box,
+                point_cost=point,
+                budget=budget,
+            )
+
+        done = list(parallel_map(threads, walk, len(parts)))
+        work = np.concatenate([w for w, _ in done]).astype(np.float64)
+        per_query = work[:, 0] * box + work[:, 1] * point + TREE_QUERY_COST
+        return per_query, np.concatenate([c for _, c in done])
+
+    # A first batch whose every walk runs past the budget settles it: the tree costs more
+    # than the flat pass on nearly every query (full-rank data in many dimensions), and the
+    # rest of the sample would cost as much again per walk.
+    per_query, found = walks(np.sort(chosen[:PROBE_MIN]))
+    if len(chosen) > PROBE_MIN and not (per_query - TREE_QUERY_COST > budget).all():
+        more, found_more = walks(np.sort(chosen[PROBE_MIN:]))
+        per_query, found = np.concatenate([per_query, more]), np.concatenate([found, found_more])
+    sample = len(per_query)
     tree_seconds = n_queries * float(per_query.mean()) / threads
     # A flat pass handles every pair within reach: at least the rivals the walks found.
     flat_seconds = flat_pass + n_queries * FLAT_RESULT_COST * float(found.mean())

@@ -273,7 +273,7 @@ def counts_and_figures(
     )
     # With the count's tree of the avatars, their array reordered into it.
     scaled = replace(aligned, originals=originals, avatars=avatars)
-    counted = request.result_for(inspector, scaled, consume=True, keep_tree=True)
+    counted = request.result_for(inspector, scaled, overwrite_input=True, keep_tree=True)
     counts, cloaking = counted.counts, LinkedCloaking(counted.counts, request.tie_tol, counted.tree)
     with stage("nearest records, with the holdout", enabled=request.progress):
         found, figures = HoldoutFigures.with_nearest(

@@ -27,8 +27,8 @@ from polars_hidden_rate.engine._kernels.build import (
     swap_rows,
 )
 from polars_hidden_rate.engine._kernels.common import (
-    FlatTree,
     SplitDims,
+    TreeArrays,
     box_bounds,
     box_near,
     climb,
@@ -65,10 +65,10 @@ from polars_hidden_rate.engine._kernels.reach import boxes_in_reach
 __all__ = [
     "NO_PROBE",
     "TIED_SHARE",
-    "FlatTree",
     "Probe",
     "SplitDims",
     "Strictly",
+    "TreeArrays",
     "any_within",
     "box_bounds",
     "box_lower",

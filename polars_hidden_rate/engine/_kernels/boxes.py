@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.engine._kernels.common import FlatTree, kernel
+from polars_hidden_rate.engine._kernels.common import TreeArrays, kernel
 
 
 @kernel
@@ -66,7 +66,7 @@ def open_box_counts(
 
 @kernel
 def closed_box_counts(
-    tree: FlatTree, weights: IndexArray, lower: Float64Array, upper: Float64Array, cap: int
+    tree: TreeArrays, weights: IndexArray, lower: Float64Array, upper: Float64Array, cap: int
 ) -> CountArray:
     """For each query ``q``, how many of the tree's points lie in its closed box
     (``lower[q, c] <= p[c] <= upper[q, c]`` in every column ``c``; infinite bounds leave a

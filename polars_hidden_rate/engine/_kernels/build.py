@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
-from polars_hidden_rate.engine._kernels.common import FlatTree, SplitDims, kernel, leaf_below
+from polars_hidden_rate.engine._kernels.common import SplitDims, TreeArrays, kernel, leaf_below
 
 
 @kernel
@@ -296,7 +296,7 @@ def sorted_by_key(keys: IndexArray, count: int) -> IndexArray:
 
 
 @kernel
-def leaves_below(tree: FlatTree, queries: Float64Array) -> IndexArray:
+def leaves_below(tree: TreeArrays, queries: Float64Array) -> IndexArray:
     """The leaf whose cell holds each query (`leaf_below`): the node the walks start at."""
     leaves = np.empty(len(queries), dtype=np.int64)
     for i in range(len(queries)):

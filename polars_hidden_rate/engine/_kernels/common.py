@@ -1,4 +1,4 @@
-"""What every kernel shares: the compilation (`kernel`), the tree as one value (`FlatTree`),
+"""What every kernel shares: the compilation (`kernel`), the tree as one value (`TreeArrays`),
 and the steps of every walk: a query's own leaf, the step up, a point's ``d2`` and a box's
 bounds.
 
@@ -34,8 +34,8 @@ def kernel(function: F) -> F:
     return compiled  # type: ignore[return-value]
 
 
-class FlatTree(NamedTuple):
-    """A kd-tree as the walks take it, one value (`KdTree.flat`): numba passes a named
+class TreeArrays(NamedTuple):
+    """A kd-tree as the walks take it, one value (`KdTree.arrays`): numba passes a named
     tuple of arrays to a kernel as the arrays themselves, unboxed once per call.
 
     Heap layout (node ``k`` has children ``2k + 1`` and ``2k + 2``): node ``k`` holds the
@@ -50,6 +50,12 @@ class FlatTree(NamedTuple):
     upper: Float64Array
     split_dim: SplitDims
     split_value: Float64Array
+
+
+# numba's on-disk cache index pickles a signature's types by name: an index written when
+# this tuple was named FlatTree must still unpickle (it is then stale and recompiled), not
+# fail the first count after an upgrade.
+FlatTree = TreeArrays
 
 
 @kernel

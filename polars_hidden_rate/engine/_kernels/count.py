@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels.common import (
-    FlatTree,
+    TreeArrays,
     box_bounds,
     climb,
     kernel,
@@ -44,7 +44,7 @@ class Strictly(NamedTuple):
 
 @kernel
 def count_walk(
-    tree: FlatTree,
+    tree: TreeArrays,
     queries: Float64Array,
     thresholds: Float64Array,
     own_position: IndexArray,

@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels.common import (
-    FlatTree,
+    TreeArrays,
     box_bounds,
     box_near,
     climb,
@@ -22,7 +22,7 @@ from polars_hidden_rate.engine._kernels.common import (
 
 @kernel
 def nearest_two_walk(
-    tree: FlatTree,
+    tree: TreeArrays,
     queries: Float64Array,
     rows: IndexArray,
     best: Float64Array,
@@ -126,7 +126,7 @@ def scan_two(
 
 @kernel
 def reach_walk(
-    tree: FlatTree,
+    tree: TreeArrays,
     queries: Float64Array,
     thresholds: Float64Array,
     rows: IndexArray,
@@ -179,7 +179,7 @@ def any_within(
 
 @kernel
 def tied_match_walk(
-    tree: FlatTree,
+    tree: TreeArrays,
     queries: Float64Array,
     thresholds: Float64Array,
     values: Float64Array,
