@@ -524,10 +524,10 @@ def k_nearest(
     _check_walk(tree, queries, rows, every=True)
     m = len(queries)
     edge = np.empty(m, dtype=np.float64)
-    flat = tree.flat
+    arrays = tree.arrays
 
     def kth(chosen: IndexArray) -> None:
-        kth_walk(flat, queries, chosen, int(k), metric, edge)
+        kth_walk(arrays, queries, chosen, int(k), metric, edge)
 
     _in_tasks(rows, threads, kth, bar)
     thresholds = edge * (1.0 + tie_tol)
@@ -536,7 +536,7 @@ def k_nearest(
     none_i, none_f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
 
     def count(chosen: IndexArray) -> None:
-        within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, none_i, none_f)
+        within_walk(arrays, queries, thresholds, chosen, metric, counts, offsets, none_i, none_f)
 
     _in_tasks(rows, threads, count, bar)
     np.cumsum(counts, out=offsets[1:])
@@ -544,7 +544,7 @@ def k_nearest(
     distances = np.empty(offsets[-1], dtype=np.float64)
 
     def fill(chosen: IndexArray) -> None:
-        within_walk(flat, queries, thresholds, chosen, metric, counts, offsets, found, distances)
+        within_walk(arrays, queries, thresholds, chosen, metric, counts, offsets, found, distances)
 
     _in_tasks(rows, threads, fill, bar)
     found = tree.order[found]

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels.common import (
-    FlatTree,
+    TreeArrays,
     box_near,
     climb,
     kernel,
@@ -102,7 +102,7 @@ def scan_k(
 
 @kernel
 def kth_walk(
-    tree: FlatTree,
+    tree: TreeArrays,
     queries: Float64Array,
     rows: IndexArray,
     k: int,
@@ -154,7 +154,7 @@ def kth_walk(
 
 @kernel
 def within_walk(
-    tree: FlatTree,
+    tree: TreeArrays,
     queries: Float64Array,
     thresholds: Float64Array,
     rows: IndexArray,
