@@ -14,15 +14,7 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.checks import known
-from polars_hidden_rate.measures.digits import decisive, exact
-from polars_hidden_rate.measures.stats import percent
-from polars_hidden_rate.measures.summary import (
-    CloakingSummary,
-    check_min_rate,
-    quartiles_below,
-    summarize,
-)
-from polars_hidden_rate.measures.verdict import (
+from polars_hidden_rate.link.verdict import (
     DEFAULT_MAX_OWN_COPIES,
     GateOptions,
     Inspector,
@@ -30,6 +22,14 @@ from polars_hidden_rate.measures.verdict import (
     Verdict,
     split_options,
     unlinked_message,
+)
+from polars_hidden_rate.measures.digits import decisive, exact
+from polars_hidden_rate.measures.stats import percent
+from polars_hidden_rate.measures.summary import (
+    CloakingSummary,
+    check_min_rate,
+    quartiles_below,
+    summarize,
 )
 from polars_hidden_rate.plan import CountOptions, plan
 from polars_hidden_rate.progress import renamed

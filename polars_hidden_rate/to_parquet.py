@@ -32,8 +32,7 @@ import polars as pl
 
 from polars_hidden_rate.checks import check_flag
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
-from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.measures.verdict import (
+from polars_hidden_rate.link.verdict import (
     Evidence,
     GateOptions,
     Inspector,
@@ -42,6 +41,7 @@ from polars_hidden_rate.measures.verdict import (
     copy_features,
     split_options,
 )
+from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan

@@ -43,12 +43,12 @@ from polars_hidden_rate.frames.files import (
     scan_literal,
 )
 from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.link.verdict import Evidence, Inspector, Verdict
 from polars_hidden_rate.measures.gower import Space
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.sdmetrics_space import DcrSpace
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.measures.verdict import Evidence, Inspector, Verdict
 from polars_hidden_rate.outputs import (
     check_output,
     describe,

@@ -22,6 +22,12 @@ from polars_hidden_rate.checks import (
     quoted,
 )
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
+from polars_hidden_rate.link.verdict import (
+    DEFAULT_MAX_OWN_COPIES,
+    LINK_OVERRIDES,
+    Inspector,
+    Verdict,
+)
 from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import (
     check_known,
@@ -44,12 +50,6 @@ from polars_hidden_rate.measures.singling_out import Mode, SinglingOutAttack
 from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import hidden_rate_interval
-from polars_hidden_rate.measures.verdict import (
-    DEFAULT_MAX_OWN_COPIES,
-    LINK_OVERRIDES,
-    Inspector,
-    Verdict,
-)
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.progress import folded, stage
 from polars_hidden_rate.provenance import components_words

@@ -2,7 +2,7 @@
 
 The gates (`cloaking_summary`,
 [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate], ``hidden-rate check``) and the report
-refuse to judge a release whose link looks random (`polars_hidden_rate.measures.link_test`), or
+refuse to judge a release whose link looks random (`polars_hidden_rate.link.link_test`), or
 that is linked by row order while both frames hold a column that is a key, or while both are
 sorted on one feature and, within its equal values, the rows pair up no better than at random
 (an ORDER BY on both files: the rows then pair up by that feature's rank, not by record); and
@@ -26,7 +26,7 @@ from polars.exceptions import ComputeError
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.checks import InvariantError, check_flag, check_real, quoted
 from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
-from polars_hidden_rate.measures.link_test import (
+from polars_hidden_rate.link.link_test import (
     ALPHA,
     MIN_GROUP,
     MIN_RECORDS,
