@@ -34,17 +34,13 @@ from polars_hidden_rate.checks import check_flag
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
 from polars_hidden_rate.link.verdict import (
     Evidence,
-    GateOptions,
-    Inspector,
     Verdict,
     check_link,
-    copy_features,
-    split_options,
 )
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
 from polars_hidden_rate.outputs import check_output as check_output_path
-from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.plan import CountOptions, CountPlan, GateOptions, plan, split_options
 from polars_hidden_rate.provenance import parquet_metadata
 
 Describe = Callable[[Evidence | None], Mapping[str, Any]]
@@ -236,14 +232,14 @@ def _count_and_write_locally(
     if request.projection is not None:
         fitted = request.projection.fit_files(originals.paths)
         request = replace(request, projection=request.projection.with_fit(fitted))
-    inspector = None if verdict is None else Inspector(request, verdict, copy_features(request))
-    if inspector is None:
+    evidence = None
+    if verdict is None:
         counts = request.counts()
     else:
-        aligned = inspector.read()
-        counts = request.counts_for(inspector, aligned, consume=True)
-        del aligned
-    evidence = None if inspector is None else inspector.evidence()
+        read = request.read_judged(verdict)
+        result = request.result(read.aligned, consume=True, closer=True)
+        counts, evidence = result.counts, read.evidence.counted(result)
+        del read
     footer = None if metadata is None else metadata(evidence)
     columns = originals.schema.names()
     for index, partition in enumerate(originals.partitions):

@@ -30,9 +30,9 @@ from polars_hidden_rate.link.link_test import (
     LinkTest,
     derangement,
     link_test,
+    upper_tail,
 )
 from polars_hidden_rate.link.verdict import AmbiguousLinkError, SortedLinkError
-from polars_hidden_rate.measures.stats import upper_tail
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
 SCRIPT = Path(sys.executable).with_name("hidden-rate")

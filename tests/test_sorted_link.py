@@ -28,9 +28,9 @@ from polars_hidden_rate.link.link_test import (
     link_test_of_sample,
     link_test_within,
     sampled_rows,
+    upper_tail,
 )
 from polars_hidden_rate.link.verdict import SortedLinkError, UnlinkedAvatarsError
-from polars_hidden_rate.measures.stats import upper_tail
 from tests.helpers import SHARED_DATASETS, local_cluster, write_files
 
 COORDS = ["Dim1", "Dim2", "Dim3"]

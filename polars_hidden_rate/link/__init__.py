@@ -1,5 +1,8 @@
 """The link between the originals and their avatars: whether a verdict can trust it.
 
-`link_test` (the statistic: own avatars ranked against other records' avatars) under
-`verdict` (the checks of a link before and after the read, own copies, `Evidence`).
+Below the plan: it reads a request's sets, link and columns (`verdict.LinkedSets`, which a
+`polars_hidden_rate.plan.CountPlan` is). `verdict` (the options, the link's checks before the
+read and on it, the link errors, the sorted-link rule, own copies, `Evidence`, and `judged`,
+which returns a read with its evidence) over `link_test` (the statistic: arrays in, a
+`LinkTest` out).
 """

@@ -9,7 +9,7 @@ sorted on one feature and, within its equal values, the rows pair up no better t
 they count
 the avatars identical to their own original on the raw features, and the records hidden
 only through ties. Everything here comes from the read that the counts come from
-(`Inspector`), so a lazy plan that reorders its rows cannot make two reads disagree.
+(`judged`), so a lazy plan that reorders its rows cannot make two reads disagree.
 """
 
 from __future__ import annotations
@@ -17,15 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError
 
-from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
-from polars_hidden_rate.checks import InvariantError, check_flag, check_real, quoted
-from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, common_feature_type, is_text
+from polars_hidden_rate._types import Float64Array, IndexArray
+from polars_hidden_rate.checks import check_flag, check_real, known, quoted
+from polars_hidden_rate.engine import CountResult
+from polars_hidden_rate.frames import RESERVED_PREFIX, Aligned, Link, common_feature_type, is_text
 from polars_hidden_rate.link.link_test import (
     ALPHA,
     MIN_GROUP,
@@ -35,9 +36,10 @@ from polars_hidden_rate.link.link_test import (
     link_test_within,
     sampled_rows,
 )
-from polars_hidden_rate.measures.stats import percent
-from polars_hidden_rate.plan import CountOptions, CountPlan
 from polars_hidden_rate.progress import stage
+
+if TYPE_CHECKING:
+    from polars_hidden_rate.projection import ProjectedCoordinates
 
 DEFAULT_MAX_OWN_COPIES = 10.0
 """Percent of avatars that may copy their own original: the method's row direct-match target
@@ -137,17 +139,30 @@ class Verdict:
         )
 
 
-class GateOptions(CountOptions, VerdictOptions, total=False):
-    """The counting options and the verdict options, as
-    [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] and
-    [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet] take them."""
+class LinkedSets(Protocol):
+    """What the link's checks read of a request (`polars_hidden_rate.plan.CountPlan` is one):
+    the two sets, their link, the compared columns."""
 
+    @property
+    def originals(self) -> pl.LazyFrame: ...
 
-def split_options(options: Mapping[str, Any]) -> tuple[CountOptions, Verdict]:
-    """The counting options and the verdict's, from one set of keywords."""
-    counting = {k: v for k, v in options.items() if k not in VERDICT_OPTION_NAMES}
-    verdict = {k: v for k, v in options.items() if k in VERDICT_OPTION_NAMES}
-    return cast(CountOptions, counting), Verdict.of(cast(VerdictOptions, verdict))
+    @property
+    def avatars(self) -> pl.LazyFrame: ...
+
+    @property
+    def link(self) -> Link: ...
+
+    @property
+    def coords(self) -> list[str]: ...
+
+    @property
+    def given_coords(self) -> tuple[str, ...]: ...
+
+    @property
+    def projection(self) -> ProjectedCoordinates | None: ...
+
+    @property
+    def progress(self) -> bool | None: ...
 
 
 @dataclass(frozen=True)
@@ -219,7 +234,8 @@ class Evidence:
     def own_copies_percent(self) -> float | None:
         if self.own_copies is None:
             return None
-        return percent(self.own_copies, self.n) if self.n else 0.0
+        # As `measures.stats.percent`: the product first.
+        return 100.0 * self.own_copies / self.n if self.n else 0.0
 
     def copies_exceed(self, limit: float | None) -> bool:
         """Whether more than ``limit`` percent of the avatars are their own original's copy:
@@ -227,6 +243,13 @@ class Evidence:
         report's); False without a limit or where they were not compared."""
         shown = self.own_copies_percent
         return shown is not None and limit is not None and shown > limit
+
+    def counted(self, result: CountResult) -> Evidence:
+        """This evidence with the hidden records that no rival is strictly closer to than
+        their avatar, from the flags of ``result`` (a count asked for them: ``closer``)."""
+        closer = known(result.closer, "the flags of a count asked for them")
+        ties_only = int(np.count_nonzero((result.counts > 0) & ~closer))
+        return replace(self, hidden_by_ties_only=ties_only)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -240,13 +263,13 @@ class Evidence:
         }
 
 
-def compares_coordinates(request: CountPlan) -> bool:
+def compares_coordinates(request: LinkedSets) -> bool:
     """Whether own copies are compared on the coordinate arrays themselves: no projection,
     and every given coordinate is counted on (float64 holds each exactly, as the read checks)."""
     return request.projection is None and list(request.given_coords) == request.coords
 
 
-def copy_features(request: CountPlan) -> list[str]:
+def copy_features(request: LinkedSets) -> list[str]:
     """The columns own copies are compared on: the projected features (raw values), or
     every ``coords`` column given (also those past ``ncp``)."""
     if request.projection is not None:
@@ -255,7 +278,7 @@ def copy_features(request: CountPlan) -> list[str]:
 
 
 def copy_columns(
-    request: CountPlan, features: Sequence[str]
+    request: LinkedSets, features: Sequence[str]
 ) -> tuple[list[pl.Expr], list[pl.Expr]]:
     """The raw ``features`` of each side, in the type both are compared in."""
     left = request.originals.collect_schema()
@@ -269,7 +292,7 @@ def copy_columns(
     return sides
 
 
-def copy_fingerprints(request: CountPlan) -> tuple[pl.Expr, pl.Expr]:
+def copy_fingerprints(request: LinkedSets) -> tuple[pl.Expr, pl.Expr]:
     """Per side, a 64-bit hash of each record's raw copy features (`copy_features`) in the
     type both are compared in: where the raw features never meet (the cluster's link buckets
     hold coordinates), an own copy is a record whose coordinates and hash both equal its
@@ -279,7 +302,7 @@ def copy_fingerprints(request: CountPlan) -> tuple[pl.Expr, pl.Expr]:
     return pl.struct(left).hash(seed=0), pl.struct(right).hash(seed=0)
 
 
-def check_link(request: CountPlan, verdict: Verdict) -> None:
+def check_link(request: LinkedSets, verdict: Verdict) -> None:
     """Refuse a link that the verdict cannot trust before anything is read: a row-order
     link while both frames hold a key (`check_row_order_link`), and ``by_row_order`` beside
     a key. The link's records are judged once read (`judge_link`)."""
@@ -293,7 +316,7 @@ def check_link(request: CountPlan, verdict: Verdict) -> None:
     check_row_order_link(request, verdict)
 
 
-def shared_keys(request: CountPlan) -> list[str]:
+def shared_keys(request: LinkedSets) -> list[str]:
     """The columns of both frames that are a key: integer or text, unique per row, without
     nulls, holding the same values in both frames."""
     left, right = request.originals.collect_schema(), request.avatars.collect_schema()
@@ -332,7 +355,7 @@ def shared_keys(request: CountPlan) -> list[str]:
     return found
 
 
-def check_row_order_link(request: CountPlan, verdict: Verdict) -> None:
+def check_row_order_link(request: LinkedSets, verdict: Verdict) -> None:
     """Refuse a row-order link while both frames hold a key (`shared_keys`), unless
     ``by_row_order``; and even then a key that the projection would take for a feature (the
     features not named): a key is never projected, at any size."""
@@ -369,7 +392,7 @@ def _orderable(dtype: pl.DataType) -> bool:
 
 
 def judge_link(
-    request: CountPlan, verdict: Verdict, x: Float64Array, y: Float64Array, population: int
+    request: LinkedSets, verdict: Verdict, x: Float64Array, y: Float64Array, population: int
 ) -> tuple[LinkTest, SortCheck | None]:
     """The link test of ``population`` linked records, given the rows it compares (those of
     `sampled_rows`, in record order), and what the sorted-link rule saw; the one judge of
@@ -390,7 +413,7 @@ def judge_link(
     return test, sort
 
 
-def shared_sorts(request: CountPlan) -> list[tuple[str, str]]:
+def shared_sorts(request: LinkedSets) -> list[tuple[str, str]]:
     """The compared features (a projected feature, or a coordinate) both frames are sorted on
     in one direction (their non-null values monotone), each with that direction, where a file
     in random order would be so sorted with a chance of at most `ALPHA` in each frame:
@@ -430,7 +453,7 @@ def shared_sorts(request: CountPlan) -> list[tuple[str, str]]:
 
 
 def check_sorted_link(
-    request: CountPlan, verdict: Verdict, x: Float64Array, y: Float64Array, population: int
+    request: LinkedSets, verdict: Verdict, x: Float64Array, y: Float64Array, population: int
 ) -> SortCheck | None:
     """Refuse a row-order link while both frames are sorted on one feature (`shared_sorts`),
     unless the sort cannot have made the pairing; unless ``allow_sorted_link``. ``x``, ``y``:
@@ -496,7 +519,7 @@ def _sort_value(name: str, schema: pl.Schema) -> pl.Expr:
     return column
 
 
-def _values_kept(request: CountPlan, name: str) -> bool:
+def _values_kept(request: LinkedSets, name: str) -> bool:
     """Whether every row's avatar holds its original's value of ``name`` (nulls alike, NaN
     alike), in the type both are compared in."""
     left, right = copy_columns(request, [name])
@@ -507,7 +530,7 @@ def _values_kept(request: CountPlan, name: str) -> bool:
     return bool(both.select(pl.col("o").eq_missing(pl.col("a")).all()).collect().item())
 
 
-def _values_of(request: CountPlan, name: str, population: int) -> IndexArray:
+def _values_of(request: LinkedSets, name: str, population: int) -> IndexArray:
     """Per record the link test compares, the label of its original's value of ``name``
     (nulls alike), numbered in order of first appearance."""
     rows = sampled_rows(population)
@@ -537,102 +560,59 @@ def _sorted_by_chance(frame: pl.LazyFrame, values: pl.Expr) -> float:
     return math.log(2.0) + ways
 
 
-@dataclass
-class Inspector:
-    """Takes the verdict's evidence from the read the counts come from.
+@dataclass(frozen=True)
+class JudgedRead:
+    """A read the link's checks passed (`judged`): the linked arrays, and the evidence
+    taken from that very read (``hidden_by_ties_only`` still None: `Evidence.counted`)."""
 
-    `carries` gives the raw features to carry through that read, `before`
-    runs the link test and counts own copies on it (and refuses a random link), and
-    `after` counts the records hidden only by ties once the counts are known.
-    """
+    aligned: Aligned
+    evidence: Evidence
 
-    request: CountPlan
-    verdict: Verdict
-    features: list[str]
-    link: LinkTest | None = None
-    sorted_link: SortCheck | None = None
-    own_copies: int = 0
-    hidden_by_ties_only: int | None = None
-    unseen: Mapping[str, int] = field(default_factory=dict)
-    # The engine's strategy that counted (what "auto" chose), once counted.
-    strategy: str | None = None
 
-    @classmethod
-    def start(cls, request: CountPlan, verdict: Verdict) -> Inspector:
-        """Check the link (`check_link`), and prepare the inspection of ``request``'s read."""
-        check_link(request, verdict)
-        return cls(request, verdict, copy_features(request))
+def copies_carried(request: LinkedSets) -> tuple[list[pl.Expr], list[pl.Expr]]:
+    """The raw features each side carries through the read for `judged` (none when the
+    coordinate arrays themselves are compared)."""
+    if compares_coordinates(request):
+        return [], []
+    return copy_columns(request, copy_features(request))
 
-    @property
-    def compares_arrays(self) -> bool:
-        """Whether the copies are compared on the coordinate arrays themselves."""
-        return compares_coordinates(self.request)
 
-    def carries(self) -> tuple[list[pl.Expr], list[pl.Expr]]:
-        """The raw features of each side, in the type both are compared in (none when the
-        coordinate arrays are compared)."""
-        if self.compares_arrays:
-            return [], []
-        return copy_columns(self.request, self.features)
-
-    def read(self) -> Aligned:
-        """The request's read, with the raw features carried."""
-        carry, carry_avatars = self.carries()
-        return self.before(self.request.read(carry, carry_avatars))
-
-    def before(self, aligned: Aligned) -> Aligned:
-        """Test the link and count own copies on ``aligned``; return it without the carried
-        features. Raises as `judge_link` does."""
-        with stage("link test and own copies", enabled=self.request.progress):
-            return self._inspected(aligned)
-
-    def _inspected(self, aligned: Aligned) -> Aligned:
+def judged(request: LinkedSets, verdict: Verdict, aligned: Aligned) -> JudgedRead:
+    """Test the link and count own copies on ``aligned``, read with `copies_carried`;
+    return it without the carried features, with its evidence. Raises as `judge_link`
+    does. Everything comes from the read that the counts come from, so a lazy plan that
+    reorders its rows cannot make two reads disagree."""
+    with stage("link test and own copies", enabled=request.progress):
         x, y = aligned.originals, aligned.avatars
         population = len(x)
         rows = sampled_rows(population)
         if rows is not None:
             x, y = x[rows], y[rows]
-        self.link, self.sorted_link = judge_link(self.request, self.verdict, x, y, population)
-        self.unseen = aligned.unseen
-        if self.compares_arrays:
+        link, sort = judge_link(request, verdict, x, y, population)
+        features = copy_features(request)
+        names = [f"{_COPY}{k}" for k in range(len(features))]
+        own_copies = 0
+        if compares_coordinates(request):
             same_rows = (aligned.originals == aligned.avatars).all(axis=1)
-            self.own_copies = int(np.count_nonzero(same_rows))
-            return aligned
-        names = [f"{_COPY}{k}" for k in range(len(self.features))]
-        if names:
-            same = pl.all_horizontal(
-                aligned.carried[name].eq_missing(aligned.carried_avatars[name]) for name in names
+            own_copies = int(np.count_nonzero(same_rows))
+        else:
+            if names:
+                same = pl.all_horizontal(
+                    aligned.carried[name].eq_missing(aligned.carried_avatars[name])
+                    for name in names
+                )
+                own_copies = int(pl.select(same.sum()).item())
+            aligned = replace(
+                aligned,
+                carried=aligned.carried.drop(names, strict=False),
+                carried_avatars=aligned.carried_avatars.drop(names, strict=False),
             )
-            self.own_copies = int(pl.select(same.sum()).item())
-        return replace(
-            aligned,
-            carried=aligned.carried.drop(names, strict=False),
-            carried_avatars=aligned.carried_avatars.drop(names, strict=False),
-        )
-
-    def after(self, counts: CountArray, closer: BoolArray, strategy: str | None = None) -> None:
-        """Count the hidden records that no rival is strictly closer to than their avatar,
-        from the flags the counting set (`CountPlan.counts_for`), and keep the strategy
-        that counted."""
-        self.hidden_by_ties_only = int(np.count_nonzero((counts > 0) & ~closer))
-        self.strategy = strategy
-
-    def evidence(self) -> Evidence:
-        if self.link is None:
-            raise InvariantError("the link is unknown: inspect a read first")
-        records = self.link.n if self.link.population is None else self.link.population
-        return Evidence(
-            records,
-            self.link,
-            self.own_copies,
-            tuple(self.features),
-            self.hidden_by_ties_only,
-            self.unseen,
-            self.sorted_link,
-        )
+    records = link.n if link.population is None else link.population
+    evidence = Evidence(records, link, own_copies, tuple(features), None, aligned.unseen, sort)
+    return JudgedRead(aligned, evidence)
 
 
-def unlinked_message(test: LinkTest, request: CountPlan, *, measured: bool = False) -> str:
+def unlinked_message(test: LinkTest, request: LinkedSets, *, measured: bool = False) -> str:
     """Why a link looks random, with the figure and the way out (``measured``: why a gate
     that measured it anyway, with ``allow_unlinked``, does not pass it)."""
     how = (
