@@ -8,7 +8,7 @@ from polars_hidden_rate.api import hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, OwnCopiesError, assert_hidden_rate
-from polars_hidden_rate.link.verdict import (
+from polars_hidden_rate.link.errors import (
     AmbiguousLinkError,
     SortedLinkError,
     UnlinkedAvatarsError,

@@ -14,9 +14,9 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.checks import known
+from polars_hidden_rate.link.errors import UnlinkedAvatarsError
 from polars_hidden_rate.link.verdict import (
     DEFAULT_MAX_OWN_COPIES,
-    UnlinkedAvatarsError,
     Verdict,
     check_link,
     unlinked_message,

@@ -46,13 +46,13 @@ from polars_hidden_rate.frames import (
     resolve_coords,
     resolve_link,
 )
+from polars_hidden_rate.link.sets import copies_carried
 from polars_hidden_rate.link.verdict import (
     VERDICT_OPTION_NAMES,
     Evidence,
     JudgedRead,
     Verdict,
     VerdictOptions,
-    copies_carried,
     judged,
 )
 from polars_hidden_rate.progress import stage

@@ -507,7 +507,8 @@ def test_the_cluster_judges_the_link_as_locally(
     # Issue 19 on a cluster: the link test on the very records the local path tests (all of
     # them, or its seeded sample), own copies on the coordinates, a random link refused.
     from polars_hidden_rate.link import link_test as linkage
-    from polars_hidden_rate.link.verdict import UnlinkedAvatarsError, Verdict
+    from polars_hidden_rate.link.errors import UnlinkedAvatarsError
+    from polars_hidden_rate.link.verdict import Verdict
     from polars_hidden_rate.to_parquet import plan_dataset
 
     if sample is not None:

@@ -19,6 +19,7 @@ from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.demo.cohort import cohort
 from polars_hidden_rate.gate import cloaking_summary
 from polars_hidden_rate.link import link_test as link_test_module
+from polars_hidden_rate.link.errors import SortedLinkError, UnlinkedAvatarsError
 from polars_hidden_rate.link.link_test import (
     ALPHA,
     PARTNERS,
@@ -30,7 +31,6 @@ from polars_hidden_rate.link.link_test import (
     sampled_rows,
     upper_tail,
 )
-from polars_hidden_rate.link.verdict import SortedLinkError, UnlinkedAvatarsError
 from tests.helpers import SHARED_DATASETS, local_cluster, write_files
 
 COORDS = ["Dim1", "Dim2", "Dim3"]

@@ -21,8 +21,8 @@ from polars_hidden_rate import engine
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.demo.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
+from polars_hidden_rate.link.errors import AmbiguousLinkError, UnlinkedAvatarsError
 from polars_hidden_rate.link.link_test import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
-from polars_hidden_rate.link.verdict import AmbiguousLinkError, UnlinkedAvatarsError
 from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
 from tests.helpers import brute_force_counts, examples, hidden_share

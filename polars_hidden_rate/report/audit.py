@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from polars_hidden_rate.checks import quoted
-from polars_hidden_rate.link.verdict import LINK_OVERRIDES, Evidence, SortCheck
+from polars_hidden_rate.link.sorted import SortCheck
+from polars_hidden_rate.link.verdict import LINK_OVERRIDES, Evidence
 from polars_hidden_rate.measures.digits import exact, p_text
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.projection.coordinates import CATEGORICAL_REASONS
