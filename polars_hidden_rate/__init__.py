@@ -8,6 +8,11 @@ from polars_hidden_rate.api import hidden_rate, local_cloaking
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.engine import count_cloaking
 from polars_hidden_rate.gate import HiddenRateTooLowError, OwnCopiesError, assert_hidden_rate
+from polars_hidden_rate.link.errors import (
+    AmbiguousLinkError,
+    SortedLinkError,
+    UnlinkedAvatarsError,
+)
 from polars_hidden_rate.measures.baseline import DcrBaseline, dcr_baseline_protection
 from polars_hidden_rate.measures.correlation import correlation_protection_rate
 from polars_hidden_rate.measures.distances import closest_distances_ratio, distance_to_closest
@@ -18,11 +23,6 @@ from polars_hidden_rate.measures.overfitting import dcr_overfitting_protection
 from polars_hidden_rate.measures.row_match import row_direct_match_protection
 from polars_hidden_rate.measures.singling_out import SinglingOutRisk, singling_out_risk
 from polars_hidden_rate.measures.summary import hidden_rate_interval
-from polars_hidden_rate.measures.verdict import (
-    AmbiguousLinkError,
-    SortedLinkError,
-    UnlinkedAvatarsError,
-)
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.projection import Projection
 from polars_hidden_rate.report import PrivacyReport, UnmeasuredTargetError, privacy_report

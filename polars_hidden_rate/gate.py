@@ -14,6 +14,13 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.checks import known
+from polars_hidden_rate.link.errors import UnlinkedAvatarsError
+from polars_hidden_rate.link.verdict import (
+    DEFAULT_MAX_OWN_COPIES,
+    Verdict,
+    check_link,
+    unlinked_message,
+)
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import (
@@ -22,16 +29,7 @@ from polars_hidden_rate.measures.summary import (
     quartiles_below,
     summarize,
 )
-from polars_hidden_rate.measures.verdict import (
-    DEFAULT_MAX_OWN_COPIES,
-    GateOptions,
-    Inspector,
-    UnlinkedAvatarsError,
-    Verdict,
-    split_options,
-    unlinked_message,
-)
-from polars_hidden_rate.plan import CountOptions, plan
+from polars_hidden_rate.plan import CountOptions, CountPlan, GateOptions, plan, split_options
 from polars_hidden_rate.progress import renamed
 
 __all__ = [
@@ -41,7 +39,7 @@ __all__ = [
     "OwnCopiesError",
     "assert_hidden_rate",
     "cloaking_summary",
-    "summarize_inspected",
+    "summarize_judged",
 ]
 
 # cloaking_summary first counts each record up to this many rivals (docs/cli.md).
@@ -136,26 +134,33 @@ def cloaking_summary(
         }
     )
     request = plan(originals, avatars, options, caller="cloaking_summary")
-    return summarize_inspected(Inspector.start(request, verdict), min_rate=threshold)
+    check_link(request, verdict)
+    return summarize_judged(request, verdict, min_rate=threshold)[0]
 
 
-def summarize_inspected(inspector: Inspector, *, min_rate: float | None) -> CloakingSummary:
-    """`cloaking_summary` of a planned request, its evidence taken by ``inspector``."""
-    request = inspector.request
-    aligned = inspector.read()
+def summarize_judged(
+    request: CountPlan, verdict: Verdict, *, min_rate: float | None
+) -> tuple[CloakingSummary, str | None]:
+    """`cloaking_summary` of a planned request whose link `check_link` passed, its evidence
+    taken from the read it counts (`CountPlan.read_judged`), and the strategy that counted."""
+    read = request.read_judged(verdict)
+    aligned = read.aligned
     # Counted in place (no copy of the coordinates), the arrays left for a count in full.
-    counts = request.counts_for(
-        inspector, aligned, cap=QUARTILE_CAP, overwrite_input=True, restore_order=True
+    result = request.result(
+        aligned, cap=QUARTILE_CAP, overwrite_input=True, restore_order=True, closer=True
     )
+    evidence = read.evidence.counted(result)
+    counts = result.counts
     if not quartiles_below(counts, QUARTILE_CAP):
         with renamed("counting", "counting in full, for the quartiles"):
             counts = request.counts(aligned, overwrite_input=True)
-    return summarize(
+    summary = summarize(
         pl.DataFrame({"local_cloaking": counts}),
         min_rate=min_rate,
-        evidence=inspector.evidence(),
-        max_own_copies=inspector.verdict.max_own_copies,
+        evidence=evidence,
+        max_own_copies=verdict.max_own_copies,
     )
+    return summary, result.strategy
 
 
 def assert_hidden_rate(
@@ -217,17 +222,17 @@ def assert_hidden_rate(
         raise ValueError(msg)
     counting, verdict = split_options(options)
     request = plan(originals, avatars, counting, caller="assert_hidden_rate")
-    inspector = Inspector.start(request, verdict)
-    aligned = inspector.read()
-    test = known(inspector.link, "the link test, which the read runs")
+    check_link(request, verdict)
+    read = request.read_judged(verdict)
+    test = read.evidence.link
     if not test.linked:  # measured with allow_unlinked: a refused link never passes
         message = unlinked_message(test, request, measured=True)
         raise UnlinkedAvatarsError(message, test)
-    counts = request.counts(aligned, cap=1, overwrite_input=True)
+    counts = request.counts(read.aligned, cap=1, overwrite_input=True)
     rate = percent(int(np.count_nonzero(counts)), len(counts))
     if rate < threshold:
         raise HiddenRateTooLowError(rate, threshold)
-    copies = inspector.evidence().own_copies
+    copies = read.evidence.own_copies
     copies = known(copies, "the own copies, which a local read compares")
     if percent(copies, len(counts)) > verdict.max_own_copies:
         raise OwnCopiesError(copies, len(counts), verdict.max_own_copies)

@@ -90,10 +90,16 @@ def describe(mode: int) -> str:
 
 
 def check_output(
-    path: Path, inputs: Mapping[str, Sequence[Path]], *, kind: OutputKind, name: str
+    path: Path,
+    inputs: Mapping[str, Sequence[Path]],
+    *,
+    kind: OutputKind,
+    name: str,
+    overwrite: bool | None = None,
 ) -> Identity | None:
-    """Refuse an output ``path`` that would lose an input or is not of ``kind``; return the
-    identity of what is there (None when nothing is).
+    """Refuse an output ``path`` that would lose an input or is not of ``kind``, and, with
+    ``overwrite=False``, one that exists; return the identity of what is there (None when
+    nothing is).
 
     ``inputs`` maps each role (``ORIGINALS``, ``originals``, ...) to its files; ``name`` is
     the option or argument the messages name (``--output``, ``output``).
@@ -105,7 +111,8 @@ def check_output(
     ValueError
         When ``path`` is an input file, or a directory holding one.
     FileExistsError
-        When something other than a ``kind`` is at ``path`` (see `existing`).
+        When something other than a ``kind`` is at ``path`` (see `existing`), or something
+        is there and ``overwrite`` is False.
     """
     check_folder(path, name)
     for role, files in inputs.items():
@@ -116,7 +123,11 @@ def check_output(
                     "write it elsewhere"
                 )
                 raise ValueError(msg)
-    return existing(path, kind=kind, name=name)
+    found = existing(path, kind=kind, name=name)
+    if found is not None and overwrite is False:
+        msg = f"{name} {str(path)!r} exists; pass overwrite=True to replace it"
+        raise FileExistsError(msg)
+    return found
 
 
 def check_folder(path: Path, name: str) -> None:

@@ -11,16 +11,16 @@ machine's CPU, the GPU, or a Dask cluster): `CountPlan.counts` for the counts,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, TypedDict, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar, cast
 
 import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError
 
 from polars_hidden_rate import engine
-from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
+from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import (
     AllComponents,
     check_flag,
@@ -46,6 +46,15 @@ from polars_hidden_rate.frames import (
     resolve_coords,
     resolve_link,
 )
+from polars_hidden_rate.link.sets import copies_carried
+from polars_hidden_rate.link.verdict import (
+    VERDICT_OPTION_NAMES,
+    Evidence,
+    JudgedRead,
+    Verdict,
+    VerdictOptions,
+    judged,
+)
 from polars_hidden_rate.progress import stage
 from polars_hidden_rate.projection import ProjectedCoordinates
 from polars_hidden_rate.projection.types import Impute
@@ -57,17 +66,6 @@ Device = Literal["cpu", "gpu"]
 
 _KEY = f"{RESERVED_PREFIX}_key"
 _FINGERPRINT = f"{RESERVED_PREFIX}_fingerprint"
-
-
-class ReadInspector(Protocol):
-    """Looks at the read the counts come from (`Inspector`):
-    columns to carry through it, a look before the counting and one after."""
-
-    def carries(self) -> tuple[list[pl.Expr], list[pl.Expr]]: ...
-
-    def before(self, aligned: Aligned) -> Aligned: ...
-
-    def after(self, counts: CountArray, closer: BoolArray, strategy: str | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,6 @@ class CountPlan:
     device: Device
     cluster: Any | None
     projection: ProjectedCoordinates | None = None
-    inspector: ReadInspector | None = None
     # Every coordinate column given, before ``ncp`` kept the first of them.
     given_coords: tuple[str, ...] = ()
 
@@ -103,6 +100,13 @@ class CountPlan:
             return read_aligned(
                 self.originals, self.avatars, self.coords, self.link, carry, carry_avatars
             )
+
+    def read_judged(self, verdict: Verdict, carry: Sequence[pl.Expr] = ()) -> JudgedRead:
+        """`read` (with ``carry``), the link judged on it and its evidence taken from it
+        (`polars_hidden_rate.link.verdict.judged`): a count of its arrays with ``closer``
+        completes the evidence (`Evidence.counted`)."""
+        extra, extra_avatars = copies_carried(self)
+        return judged(self, verdict, self.read([*carry, *extra], extra_avatars))
 
     def counts(
         self,
@@ -179,54 +183,8 @@ class CountPlan:
             flags[hidden] = engine.closer_rivals(originals, avatars, hidden, threads=self.threads)
         return CountResult(counts if cap is None else np.minimum(counts, cap), flags, used)
 
-    def counts_for(
-        self,
-        inspector: ReadInspector,
-        aligned: Aligned,
-        *,
-        cap: int | None = None,
-        overwrite_input: bool = False,
-        restore_order: bool = False,
-    ) -> CountArray:
-        """`counts` of ``aligned`` as ``inspector`` needs them: those of `result_for`."""
-        return self.result_for(
-            inspector,
-            aligned,
-            cap=cap,
-            overwrite_input=overwrite_input,
-            restore_order=restore_order,
-        ).counts
-
-    def result_for(
-        self,
-        inspector: ReadInspector,
-        aligned: Aligned,
-        *,
-        cap: int | None = None,
-        overwrite_input: bool = False,
-        restore_order: bool = False,
-        keep_tree: bool = False,
-    ) -> CountResult:
-        """`result` of ``aligned`` as ``inspector`` needs it: the counting walk also
-        flags the hidden records that have a rival strictly closer than their avatar, and
-        the inspector learns those flags and the strategy that ran; ``keep_tree`` as for
-        `result`."""
-        result = self.result(
-            aligned,
-            cap=cap,
-            overwrite_input=overwrite_input,
-            restore_order=restore_order,
-            closer=True,
-            keep_tree=keep_tree,
-        )
-        closer = known(result.closer, "the flags of a count asked for them")
-        inspector.after(result.counts, closer, result.strategy)
-        return result
-
-    def counts_and_nearest_two(
-        self, inspector: ReadInspector, aligned: Aligned
-    ) -> tuple[CountArray, NearestTwo]:
-        """`counts_for` ``inspector`` and `nearest_two` of ``aligned``, whose arrays the
+    def result_and_nearest_two(self, aligned: Aligned) -> tuple[CountResult, NearestTwo]:
+        """`result` (with the ``closer`` flags) and `nearest_two` of ``aligned``, whose arrays the
         caller no longer needs: the same values as the two, with no copy of the arrays on
         this machine's CPU where the counts' canonical scale is the distances' (``tie_tol``
         below 1: the power of two does not depend on it there).
@@ -247,18 +205,18 @@ class CountPlan:
             or exponent != exponent_for(largest, dim)
             or len(aligned.originals) == 0
         ):
-            return self.counts_for(inspector, aligned), self.nearest_two(aligned)
+            return self.result(aligned, closer=True), self.nearest_two(aligned)
         (originals, avatars), _ = canonical_scale(
             aligned.originals, aligned.avatars, tie_tol=self.tie_tol, overwrite_input=True
         )
         scaled = replace(aligned, originals=originals, avatars=avatars)
-        counts = self.counts_for(inspector, scaled, overwrite_input=True, restore_order=True)
+        counted = self.result(scaled, overwrite_input=True, restore_order=True, closer=True)
         with stage("nearest originals", enabled=self.progress):
             found = nearest_two(
                 originals, avatars, threads=self.threads, overwrite_input=True, linked=True
             )
         # Found at the scale of the arrays as given times 2^exponent: in their units again.
-        return counts, replace(found, exponent=found.exponent + exponent)
+        return counted, replace(found, exponent=found.exponent + exponent)
 
     def nearest_two(self, aligned: Aligned) -> NearestTwo:
         """Each avatar's nearest two originals in ``aligned`` (`nearest_of`)."""
@@ -335,53 +293,70 @@ class CountPlan:
 
             def count_as_read() -> pl.DataFrame:
                 frame = self.originals.collect()
-                _, counts = self._read_and_count(replace(self, originals=frame.lazy()))
-                return frame.with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
+                aligned = replace(self, originals=frame.lazy()).read()
+                return _with_counts(frame, self.counts(aligned, overwrite_input=True))
 
             counted = pl.defer(count_as_read, schema={**schema, "local_cloaking": index_type})
         else:
-            keys = list(self.link.left)
-            fingerprint = self._fingerprint(schema)
-            carry = [pl.col(k).alias(f"{_KEY}{i}") for i, k in enumerate(keys)]
 
             def count_by_key() -> pl.DataFrame:
-                aligned, counts = self._read_and_count(self, [*carry, fingerprint])
-                return aligned.carried.rename(
-                    {f"{_KEY}{i}": k for i, k in enumerate(keys)}
-                ).with_columns(local_cloaking=pl.Series(counts, dtype=index_type))
+                aligned = self.read(self._key_carry(schema))
+                return self._keyed_counts(aligned, self.counts(aligned, overwrite_input=True))
 
-            by_key = pl.defer(
-                count_by_key,
-                schema={
-                    **{k: schema[k] for k in keys},
-                    _FINGERPRINT: pl.UInt64,
-                    "local_cloaking": index_type,
-                },
-            )
-            counted = (
-                self.originals.with_columns(fingerprint)
-                .join(by_key, on=[*keys, _FINGERPRINT], how="left", maintain_order="left")
-                .drop(_FINGERPRINT)
-                .with_columns(
-                    pl.col("local_cloaking").map_batches(
-                        _require_counted, return_dtype=index_type, is_elementwise=True
-                    )
-                )
-            )
+            counted = self._joined(pl.defer(count_by_key, schema=self._keyed_schema(schema)))
         return counted.with_columns(hidden=pl.col("local_cloaking") > 0)
 
-    def _read_and_count(
-        self, source: CountPlan, carry: Sequence[pl.Expr] = ()
-    ) -> tuple[Aligned, CountArray]:
-        """``source``'s read (with ``carry``) and its full counts; the `inspector`, if
-        any, looks at that very read, and learns from the counting walk which hidden
-        records have a rival strictly closer than their avatar."""
-        if self.inspector is None:
-            aligned = source.read(carry)
-            return aligned, self.counts(aligned, overwrite_input=True)
-        extra, extra_avatars = self.inspector.carries()
-        aligned = self.inspector.before(source.read([*carry, *extra], extra_avatars))
-        return aligned, self.counts_for(self.inspector, aligned, overwrite_input=True)
+    def per_record_judged(self, verdict: Verdict) -> tuple[pl.LazyFrame, Evidence, str | None]:
+        """`per_record`, read, judged (`read_judged`) and counted now: the frame, the evidence
+        of the read its counts come from, and the strategy that counted."""
+        schema = self.originals.collect_schema()
+        if self.link.by_row_order:
+            frame = self.originals.collect()
+            read = replace(self, originals=frame.lazy()).read_judged(verdict)
+            result = self.result(read.aligned, overwrite_input=True, closer=True)
+            counted = _with_counts(frame, result.counts).lazy()
+        else:
+            read = self.read_judged(verdict, self._key_carry(schema))
+            result = self.result(read.aligned, overwrite_input=True, closer=True)
+            counted = self._joined(self._keyed_counts(read.aligned, result.counts).lazy())
+        per_record = counted.with_columns(hidden=pl.col("local_cloaking") > 0)
+        return per_record, read.evidence.counted(result), result.strategy
+
+    def _key_carry(self, schema: pl.Schema) -> list[pl.Expr]:
+        """What a read by key carries for `per_record`: the keys and the fingerprint."""
+        keys = [pl.col(k).alias(f"{_KEY}{i}") for i, k in enumerate(self.link.left)]
+        return [*keys, self._fingerprint(schema)]
+
+    def _keyed_counts(self, aligned: Aligned, counts: CountArray) -> pl.DataFrame:
+        """The keys and fingerprint ``aligned`` carried (`_key_carry`), with ``counts``."""
+        names = {f"{_KEY}{i}": k for i, k in enumerate(self.link.left)}
+        return aligned.carried.rename(names).with_columns(
+            local_cloaking=pl.Series(counts, dtype=pl.get_index_type())
+        )
+
+    def _keyed_schema(self, schema: pl.Schema) -> dict[str, Any]:
+        return {
+            **{k: schema[k] for k in self.link.left},
+            _FINGERPRINT: pl.UInt64,
+            "local_cloaking": pl.get_index_type(),
+        }
+
+    def _joined(self, by_key: pl.LazyFrame) -> pl.LazyFrame:
+        """The originals with the counts of ``by_key`` joined back on key and fingerprint;
+        an original none matches fails (`_require_counted`)."""
+        keys = list(self.link.left)
+        schema = self.originals.collect_schema()
+        index_type = pl.get_index_type()
+        return (
+            self.originals.with_columns(self._fingerprint(schema))
+            .join(by_key, on=[*keys, _FINGERPRINT], how="left", maintain_order="left")
+            .drop(_FINGERPRINT)
+            .with_columns(
+                pl.col("local_cloaking").map_batches(
+                    _require_counted, return_dtype=index_type, is_elementwise=True
+                )
+            )
+        )
 
     def _fingerprint(self, schema: pl.Schema) -> pl.Expr:
         """A hash of the columns that decide a record's count: its key and coordinates."""
@@ -392,6 +367,10 @@ class CountPlan:
             for name in dict.fromkeys([*self.link.left, *columns])
         ]
         return pl.struct(fields).hash(seed=0).alias(_FINGERPRINT)
+
+
+def _with_counts(frame: pl.DataFrame, counts: CountArray) -> pl.DataFrame:
+    return frame.with_columns(local_cloaking=pl.Series(counts, dtype=pl.get_index_type()))
 
 
 def _require_counted(counts: pl.Series) -> pl.Series:
@@ -482,6 +461,19 @@ class CountOptions(TypedDict, total=False):
 
 
 OPTION_NAMES = frozenset(CountOptions.__annotations__)
+
+
+class GateOptions(CountOptions, VerdictOptions, total=False):
+    """The counting options and the verdict options, as
+    [`assert_hidden_rate`][polars_hidden_rate.assert_hidden_rate] and
+    [`local_cloaking_to_parquet`][polars_hidden_rate.local_cloaking_to_parquet] take them."""
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[CountOptions, Verdict]:
+    """The counting options and the verdict's, from one set of keywords."""
+    counting = {k: v for k, v in options.items() if k not in VERDICT_OPTION_NAMES}
+    verdict = {k: v for k, v in options.items() if k in VERDICT_OPTION_NAMES}
+    return cast(CountOptions, counting), Verdict.of(cast(VerdictOptions, verdict))
 
 
 def plan(

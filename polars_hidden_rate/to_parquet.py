@@ -23,7 +23,7 @@ created or replaced while it counted.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Unpack
@@ -32,19 +32,14 @@ import polars as pl
 
 from polars_hidden_rate.checks import check_flag
 from polars_hidden_rate.frames import Dataset, Source, check_output_free, open_dataset
-from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.measures.verdict import (
+from polars_hidden_rate.link.verdict import (
     Evidence,
-    GateOptions,
-    Inspector,
     Verdict,
     check_link,
-    copy_features,
-    split_options,
 )
-from polars_hidden_rate.outputs import Identity, staged_directory, write_counted_part
-from polars_hidden_rate.outputs import check_output as check_output_path
-from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
+from polars_hidden_rate.outputs import Identity, check_output, staged_directory, write_counted_part
+from polars_hidden_rate.plan import CountOptions, CountPlan, GateOptions, plan, split_options
 from polars_hidden_rate.provenance import parquet_metadata
 
 Describe = Callable[[Evidence | None], Mapping[str, Any]]
@@ -209,9 +204,9 @@ def plan_dataset(
     overwrite = check_flag(overwrite, "overwrite")
     left, right = open_dataset(originals, "originals"), open_dataset(avatars, "avatars")
     target = Path(output)
-    replaces = check_output(
-        target, {left.role: left.paths, right.role: right.paths}, overwrite=overwrite
-    )
+    inputs = {left.role: left.paths, right.role: right.paths}
+    # A directory, replaced only with ``overwrite``: the rule of every output.
+    replaces = check_output(target, inputs, kind="directory", name="output", overwrite=overwrite)
     request = plan(left.scan(), right.scan(), options, caller=caller)
     check_output_free(left.schema)
     if verdict is not None:
@@ -236,14 +231,14 @@ def _count_and_write_locally(
     if request.projection is not None:
         fitted = request.projection.fit_files(originals.paths)
         request = replace(request, projection=request.projection.with_fit(fitted))
-    inspector = None if verdict is None else Inspector(request, verdict, copy_features(request))
-    if inspector is None:
+    evidence = None
+    if verdict is None:
         counts = request.counts()
     else:
-        aligned = inspector.read()
-        counts = request.counts_for(inspector, aligned, overwrite_input=True)
-        del aligned
-    evidence = None if inspector is None else inspector.evidence()
+        read = request.read_judged(verdict)
+        result = request.result(read.aligned, overwrite_input=True, closer=True)
+        counts, evidence = result.counts, read.evidence.counted(result)
+        del read
     footer = None if metadata is None else metadata(evidence)
     columns = originals.schema.names()
     for index, partition in enumerate(originals.partitions):
@@ -257,27 +252,3 @@ def _count_and_write_locally(
         evidence=evidence,
         max_own_copies=None if verdict is None else verdict.max_own_copies,
     )
-
-
-def check_output(
-    output: Path, inputs: Mapping[str, Sequence[Path]], *, overwrite: bool
-) -> Identity | None:
-    """``output`` may be created (or replaced, with ``overwrite``) without losing an input
-    (`polars_hidden_rate.outputs.check_output`, the rule of every output); return the
-    identity of the directory to replace (None when there is none).
-
-    Raises
-    ------
-    FileNotFoundError
-        When the folder that would hold ``output`` does not exist.
-    FileExistsError
-        When ``output`` exists and is not a directory (saying what it is), or exists and
-        ``overwrite`` is False.
-    ValueError
-        When ``output`` is an input file or a directory holding one.
-    """
-    found = check_output_path(output, inputs, kind="directory", name="output")
-    if found is not None and not overwrite:
-        msg = f"output {str(output)!r} exists; pass overwrite=True to replace it"
-        raise FileExistsError(msg)
-    return found

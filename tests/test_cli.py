@@ -183,13 +183,13 @@ def test_progress_only_on_a_terminal(
     progress: bool | None,
 ) -> None:
     seen = []
-    summarize_inspected = gate.summarize_inspected
+    summarize_judged = gate.summarize_judged
 
-    def spy(inspector: Any, **kwargs: Any) -> Any:
-        seen.append(inspector.request.progress)
-        return summarize_inspected(inspector, **kwargs)
+    def spy(request: Any, verdict: Any, **kwargs: Any) -> Any:
+        seen.append(request.progress)
+        return summarize_judged(request, verdict, **kwargs)
 
-    monkeypatch.setattr(cli, "summarize_inspected", spy)
+    monkeypatch.setattr(cli, "summarize_judged", spy)
     assert main(_check(files, *options)) == 0
     assert seen == [progress]
 

@@ -22,7 +22,7 @@ import polars_hidden_rate as phr
 import polars_hidden_rate.cli as cli
 from polars_hidden_rate import progress
 from polars_hidden_rate.cli import main
-from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.gate import summarize_judged
 from polars_hidden_rate.report import report_of_plan
 
 # How Python prints a warning: "path/to/module.py:296: SmallHoldoutWarning: ...".
@@ -141,7 +141,7 @@ def test_any_python_warning_is_one_line_of_each_output(
     """A warning no measure carries, raised twice in the thread that measures: one `warning`
     line of the text and of the page, one item of the JSON's `warnings`; `check` too."""
     odd = "something odd\nover two lines"
-    measure, summarize = report_of_plan, summarize_inspected
+    measure, summarize = report_of_plan, summarize_judged
 
     def odd_report(*args: Any, **options: Any) -> Any:
         for _ in range(2):
@@ -153,7 +153,7 @@ def test_any_python_warning_is_one_line_of_each_output(
         return summarize(*args, **options)
 
     monkeypatch.setattr(cli, "report_of_plan", odd_report)
-    monkeypatch.setattr(cli, "summarize_inspected", odd_summary)
+    monkeypatch.setattr(cli, "summarize_judged", odd_summary)
     page = tmp_path / "page.html"
     assert main(_report(release, "--html", str(page))) in (0, 1)
     out, err = capsys.readouterr()
@@ -174,7 +174,7 @@ def test_any_python_warning_is_one_line_of_each_output(
     ]
     assert main([*check, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["warnings"] == ["something odd over two lines"]
-    monkeypatch.setattr(cli, "summarize_inspected", summarize)
+    monkeypatch.setattr(cli, "summarize_judged", summarize)
     assert main([*check, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["warnings"] == []
 

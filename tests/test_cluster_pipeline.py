@@ -506,8 +506,9 @@ def test_the_cluster_judges_the_link_as_locally(
 ) -> None:
     # Issue 19 on a cluster: the link test on the very records the local path tests (all of
     # them, or its seeded sample), own copies on the coordinates, a random link refused.
-    from polars_hidden_rate.measures import link_test as linkage
-    from polars_hidden_rate.measures.verdict import UnlinkedAvatarsError, Verdict
+    from polars_hidden_rate.link import link_test as linkage
+    from polars_hidden_rate.link.errors import UnlinkedAvatarsError
+    from polars_hidden_rate.link.verdict import Verdict
     from polars_hidden_rate.to_parquet import plan_dataset
 
     if sample is not None:
@@ -568,7 +569,7 @@ def test_the_cluster_counts_copies_and_ties_only_beyond_the_coordinates(
     the local path finds them; and the records hidden by ties only. Grid data: exact ties
     everywhere; 30 avatars copy their original; 20 more equal it on the first two coordinates
     only, which a comparison of the coordinates read would take for copies."""
-    from polars_hidden_rate.measures.verdict import Verdict
+    from polars_hidden_rate.link.verdict import Verdict
     from polars_hidden_rate.to_parquet import plan_dataset
 
     left, right = linked_case(300, seed=41)

@@ -25,6 +25,8 @@ REMOVED = [
     "polars_hidden_rate.cluster.dataset",
     "polars_hidden_rate.cohort",
     "polars_hidden_rate.plots",
+    "polars_hidden_rate.measures.verdict",
+    "polars_hidden_rate.measures.link_test",
 ]
 
 

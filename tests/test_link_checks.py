@@ -23,16 +23,16 @@ from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.checks import MAX_TIE_TOL
 from polars_hidden_rate.demo.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
-from polars_hidden_rate.measures.link_test import (
+from polars_hidden_rate.link.errors import AmbiguousLinkError, SortedLinkError
+from polars_hidden_rate.link.link_test import (
     ALPHA,
     PARTNERS,
     SEED,
     LinkTest,
     derangement,
     link_test,
+    upper_tail,
 )
-from polars_hidden_rate.measures.stats import upper_tail
-from polars_hidden_rate.measures.verdict import AmbiguousLinkError, SortedLinkError
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
 SCRIPT = Path(sys.executable).with_name("hidden-rate")
@@ -225,10 +225,10 @@ def test_own_copies_error_is_exported() -> None:
 
 
 def test_the_link_errors_are_exported_and_caught_from_the_package() -> None:
-    from polars_hidden_rate.measures import verdict
+    from polars_hidden_rate.link import errors
 
     for name in ("UnlinkedAvatarsError", "AmbiguousLinkError", "SortedLinkError"):
-        assert getattr(phr, name) is getattr(verdict, name)
+        assert getattr(phr, name) is getattr(errors, name)
         assert name in phr.__all__
     originals, avatars = linked(200, seed=3)
     unlinked = avatars.sample(fraction=1.0, shuffle=True, seed=2)  # row order carries nothing

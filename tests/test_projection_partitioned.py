@@ -212,9 +212,9 @@ def test_median_and_mode_are_those_of_polars_bit_for_bit(
             expected = passes.imputed_values(frame.lazy(), spec, schema)
         except ComputeError:
             with pytest.raises(ComputeError, match="no value to impute from"):
-                partitioned.imputed_values(files, spec, schema, LocalTasks())
+                partitioned.imputed_values_of_files(files, spec, schema, LocalTasks())
             continue
-        found = partitioned.imputed_values(files, spec, schema, LocalTasks())
+        found = partitioned.imputed_values_of_files(files, spec, schema, LocalTasks())
         # Bit for bit, a NaN (inf - inf) included; but for the sign of a zero: Polars' own
         # pick between -0.0 and 0.0 (equal to it) depends on the order of the rows.
         ours, theirs = np.array([found["x"]]) + 0.0, np.array([expected["x"]]) + 0.0
@@ -234,7 +234,7 @@ def test_mean_fill_to_rounding_and_mode_of_text(tmp_path: Path) -> None:
     for impute in ("mean", "mode"):
         spec = FeatureSpec.resolve(None, None, impute, frame.schema)
         expected = passes.imputed_values(frame.lazy(), spec, frame.schema)
-        found = partitioned.imputed_values(files, spec, frame.schema, LocalTasks())
+        found = partitioned.imputed_values_of_files(files, spec, frame.schema, LocalTasks())
         assert found["c"] == expected["c"] == "a"
         assert relative(found["x"], expected["x"]) <= 1e-15
 

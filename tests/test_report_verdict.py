@@ -16,9 +16,9 @@ import pytest
 
 import polars_hidden_rate as phr
 from polars_hidden_rate.cli import main
+from polars_hidden_rate.link.link_test import LinkTest
+from polars_hidden_rate.link.verdict import Evidence
 from polars_hidden_rate.measures.digits import p_text
-from polars_hidden_rate.measures.link_test import LinkTest
-from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.report import PrivacyReport, UnmeasuredTargetError, check_targets
 from tests.helpers import SHARED_DATASETS
 

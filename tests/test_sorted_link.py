@@ -18,8 +18,9 @@ import polars_hidden_rate as phr
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.demo.cohort import cohort
 from polars_hidden_rate.gate import cloaking_summary
-from polars_hidden_rate.measures import link_test as link_test_module
-from polars_hidden_rate.measures.link_test import (
+from polars_hidden_rate.link import link_test as link_test_module
+from polars_hidden_rate.link.errors import SortedLinkError, UnlinkedAvatarsError
+from polars_hidden_rate.link.link_test import (
     ALPHA,
     PARTNERS,
     SAMPLE,
@@ -28,9 +29,8 @@ from polars_hidden_rate.measures.link_test import (
     link_test_of_sample,
     link_test_within,
     sampled_rows,
+    upper_tail,
 )
-from polars_hidden_rate.measures.stats import upper_tail
-from polars_hidden_rate.measures.verdict import SortedLinkError, UnlinkedAvatarsError
 from tests.helpers import SHARED_DATASETS, local_cluster, write_files
 
 COORDS = ["Dim1", "Dim2", "Dim3"]

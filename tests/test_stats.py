@@ -23,6 +23,7 @@ from polars_hidden_rate.checks import (
     check_tolerance,
     refuse_fraction,
 )
+from polars_hidden_rate.link.link_test import upper_tail
 from polars_hidden_rate.measures.membership import auc, auc_interval
 from polars_hidden_rate.measures.stats import (
     compared_rates,
@@ -31,7 +32,6 @@ from polars_hidden_rate.measures.stats import (
     normal_quantile,
     percent,
     residual_risk,
-    upper_tail,
     wilson,
 )
 from tests.helpers import examples, reference_risk

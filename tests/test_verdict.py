@@ -21,8 +21,8 @@ from polars_hidden_rate import engine
 from polars_hidden_rate.avatarize import avatarize
 from polars_hidden_rate.demo.cohort import cohort
 from polars_hidden_rate.gate import OwnCopiesError, cloaking_summary
-from polars_hidden_rate.measures.link_test import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
-from polars_hidden_rate.measures.verdict import AmbiguousLinkError, UnlinkedAvatarsError
+from polars_hidden_rate.link.errors import AmbiguousLinkError, UnlinkedAvatarsError
+from polars_hidden_rate.link.link_test import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
 from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
 from tests.helpers import brute_force_counts, examples, hidden_share
@@ -578,7 +578,7 @@ def test_a_previous_output_can_be_checked_again(tmp_path: Path) -> None:
 def test_own_copies_are_a_share_of_every_record_when_the_link_test_samples(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from polars_hidden_rate.measures import link_test as linkage
+    from polars_hidden_rate.link import link_test as linkage
 
     monkeypatch.setattr(linkage, "SAMPLE", 100)
     originals, avatars = linked(400, seed=15)

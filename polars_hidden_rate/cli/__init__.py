@@ -24,7 +24,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -42,13 +41,13 @@ from polars_hidden_rate.frames.files import (
     scan,
     scan_literal,
 )
-from polars_hidden_rate.gate import summarize_inspected
+from polars_hidden_rate.gate import summarize_judged
+from polars_hidden_rate.link.verdict import Evidence, Verdict, check_link
 from polars_hidden_rate.measures.gower import Space
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.sdmetrics_space import DcrSpace
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.measures.verdict import Evidence, Inspector, Verdict
 from polars_hidden_rate.outputs import (
     check_output,
     describe,
@@ -228,9 +227,9 @@ def _planned(
     holdout: Path | None = None,
     attack: InferenceAttack | None = None,
     linking: LinkabilityAttack | None = None,
-) -> tuple[CountPlan, Inspector, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None, list[str]]:
-    """The inputs read, the request planned and fitted, its inspector, the inputs as the
-    provenance states them (hashed in a thread of their own, beside the counting), the
+) -> tuple[CountPlan, Verdict, Future[dict[str, dict[str, Any]]], pl.LazyFrame | None, list[str]]:
+    """The inputs read, the request planned and fitted, its verdict (the link checked), the
+    inputs as the provenance states them (hashed in a thread of their own, beside the counting), the
     ``holdout`` file, if any, checked against the originals (and the columns of the
     inference ``attack`` and of the ``linking`` attack) before anything is counted, and the
     warning of a holdout that copies originals (a line of the report, `_warned`)."""
@@ -238,7 +237,7 @@ def _planned(
         originals, avatars = _read_inputs(args)
         verdict = _verdict(args)
         request = with_fit(plan(originals, avatars, _count_options(args), caller=caller))
-        inspector = Inspector.start(request, verdict)
+        check_link(request, verdict)
         rows = {"originals": frame_rows(originals), "avatars": frame_rows(avatars)}
         paths = {"originals": args.originals, "avatars": args.avatars}
         held_out, said = None, []
@@ -254,7 +253,7 @@ def _planned(
         lambda: {role: describe_input(paths[role], rows[role]) for role in rows}
     )
     hashing.shutdown(wait=False)
-    return request, inspector, inputs, held_out, said
+    return request, verdict, inputs, held_out, said
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -271,31 +270,36 @@ def run_check(args: argparse.Namespace) -> int:
     _refuse_inputs(args.output, "--output", args)
     if args.output is not None:
         file_format(args.output, "--output")
-    request, inspector, inputs, _, _ = in_background(lambda: _planned(args, "check"))
+    request, verdict, inputs, _, _ = in_background(lambda: _planned(args, "check"))
 
-    def settings() -> dict[str, Any]:  # the strategy and the link test: known once counted
+    def settings(strategy: str | None, evidence: Evidence | None) -> dict[str, Any]:
         return describe_settings(
             request,
-            strategy=inspector.strategy,
-            verdict=inspector.verdict.to_dict(),
-            link_test=None if inspector.link is None else inspector.link.to_dict(),
+            strategy=strategy,
+            verdict=verdict.to_dict(),
+            link_test=None if evidence is None else evidence.link.to_dict(),
             min_rate=min_rate,
         )
 
     if args.output is None:  # no per-record output: counts capped where exact (docs/cli.md)
-        summary = in_background(lambda: summarize_inspected(inspector, min_rate=min_rate))
+        summary, strategy = in_background(
+            lambda: summarize_judged(request, verdict, min_rate=min_rate)
+        )
+        described = settings(strategy, summary.evidence)
     else:
         check_output_free(request.originals.collect_schema())
-        per_record = replace(request, inspector=inspector).per_record()
+        per_record, evidence, strategy = in_background(lambda: request.per_record_judged(verdict))
+        described = settings(strategy, evidence)
         summary = write_atomically(
             per_record,
             args.output,
             min_rate=min_rate,
-            # Described once written: the file's footer states the count and its link test.
-            metadata=lambda: parquet_metadata(provenance(inputs.result(), settings())),
-            inspector=inspector,
+            # The file's footer states the count and its link test.
+            metadata=lambda: parquet_metadata(provenance(inputs.result(), described)),
+            evidence=evidence,
+            max_own_copies=verdict.max_own_copies,
         )
-    summary = summary.with_provenance(provenance(inputs.result(), settings()))
+    summary = summary.with_provenance(provenance(inputs.result(), described))
     _print_summary(args, summary)
     return 0 if summary.passed else 1
 
@@ -456,12 +460,13 @@ def run_report(args: argparse.Namespace) -> int:
         raise ValueError("--baseline-seed seeds the DCR baseline protection: add --dcr-baseline")
     seed = baseline_of(args.dcr_baseline, args.baseline_seed or 0)
     dcr_space = _dcr_space(args)
-    request, inspector, inputs, holdout, said = in_background(
+    request, verdict, inputs, holdout, said = in_background(
         lambda: _planned(args, "report", args.holdout, attack, linking)
     )
-    report = in_background(
+    report, strategy = in_background(
         lambda: report_of_plan(
-            inspector,
+            request,
+            verdict,
             targets=targets,
             holdout=holdout,
             known=args.known,
@@ -498,9 +503,9 @@ def run_report(args: argparse.Namespace) -> int:
         more["dcr_space"] = {"space": dcr_space, "compare_spaces": args.compare_spaces}
     settings = describe_settings(
         request,
-        strategy=inspector.strategy,
-        verdict=inspector.verdict.to_dict(),
-        link_test=None if inspector.link is None else inspector.link.to_dict(),
+        strategy=strategy,
+        verdict=verdict.to_dict(),
+        link_test=None if report.evidence is None else report.evidence.link.to_dict(),
         **more,
     )
     text = None
@@ -666,12 +671,13 @@ def write_atomically(
     *,
     min_rate: float | None,
     metadata: Callable[[], dict[str, str]] | None = None,
-    inspector: Inspector | None = None,
+    evidence: Evidence | None = None,
+    max_own_copies: float | None = None,
 ) -> CloakingSummary:
     """Sink ``per_record`` into ``path``
     (`replace_atomically`), parquet with the ``metadata`` it gives once the records are
     counted (polars asks for it when it writes the footer); summarise what was written,
-    with the evidence ``inspector`` took from the read it was counted from."""
+    with the ``evidence`` of the read it was counted from and its ``max_own_copies``."""
     kind = file_format(path, "--output")
     summaries: list[CloakingSummary] = []
 
@@ -685,13 +691,11 @@ def write_atomically(
         }
         with stage("writing"):
             in_background(lambda: sinks[kind](temporary))
-        evidence = None if inspector is None else inspector.evidence()
-        limit = None if inspector is None else inspector.verdict.max_own_copies
         summary = summarize(
             scan_literal(temporary, kind),
             min_rate=min_rate,
             evidence=evidence,
-            max_own_copies=limit,
+            max_own_copies=max_own_copies,
         )
         summaries.append(summary)
 

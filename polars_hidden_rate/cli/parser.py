@@ -12,8 +12,8 @@ from typing import Literal, NoReturn, get_args
 from polars_hidden_rate import __version__
 from polars_hidden_rate.checks import MAX_TIE_TOL, AllComponents, check_tie_tol
 from polars_hidden_rate.frames.files import CSV_NULL_VALUES
+from polars_hidden_rate.link.verdict import DEFAULT_MAX_OWN_COPIES
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE
-from polars_hidden_rate.measures.verdict import DEFAULT_MAX_OWN_COPIES
 from polars_hidden_rate.projection.types import Impute
 from polars_hidden_rate.report import DEFAULT_HOLDOUT_TARGETS, DEFAULT_TARGETS, HOLDOUT_METRICS
 

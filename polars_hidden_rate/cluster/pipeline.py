@@ -96,16 +96,14 @@ from polars_hidden_rate.frames import (
     raise_inexact,
     raise_missing,
 )
-from polars_hidden_rate.measures.link_test import sampled_rows
-from polars_hidden_rate.measures.summary import CloakingSummary, summary_from_order_statistics
-from polars_hidden_rate.measures.verdict import (
+from polars_hidden_rate.link.link_test import sampled_rows
+from polars_hidden_rate.link.sets import compares_coordinates, copy_features, copy_fingerprints
+from polars_hidden_rate.link.verdict import (
     Evidence,
     Verdict,
-    compares_coordinates,
-    copy_features,
-    copy_fingerprints,
     judge_link,
 )
+from polars_hidden_rate.measures.summary import CloakingSummary, summary_from_order_statistics
 from polars_hidden_rate.tasks import (
     DaskTasks,
     gathered,

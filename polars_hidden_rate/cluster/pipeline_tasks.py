@@ -56,7 +56,7 @@ class Side:
     rows: int  # of the originals: row-order buckets are ranges of them
     projection: Projection | None = None  # fitted when the coordinates are projected
     # A hash of the raw copy features, where they are not the coordinates read
-    # (verdict.copy_fingerprints): own copies are counted on coordinates and hash.
+    # (link.sets.copy_fingerprints): own copies are counted on coordinates and hash.
     fingerprint: pl.Expr | None = None
 
 

@@ -4,7 +4,7 @@ is judged on, one measure a module, each from the coordinate arrays of one space
 Against the originals: `summary` (the hidden rate and local cloaking's figures, from the
 counts), `distances` (DCR and NNDR), `row_match` (row direct match protection),
 `correlation` (correlation protection rate). The link between originals and avatars:
-`verdict` (its checks and the evidence beside the counts) over `link_test` (the statistic).
+`polars_hidden_rate.link` holds its checks.
 Against a holdout: `holdout` (its checks and space), `membership`, `overfitting` (DCR
 overfitting protection), `inference` (with `secrets`, how a secret is judged) and
 `linkability` (anonymeter's linkability attack), the two attacks also in anonymeter's own

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from polars_hidden_rate._types import CountArray, Float64Array
+from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import check_tie_tol, quoted
+from polars_hidden_rate.engine import CountResult
 from polars_hidden_rate.engine.nearest import (
     NearestTwo,
     nearest_two,
@@ -30,7 +31,7 @@ from polars_hidden_rate.measures.overfitting import DcrOverfitting
 from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.walks import LinkedCloaking, SharedWalks, in_rows
-from polars_hidden_rate.plan import CountPlan, ReadInspector
+from polars_hidden_rate.plan import CountPlan
 from polars_hidden_rate.progress import stage
 
 HOLDOUT_TITLE = "Against the holdout"
@@ -231,15 +232,14 @@ def inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:
 
 def counts_and_figures(
     request: CountPlan,
-    inspector: ReadInspector,
     aligned: Aligned,
     holdout: Float64Array,
     *,
     confidence: float,
-) -> tuple[CountArray, NearestTwo, HoldoutFigures]:
-    """`CountPlan.counts_for` ``inspector`` and `HoldoutFigures.with_nearest` of ``aligned``
-    and the ``holdout`` coordinates, arrays the caller no longer needs, on this machine's
-    CPU: the same counts and figures as the two, from fewer copies and trees.
+) -> tuple[CountResult, NearestTwo, HoldoutFigures]:
+    """`CountPlan.result` (with the ``closer`` flags) and `HoldoutFigures.with_nearest` of
+    ``aligned`` and the ``holdout`` coordinates, arrays the caller no longer needs, on this
+    machine's CPU: the same counts and figures as the two, from fewer copies and trees.
 
     Where the count's canonical scale is that of the three sets and of each pair the
     separate walks take (``tie_tol`` below 1 and no set with a larger power of two), the
@@ -261,20 +261,20 @@ def counts_and_figures(
     }
     options: dict[str, Any] = {"threads": request.threads, "confidence": confidence}
     if not request.runs_on_cpu or scales != {three}:
-        counts = request.counts_for(inspector, aligned)
-        cloaking = LinkedCloaking(counts, request.tie_tol)
+        result = request.result(aligned, closer=True)
+        cloaking = LinkedCloaking(result.counts, request.tie_tol)
         with stage("nearest records, with the holdout", enabled=request.progress):
             found, figures = HoldoutFigures.with_nearest(
                 originals, avatars, holdout, overwrite_input=True, cloaking=cloaking, **options
             )
-        return counts, found, figures
+        return result, found, figures
     (originals, avatars, holdout), _ = canonical_scale(
         originals, avatars, holdout, overwrite_input=True
     )
     # With the count's tree of the avatars, their array reordered into it.
     scaled = replace(aligned, originals=originals, avatars=avatars)
-    counted = request.result_for(inspector, scaled, overwrite_input=True, keep_tree=True)
-    counts, cloaking = counted.counts, LinkedCloaking(counted.counts, request.tie_tol, counted.tree)
+    counted = request.result(scaled, overwrite_input=True, keep_tree=True, closer=True)
+    cloaking = LinkedCloaking(counted.counts, request.tie_tol, counted.tree)
     with stage("nearest records, with the holdout", enabled=request.progress):
         found, figures = HoldoutFigures.with_nearest(
             originals,
@@ -285,7 +285,7 @@ def counts_and_figures(
             exponent=three,
             **options,
         )
-    return counts, found, figures
+    return counted, found, figures
 
 
 def _figures_of(

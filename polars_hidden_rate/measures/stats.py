@@ -1,4 +1,4 @@
-"""Statistics of numbers and arrays, each written once: the normal quantile and tail, Wilson's
+"""Statistics of numbers and arrays, each written once: the normal quantile, Wilson's
 interval, an attack's and its control's rates and the residual risk between them, the
 hypergeometric chance that a query singles out one record of a subsample, DeLong's
 interval of an AUC, a percentage.
@@ -23,14 +23,6 @@ def normal_quantile(confidence: float) -> float:
     """The two-sided standard normal quantile at ``confidence``, in (0, 1): the ``z`` with
     ``P(|Z| <= z) = confidence``, the normal quantile of ``1/2 + confidence / 2``."""
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
-
-
-def upper_tail(z: float) -> float:
-    """``P(Z >= z)`` for a standard normal ``Z``; far out, where ``1 - cdf`` rounds to 0,
-    its asymptotic form ``exp(-z²/2) / (z sqrt(2 pi))``."""
-    if z < 8:
-        return 1.0 - NormalDist().cdf(z)
-    return math.exp(-z * z / 2.0) / (z * math.sqrt(2.0 * math.pi))
 
 
 def wilson(successes: float, records: int, confidence: float) -> tuple[float, float]:

@@ -25,9 +25,9 @@ from polars_hidden_rate.checks import (
     check_percentage,
 )
 from polars_hidden_rate.frames import as_lazy
+from polars_hidden_rate.link.verdict import Evidence
 from polars_hidden_rate.measures.digits import decisive, exact
 from polars_hidden_rate.measures.stats import percent, wilson
-from polars_hidden_rate.measures.verdict import Evidence
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,7 @@ class Projection:
         spec = FeatureSpec.resolve(features, categorical, impute, schema)
         wanted = check_ncp_option(ncp)
         runner = LocalTasks() if tasks is None else tasks
-        fitted, n_rows = partitioned.fit_features(paths, spec, schema, runner)
+        fitted, n_rows = partitioned.fit_features_of_files(paths, spec, schema, runner)
         scaling = _scaling(fitted)
         matrix = partitioned.gram_matrix(paths, scaling, runner)
         return cls._from_gram(scaling, n_rows, matrix, list(spec.names), wanted)

@@ -46,11 +46,11 @@ PIVOTS = 256
 _SIGN_BITS = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
-def fit_features(
+def fit_features_of_files(
     files: Sequence[Path], spec: FeatureSpec, schema: pl.Schema, tasks: Tasks
 ) -> tuple[list[Feature], int]:
     """Pass 1 over ``files``: fills, then one partial per file, merged in file order."""
-    fills = imputed_values(files, spec, schema, tasks)
+    fills = imputed_values_of_files(files, spec, schema, tasks)
     handles = [
         tasks.run(f"moments-{p}", _features_task, path, spec, schema, fills)
         for p, path in enumerate(files)
@@ -85,10 +85,10 @@ def _gram_task(path: Path, scaling: Scaling) -> Float64Array:
 # --- fills --------------------------------------------------------------------------------
 
 
-def imputed_values(
+def imputed_values_of_files(
     files: Sequence[Path], spec: FeatureSpec, schema: pl.Schema, tasks: Tasks
 ) -> Fills:
-    """The fills of `imputed_values` on the files' concatenation, exactly
+    """The fills of `passes.imputed_values` on the files' concatenation, exactly
     for a median or a mode (a mean up to rounding)."""
     statistics = imputation(spec)
     if not statistics:

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from polars_hidden_rate.checks import quoted
+from polars_hidden_rate.link.sorted import SortCheck
+from polars_hidden_rate.link.verdict import LINK_OVERRIDES, Evidence
 from polars_hidden_rate.measures.digits import exact, p_text
 from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.verdict import LINK_OVERRIDES, Evidence, SortCheck
 from polars_hidden_rate.projection.coordinates import AUTO_CATEGORIES, CATEGORICAL_REASONS
 from polars_hidden_rate.provenance import components_words
 

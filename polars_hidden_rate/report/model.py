@@ -14,6 +14,7 @@ import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import known
+from polars_hidden_rate.link.verdict import Evidence
 from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import CorrelationProtection
 from polars_hidden_rate.measures.digits import p_text
@@ -23,7 +24,6 @@ from polars_hidden_rate.measures.membership import MIN_RECORDS
 from polars_hidden_rate.measures.section import Section
 from polars_hidden_rate.measures.singling_out import SinglingOutRisk
 from polars_hidden_rate.measures.spaces import SpaceComparison
-from polars_hidden_rate.measures.verdict import Evidence
 from polars_hidden_rate.report import sections as registry
 from polars_hidden_rate.report.page import page_of
 from polars_hidden_rate.report.targets import (

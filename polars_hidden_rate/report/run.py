@@ -22,6 +22,12 @@ from polars_hidden_rate.checks import (
     quoted,
 )
 from polars_hidden_rate.frames import ColumnSpec, as_lazy, resolve_columns
+from polars_hidden_rate.link.verdict import (
+    DEFAULT_MAX_OWN_COPIES,
+    LINK_OVERRIDES,
+    Verdict,
+    check_link,
+)
 from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.correlation import (
     check_known,
@@ -44,12 +50,6 @@ from polars_hidden_rate.measures.singling_out import Mode, SinglingOutAttack
 from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import hidden_rate_interval
-from polars_hidden_rate.measures.verdict import (
-    DEFAULT_MAX_OWN_COPIES,
-    LINK_OVERRIDES,
-    Inspector,
-    Verdict,
-)
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.progress import folded, stage
 from polars_hidden_rate.provenance import components_words
@@ -248,8 +248,10 @@ def privacy_report(
             "max_own_copies": max_own_copies,
         }
     )
-    return report_of_plan(
-        Inspector.start(request, verdict),
+    check_link(request, verdict)
+    report, _ = report_of_plan(
+        request,
+        verdict,
         targets=targets,
         confidence=confidence,
         holdout=held_out,
@@ -261,6 +263,7 @@ def privacy_report(
         dcr_space=dcr_space,
         compare_spaces=compare_spaces,
     )
+    return report
 
 
 def check_dcr_options(
@@ -391,7 +394,8 @@ def baseline_of(measured: bool, seed: int) -> int | None:
 
 
 def report_of_plan(
-    inspector: Inspector,
+    request: CountPlan,
+    verdict: Verdict,
     *,
     targets: Mapping[str, float | None] | None = None,
     confidence: float = 0.95,
@@ -403,16 +407,16 @@ def report_of_plan(
     dcr_baseline: int | None = None,
     dcr_space: DcrSpace = "projected",
     compare_spaces: bool = False,
-) -> PrivacyReport:
-    """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request, its evidence
-    taken by ``inspector``; ``holdout`` checked beforehand (`check_holdout`), and the
-    ``inference`` attack (`inference_attack`) and the ``linkability`` attack
-    (`linkability_attack`) and the ``singling_out`` attack (`singling_out_attack`) run on
-    it; with ``dcr_baseline``, the DCR baseline protection with that seed (`baseline_of`),
-    in ``dcr_space`` (the overfitting protection too), read in both spaces with
-    ``compare_spaces``. A link the link test refuses, and a synthetic set of another height,
-    are judged on the measures that need no link (`PrivacyReport.link_use`) rather than
-    refused."""
+) -> tuple[PrivacyReport, str | None]:
+    """[`privacy_report`][polars_hidden_rate.privacy_report] of a planned request whose link
+    `check_link` passed, its evidence taken from the read it counts, and the strategy that
+    counted (None where nothing was counted); ``holdout`` checked beforehand (`check_holdout`),
+    and the ``inference`` attack (`inference_attack`) and the ``linkability`` attack
+    (`linkability_attack`) and the ``singling_out`` attack (`singling_out_attack`) run on it;
+    with ``dcr_baseline``, the DCR baseline protection with that seed (`baseline_of`), in
+    ``dcr_space`` (the overfitting protection too), read in both spaces with ``compare_spaces``.
+    A link the link test refuses, and a synthetic set of another height, are judged on the
+    measures that need no link (`PrivacyReport.link_use`) rather than refused."""
     checked_targets = check_targets(
         targets,
         known=known,
@@ -424,11 +428,9 @@ def report_of_plan(
     level = check_confidence(confidence)
     known_names = None
     if known is not None:
-        schemas = (inspector.request.originals, inspector.request.avatars)
+        schemas = (request.originals, request.avatars)
         known_names = check_known(known, *(frame.collect_schema() for frame in schemas))
-    request, space = _with_space(inspector.request)
-    if request is not inspector.request:  # fitted here: the caller's inspector learns nothing
-        inspector = replace(inspector, request=request)
+    request, space = _with_space(request)
     # The attack first: its reads can refuse values (a secret of text that holds numbers)
     # before the longer count runs.
     attacked = None
@@ -469,29 +471,26 @@ def report_of_plan(
                 confidence=level,
                 threads=request.threads,
             )
-    asked = inspector.verdict
+    asked = verdict
     heights = _other_heights(request)
     evidence = None
+    strategy = None
     if heights is not None:  # another size: no link to test, the distances alone
         link_use: LinkUse = "absent"
         counts = np.zeros(0, dtype=np.int64)
         dcr, nndr, figures = _distances_of_any_size(request, holdout, level)
     else:
         # A refused link, with or without a holdout: the measures that need none are judged.
-        inspector.verdict = replace(asked, allow_unlinked=True)
-        try:
-            aligned = inspector.read()
-        finally:
-            inspector.verdict = asked
-        linked_by = inspector.link
-        if linked_by is None:
-            raise InvariantError("the read tested no link (a bug in polars_hidden_rate)")
+        read = request.read_judged(replace(asked, allow_unlinked=True))
+        aligned, taken = read.aligned, read.evidence
+        linked_by = taken.link
+        del read  # its arrays are let go below, with ``aligned``
         link_use = (
             "judged" if linked_by.linked else "not judged" if asked.allow_unlinked else "absent"
         )
         figures = None
         if holdout is None:  # the read's arrays are needed by nothing else: taken in place
-            counts, found = request.counts_and_nearest_two(inspector, aligned)
+            result, found = request.result_and_nearest_two(aligned)
         else:
             with stage("reading the holdout", enabled=request.progress):
                 held_out = request.coordinates_of(holdout, "holdout")
@@ -499,11 +498,11 @@ def report_of_plan(
                 # The avatars' walk through the originals' tree also gives the DCR overfitting's
                 # distances to the training records: walked once, in one scale for all three,
                 # the count's tree of the avatars walked again.
-                counts, found, figures = counts_and_figures(
-                    request, inspector, aligned, held_out, confidence=level
+                result, found, figures = counts_and_figures(
+                    request, aligned, held_out, confidence=level
                 )
             else:
-                counts = request.counts_for(inspector, aligned)
+                result = request.result(aligned, closer=True)
                 found = request.nearest_two(aligned)
                 figures = HoldoutFigures.of_arrays(
                     aligned.originals,
@@ -513,12 +512,13 @@ def report_of_plan(
                     confidence=level,
                     tie_tol=request.tie_tol,
                 )
+        counts, strategy, evidence = result.counts, result.strategy, taken.counted(result)
+        del result  # with the count's tree, where it kept one
         # The read's arrays (taken in place) and the scaled distances are let go before the
         # direct-match pass reads the frames again: at 1e8 records they are 100 bytes each.
         del aligned
         dcr, nndr = found.nearest, found.ratio
         del found
-        evidence = inspector.evidence()
     if figures is not None:
         figures = replace(figures, inference=attacked)
         with stage("membership AUC and its interval", enabled=request.progress):
@@ -591,7 +591,7 @@ def report_of_plan(
             linkable = correlation_protection(
                 request.originals, request.avatars, known_names, hidden_rate=rate
             )
-    return PrivacyReport(
+    report = PrivacyReport(
         n=n,
         n_hidden=n_hidden,
         hidden_rate=rate,
@@ -620,6 +620,7 @@ def report_of_plan(
         overrides={name: getattr(asked, name) for name in LINK_OVERRIDES},
         reference_row_direct_match_protection=reference,
     )
+    return report, strategy
 
 
 def _other_heights(request: CountPlan) -> tuple[int, int] | None:
