@@ -1033,3 +1033,41 @@ def test_wilson_bounds_at_the_ends_are_exactly_0_and_100() -> None:
         for k in (0, n // 2, n):
             low, high = phr.hidden_rate_interval(k, n, 0.99)
             assert 0.0 <= low <= high <= 100.0
+
+
+@pytest.mark.parametrize("categorical", ["auto", ["flag"], None])
+def test_a_secret_declared_categorical_stays_categorical_in_anonymeter_space(
+    categorical: str | list[str] | None,
+) -> None:
+    """A 0/1 code the report takes as categorical (named, or by the auto rule) is guessed by
+    equality in anonymeter's space too, as in the projected one (its figures then those of
+    `inference_risk` asked for a categorical secret); not declared, it stays a number."""
+    rng = np.random.default_rng(3)
+
+    def cohort(n: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"x": rng.normal(size=n), "y": rng.normal(size=n), "flag": rng.integers(0, 2, n)}
+        )
+
+    originals, holdout = cohort(120), cohort(60)
+    synthetic = originals.with_columns(
+        pl.col("x") + rng.normal(scale=0.3, size=120), pl.col("y") + rng.normal(scale=0.3, size=120)
+    )
+    extra = {} if categorical is None else {"categorical": categorical}
+    report = phr.privacy_report(
+        originals,
+        synthetic,
+        holdout=holdout,
+        known=["x", "y"],
+        secret="flag",
+        attack_space="gower",
+        **extra,  # type: ignore[arg-type]
+    )
+    found = report.to_dict()["holdout"]["inference"]
+    kind = "numeric" if categorical is None else "categorical"
+    assert found["secret_kind"] == kind
+    alone = phr.inference_risk(
+        originals, synthetic, holdout, known=["x", "y"], secret="flag", secret_kind=kind,
+        space="gower",
+    )  # fmt: skip
+    assert found["risk"] == alone.risk

@@ -441,6 +441,13 @@ def report_of_plan(
         # is judged by equality: named to the attack too, where it is a number (text is).
         secret = inference.secret
         judged = [*inference.known, *([secret] if _is_number(request, secret) else [])]
+        if (
+            inference.space == "gower"
+            and inference.secret_kind == "auto"
+            and "categorical" in request.options_for([secret])
+        ):
+            # anonymeter's space takes no projection options: the secret's kind says it.
+            inference = replace(inference, secret_kind="categorical")
         with stage("inference attack", enabled=request.progress), folded():
             attacked = inference.run(
                 request.originals,
