@@ -8,7 +8,7 @@ import math
 from decimal import Decimal
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -1064,7 +1064,7 @@ def test_a_secret_declared_categorical_stays_categorical_in_anonymeter_space(
         **extra,  # type: ignore[arg-type]
     )
     found = report.to_dict()["holdout"]["inference"]
-    kind = "numeric" if categorical is None else "categorical"
+    kind: Literal["numeric", "categorical"] = "numeric" if categorical is None else "categorical"
     assert found["secret_kind"] == kind
     alone = phr.inference_risk(
         originals, synthetic, holdout, known=["x", "y"], secret="flag", secret_kind=kind,
