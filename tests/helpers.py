@@ -10,6 +10,8 @@ import datetime as dt
 import importlib
 import math
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Collection, Iterator
 from decimal import Decimal, localcontext
@@ -685,3 +687,17 @@ def brute_k_nearest(
         certain = row[found] * (1.0 + tie_tol) < edge
         out.append((found.tolist(), row[found].tolist(), certain.tolist(), edge))
     return out
+
+
+SCRIPT = Path(sys.executable).with_name("hidden-rate")
+"""The console script installed beside this interpreter."""
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    """``hidden-rate ARGS`` as a user runs it, in a process of its own (skipped where the
+    script is not installed beside this interpreter)."""
+    if not SCRIPT.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    return subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, check=False, timeout=300
+    )

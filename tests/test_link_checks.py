@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from decimal import Decimal, getcontext
 from fractions import Fraction
 from pathlib import Path
@@ -33,17 +31,9 @@ from polars_hidden_rate.link.link_test import (
     link_test,
     upper_tail,
 )
+from tests.helpers import run_script
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
-SCRIPT = Path(sys.executable).with_name("hidden-rate")
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    if not SCRIPT.exists():
-        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, check=False, timeout=300
-    )
 
 
 def linked(n: int, seed: int = 0, noise: float = 0.3) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -115,7 +105,7 @@ def test_the_command_line_refuses_a_shared_sort(
     avatars.sort("age").write_csv(a)
     features = ",".join(originals.columns)
     common = ["check", str(o), str(a), "--features", features, "--ncp", "5"]
-    done = run(*common, "--min-rate", "10")
+    done = run_script(*common, "--min-rate", "10")
     assert done.returncode == 2, done.stdout
     assert done.stderr.count("\n") == 1
     assert "both frames are sorted on 'age'" in done.stderr
@@ -125,13 +115,13 @@ def test_the_command_line_refuses_a_shared_sort(
     originals.with_row_index("row").sort("age").write_csv(ko)
     avatars.with_row_index("row").sort("age").write_csv(ka)
     keyed = ["check", str(ko), str(ka), "--features", features, "--ncp", "5"]
-    beside = run(*keyed, "--by-row-order")
+    beside = run_script(*keyed, "--by-row-order")
     assert beside.returncode == 2
     assert "sorted on 'age'" in beside.stderr
-    by_key = run(*keyed, "--on", "row", "--max-own-copies", "100", "--format", "json")
+    by_key = run_script(*keyed, "--on", "row", "--max-own-copies", "100", "--format", "json")
     assert by_key.returncode == 0, by_key.stderr
     assert json.loads(by_key.stdout)["link_test"]["linked"] is True
-    report = run("report", str(o), str(a), "--features", features, "--ncp", "5")
+    report = run_script("report", str(o), str(a), "--features", features, "--ncp", "5")
     assert report.returncode == 2
     assert "sorted on 'age'" in report.stderr
 
@@ -160,11 +150,11 @@ def test_a_key_is_never_projected_beside_by_row_order(rows: int, tmp_path: Path)
     o, a = tmp_path / "o.csv", tmp_path / "a.csv"
     originals.write_csv(o)
     avatars.write_csv(a)
-    done = run("check", str(o), str(a), "--ncp", "3", "--by-row-order")
+    done = run_script("check", str(o), str(a), "--ncp", "3", "--by-row-order")
     assert done.returncode == 2, done.stdout
     assert "'pid' is unique per row" in done.stderr
     features = [c for c in originals.columns if c != "pid"]
-    named = run(
+    named = run_script(
         "check", str(o), str(a), "--ncp", "3", "--by-row-order", "--features", ",".join(features)
     )
     assert named.returncode == 0, named.stderr
@@ -180,11 +170,11 @@ def test_by_row_order_beside_a_key_is_a_contradiction(tmp_path: Path) -> None:
     originals.write_csv(o)
     avatars.write_csv(a)
     common = ["check", str(o), str(a), "--coords", ",".join(COORDS), "--on", "pid"]
-    done = run(*common, "--by-row-order")
+    done = run_script(*common, "--by-row-order")
     assert done.returncode == 2
     assert "--by-row-order" in done.stderr
     assert "--on" in done.stderr
-    assert run(*common).returncode == 0
+    assert run_script(*common).returncode == 0
 
 
 # -- own copies: the digits that decide --------------------------------------------------------
@@ -199,13 +189,13 @@ def test_own_copies_print_the_digits_that_decide(tmp_path: Path) -> None:
     originals.write_csv(o)
     copied.write_csv(a)
     common = ["check", str(o), str(a), "--coords", ",".join(COORDS)]
-    above = run(*common, "--max-own-copies", "0.8333333333333333")
+    above = run_script(*common, "--max-own-copies", "0.8333333333333333")
     assert above.returncode == 1, above.stderr
     assert "own copies 0.8333333333333334 % > 0.8333333333333333 %" in above.stdout
-    at = run(*common, "--max-own-copies", "0.8333333333333334")
+    at = run_script(*common, "--max-own-copies", "0.8333333333333334")
     assert at.returncode == 0, at.stderr
     assert "own copies 0.8333333333333334 % <= 0.8333333333333334 %" in at.stdout
-    plenty = run(*common, "--max-own-copies", "5")
+    plenty = run_script(*common, "--max-own-copies", "5")
     assert "own copies 0.83 % <= 5 %" in plenty.stdout
     summary = cloaking_summary(originals, copied, coords=COORDS, max_own_copies=0.8333333333333333)
     assert summary.failures == [
@@ -246,7 +236,7 @@ def test_the_provenance_states_the_link_overrides_and_the_link_test(tmp_path: Pa
     avatars.write_parquet(a)
     avatars.sample(fraction=1.0, shuffle=True, seed=1).write_parquet(s)
     coords = ["--coords", ",".join(COORDS)]
-    done = run("check", str(o), str(s), *coords, "--allow-unlinked", "--format", "json")
+    done = run_script("check", str(o), str(s), *coords, "--allow-unlinked", "--format", "json")
     assert done.returncode == 1, done.stderr  # measured on a refused link: never a pass
     settings = json.loads(done.stdout)["provenance"]["settings"]
     assert (settings["allow_unlinked"], settings["by_row_order"]) == (True, False)
@@ -254,7 +244,7 @@ def test_the_provenance_states_the_link_overrides_and_the_link_test(tmp_path: Pa
     assert settings["link_test"]["linked"] is False
     assert settings["link_test"]["n"] == 200
     out = tmp_path / "out.parquet"
-    written = run("check", str(o), str(a), *coords, "--by-row-order", "--output", str(out))
+    written = run_script("check", str(o), str(a), *coords, "--by-row-order", "--output", str(out))
     assert written.returncode == 0, written.stderr
     block = json.loads(pl.read_parquet_metadata(out)["polars_hidden_rate"])
     assert (block["settings"]["allow_unlinked"], block["settings"]["by_row_order"]) == (
@@ -263,7 +253,7 @@ def test_the_provenance_states_the_link_overrides_and_the_link_test(tmp_path: Pa
     )
     assert block["settings"]["link_test"]["linked"] is True
     assert block["settings"]["link_test"]["own_closer"] > 0
-    report = run("report", str(o), str(s), *coords, "--allow-unlinked", "--format", "json")
+    report = run_script("report", str(o), str(s), *coords, "--allow-unlinked", "--format", "json")
     assert report.returncode == 1, report.stderr  # every target met, but a refused link
     settings = json.loads(report.stdout)["provenance"]["settings"]
     assert settings["allow_unlinked"] is True
@@ -284,7 +274,7 @@ def test_the_tie_tolerance_is_bounded(tmp_path: Path) -> None:
     o, a = tmp_path / "o.csv", tmp_path / "a.csv"
     originals.write_csv(o)
     avatars.write_csv(a)
-    done = run("check", str(o), str(a), "--coords", ",".join(COORDS), "--tie-tol", "1e300")
+    done = run_script("check", str(o), str(a), "--coords", ",".join(COORDS), "--tie-tol", "1e300")
     assert done.returncode == 2
     assert "--tie-tol" in done.stderr
     assert "below 0.001" in done.stderr
@@ -308,7 +298,7 @@ def test_the_reports_options_are_named_as_given(tmp_path: Path) -> None:
         (["--target", "hidden_rate=inf"], ["--target", "finite number"]),
     ]
     for extra, words in cases:
-        done = run(*common, *extra)
+        done = run_script(*common, *extra)
         assert done.returncode == 2, (extra, done.stdout)
         assert done.stderr.count("\n") == 1
         assert "`" not in done.stderr, done.stderr

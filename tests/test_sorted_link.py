@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,18 +29,9 @@ from polars_hidden_rate.link.link_test import (
     sampled_rows,
     upper_tail,
 )
-from tests.helpers import SHARED_DATASETS, local_cluster, write_files
+from tests.helpers import SHARED_DATASETS, local_cluster, run_script, write_files
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
-SCRIPT = Path(sys.executable).with_name("hidden-rate")
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    if not SCRIPT.exists():
-        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, check=False, timeout=300
-    )
 
 
 def hospitals(n: int = 300, seed: int = 7) -> pl.DataFrame:
@@ -130,16 +119,16 @@ def test_the_command_line_judges_the_release_and_refuses_a_resort(
     order = np.random.default_rng(2).permutation(originals.height)
     avatars[order].sort("site").write_csv(r)
     features = ["--features", ",".join(originals.columns)]
-    done = run("check", str(o), str(a), *features, "--min-rate", "50", "--format", "json")
+    done = run_script("check", str(o), str(a), *features, "--min-rate", "50", "--format", "json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["sorted_link"]["column"] == "site"
     assert got["sorted_link"]["within"]["linked"] is True
-    report = run("report", str(o), str(a), *features, "--format", "json")
+    report = run_script("report", str(o), str(a), *features, "--format", "json")
     assert report.returncode in (0, 1), report.stderr  # judged, on its targets
     assert json.loads(report.stdout)["link_use"] == "judged"
     for command in ("check", "report"):
-        refused = run(command, str(o), str(r), *features)
+        refused = run_script(command, str(o), str(r), *features)
         assert refused.returncode == 2, refused.stdout
         assert "both frames are sorted on 'site'" in refused.stderr
         assert "--allow-sorted-link" in refused.stderr
@@ -231,10 +220,12 @@ def test_each_flag_leaves_the_other_rule_in_force(tmp_path: Path) -> None:
     avatars.sort("age").write_csv(a)
     avatars.sample(fraction=1.0, shuffle=True, seed=3).write_csv(s)
     features = ["--features", ",".join(originals.columns), "--ncp", "5"]
-    sorted_ = run("check", str(o), str(a), *features, "--allow-unlinked")
+    sorted_ = run_script("check", str(o), str(a), *features, "--allow-unlinked")
     assert sorted_.returncode == 2
     assert "sorted on 'age'" in sorted_.stderr
-    allowed = run("check", str(o), str(a), *features, "--allow-sorted-link", "--format", "json")
+    allowed = run_script(
+        "check", str(o), str(a), *features, "--allow-sorted-link", "--format", "json"
+    )
     assert allowed.returncode in (0, 1), allowed.stderr
     got = json.loads(allowed.stdout)
     assert got["provenance"]["settings"]["allow_sorted_link"] is True
@@ -243,10 +234,10 @@ def test_each_flag_leaves_the_other_rule_in_force(tmp_path: Path) -> None:
     # The shuffle against the originals in their own order (age-sorted: no shared sort).
     plain = tmp_path / "p.csv"
     originals.write_csv(plain)
-    random_link = run("check", str(plain), str(s), *features, "--allow-sorted-link")
+    random_link = run_script("check", str(plain), str(s), *features, "--allow-sorted-link")
     assert random_link.returncode == 2
     assert "do not look linked" in random_link.stderr
-    report = run("report", str(o), str(a), *features, "--allow-unlinked")
+    report = run_script("report", str(o), str(a), *features, "--allow-unlinked")
     assert report.returncode == 2
     assert "sorted on 'age'" in report.stderr
 
@@ -293,17 +284,19 @@ def test_a_refused_link_measured_anyway_never_passes(tmp_path: Path) -> None:
     originals.write_parquet(fo)
     copies.write_parquet(fa)
     coords = ["--coords", ",".join(COORDS)]
-    checked = run("check", str(fo), str(fa), *coords, "--min-rate", "90", "--allow-unlinked")
+    checked = run_script("check", str(fo), str(fa), *coords, "--min-rate", "90", "--allow-unlinked")
     assert checked.returncode == 1, checked.stderr
     gate = next(line for line in checked.stdout.splitlines() if line.startswith("gate"))
     assert "FAIL: the link test refuses the link" in gate
-    as_json = run("check", str(fo), str(fa), *coords, "--allow-unlinked", "--format", "json")
+    as_json = run_script("check", str(fo), str(fa), *coords, "--allow-unlinked", "--format", "json")
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout)["failures"][0].startswith("the link test refuses")
     out = tmp_path / "parts"
-    on_dirs = run("check", str(o), str(a), *coords, "--allow-unlinked", "--output", str(out))
+    on_dirs = run_script("check", str(o), str(a), *coords, "--allow-unlinked", "--output", str(out))
     assert on_dirs.returncode == 1, on_dirs.stderr
-    reported = run("report", str(fo), str(fa), *coords, "--allow-unlinked", "--format", "json")
+    reported = run_script(
+        "report", str(fo), str(fa), *coords, "--allow-unlinked", "--format", "json"
+    )
     assert reported.returncode == 1, reported.stderr
     assert json.loads(reported.stdout)["passed"] is False
 
@@ -319,7 +312,7 @@ def test_the_outputs_say_what_the_sorted_link_check_sees(
     originals.write_csv(o)
     avatars.write_csv(a)
     features = ["--features", ",".join(originals.columns)]
-    text = run("check", str(o), str(a), *features).stdout.splitlines()
+    text = run_script("check", str(o), str(a), *features).stdout.splitlines()
     line = next(line for line in text if line.startswith("sorted-link check"))
     assert "'site'" in line
     assert "not seen" in line
@@ -328,7 +321,7 @@ def test_the_outputs_say_what_the_sorted_link_check_sees(
     plain_o.write_csv(po)
     plain_a.write_csv(pa)
     coords = ["--coords", ",".join(COORDS)]
-    text = run("check", str(po), str(pa), *coords).stdout.splitlines()
+    text = run_script("check", str(po), str(pa), *coords).stdout.splitlines()
     line = next(line for line in text if line.startswith("sorted-link check"))
     assert "no compared feature is sorted in both files" in line
     assert "a sort on a column not compared, or files nearly sorted, is not seen" in line
@@ -340,7 +333,7 @@ def test_the_outputs_say_what_the_sorted_link_check_sees(
     keyed_a = plain_a.with_row_index("id")
     keyed_o.write_csv(po)
     keyed_a.write_csv(pa)
-    keyed = run("check", str(po), str(pa), *coords, "--on", "id")
+    keyed = run_script("check", str(po), str(pa), *coords, "--on", "id")
     assert keyed.returncode == 0, keyed.stderr
     assert "sorted-link check" not in keyed.stdout
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ from polars_hidden_rate.link.errors import AmbiguousLinkError, UnlinkedAvatarsEr
 from polars_hidden_rate.link.link_test import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
 from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
-from tests.helpers import brute_force_counts, examples, hidden_share
+from tests.helpers import brute_force_counts, examples, hidden_share, run_script
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 AIDS_CATEGORICAL = [
@@ -334,11 +332,6 @@ def test_verdict_options_are_checked() -> None:
         cloaking_summary(originals, avatars, coords=COORDS, max_own_copies=101)
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    script = Path(sys.executable).with_name("hidden-rate")
-    return subprocess.run([str(script), *args], capture_output=True, text=True, check=False)
-
-
 def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
     tmp_path: Path,
 ) -> None:
@@ -347,7 +340,7 @@ def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
     originals.write_csv(o)
     avatars.write_csv(a)
     avatars.sample(fraction=1.0, shuffle=True, seed=2).write_csv(s)
-    done = run("check", str(o), str(s), "--coords", ",".join(COORDS), "--min-rate", "90")
+    done = run_script("check", str(o), str(s), "--coords", ",".join(COORDS), "--min-rate", "90")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "do not look linked" in done.stderr
@@ -355,10 +348,10 @@ def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
     assert "--on" not in done.stderr
     assert "hidden-rate report" in done.stderr
     assert "--holdout" in done.stderr
-    allowed = run("check", str(o), str(s), "--coords", ",".join(COORDS), "--allow-unlinked")
+    allowed = run_script("check", str(o), str(s), "--coords", ",".join(COORDS), "--allow-unlinked")
     assert allowed.returncode == 1, allowed.stderr  # measured, never passed
     assert "the link test refuses the link" in allowed.stdout
-    done = run("check", str(o), str(a), "--coords", ",".join(COORDS), "--format", "json")
+    done = run_script("check", str(o), str(a), "--coords", ",".join(COORDS), "--format", "json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["link_test"]["linked"] is True
@@ -371,12 +364,12 @@ def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
     # The strategy that counted, not the option: what "auto" chose.
     engine_settings = got["provenance"]["settings"]["engine"]
     assert engine_settings == {"strategy": "tree", "device": "cpu", "cluster": False}
-    report = run("report", str(o), str(a), "--coords", ",".join(COORDS), "--format", "json")
+    report = run_script("report", str(o), str(a), "--coords", ",".join(COORDS), "--format", "json")
     assert json.loads(report.stdout)["provenance"]["settings"]["engine"]["strategy"] == "tree"
-    text = run("check", str(o), str(a), "--coords", ",".join(COORDS))
+    text = run_script("check", str(o), str(a), "--coords", ",".join(COORDS))
     for label in ("own copies", "hidden by ties only", "link test", "sha256", "versions"):
         assert label in text.stdout
-    version = run("--version")
+    version = run_script("--version")
     assert version.returncode == 0
     assert version.stdout.strip() == f"hidden-rate {phr.__version__}"
 
@@ -386,7 +379,7 @@ def test_the_per_record_file_carries_the_provenance(tmp_path: Path) -> None:
     o, a, out = tmp_path / "o.parquet", tmp_path / "a.parquet", tmp_path / "out.parquet"
     originals.write_parquet(o)
     avatars.write_parquet(a)
-    done = run("check", str(o), str(a), "--coords", ",".join(COORDS), "--output", str(out))
+    done = run_script("check", str(o), str(a), "--coords", ",".join(COORDS), "--output", str(out))
     assert done.returncode == 0, done.stderr
     metadata = pl.read_parquet_metadata(out)
     block = json.loads(metadata["polars_hidden_rate"])
@@ -404,12 +397,12 @@ def test_the_script_fails_a_release_of_copies(tmp_path: Path) -> None:
     o, a = tmp_path / "o.csv", tmp_path / "a.csv"
     originals.write_csv(o)
     copied.write_csv(a)
-    done = run("check", str(o), str(a), "--coords", ",".join(COORDS))
+    done = run_script("check", str(o), str(a), "--coords", ",".join(COORDS))
     assert done.returncode == 1
     assert "FAIL" in done.stdout
     assert "own copies 25.00 % > 10 %" in done.stdout
     assert (
-        run(
+        run_script(
             "check", str(o), str(a), "--coords", ",".join(COORDS), "--max-own-copies", "100"
         ).returncode
         == 0
@@ -457,7 +450,7 @@ def test_categorical_auto_on_the_aids_release() -> None:
     originals, avatars = _aids()
     rate = phr.hidden_rate(originals, avatars, categorical="auto", impute="median", ncp=5)
     assert rate == 93.12762973352034
-    done = run(
+    done = run_script(
         "check",
         str(SHARED / "aids" / "originals.csv"),
         str(SHARED / "aids" / "avatars_k20_ncp5.csv"),
@@ -539,7 +532,7 @@ def test_the_report_states_its_evidence_and_inputs(tmp_path: Path) -> None:
     originals.write_csv(o)
     avatars.write_csv(a)
     args = ["report", str(o), str(a), "--coords", ",".join(COORDS)]
-    done = run(*args, "--html", str(page), "--title", "Trial <7>")
+    done = run_script(*args, "--html", str(page), "--title", "Trial <7>")
     assert done.returncode == 1, done.stderr  # some target misses
     text = page.read_text("utf-8")
     assert "<title>Trial &lt;7&gt;</title>" in text
@@ -551,7 +544,7 @@ def test_the_report_states_its_evidence_and_inputs(tmp_path: Path) -> None:
     shuffled = tmp_path / "s.csv"
     avatars.sample(fraction=1.0, shuffle=True, seed=4).write_csv(shuffled)
     # Not refused: judged on the measures that need no link, the link's figures n/a.
-    judged = run("report", str(o), str(shuffled), "--coords", ",".join(COORDS))
+    judged = run_script("report", str(o), str(shuffled), "--coords", ",".join(COORDS))
     assert judged.returncode in (0, 1), judged.stderr
     assert "n/a: no one-avatar-per-original link" in judged.stdout
     assert "the link test refuses" in judged.stderr.lower()
@@ -564,11 +557,11 @@ def test_a_previous_output_can_be_checked_again(tmp_path: Path) -> None:
     originals.write_parquet(o)
     avatars.write_parquet(a)
     coords = ",".join(COORDS)
-    first = run(
+    first = run_script(
         "check", str(o), str(a), "--coords", coords, "--format", "json", "--output", str(out)
     )
     assert first.returncode == 0, first.stderr
-    again = run("check", str(out), str(a), "--coords", coords, "--format", "json")
+    again = run_script("check", str(out), str(a), "--coords", coords, "--format", "json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["hidden_rate"] == json.loads(first.stdout)["hidden_rate"]
     summary = cloaking_summary(pl.read_parquet(out), avatars, coords=COORDS)
