@@ -123,7 +123,8 @@ def check_count(value: object, option: str, *, low: int = 1, or_none: bool = Fal
         raise OptionTypeError(msg)
     if value < low:
         bound = "a non-negative integer" if low == 0 else f"at least {low}"
-        msg = f"`{option}` must be {bound}{alternative}, got {value!r}"
+        # int(): numpy's repr of a scalar differs between its releases.
+        msg = f"`{option}` must be {bound}{alternative}, got {int(value)}"
         raise ValueError(msg)
     return int(value)
 

@@ -125,9 +125,7 @@ def test_seed_true_is_refused_by_the_dcr_baseline() -> None:
     originals, avatars, _ = _sets(20)
     with pytest.raises(TypeError, match="`seed` must be an integer, got True of type bool"):
         phr.dcr_baseline_protection(originals, avatars, seed=True)
-    with pytest.raises(
-        ValueError, match=r"`seed` must be a non-negative integer, got np.int64\(-1\)"
-    ):
+    with pytest.raises(ValueError, match=r"`seed` must be a non-negative integer, got -1$"):
         phr.dcr_baseline_protection(originals, avatars, seed=np.int64(-1))  # type: ignore[arg-type]
 
 

@@ -7,6 +7,7 @@ the gate (`check`) refuses it with the report as the way out, never `--on`."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -298,9 +299,15 @@ def test_the_avatar_releases_keep_their_figures(dataset: str) -> None:
     n, hidden, cloaking, dcr, nndr, protection, copies, ties = AVATAR_FIGURES[dataset]
     assert (report.n, report.n_hidden, report.n_synthetic) == (n, hidden, n)
     assert report.local_cloaking_median == cloaking
-    assert report.distance_to_closest_median == float.fromhex(dcr)
-    assert report.closest_distances_ratio_median == float.fromhex(nndr)
-    assert report.row_direct_match_protection == float.fromhex(protection)
+    # The distances to an ulp: the projection's fit rounds by the LAPACK numpy brings, which
+    # differs between its releases (the floors'); the counts and copies exactly.
+    figures = (
+        report.distance_to_closest_median,
+        report.closest_distances_ratio_median,
+        report.row_direct_match_protection,
+    )
+    for found, pinned in zip(figures, (dcr, nndr, protection), strict=True):
+        assert math.isclose(found, float.fromhex(pinned), rel_tol=1e-14, abs_tol=0.0)
     assert (evidence.own_copies, evidence.hidden_by_ties_only) == (copies, ties)
     data = report.to_dict()
     assert data["n_hidden"] == hidden
