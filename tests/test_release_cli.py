@@ -525,6 +525,19 @@ def test_report_singling_out_through_the_cli(
         assert any(line.startswith("singling-out risk") for line in lines)
 
 
+def _refused_report(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]) -> str:
+    """``report`` on a small raw release with ``extra`` flags (``{h}`` the holdout's path):
+    exit 2 pinned; its stderr."""
+    originals, avatars = raw_release(n=50, seed=8)
+    held_out, _ = raw_release(n=50, seed=9)
+    o = write_raw(originals, tmp_path / "o.csv", ";")
+    a = write_raw(avatars, tmp_path / "a.csv", ";")
+    h = write_raw(held_out, tmp_path / "h.csv", ";")
+    filled = [item.format(h=h) for item in extra]
+    assert main(["report", str(o), str(a), *OPTIONS, *filled]) == 2
+    return capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -542,14 +555,7 @@ def test_report_singling_out_through_the_cli(
 def test_report_singling_out_bad_flags_are_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    originals, avatars = raw_release(n=50, seed=8)
-    held_out, _ = raw_release(n=50, seed=9)
-    o = write_raw(originals, tmp_path / "o.csv", ";")
-    a = write_raw(avatars, tmp_path / "a.csv", ";")
-    h = write_raw(held_out, tmp_path / "h.csv", ";")
-    filled = [item.format(h=h) for item in extra]
-    assert main(["report", str(o), str(a), *OPTIONS, *filled]) == 2
-    err = capsys.readouterr().err
+    err = _refused_report(tmp_path, capsys, extra)
     assert message in err
     assert len(err.strip().splitlines()) == 1
 
@@ -626,14 +632,7 @@ def test_report_attacks_in_anonymeter_space_and_an_auto_categorical_secret(
 def test_report_linkability_and_baseline_flags_bad_input_is_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    originals, avatars = raw_release(n=50, seed=8)
-    held_out, _ = raw_release(n=50, seed=9)
-    o = write_raw(originals, tmp_path / "o.csv", ";")
-    a = write_raw(avatars, tmp_path / "a.csv", ";")
-    h = write_raw(held_out, tmp_path / "h.csv", ";")
-    filled = [item.format(h=h) for item in extra]
-    assert main(["report", str(o), str(a), *OPTIONS, *filled]) == 2
-    err = capsys.readouterr().err
+    err = _refused_report(tmp_path, capsys, extra)
     assert err.count("\n") == 1
     assert message in err
 
