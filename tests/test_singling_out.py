@@ -24,7 +24,7 @@ from polars_hidden_rate.measures.singling_out import (
     design,
     query_counts,
 )
-from polars_hidden_rate.measures.stats import single_chance
+from polars_hidden_rate.stats import single_chance
 from tests.helpers import as_columns, brute_singling_out, run_peer
 
 

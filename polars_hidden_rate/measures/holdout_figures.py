@@ -29,10 +29,10 @@ from polars_hidden_rate.measures.inference import InferenceRisk
 from polars_hidden_rate.measures.membership import MembershipRisk
 from polars_hidden_rate.measures.overfitting import DcrOverfitting
 from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.walks import LinkedCloaking, SharedWalks, in_rows
 from polars_hidden_rate.plan import CountPlan
 from polars_hidden_rate.progress import stage
+from polars_hidden_rate.stats import percent
 
 HOLDOUT_TITLE = "Against the holdout"
 

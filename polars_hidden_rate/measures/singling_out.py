@@ -22,7 +22,7 @@ attacked once, so the shares are over their number. Counting the records a conju
 closed conditions matches is a box count (`polars_hidden_rate.engine.boxes`), exact, and no
 query scans a set. When the originals and the holdout (duplicates dropped) differ in size,
 the larger side's success on a query is the probability that it singles out one record of a
-random subsample at the smaller side's size (`polars_hidden_rate.measures.stats.single_chance`),
+random subsample at the smaller side's size (`polars_hidden_rate.stats.single_chance`),
 where anonymeter scales the control's count by a curve fitted to random subsamples.
 """
 
@@ -54,7 +54,7 @@ from polars_hidden_rate.frames import (
 from polars_hidden_rate.measures.holdout import check_holdout
 from polars_hidden_rate.measures.inference import SuccessRate, attack_against_control
 from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.stats import percent, single_chance
+from polars_hidden_rate.stats import percent, single_chance
 
 Mode = Literal["univariate", "multivariate"]
 MODES: tuple[Mode, ...] = ("univariate", "multivariate")

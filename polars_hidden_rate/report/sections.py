@@ -22,7 +22,6 @@ from polars_hidden_rate.measures.linkability import linkability_section
 from polars_hidden_rate.measures.section import Format, Histogram, Row, Section
 from polars_hidden_rate.measures.singling_out import singling_out_section
 from polars_hidden_rate.measures.spaces import spaces_section
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
 from polars_hidden_rate.report.targets import (
     DIRECTIONS,
@@ -32,6 +31,7 @@ from polars_hidden_rate.report.targets import (
     NO_HOLDOUT,
     TARGET_OFF,
 )
+from polars_hidden_rate.stats import percent
 
 if TYPE_CHECKING:
     from polars_hidden_rate.report.model import PrivacyReport
