@@ -69,7 +69,6 @@ from polars_hidden_rate.measures.gower import (
 )
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
 from polars_hidden_rate.measures.inference import SuccessRate, attack_against_control
-from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.progress import Progress, stage
 from polars_hidden_rate.stats import percent
@@ -274,27 +273,6 @@ class LinkabilityRisk:
                 "compares)",
             ),
         ]
-
-    def section(self) -> Section:
-        """The attack as a report's section: `rows` (no target) and the JSON entry
-        ``linkability`` (`to_dict`)."""
-        return Section(
-            "linkability",
-            LINKABILITY_TITLE,
-            tuple(Row(label, value) for label, value in self.rows()),
-            {"linkability": self.to_dict()},
-        )
-
-
-LINKABILITY_TITLE = "Linkability attack"
-
-
-def linkability_section(found: LinkabilityRisk | None) -> Section:
-    """A report's section of the linkability attack: `LinkabilityRisk.section`, or when not
-    asked no rows and the JSON entry ``linkability`` None."""
-    if found is None:
-        return Section("linkability", LINKABILITY_TITLE, entry={"linkability": None})
-    return found.section()
 
 
 Sides = tuple[tuple[str, ...], tuple[str, ...]]

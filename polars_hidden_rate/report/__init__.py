@@ -17,7 +17,7 @@ the pre-checks and the measures, each once). The JSON, the page and the text ren
 sections and nothing else.
 """
 
-from polars_hidden_rate.report.model import PrivacyReport
+from polars_hidden_rate.report.rendered import PrivacyReport
 from polars_hidden_rate.report.run import (
     baseline_of,
     check_holdout_and_attack,

@@ -52,7 +52,8 @@ from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.progress import folded, stage
 from polars_hidden_rate.provenance import components_words
-from polars_hidden_rate.report.model import LinkUse, PrivacyReport
+from polars_hidden_rate.report.model import LinkUse
+from polars_hidden_rate.report.rendered import PrivacyReport
 from polars_hidden_rate.report.targets import check_targets, meets
 from polars_hidden_rate.stats import percent
 
