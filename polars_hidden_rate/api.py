@@ -13,12 +13,12 @@ import numpy as np
 import polars as pl
 
 from polars_hidden_rate.frames import check_output_free
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import (
     CountOptions,
     FrameT,
     plan,
 )
+from polars_hidden_rate.stats import percent
 
 __all__ = ["hidden_rate", "local_cloaking"]
 

@@ -182,7 +182,7 @@ def check_cap(cap: object) -> int | None:
 
 def check_confidence(confidence: object) -> float:
     """A confidence level: a number strictly between 0 and 1, where the normal quantile of
-    `polars_hidden_rate.measures.stats.normal_quantile` is finite."""
+    `polars_hidden_rate.stats.normal_quantile` is finite."""
     level = check_real(confidence, "confidence", low=0.0, high=1.0)
     if level in (0.0, 1.0):
         msg = f"`confidence` must lie strictly between 0 and 1, got {confidence!r}"

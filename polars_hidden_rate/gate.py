@@ -22,7 +22,6 @@ from polars_hidden_rate.link.verdict import (
     unlinked_message,
 )
 from polars_hidden_rate.measures.digits import decisive, exact
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import (
     CloakingSummary,
     check_min_rate,
@@ -31,6 +30,7 @@ from polars_hidden_rate.measures.summary import (
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, GateOptions, plan, split_options
 from polars_hidden_rate.progress import renamed
+from polars_hidden_rate.stats import percent
 
 __all__ = [
     "QUARTILE_CAP",

@@ -29,8 +29,8 @@ from polars_hidden_rate.link.link_test import (
     LinkTest,
     derangement,
     link_test,
-    upper_tail,
 )
+from polars_hidden_rate.stats import upper_tail
 from tests.helpers import run_script
 
 COORDS = ["Dim1", "Dim2", "Dim3"]

@@ -567,8 +567,8 @@ def test_html_page() -> None:
 def test_a_registered_section_shows_in_the_json_the_page_and_the_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from polars_hidden_rate.measures.section import Histogram, Row, Section
     from polars_hidden_rate.report import sections
+    from polars_hidden_rate.report.section import Histogram, Row, Section
 
     def extra(report: PrivacyReport) -> Section:
         rows = (

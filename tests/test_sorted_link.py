@@ -27,8 +27,8 @@ from polars_hidden_rate.link.link_test import (
     link_test_of_sample,
     link_test_within,
     sampled_rows,
-    upper_tail,
 )
+from polars_hidden_rate.stats import upper_tail
 from tests.helpers import SHARED_DATASETS, local_cluster, run_script, write_files
 
 COORDS = ["Dim1", "Dim2", "Dim3"]

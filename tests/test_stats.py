@@ -1,4 +1,4 @@
-"""The statistics of `polars_hidden_rate.measures.stats` against independent references (scipy's
+"""The statistics of `polars_hidden_rate.stats` against independent references (scipy's
 normal distribution, Wilson's interval in 60-digit decimals, DeLong's variance from the O(m h)
 comparison matrix), and the option checks of `polars_hidden_rate.checks` they rely on."""
 
@@ -23,15 +23,15 @@ from polars_hidden_rate.checks import (
     check_tolerance,
     refuse_fraction,
 )
-from polars_hidden_rate.link.link_test import upper_tail
 from polars_hidden_rate.measures.membership import auc, auc_interval
-from polars_hidden_rate.measures.stats import (
+from polars_hidden_rate.stats import (
     compared_rates,
     delong_interval,
     delong_variance,
     normal_quantile,
     percent,
     residual_risk,
+    upper_tail,
     wilson,
 )
 from tests.helpers import examples, reference_risk

@@ -25,22 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
 
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.engine.scale import exponent_for
-
-
-def upper_tail(z: float) -> float:
-    """``P(Z >= z)`` for a standard normal ``Z``; far out, where ``1 - cdf`` rounds to 0,
-    its asymptotic form ``exp(-z²/2) / (z sqrt(2 pi))``."""
-    if z < 8:
-        return 1.0 - NormalDist().cdf(z)
-    return math.exp(-z * z / 2.0) / (z * math.sqrt(2.0 * math.pi))
-
+from polars_hidden_rate.stats import percent, upper_tail
 
 MIN_RECORDS = 50
 """Below this many records the test is not run: too few to tell a random link apart."""
@@ -90,8 +81,7 @@ class LinkTest:
     def closer_share(self) -> float:
         """Percentage of comparisons the own avatar wins, ties counting half."""
         total = self.closer + self.farther + self.ties
-        # A percentage as `measures.stats.percent` writes it: the product first.
-        return 100.0 * (self.closer + 0.5 * self.ties) / total if total else math.nan
+        return percent(self.closer + 0.5 * self.ties, total) if total else math.nan
 
     @property
     def tested(self) -> bool:

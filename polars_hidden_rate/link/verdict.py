@@ -39,6 +39,7 @@ from polars_hidden_rate.link.sets import (
 )
 from polars_hidden_rate.link.sorted import SortCheck, check_sorted_link
 from polars_hidden_rate.progress import stage
+from polars_hidden_rate.stats import percent
 
 DEFAULT_MAX_OWN_COPIES = 10.0
 """Percent of avatars that may copy their own original: the method's row direct-match target
@@ -147,8 +148,7 @@ class Evidence:
     def own_copies_percent(self) -> float | None:
         if self.own_copies is None:
             return None
-        # As `measures.stats.percent`: the product first.
-        return 100.0 * self.own_copies / self.n if self.n else 0.0
+        return percent(self.own_copies, self.n) if self.n else 0.0
 
     def copies_exceed(self, limit: float | None) -> bool:
         """Whether more than ``limit`` percent of the avatars are their own original's copy:

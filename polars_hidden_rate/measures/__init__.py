@@ -10,8 +10,8 @@ overfitting protection), `inference` (with `secrets`, how a secret is judged) an
 `linkability` (anonymeter's linkability attack), the two attacks also in anonymeter's own
 space (`gower`); a report shares their walks (`walks`, `holdout_figures`). Against random
 records: `baseline` (DCR baseline protection). `digits` prints the digits that decide a
-verdict; `section` is what a report shows of a measure, as plain data (rows, JSON entry,
-figures).
+verdict. A measure returns its value (its figures, `to_dict`, its lines as text): the report
+builds its sections (`polars_hidden_rate.report.sections`).
 
 The public functions are exported by the package itself (`polars_hidden_rate.membership_risk`,
 ...); this package holds them.

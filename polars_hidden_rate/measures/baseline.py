@@ -28,10 +28,7 @@ from polars_hidden_rate.measures.sdmetrics_space import (
     refuse_sdmetrics_options,
     sdmetrics_dcr,
 )
-from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan, require_cpu
-
-BASELINE_TITLE = "DCR baseline protection"
 
 
 @dataclass(frozen=True)
@@ -166,16 +163,6 @@ class DcrBaseline:
             ),
             *([SPACE_ROW] if self.space == "sdmetrics" else []),
         ]
-
-    def section(self) -> Section:
-        """The figures as a report's section: `rows` (no target) and the JSON entry
-        ``dcr_baseline_protection`` (`to_dict`)."""
-        return Section(
-            "dcr_baseline",
-            BASELINE_TITLE,
-            tuple(Row(label, value) for label, value in self.rows()),
-            {"dcr_baseline_protection": self.to_dict()},
-        )
 
     def to_dict(self) -> dict[str, float | int | str | None]:
         """The figures as JSON values (a NaN score as null)."""
@@ -313,14 +300,6 @@ def dcr_baseline_protection(
         read["originals"], read["synthetic"], options, caller="dcr_baseline_protection"
     ).fitted()
     return DcrBaseline.of_plan(fitted, seed=seed)
-
-
-def baseline_section(found: DcrBaseline | None) -> Section:
-    """A report's section of the DCR baseline protection: `DcrBaseline.section`, or when not
-    asked no rows and the JSON entry ``dcr_baseline_protection`` None."""
-    if found is None:
-        return Section("dcr_baseline", BASELINE_TITLE, entry={"dcr_baseline_protection": None})
-    return found.section()
 
 
 def _nearest_squared(tree: KdTree, queries: Float64Array, threads: int) -> Float64Array:

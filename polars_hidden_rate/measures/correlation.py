@@ -25,8 +25,8 @@ from polars_hidden_rate.frames import (
     resolve_columns,
     shared_schema,
 )
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions, plan
+from polars_hidden_rate.stats import percent
 
 _VALUE = f"{RESERVED_PREFIX}_value"
 _GROUP = f"{RESERVED_PREFIX}_group"

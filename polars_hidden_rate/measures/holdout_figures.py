@@ -1,7 +1,7 @@
 """What a report shows of a holdout (`HoldoutFigures`): the membership attack, the DCR
 overfitting protection, the holdout's own DCR and NNDR (the Avatar paper's "Reference") and
-the inference attack, from the walks they share; their section of a report
-(`holdout_section`); and the report's count with them (`counts_and_figures`)."""
+the inference attack, from the walks they share, and their lines (`HoldoutFigures.rows`);
+and the report's count with them (`counts_and_figures`)."""
 
 from __future__ import annotations
 
@@ -28,13 +28,10 @@ from polars_hidden_rate.frames import (
 from polars_hidden_rate.measures.inference import InferenceRisk
 from polars_hidden_rate.measures.membership import MembershipRisk
 from polars_hidden_rate.measures.overfitting import DcrOverfitting
-from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.walks import LinkedCloaking, SharedWalks, in_rows
 from polars_hidden_rate.plan import CountPlan
 from polars_hidden_rate.progress import stage
-
-HOLDOUT_TITLE = "Against the holdout"
+from polars_hidden_rate.stats import percent
 
 
 @dataclass(frozen=True)
@@ -139,17 +136,6 @@ class HoldoutFigures:
             *([] if self.inference is None else inference_rows(self.inference)),
         ]
 
-    def section(self) -> Section:
-        """The figures as a report's section: `rows` (no target: they decide nothing) and the
-        JSON entry ``holdout`` (`to_dict`)."""
-        rows = []
-        for label, value in self.rows():
-            part = next((p for p in _PARTS if label.startswith(p)), None)
-            if part is not None:
-                rows.append(Row(*_PARTS[part], only="page", heading=True))
-            rows.append(Row(label, value))
-        return Section("holdout", HOLDOUT_TITLE, tuple(rows), {"holdout": self.to_dict()})
-
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON values: ``membership``, ``dcr_overfitting_protection``,
         ``reference`` (the holdout's ``records``, ``distance_to_closest_median`` and
@@ -164,41 +150,6 @@ class HoldoutFigures:
                 "closest_distances_ratio_median": self.reference_closest_distances_ratio_median,
             },
         }
-
-
-# The page's heading and sentence of each attack in the holdout's section, by the label of
-# the line it starts at.
-_PARTS = {
-    "membership AUC": (
-        "Membership attack",
-        "An attacker ranks real records by how close each lies to the synthetic set, to tell "
-        "the records the generator was trained on from the holdout's: an AUC of 0.5 is chance.",
-    ),
-    "DCR overfitting protection": (
-        "DCR overfitting",
-        "The share of synthetic records closer to a training record than to any holdout "
-        "record, against the share chance puts there: 1 is no more than chance.",
-    ),
-    "holdout DCR median": (
-        "The holdout's own distances",
-        "How far real records the generator never saw lie from the originals: the reference "
-        "for the distance targets.",
-    ),
-    "inference risk on": (
-        "Attribute inference attack",
-        "An attacker who knows some attributes of a record guesses its secret from the "
-        "nearest synthetic record; the risk is how much better that works on the training "
-        "records than on the holdout's (0: no better).",
-    ),
-}
-
-
-def holdout_section(figures: HoldoutFigures | None) -> Section:
-    """A report's section of the holdout: `HoldoutFigures.section`, or without a holdout no
-    rows and the JSON entry ``holdout`` None."""
-    if figures is None:
-        return Section("holdout", HOLDOUT_TITLE, entry={"holdout": None})
-    return figures.section()
 
 
 def inference_rows(found: InferenceRisk) -> list[tuple[str, str]]:

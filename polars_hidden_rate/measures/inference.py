@@ -17,7 +17,7 @@ gives about any record of the population is the control's.
   counts are exact in float64 (`tied_matches`), and the successes sum fractions (correctly
   rounded, `math.fsum`).
 - Rates are Wilson's centres at one common number of trials, the smaller set's size, with
-  each set's own Wilson error at ``confidence`` (`polars_hidden_rate.measures.stats.compared_rates`:
+  each set's own Wilson error at ``confidence`` (`polars_hidden_rate.stats.compared_rates`:
   anonymeter's ``success_rate`` when the sets have one size; equal shares give equal rates
   whatever the sizes); the risk is ``(members - control) / (1 - control)``, its error
   propagated to first order (anonymeter's ``residual_success``), then both cut to [0, 1]
@@ -70,10 +70,10 @@ from polars_hidden_rate.measures.secrets import (
     secret_kind_of,
     secret_values,
 )
-from polars_hidden_rate.measures.stats import compared_rates, residual_risk
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.progress import stage
 from polars_hidden_rate.projection.coordinates import auto_categorical
+from polars_hidden_rate.stats import compared_rates, residual_risk
 
 """How a secret is guessed: ``"categorical"`` (right when equal), ``"numeric"`` (right within
 the tolerance), or ``"auto"``: numeric for number columns, categorical otherwise."""
@@ -95,7 +95,7 @@ class SuccessRate:
     rate, error
         Wilson's centre at the attack's and control's common number of trials ``t``, the
         smaller set's size, and Wilson's half-width at ``records`` (``n``), at
-        ``confidence`` (`polars_hidden_rate.measures.stats.compared_rates`):
+        ``confidence`` (`polars_hidden_rate.stats.compared_rates`):
         ``(t s / n + z^2/2) / (t + z^2)`` and ``z / (n + z^2) * sqrt(s (n - s) / n + z^2 / 4)``;
         when both sets have ``n`` records, anonymeter's ``success_rate``.
     """
@@ -122,7 +122,7 @@ def attack_against_control(
     all_right: str,
 ) -> tuple[SuccessRate, SuccessRate, float, tuple[float, float]]:
     """An attack's and its control's rates from each target's chance of success
-    (`polars_hidden_rate.measures.stats.compared_rates`), and the residual risk with its
+    (`polars_hidden_rate.stats.compared_rates`), and the residual risk with its
     interval (anonymeter's); ``all_right`` words a control that succeeded on every target,
     where no residual risk can be measured."""
     counts = [(math.fsum(share), len(share)) for share in (members_success, control_success)]

@@ -24,9 +24,9 @@ away about its own training records.
   ties at the edge, the success is anonymeter's 0 or 1.
 - **Rates and risk** as for the inference attack: Wilson's centres at the smaller set's
   size and each set's own error at ``confidence``
-  (`polars_hidden_rate.measures.stats.compared_rates`), the risk ``(attack - control) / (1 -
+  (`polars_hidden_rate.stats.compared_rates`), the risk ``(attack - control) / (1 -
   control)`` with its first-order error, both cut to [0, 1]
-  (`polars_hidden_rate.measures.stats.residual_risk`).
+  (`polars_hidden_rate.stats.residual_risk`).
 
 The searches are the engine's exact k-nearest search
 (`polars_hidden_rate.engine.nearest.k_nearest`), a kd-tree of the synthetic records pruned
@@ -69,10 +69,9 @@ from polars_hidden_rate.measures.gower import (
 )
 from polars_hidden_rate.measures.holdout import check_holdout, holdout_plan
 from polars_hidden_rate.measures.inference import SuccessRate, attack_against_control
-from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import CountOptions
 from polars_hidden_rate.progress import Progress, stage
+from polars_hidden_rate.stats import percent
 
 
 def link_chances(sides: Sequence[KNearest], k: int, synthetic: int) -> Float64Array:
@@ -274,27 +273,6 @@ class LinkabilityRisk:
                 "compares)",
             ),
         ]
-
-    def section(self) -> Section:
-        """The attack as a report's section: `rows` (no target) and the JSON entry
-        ``linkability`` (`to_dict`)."""
-        return Section(
-            "linkability",
-            LINKABILITY_TITLE,
-            tuple(Row(label, value) for label, value in self.rows()),
-            {"linkability": self.to_dict()},
-        )
-
-
-LINKABILITY_TITLE = "Linkability attack"
-
-
-def linkability_section(found: LinkabilityRisk | None) -> Section:
-    """A report's section of the linkability attack: `LinkabilityRisk.section`, or when not
-    asked no rows and the JSON entry ``linkability`` None."""
-    if found is None:
-        return Section("linkability", LINKABILITY_TITLE, entry={"linkability": None})
-    return found.section()
 
 
 Sides = tuple[tuple[str, ...], tuple[str, ...]]

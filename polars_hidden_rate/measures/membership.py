@@ -61,8 +61,8 @@ from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import squared_nearest
 from polars_hidden_rate.engine.scale import canonical_scale
 from polars_hidden_rate.measures.holdout import HoldoutSpace
-from polars_hidden_rate.measures.stats import delong_interval
 from polars_hidden_rate.plan import CountOptions
+from polars_hidden_rate.stats import delong_interval
 
 DEFAULT_FPR = 0.1
 """The false positive rate the attack papers report the true positive rate at."""

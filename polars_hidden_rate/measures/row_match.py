@@ -21,8 +21,8 @@ from polars_hidden_rate.frames import (
     resolve_link,
     shared_schema,
 )
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.plan import Keys
+from polars_hidden_rate.stats import percent
 
 
 def row_direct_match_protection(

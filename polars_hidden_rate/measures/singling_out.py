@@ -22,7 +22,7 @@ attacked once, so the shares are over their number. Counting the records a conju
 closed conditions matches is a box count (`polars_hidden_rate.engine.boxes`), exact, and no
 query scans a set. When the originals and the holdout (duplicates dropped) differ in size,
 the larger side's success on a query is the probability that it singles out one record of a
-random subsample at the smaller side's size (`polars_hidden_rate.measures.stats.single_chance`),
+random subsample at the smaller side's size (`polars_hidden_rate.stats.single_chance`),
 where anonymeter scales the control's count by a curve fitted to random subsamples.
 """
 
@@ -53,8 +53,7 @@ from polars_hidden_rate.frames import (
 )
 from polars_hidden_rate.measures.holdout import check_holdout
 from polars_hidden_rate.measures.inference import SuccessRate, attack_against_control
-from polars_hidden_rate.measures.section import Row, Section
-from polars_hidden_rate.measures.stats import percent, single_chance
+from polars_hidden_rate.stats import percent, single_chance
 
 Mode = Literal["univariate", "multivariate"]
 MODES: tuple[Mode, ...] = ("univariate", "multivariate")
@@ -498,33 +497,12 @@ class SinglingOutRisk:
             ),
         ]
 
-    def section(self) -> Section:
-        """The attack as a report's section: `rows` (its target is judged with the
-        holdout's measures) and the JSON entry ``singling_out`` (`to_dict`)."""
-        return Section(
-            "singling_out",
-            SINGLING_OUT_TITLE,
-            tuple(Row(label, value) for label, value in self.rows()),
-            {"singling_out": self.to_dict()},
-        )
-
 
 def _rate_entry(rate: SuccessRate) -> dict[str, Any]:
     """`SuccessRate.to_dict`, or without a trial its counts and no share, rate or error."""
     if rate.records:
         return rate.to_dict()
     return {"successes": 0.0, "records": 0, "share": None, "rate": None, "error": None}
-
-
-SINGLING_OUT_TITLE = "Singling-out attack"
-
-
-def singling_out_section(found: SinglingOutRisk | None) -> Section:
-    """A report's section of the singling-out attack: `SinglingOutRisk.section`, or when not
-    asked no rows and the JSON entry ``singling_out`` None."""
-    if found is None:
-        return Section("singling_out", SINGLING_OUT_TITLE, entry={"singling_out": None})
-    return found.section()
 
 
 @dataclass(frozen=True)

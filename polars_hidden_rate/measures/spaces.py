@@ -1,6 +1,6 @@
 """The DCR measures read in two spaces (`SpaceComparison`): the package's projected space and
 SDMetrics' own distance (`polars_hidden_rate.measures.sdmetrics_space`), side by side, with
-a flag where their verdicts differ; a report's section of them (`spaces_section`)."""
+a flag where their verdicts differ."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from typing import Any
 
 from polars_hidden_rate.measures.baseline import DcrBaseline
 from polars_hidden_rate.measures.overfitting import DcrOverfitting
-from polars_hidden_rate.measures.section import Row, Section
 
-SPACES_TITLE = "The DCR measures in the package's space and in SDMetrics'"
 SPACE_WORDS = {"projected": "the package's space", "sdmetrics": "SDMetrics' space"}
 SHORT_WORDS = {"projected": "package", "sdmetrics": "SDMetrics"}
 
@@ -79,12 +77,12 @@ class SpaceComparison:
             + ": the verdict depends on the distance"
         )
 
-    def rows(self) -> list[Row]:
+    def rows(self) -> list[tuple[str, str]]:
         """One line per measure and space, then the flag where the verdicts differ."""
         rows = []
         for space, found in self.overfitting.items():
             rows.append(
-                Row(
+                (
                     f"DCR overfitting ({SHORT_WORDS[space]})",
                     f"{found.score:.4f} ({100 * found.closer_to_training:.2f} % of synthetic "
                     "records closer to the originals; SDMetrics' rule "
@@ -93,17 +91,11 @@ class SpaceComparison:
             )
         for space, baseline in self.baseline.items():
             score = "undefined" if math.isnan(baseline.score) else f"{baseline.score:.4f}"
-            rows.append(Row(f"DCR baseline ({SHORT_WORDS[space]})", score))
+            rows.append((f"DCR baseline ({SHORT_WORDS[space]})", score))
         flag = self.message()
         if flag is not None:
-            rows.append(Row("  warning", flag))
+            rows.append(("  warning", flag))
         return rows
-
-    def section(self) -> Section:
-        """The rows and the JSON entry ``space_comparison`` (`to_dict`)."""
-        return Section(
-            "spaces", SPACES_TITLE, tuple(self.rows()), {"space_comparison": self.to_dict()}
-        )
 
     def to_dict(self) -> dict[str, Any]:
         """``dcr_overfitting_protection`` and ``dcr_baseline_protection`` by space (each
@@ -122,11 +114,3 @@ class SpaceComparison:
             "passed": self.passed or None,
             "differs": self.differs,
         }
-
-
-def spaces_section(comparison: SpaceComparison | None) -> Section:
-    """A report's section of the two spaces: `SpaceComparison.section`, or when not asked no
-    rows and the JSON entry ``space_comparison`` None."""
-    if comparison is None:
-        return Section("spaces", SPACES_TITLE, entry={"space_comparison": None})
-    return comparison.section()

@@ -27,7 +27,7 @@ from polars_hidden_rate.checks import (
 from polars_hidden_rate.frames import as_lazy
 from polars_hidden_rate.link.verdict import Evidence
 from polars_hidden_rate.measures.digits import decisive, exact
-from polars_hidden_rate.measures.stats import percent, wilson
+from polars_hidden_rate.stats import percent, wilson
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,7 @@ def hidden_rate_interval(n_hidden: int, n: int, confidence: float = 0.95) -> tup
 
     With ``z`` the normal quantile of ``(1 + confidence) / 2``, the bounds are
     ``(k + z²/2 ± z sqrt(k(n - k)/n + z²/4)) / (n + z²)`` for ``k = n_hidden``
-    (`polars_hidden_rate.measures.stats.wilson`, as the inference attack's rates). Unlike the
+    (`polars_hidden_rate.stats.wilson`, as the inference attack's rates). Unlike the
     normal approximation, it stays within [0, 100] and keeps its coverage at rates near 100;
     the bound at an end is that end exactly (100 when every record is hidden, 0 when none is).
 

@@ -8,16 +8,18 @@ compares them with the targets, and renders them
 ([`PrivacyReport.to_dict`][polars_hidden_rate.PrivacyReport.to_dict],
 [`PrivacyReport.to_html`][polars_hidden_rate.PrivacyReport.to_html]).
 
-The package, one job a module: `targets` (the metrics, their targets and labels), `model`
-(the `PrivacyReport` value), `sections` (what the report shows, a section per measure, and
-`SECTIONS`, the one list that registers them), `audit` (the sections of the evidence and of
-what was measured, which `hidden-rate check` prints too), `text` (the terminal's lines),
-`page` (the HTML page) and `svg` (its histograms), `run` (`privacy_report`, `report_of_plan`:
-the pre-checks and the measures, each once). The JSON, the page and the text render the
-sections and nothing else.
+The package, one job a module, from the top: `run` (`privacy_report`, `report_of_plan`: the
+pre-checks and the measures, each once); `rendered` (`PrivacyReport`: the value with its
+JSON, page and text); `page` (the HTML page) and `text` (the terminal's lines); `sections`
+(every section of a report, built there and only there, and `SECTIONS`, the one list that
+registers them); `audit` (the sections of the evidence and of what was measured, which
+`hidden-rate check` prints too) and `model` (`ReportModel`: the values and their verdicts,
+data only); `targets` (the metrics, their targets and labels) and `svg` (the page's
+histograms); `section` (`Section`, `Row`, `Histogram`: a section as plain data). The JSON,
+the page and the text render the sections and nothing else.
 """
 
-from polars_hidden_rate.report.model import PrivacyReport
+from polars_hidden_rate.report.rendered import PrivacyReport
 from polars_hidden_rate.report.run import (
     baseline_of,
     check_holdout_and_attack,

@@ -12,9 +12,9 @@ from polars_hidden_rate.checks import quoted
 from polars_hidden_rate.link.sorted import SortCheck
 from polars_hidden_rate.link.verdict import LINK_OVERRIDES, Evidence
 from polars_hidden_rate.measures.digits import exact, p_text
-from polars_hidden_rate.measures.section import Row, Section
 from polars_hidden_rate.projection.coordinates import AUTO_CATEGORIES, CATEGORICAL_REASONS
 from polars_hidden_rate.provenance import components_words
+from polars_hidden_rate.report.section import Row, Section
 
 # The label column of these sections in the terminal, as in `hidden-rate check`.
 WIDTH = 22

@@ -7,18 +7,15 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from polars_hidden_rate.checks import InvariantError, known
 from polars_hidden_rate.measures.digits import decisive, exact
-from polars_hidden_rate.measures.section import Row, Section
+from polars_hidden_rate.report.model import ReportModel
+from polars_hidden_rate.report.section import Row, Section
 from polars_hidden_rate.report.svg import svg_histogram
 
-if TYPE_CHECKING:
-    from polars_hidden_rate.report.model import PrivacyReport
 
-
-def page_of(report: PrivacyReport, sections: Sequence[Section], title: str) -> str:
+def page_of(report: ReportModel, sections: Sequence[Section], title: str) -> str:
     """`PrivacyReport.to_html` of ``report``'s ``sections``."""
     shown = [(section, section.rows_in("page")) for section in sections]
     rows = "\n".join(

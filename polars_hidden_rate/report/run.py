@@ -48,13 +48,14 @@ from polars_hidden_rate.measures.sdmetrics_space import DcrSpace, check_dcr_spac
 from polars_hidden_rate.measures.secrets import SecretKind
 from polars_hidden_rate.measures.singling_out import Mode, SinglingOutAttack
 from polars_hidden_rate.measures.spaces import SpaceComparison
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.progress import folded, stage
 from polars_hidden_rate.provenance import components_words
-from polars_hidden_rate.report.model import LinkUse, PrivacyReport
+from polars_hidden_rate.report.model import LinkUse
+from polars_hidden_rate.report.rendered import PrivacyReport
 from polars_hidden_rate.report.targets import check_targets, meets
+from polars_hidden_rate.stats import percent
 
 
 def privacy_report(

@@ -3,27 +3,24 @@
 them. The JSON (`PrivacyReport.to_dict`), the page (`PrivacyReport.to_html`) and the terminal
 (`PrivacyReport.to_text`) loop over that list: a measure shown in one shows in all three.
 
-Each section is plain data (`polars_hidden_rate.measures.section`): a measure with a value of
-its own makes its section there (`HoldoutFigures.section`); those held as the report's own
-fields are laid out here.
+Every section of a report is built here, and only here, as plain data
+(`polars_hidden_rate.report.section`). A measure returns its value and no section: where the
+report holds that value (the holdout's figures, an attack, the DCR baseline, the two spaces),
+`measure_section` is the one rule that lays it out (its lines as rows, its `to_dict` as the
+JSON entry); the report's own figures (the records, the metrics against their targets, the
+verdict) have a function each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from polars_hidden_rate.checks import known, quoted
-from polars_hidden_rate.measures.baseline import baseline_section
 from polars_hidden_rate.measures.digits import decisive
-from polars_hidden_rate.measures.holdout_figures import holdout_section
-from polars_hidden_rate.measures.linkability import linkability_section
-from polars_hidden_rate.measures.section import Format, Histogram, Row, Section
-from polars_hidden_rate.measures.singling_out import singling_out_section
-from polars_hidden_rate.measures.spaces import spaces_section
-from polars_hidden_rate.measures.stats import percent
 from polars_hidden_rate.report.audit import evidence_section, provenance_section
+from polars_hidden_rate.report.model import ReportModel
+from polars_hidden_rate.report.section import Format, Histogram, Row, Section
 from polars_hidden_rate.report.targets import (
     DIRECTIONS,
     HOLDOUT_METRICS,
@@ -32,11 +29,9 @@ from polars_hidden_rate.report.targets import (
     NO_HOLDOUT,
     TARGET_OFF,
 )
+from polars_hidden_rate.stats import percent
 
-if TYPE_CHECKING:
-    from polars_hidden_rate.report.model import PrivacyReport
-
-SectionOf = Callable[["PrivacyReport"], Section]
+SectionOf = Callable[[ReportModel], Section]
 """A report's section of one measure, from the report."""
 
 # Per histogram: the per-record values (their median has the target), the texts, the x range,
@@ -63,7 +58,7 @@ _FIGURES = (
 )
 
 
-def records_section(report: PrivacyReport) -> Section:
+def records_section(report: ReportModel) -> Section:
     """The records and the space measured in (the page says them in its lead paragraph); the
     JSON's ``n``, ``n_hidden``, ``space``, ``confidence``, ``hidden_rate_interval`` (those
     two None where the link is absent) and ``n_synthetic``."""
@@ -86,7 +81,7 @@ def records_section(report: PrivacyReport) -> Section:
     return Section("records", "Records", tuple(rows), entry)
 
 
-def metrics_section(report: PrivacyReport) -> Section:
+def metrics_section(report: ReportModel) -> Section:
     """The metrics of [`METRICS`][polars_hidden_rate.report.METRICS] against their targets, the
     own copies against ``max_own_copies`` (where judged by a limit), the hidden rate's
     interval (in the terminal; the page's lead paragraph says it), the histograms of the
@@ -160,7 +155,7 @@ def metrics_section(report: PrivacyReport) -> Section:
     )
 
 
-def _metric_rows(report: PrivacyReport, name: str, entry: dict[str, Any]) -> list[Row]:
+def _metric_rows(report: ReportModel, name: str, entry: dict[str, Any]) -> list[Row]:
     """The rows of one metric of [`METRICS`][polars_hidden_rate.report.METRICS]: against its
     target (or, where the holdout's own figure fails it, against that figure), or its value
     as evidence where its target is off; then, with a holdout, that figure and what it
@@ -199,7 +194,7 @@ def _metric_rows(report: PrivacyReport, name: str, entry: dict[str, Any]) -> lis
     return rows
 
 
-def _own_copies(report: PrivacyReport) -> dict[str, Any] | None:
+def _own_copies(report: ReportModel) -> dict[str, Any] | None:
     """The own copies against ``max_own_copies``: ``{"value", "target", "direction",
     "passed", "reason"}`` (the percentage, the limit, ``"<="``, the verdict, why none), or
     None where not judged by a limit or not compared; where the link is absent, no value and
@@ -219,7 +214,7 @@ def _own_copies(report: PrivacyReport) -> dict[str, Any] | None:
     }
 
 
-def release_section(report: PrivacyReport) -> Section:
+def release_section(report: ReportModel) -> Section:
     """The service's metrics beside [`METRICS`][polars_hidden_rate.report.METRICS]
     (`PrivacyReport.release_table`): the correlation protection rate, measured or why not,
     and those without a public definition; their JSON keys."""
@@ -238,7 +233,7 @@ def release_section(report: PrivacyReport) -> Section:
     return Section("release", "The service's metrics", rows, table)
 
 
-def verdict_section(report: PrivacyReport) -> Section:
+def verdict_section(report: ReportModel) -> Section:
     """Whether every check of `PrivacyReport.verdicts` passed, and how many did (the page's
     lead paragraph says it), after a note per override the verdict rests on
     (`PrivacyReport.override_notes`); the JSON's ``passed`` and ``link_use`` (the overrides
@@ -263,7 +258,7 @@ def verdict_section(report: PrivacyReport) -> Section:
     )
 
 
-def holdout_metrics_section(report: PrivacyReport) -> Section:
+def holdout_metrics_section(report: ReportModel) -> Section:
     """The measures against the holdout (`HOLDOUT_METRICS`): each a metric row against its
     target in its direction (not judged where the holdout is too small, with the reason),
     or its value as evidence where its target is off, every one with a sentence of what it
@@ -312,7 +307,7 @@ def holdout_metrics_section(report: PrivacyReport) -> Section:
 _HOLDOUT_METRICS_TITLE = "The holdout's measures and their targets"
 
 
-def _beside(report: PrivacyReport, name: str) -> str | None:
+def _beside(report: ReportModel, name: str) -> str | None:
     """What a measure of `HOLDOUT_METRICS` must be read with, beside its figure wherever it
     shows: the copies of training records behind a DCR overfitting protection (a score of 1
     with copies the holdout holds too reads as safe without it); None where nothing."""
@@ -326,7 +321,7 @@ def _beside(report: PrivacyReport, name: str) -> str | None:
     )
 
 
-def _meaning(report: PrivacyReport, name: str) -> str:
+def _meaning(report: ReportModel, name: str) -> str:
     """One sentence of what a measure of `HOLDOUT_METRICS` says of this release."""
     figures = known(report.holdout, "the holdout's figures of a holdout measure")
     if name == "membership_auc":
@@ -382,13 +377,70 @@ def _against_chance(ratio: float) -> str:
     return "no more members than chance" if more > -1 else "fewer members than chance"
 
 
-def _led(section: Section, sentence: str) -> Section:
-    """``section`` with the page's one sentence of what its attack does under its heading
-    (none where the attack did not run)."""
-    if not section.rows:
-        return section
-    lead = Row(section.title, sentence, only="page", heading=True)
-    return replace(section, rows=(lead, *section.rows))
+class Measured(Protocol):
+    """A measure's value as the report holds it: its lines and its JSON entry."""
+
+    def rows(self) -> list[tuple[str, str]]:
+        """Its lines: a label and the text beside it."""
+        ...
+
+    def to_dict(self) -> Mapping[str, Any]:
+        """Its JSON entry."""
+        ...
+
+
+def measure_section(
+    key: str,
+    title: str,
+    entry: str,
+    found: Measured | None,
+    lead: str = "",
+    parts: Mapping[str, tuple[str, str]] | None = None,
+) -> Section:
+    """The section of a measure the report holds as a value (``found``), by one rule: when not
+    asked no rows and the JSON entry ``entry`` None; otherwise a row per line of `rows` (no
+    target: the measures against the holdout are judged in `holdout_metrics_section`) and
+    ``entry`` its `to_dict`. On the page, ``lead`` is one sentence of what the measure does
+    under the section's heading, and each line whose label starts with a key of ``parts``
+    starts a part: that heading and its sentence."""
+    if found is None:
+        return Section(key, title, entry={entry: None})
+    rows = []
+    for label, value in found.rows():
+        part = next((start for start in parts or {} if label.startswith(start)), None)
+        if part is not None:
+            rows.append(Row(*(parts or {})[part], only="page", heading=True))
+        rows.append(Row(label, value))
+    if lead and rows:
+        rows.insert(0, Row(title, lead, only="page", heading=True))
+    return Section(key, title, tuple(rows), {entry: found.to_dict()})
+
+
+# The page's heading and sentence of each attack in the holdout's section, by the label of
+# the line it starts at.
+_HOLDOUT_PARTS = {
+    "membership AUC": (
+        "Membership attack",
+        "An attacker ranks real records by how close each lies to the synthetic set, to tell "
+        "the records the generator was trained on from the holdout's: an AUC of 0.5 is chance.",
+    ),
+    "DCR overfitting protection": (
+        "DCR overfitting",
+        "The share of synthetic records closer to a training record than to any holdout "
+        "record, against the share chance puts there: 1 is no more than chance.",
+    ),
+    "holdout DCR median": (
+        "The holdout's own distances",
+        "How far real records the generator never saw lie from the originals: the reference "
+        "for the distance targets.",
+    ),
+    "inference risk on": (
+        "Attribute inference attack",
+        "An attacker who knows some attributes of a record guesses its secret from the "
+        "nearest synthetic record; the risk is how much better that works on the training "
+        "records than on the holdout's (0: no better).",
+    ),
+}
 
 
 SECTIONS: tuple[SectionOf, ...] = (
@@ -397,25 +449,41 @@ SECTIONS: tuple[SectionOf, ...] = (
     holdout_metrics_section,
     release_section,
     verdict_section,
-    lambda report: holdout_section(report.holdout),
-    lambda report: _led(
-        linkability_section(report.linkability),
+    lambda report: measure_section(
+        "holdout", "Against the holdout", "holdout", report.holdout, parts=_HOLDOUT_PARTS
+    ),
+    lambda report: measure_section(
+        "linkability",
+        "Linkability attack",
+        "linkability",
+        report.linkability,
         "An attacker who holds two parts of a record's attributes links them through the "
         "synthetic set; the risk is how much better that works on the training records than "
         "on the holdout's (0: no better).",
     ),
-    lambda report: _led(
-        singling_out_section(report.singling_out),
+    lambda report: measure_section(
+        "singling_out",
+        "Singling-out attack",
+        "singling_out",
+        report.singling_out,
         "An attacker writes queries that single out one synthetic record and counts how often "
         "they single out one real record; the risk is how much more often on the training "
         "records than on the holdout's (0: no more often).",
     ),
-    lambda report: _led(
-        baseline_section(report.dcr_baseline),
+    lambda report: measure_section(
+        "dcr_baseline",
+        "DCR baseline protection",
+        "dcr_baseline_protection",
+        report.dcr_baseline,
         "The synthetic records' median distance to the closest original against that of "
         "random records: 1 is as far from the originals as random records.",
     ),
-    lambda report: spaces_section(report.space_comparison),
+    lambda report: measure_section(
+        "spaces",
+        "The DCR measures in the package's space and in SDMetrics'",
+        "space_comparison",
+        report.space_comparison,
+    ),
     lambda report: evidence_section(
         report.evidence, report.link_reason if report.link_use == "absent" else ""
     ),
@@ -424,7 +492,8 @@ SECTIONS: tuple[SectionOf, ...] = (
     ),
 )
 """Every section of a report, in the order the page and the terminal show them: adding a
-measure to the report is adding its section here."""
+measure to the report is adding its section here (`measure_section` where the report holds
+its value)."""
 
 
 def with_warnings(found: tuple[Section, ...], messages: tuple[str, ...]) -> tuple[Section, ...]:

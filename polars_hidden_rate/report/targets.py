@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from polars_hidden_rate.checks import check_real, refuse_fraction
-from polars_hidden_rate.measures.section import Direction
+from polars_hidden_rate.report.section import Direction
 
 METRICS = (
     "hidden_rate",

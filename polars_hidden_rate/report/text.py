@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from polars_hidden_rate.checks import InvariantError
 from polars_hidden_rate.measures.digits import decisive, exact
-from polars_hidden_rate.measures.section import Row, Section
+from polars_hidden_rate.report.section import Row, Section
 
 
 def section_lines(section: Section) -> list[str]:

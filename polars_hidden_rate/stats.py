@@ -1,7 +1,7 @@
 """Statistics of numbers and arrays, each written once: the normal quantile, Wilson's
 interval, an attack's and its control's rates and the residual risk between them, the
 hypergeometric chance that a query singles out one record of a subsample, DeLong's
-interval of an AUC, a percentage.
+interval of an AUC, the normal upper tail (the link test's p-value), a percentage.
 
 A leaf: numpy, math and statistics only. The options these take (a confidence level, say)
 are checked by their callers, once, with `polars_hidden_rate.checks`; here they are
@@ -127,6 +127,14 @@ def delong_interval(
         return 0.0, 1.0
     spread = normal_quantile(confidence) * math.sqrt(delong_variance(members, holdout))
     return max(0.0, auc - spread), min(1.0, auc + spread)
+
+
+def upper_tail(z: float) -> float:
+    """``P(Z >= z)`` for a standard normal ``Z``; far out, where ``1 - cdf`` rounds to 0,
+    its asymptotic form ``exp(-z²/2) / (z sqrt(2 pi))``."""
+    if z < 8:
+        return 1.0 - NormalDist().cdf(z)
+    return math.exp(-z * z / 2.0) / (z * math.sqrt(2.0 * math.pi))
 
 
 def percent(part: float, whole: float) -> float:
