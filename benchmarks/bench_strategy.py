@@ -21,8 +21,9 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 
 from benchmarks.common import RESULTS, header, limit_threads, seconds, write_results
 from benchmarks.data import Profile
+from polars_hidden_rate.engine import Strategy
 
-STRATEGIES = ("auto", "flat", "tree")
+STRATEGIES: tuple[Strategy, ...] = ("auto", "flat", "tree")
 CASES: tuple[tuple[Profile, int], ...] = (
     ("gaussian", 5),
     ("gaussian", 10),
@@ -39,8 +40,8 @@ def measure(profile: Profile, d: int, n: int, rounds: int, threads: int) -> dict
     """The medians of ``rounds`` alternated timings of each strategy on one case."""
     import numpy as np
 
-    from polars_hidden_rate import engine
     from benchmarks.data import make_case
+    from polars_hidden_rate import engine
 
     originals, avatars = make_case(n, d, profile=profile, threads=threads)
     times: dict[str, list[float]] = {name: [] for name in STRATEGIES}
@@ -75,7 +76,7 @@ def measure(profile: Profile, d: int, n: int, rounds: int, threads: int) -> dict
 def markdown(payload: dict[str, Any]) -> str:
     options = payload["options"]
     lines = [
-        "# strategy=\"auto\" against the faster strategy",
+        '# strategy="auto" against the faster strategy',
         "",
         f"`{payload['command']}`: {options['n']} records, threads={options['threads']}, "
         f"median of {options['rounds']} alternated rounds (the order rotates each round).",
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     limit_threads(args.threads)
     cases = CASES
     if args.case:
-        cases = tuple((c.split(":")[0], int(c.split(":")[1])) for c in args.case)  # type: ignore[misc]
+        cases = tuple((c.split(":")[0], int(c.split(":")[1])) for c in args.case)
     rows = []
     for profile, d in cases:
         row = measure(profile, d, args.n, args.rounds, args.threads)
