@@ -146,10 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (plan, "read_aligned", "read"),
                 (read, "_avatar_order", "link"),
                 (read, "float64_rows", "to_float64"),
-                (arrays, "canonical_scale", "scale"),
+                (arrays, "scaled_by", "scale"),
                 (arrays, "own_thresholds", "thresholds"),
                 (engine, "choose_strategy", "probe"),
-                (kdtree.KdTree, "count_and_closer", "walk"),
+                (kdtree.KdTree, "walk_counts", "walk"),
                 (plan.CountPlan, "result", "counts"),
             ):
                 recorder.wrap(owner, attribute, name)

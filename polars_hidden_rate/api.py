@@ -107,5 +107,6 @@ def hidden_rate(
     25.0
     """
     request = plan(originals, avatars, options, caller="hidden_rate")
-    counts = request.counts(cap=1)  # only c_i > 0 matters: each record stops at one rival
-    return percent(int(np.count_nonzero(counts)), len(counts))
+    counts = request.result(cap=1).counts  # only c_i > 0 matters: each stops at one rival
+    # `measures.stats.percent`'s rounding: the product first, then the division.
+    return 100.0 * int(np.count_nonzero(counts)) / len(counts)

@@ -756,13 +756,13 @@ def test_duplicated_avatars_are_counted_on_the_collapsed_tree(
     """The walk runs on each distinct avatar once (counts unchanged), and the probe predicts
     a flat pass over every avatar, not over the distinct ones."""
     walked: list[kdtree.KdTree] = []
-    count_and_closer = kdtree.KdTree.count_and_closer
+    walk_counts = kdtree.KdTree.walk_counts
 
     def spy(tree: kdtree.KdTree, *args: object, **kwargs: object) -> object:
         walked.append(tree)
-        return count_and_closer(tree, *args, **kwargs)  # type: ignore[arg-type]
+        return walk_counts(tree, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(kdtree.KdTree, "count_and_closer", spy)
+    monkeypatch.setattr(kdtree.KdTree, "walk_counts", spy)
     rng = np.random.default_rng(8)
     originals = rng.integers(-2, 3, size=(3_000, 2)).astype(np.float64)
     avatars = originals[rng.permutation(len(originals))]

@@ -21,7 +21,7 @@ from polars_hidden_rate.engine._kernels import (
     row_squared_distances,
 )
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
-from polars_hidden_rate.engine.scale import canonical_scale
+from polars_hidden_rate.engine.scale import exponent_for, largest_magnitude, scaled_by
 
 # Rows a thread gathers per task (`gather_into`).
 GATHER_ROWS = 1 << 20
@@ -76,8 +76,10 @@ def _indices(chosen: IndexArray | slice, length: int) -> IndexArray:
 
 def own_thresholds(originals: Float64Array, avatars: Float64Array, tie_tol: float) -> Float64Array:
     """``T_i = d2(x_i, y_i) * (1 + tie_tol)``: a rival within ``T_i`` hides record ``i``."""
-    every = slice(None)
-    thresholds: Float64Array = squared_distances(originals, avatars, every, every)
+    if _rows_in_order(originals) and _rows_in_order(avatars) and originals.shape == avatars.shape:
+        thresholds: Float64Array = row_squared_distances(originals, avatars)
+    else:  # the same floats, a column at a time
+        thresholds = squared_distances(originals, avatars, slice(None), slice(None))
     thresholds *= 1.0 + tie_tol  # in place: the same floats as a product into a new array
     return thresholds
 
@@ -117,13 +119,13 @@ def linked_arrays(
             f"row i of the other), got {originals.shape} and {avatars.shape}"
         )
         raise ValueError(msg)
-    (originals, avatars), _ = canonical_scale(
-        originals,
-        avatars,
-        tie_tol=tie_tol,
-        names=("originals", "avatars"),
-        overwrite_input=overwrite_input,
-    )
+    # `canonical_scale` of the two, whose shapes are checked here already.
+    largest = max(largest_magnitude(originals, "originals"), largest_magnitude(avatars, "avatars"))
+    if largest != 0.0:
+        exponent = exponent_for(largest, originals.shape[1], tie_tol)
+        originals, avatars = scaled_by(
+            (originals, avatars), exponent, overwrite_input=overwrite_input
+        )
     return originals, avatars, own_thresholds(originals, avatars, tie_tol)
 
 

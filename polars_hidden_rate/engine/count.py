@@ -179,8 +179,9 @@ def cloaking_result(
     >>> result.counts.tolist(), result.closer.tolist(), result.strategy
     ([2, 2, 1], [True, True, False], 'tree')
     """
-    progress = _checked_progress(progress)
-    options = _checked_options(threads, strategy, cap, overwrite_input, restore_order, keep_tree)
+    options = _checked_options(
+        threads, strategy, cap, overwrite_input, restore_order, keep_tree, progress
+    )
     originals, avatars, thresholds = linked_arrays(
         originals, avatars, tie_tol, overwrite_input=options.overwrite_input
     )
@@ -190,7 +191,7 @@ def cloaking_result(
         below = strictly_below(
             thresholds if tie_tol == 0.0 else own_thresholds(originals, avatars, 0.0)
         )
-    return _count(_Query(originals, thresholds, None, below), avatars, None, options, progress)
+    return _count(_Query(originals, thresholds, None, below), avatars, None, options)
 
 
 def hidden_flags(
@@ -283,7 +284,6 @@ def _within_strictly(
             points,
             tree,
             _Options(threads, "tree", 1),
-            False,
         ).counts
         closer[apart] = found > 0
     return closer
@@ -375,7 +375,7 @@ def within_result(
         if count.strategy == "flat" and tree is not None:
             raise ValueError("the flat strategy takes the avatars, not a kd-tree")
     query = _Query(queries, thresholds, own, below)
-    return _count(query, points, tree, count, False)
+    return _count(query, points, tree, count)
 
 
 @dataclass(frozen=True)
@@ -388,6 +388,7 @@ class _Options:
     overwrite_input: bool = False
     restore_order: bool = False
     keep_tree: bool = False
+    progress: bool | None = False
 
 
 @dataclass(frozen=True)
@@ -422,7 +423,9 @@ def _checked_options(
     overwrite_input: object = False,
     restore_order: object = False,
     keep_tree: object = False,
+    progress: object = False,
 ) -> _Options:
+    shown = None if progress is None else check_flag(progress, "progress", or_none=True)
     return _Options(
         check_threads(threads) or usable_cores(),
         check_strategy(strategy),
@@ -430,11 +433,8 @@ def _checked_options(
         check_flag(overwrite_input, "overwrite_input"),
         check_flag(restore_order, "restore_order"),
         check_flag(keep_tree, "keep_tree"),
+        shown,
     )
-
-
-def _checked_progress(progress: object) -> bool | None:
-    return None if progress is None else check_flag(progress, "progress", or_none=True)
 
 
 def _count(
@@ -442,14 +442,13 @@ def _count(
     points: Float64Array,
     prebuilt: KdTree | None,
     options: _Options,
-    progress: bool | None,
 ) -> CountResult:
     """`within_result` of checked arguments."""
     n = len(query.queries)
     closer = None if query.below is None else np.zeros(n, dtype=np.bool_)
     if n == 0 or len(points) == 0:
         return CountResult(np.zeros(n, dtype=np.int64), closer, None)
-    with stage("counting", n, enabled=progress) as bar:
+    with stage("counting", n, enabled=options.progress) as bar:
         trees = _built(query, points, prebuilt, options)
         strategy = options.strategy
         if strategy == "auto":
@@ -470,7 +469,7 @@ def _count(
             walked, trees.walked, trees.plain = trees.walked, None, None  # the plain tree's
             if walked is None:  # arrays are let go before the walk
                 raise InvariantError("the tree strategy runs without a tree")
-            counts, closer = walked.count_and_closer(
+            counts, closer = walked.walk_counts(
                 query.queries,
                 query.thresholds,
                 query.own,

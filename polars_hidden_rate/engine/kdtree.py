@@ -257,6 +257,32 @@ class KdTree:
             if own is None:
                 raise ValueError("`rows` needs `own`")
             check_rows(rows, len(queries), every=True)
+        below = None
+        if closer_than is not None:
+            below = np.ascontiguousarray(closer_than, dtype=np.float64)
+            if below.shape != (len(queries),):
+                msg = f"`closer_than` must hold one value per query ({len(queries)})"
+                raise ValueError(msg)
+        return self.walk_counts(
+            queries, thresholds, own, below, threads=threads, cap=cap, advance=advance, rows=rows
+        )
+
+    def walk_counts(
+        self,
+        queries: Float64Array,
+        thresholds: Float64Array,
+        own: IndexArray | None,
+        closer_than: Float64Array | None,
+        *,
+        threads: int = 1,
+        cap: int | None = None,
+        advance: Callable[[int], None] = lambda done: None,
+        rows: IndexArray | None = None,
+    ) -> tuple[CountArray, BoolArray | None]:
+        """`count_and_closer` of arguments it checked (`linked_queries`, `check_rows`, one
+        C-order float64 ``closer_than`` per query), for the engine's counts, which check
+        them once at their own boundary."""
+        if rows is not None:
             own_position = self.own_positions(own)
         elif own is None:  # in tree order: the tree's own arrays, no per-query copies
             own_position, rows = self.own_positions(None), self.order
@@ -280,11 +306,7 @@ class KdTree:
         size = queries_per_task(len(rows), threads)
         strictly: Strictly | None = None
         if closer_than is not None:
-            below = np.ascontiguousarray(closer_than, dtype=np.float64)
-            if below.shape != (len(queries),):
-                msg = f"`closer_than` must hold one value per query ({len(queries)})"
-                raise ValueError(msg)
-            strictly = Strictly(below, np.zeros(len(queries), dtype=np.bool_))
+            strictly = Strictly(closer_than, np.zeros(len(queries), dtype=np.bool_))
 
         def run(task: int) -> int:
             chosen = rows[task * size : (task + 1) * size]

@@ -134,10 +134,8 @@ def scaled_by(
     scaled: list[Float64Array] = []
     for k, array in enumerate(arrays):
         # in place only where no other array shares its memory (it would be scaled twice)
-        in_place = (
-            overwrite_input
-            and array.flags.writeable
-            and not any(np.may_share_memory(array, o) for j, o in enumerate(arrays) if j != k)
-        )
+        in_place = overwrite_input and array.flags.writeable
+        for j, other in enumerate(arrays):
+            in_place = in_place and (j == k or not np.may_share_memory(array, other))
         scaled.append(np.ldexp(array, exponent, out=array if in_place else None))
     return tuple(scaled)
