@@ -18,7 +18,6 @@ from polars_hidden_rate.plan import (
     FrameT,
     plan,
 )
-from polars_hidden_rate.stats import percent
 
 __all__ = ["hidden_rate", "local_cloaking"]
 
@@ -108,5 +107,5 @@ def hidden_rate(
     """
     request = plan(originals, avatars, options, caller="hidden_rate")
     counts = request.result(cap=1).counts  # only c_i > 0 matters: each stops at one rival
-    # `measures.stats.percent`'s rounding: the product first, then the division.
+    # `stats.percent`'s rounding: the product first, then the division.
     return 100.0 * int(np.count_nonzero(counts)) / len(counts)
