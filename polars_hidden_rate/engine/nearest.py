@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
+    capped_nearest_walk,
     kth_walk,
     nearest_two_walk,
     reach_walk,
@@ -260,6 +261,55 @@ def _in_tasks(
     for done in parallel_map(threads, task, -(-len(rows) // size)):
         if bar is not None:
             bar.advance(done)
+
+
+def capped_nearest(
+    tree: KdTree,
+    queries: Float64Array,
+    *,
+    kinds: npt.NDArray[np.int64],
+    ranges: Float64Array,
+    missing: npt.NDArray[np.int64],
+    threads: int,
+) -> Float64Array:
+    """Each query's smallest distance to the points of ``tree`` in the capped mixed distance
+    of SDMetrics (`capped_pair`), exactly: over the ``len(kinds)`` first columns, a category
+    code's 0 or 1 (``kinds`` 0) or a number's ``min(|p - q| / ranges[k], 1)`` (1 when they
+    differ where the range is 0 or NaN), 1 when exactly one of the two is missing by the
+    indicator column ``missing[k]`` (1: missing; below 0: no indicator) and 0 when both are;
+    summed in column order. The tree may be collapsed (copies change no nearest distance).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tree = KdTree.build(np.array([[0.0], [4.0]]))
+    >>> capped_nearest(tree, np.array([[1.0], [9.0]]), kinds=np.array([1]),
+    ...     ranges=np.array([4.0]), missing=np.array([-1]), threads=1).tolist()
+    [0.25, 1.0]
+    """
+    width = tree.points.shape[1]
+    columns = len(kinds)
+    if np.shape(ranges) != (columns,) or np.shape(missing) != (columns,):
+        raise ValueError("`kinds`, `ranges` and `missing` must hold one per column")
+    if columns > width or any(not (m < 0 or columns <= m < width) for m in missing):
+        msg = f"the columns and their indicators must be among the tree's {width} columns"
+        raise ValueError(msg)
+    nearest = np.full(len(queries), np.inf, dtype=np.float64)
+    if tree.avatars == 0:
+        return nearest
+    queries = np.ascontiguousarray(queries, dtype=np.float64)
+    rows = walk_order(tree, queries, threads=threads)
+    _check_walk(tree, queries, rows, every=True)
+    kinds = np.ascontiguousarray(kinds, dtype=np.int64)
+    ranges = np.ascontiguousarray(ranges, dtype=np.float64)
+    missing = np.ascontiguousarray(missing, dtype=np.int64)
+    arrays = tree.arrays
+
+    def walk(chosen: IndexArray) -> None:
+        capped_nearest_walk(arrays, queries, chosen, kinds, ranges, missing, nearest)
+
+    _in_tasks(rows, threads, walk)
+    return nearest
 
 
 def walk_order(tree: KdTree, queries: Float64Array, *, threads: int) -> IndexArray:
