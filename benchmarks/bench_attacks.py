@@ -14,7 +14,9 @@ in the projected space, with every record attacked. anonymeter's ``InferenceEval
 (`benchmarks.peer_worker`, its evaluation alone timed): not run where its time predicted
 from the previous size's by its ``n^2`` cost passes ``--limit`` seconds, and stopped past
 it. Printed per row: the seconds, anonymeter's over ours, and ours over ours at the
-previous size (the growth). Markdown on stdout; ``--out`` also writes the JSON.
+previous size (the growth). ``--ties``: the attacker's columns all categories of a few values
+(a target ties with thousands of records at its nearest), ours alone. Markdown on stdout;
+``--out`` also writes the JSON.
 """
 
 from __future__ import annotations
@@ -60,8 +62,17 @@ def make_sets(n: int) -> dict[str, pl.DataFrame]:
     }
 
 
-def attack(name: str, space: str, sets: dict[str, pl.DataFrame], threads: int | None) -> Any:
-    """Run one of ours: ``name`` in ``space``."""
+# The tie-heavy case (``--ties``): every column the attacker holds is a category of two to
+# four values, so a target ties with thousands of synthetic records at its nearest.
+TIES_KNOWN = ["sex", "smoker", "diabetes", "region"]
+TIES_SECRET = "visits_per_year"
+TIES_AUX_COLS = (["sex", "smoker"], ["diabetes", "region"])
+
+
+def attack(
+    name: str, space: str, sets: dict[str, pl.DataFrame], threads: int | None, *, ties: bool = False
+) -> Any:
+    """Run one of ours: ``name`` in ``space`` (``ties``: on the tie-heavy columns)."""
     import polars_hidden_rate as phr
 
     o, s, h = sets["originals"], sets["synthetic"], sets["holdout"]
@@ -70,13 +81,14 @@ def attack(name: str, space: str, sets: dict[str, pl.DataFrame], threads: int | 
             o,
             s,
             h,
-            known=KNOWN,
-            secret=SECRET,
+            known=TIES_KNOWN if ties else KNOWN,
+            secret=TIES_SECRET if ties else SECRET,
             secret_kind="categorical",
             space=space,  # type: ignore[arg-type]
             threads=threads,
         )
-    return phr.linkability_risk(o, s, h, aux_cols=AUX_COLS, space=space, threads=threads)  # type: ignore[arg-type]
+    aux_cols = TIES_AUX_COLS if ties else AUX_COLS
+    return phr.linkability_risk(o, s, h, aux_cols=aux_cols, space=space, threads=threads)  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=300.0, help="anonymeter's seconds at most")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", type=Path, default=None, help="a JSON file of every figure")
+    parser.add_argument(
+        "--ties",
+        action="store_true",
+        help="the tie-heavy case: the attacker's columns all categories of a few values",
+    )
     args = parser.parse_args(argv)
 
     given = sys.argv[1:] if argv is None else argv
@@ -118,13 +135,13 @@ def main(argv: list[str] | None = None) -> int:
                 pair = pairs[name]
                 for space in SPACES:
                     start = time.perf_counter()
-                    found = attack(name, space, sets, args.threads)
+                    found = attack(name, space, sets, args.threads, ties=args.ties)
                     took = time.perf_counter() - start
                     mine = {"status": "ok", "seconds": took, "figures": figures(name, found)}
                     before = last_ours.get((name, space))
                     last_ours[(name, space)] = took
                     peer: dict[str, Any] = {"status": "absent", "seconds": None}
-                    if space == "gower" and python:
+                    if space == "gower" and python and not args.ties:
                         predicted = None
                         if pair.peer in last_peer:
                             size, was = last_peer[pair.peer]

@@ -516,3 +516,31 @@ def test_k_nearest_refuses_a_k_it_cannot_fill() -> None:
     for k in (0, 4, True):
         with pytest.raises(ValueError, match="`k` must be an integer from 1"):
             k_nearest(tree, np.zeros((1, 1)), k, tie_tol=0.0, threads=1)
+
+
+@pytest.mark.parametrize("numeric", [None, 1])
+def test_k_nearest_among_groups_with_copies_counts_as_among_the_copies(
+    numeric: int | None,
+) -> None:
+    """Identical records walked once with their copies (`distinct_groups`): the edge, and per
+    query the certain and tied records, are those of the search among every copy."""
+    from polars_hidden_rate.engine.nearest import distinct_groups
+
+    rng = np.random.default_rng(5)
+    points = rng.integers(0, 3, (600, 2)).astype(float)
+    targets = rng.integers(-1, 4, (80, 2)).astype(float)
+    distinct, _, copies = distinct_groups(points)
+    for k in (1, 3, 50):
+        every = k_nearest(KdTree.build(points), targets, k, tie_tol=0.0, threads=2, numeric=numeric)
+        grouped = k_nearest(
+            KdTree.build(distinct),
+            targets,
+            k,
+            tie_tol=0.0,
+            threads=2,
+            numeric=numeric,
+            copies=copies,
+        )
+        assert grouped.edge.tolist() == every.edge.tolist()
+        assert grouped.counts().tolist() == every.counts().tolist()
+        assert grouped.counts(grouped.certain).tolist() == every.counts(every.certain).tolist()

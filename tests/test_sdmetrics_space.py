@@ -19,7 +19,13 @@ import polars_hidden_rate as phr
 from polars_hidden_rate.measures.baseline import random_records
 from polars_hidden_rate.measures.overfitting import DcrOverfitting
 from polars_hidden_rate.measures.sdmetrics_space import SdmetricsColumns, sdmetrics_dcr
-from tests.helpers import SHARED_DATASETS, as_columns, brute_sdmetrics_dcr, run_peer
+from tests.helpers import (
+    SHARED_DATASETS,
+    as_columns,
+    block_sdmetrics_dcr,
+    brute_sdmetrics_dcr,
+    run_peer,
+)
 
 AIDS = SHARED_DATASETS / "aids" / "privacy"
 
@@ -74,6 +80,53 @@ def test_the_distance_is_the_brute_force_float_for_float() -> None:
     )
     assert found.tolist() == brute
     assert (found[-5:] == 0.0).all()  # copies, missing values equal
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_tree_search_is_the_numpy_brute_force_float_for_float(seed: int) -> None:
+    """The kd-tree search against every pair, on thousands of records: ties by the
+    hundred (few values, copies), missing numbers on either side or both, a column missing
+    in the whole reference (its range NaN), a constant column (range 0), queries beyond the
+    reference's range; the tree's copies collapsed where they abound."""
+    rng = np.random.default_rng(seed)
+    n, m = 3000, 2500
+    reference = np.column_stack(
+        [
+            rng.integers(0, 5, n).astype(float),
+            rng.normal(size=n).round(1),
+            np.full(n, 3.0),
+            np.full(n, np.nan),
+            rng.integers(1, 4, n).astype(float),
+            rng.normal(size=n),
+        ]
+    )
+    queries = np.column_stack(
+        [
+            rng.integers(-1, 7, m).astype(float),
+            rng.normal(size=m).round(1) * 1.5,
+            rng.choice([3.0, 4.0], m),
+            rng.choice([1.0, np.nan], m),
+            rng.integers(1, 5, m).astype(float),
+            rng.normal(size=m),
+        ]
+    )
+    for values, share in ((reference, 0.1), (queries, 0.2)):
+        for k in (0, 1, 4, 5):
+            values[rng.random(len(values)) < share, k] = np.nan
+    queries[:200] = reference[:200]  # copies, missing values equal
+    numerical = [True, True, True, True, False, True]
+    for columns in (numerical, [True, False, True, True, False, False], [False, True, False]):
+        d = len(columns)
+        found = sdmetrics_dcr(queries[:, :d], reference[:, :d], columns)
+        assert (
+            found.tolist()
+            == block_sdmetrics_dcr(queries[:, :d], reference[:, :d], columns).tolist()
+        )
+        assert (found[:200] == 0.0).all()
+    heavy = np.repeat(reference[:40, [0, 4]], 200, axis=0)  # each record 200 times: collapsed
+    assert sdmetrics_dcr(queries[:, [0, 4]], heavy, [True, False]).tolist() == (
+        block_sdmetrics_dcr(queries[:, [0, 4]], heavy, [True, False]).tolist()
+    )
 
 
 def test_the_range_is_the_reference_sets_own() -> None:

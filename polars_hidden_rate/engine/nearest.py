@@ -21,6 +21,8 @@ import numpy.typing as npt
 
 from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.engine._kernels import (
+    capped_nearest_walk,
+    joint_overlaps,
     kth_walk,
     nearest_two_walk,
     reach_walk,
@@ -262,6 +264,55 @@ def _in_tasks(
             bar.advance(done)
 
 
+def capped_nearest(
+    tree: KdTree,
+    queries: Float64Array,
+    *,
+    kinds: npt.NDArray[np.int64],
+    ranges: Float64Array,
+    missing: npt.NDArray[np.int64],
+    threads: int,
+) -> Float64Array:
+    """Each query's smallest distance to the points of ``tree`` in the capped mixed distance
+    of SDMetrics (`capped_pair`), exactly: over the ``len(kinds)`` first columns, a category
+    code's 0 or 1 (``kinds`` 0) or a number's ``min(|p - q| / ranges[k], 1)`` (1 when they
+    differ where the range is 0 or NaN), 1 when exactly one of the two is missing by the
+    indicator column ``missing[k]`` (1: missing; below 0: no indicator) and 0 when both are;
+    summed in column order. The tree may be collapsed (copies change no nearest distance).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tree = KdTree.build(np.array([[0.0], [4.0]]))
+    >>> capped_nearest(tree, np.array([[1.0], [9.0]]), kinds=np.array([1]),
+    ...     ranges=np.array([4.0]), missing=np.array([-1]), threads=1).tolist()
+    [0.25, 1.0]
+    """
+    width = tree.points.shape[1]
+    columns = len(kinds)
+    if np.shape(ranges) != (columns,) or np.shape(missing) != (columns,):
+        raise ValueError("`kinds`, `ranges` and `missing` must hold one per column")
+    if columns > width or any(not (m < 0 or columns <= m < width) for m in missing):
+        msg = f"the columns and their indicators must be among the tree's {width} columns"
+        raise ValueError(msg)
+    nearest = np.full(len(queries), np.inf, dtype=np.float64)
+    if tree.avatars == 0:
+        return nearest
+    queries = np.ascontiguousarray(queries, dtype=np.float64)
+    rows = walk_order(tree, queries, threads=threads)
+    _check_walk(tree, queries, rows, every=True)
+    kinds = np.ascontiguousarray(kinds, dtype=np.int64)
+    ranges = np.ascontiguousarray(ranges, dtype=np.float64)
+    missing = np.ascontiguousarray(missing, dtype=np.int64)
+    arrays = tree.arrays
+
+    def walk(chosen: IndexArray) -> None:
+        capped_nearest_walk(arrays, queries, chosen, kinds, ranges, missing, nearest)
+
+    _in_tasks(rows, threads, walk)
+    return nearest
+
+
 def walk_order(tree: KdTree, queries: Float64Array, *, threads: int) -> IndexArray:
     """The queries' rows sorted by the leaf of ``tree`` whose cell holds each, where its
     walk starts (`KdTree.leaves_of`): walked in that order, neighbours follow each other and
@@ -432,6 +483,8 @@ class KNearest:
         tie_tol)``.
     edge
         Each query's ``k``-th smallest distance, duplicates counted.
+    copies
+        Each found point's records (`k_nearest`'s ``copies``), None where each is one.
     """
 
     offsets: IndexArray
@@ -439,6 +492,7 @@ class KNearest:
     distances: Float64Array
     certain: BoolArray
     edge: Float64Array
+    copies: CountArray | None = None
 
     @property
     def queries(self) -> IndexArray:
@@ -467,11 +521,81 @@ class KNearest:
         )
         return shared
 
+    def joint_overlaps(self, other: KNearest, joint: Joint) -> CountArray:
+        """`overlaps` where this search's points are the groups ``joint.a`` of the records
+        and ``other``'s the groups ``joint.b`` (`Joint`): the records both hold."""
+        if len(other.edge) != len(self.edge):
+            raise ValueError("both searches must be of the same queries")
+        shared = np.zeros((len(self.edge), 4), dtype=np.int64)
+        joint_overlaps(
+            self.offsets,
+            self.rows,
+            self.certain,
+            other.offsets,
+            other.rows,
+            other.certain,
+            *joint.a,
+            *joint.b,
+            shared,
+        )
+        return shared
+
     def counts(self, mask: BoolArray | None = None) -> CountArray:
-        """Per query, how many found points ``mask`` (None: every one) holds."""
+        """Per query, how many records the found points ``mask`` (None: every one) holds
+        stand for (each one, or its ``copies``)."""
         queries = self.queries if mask is None else self.queries[mask]
-        counted: CountArray = np.bincount(queries, minlength=len(self.edge)).astype(np.int64)
-        return counted
+        if self.copies is None:
+            counted: CountArray = np.bincount(queries, minlength=len(self.edge)).astype(np.int64)
+            return counted
+        copies = self.copies if mask is None else self.copies[mask]
+        weighted = np.bincount(queries, weights=copies, minlength=len(self.edge))
+        return weighted.astype(np.int64)
+
+
+Partners = tuple[IndexArray, IndexArray, CountArray]
+"""One side's joint table: group ``g``'s partners on the other side are ``partners[j]``,
+holding ``counts[j]`` records, for ``j`` in ``starts[g]:starts[g + 1]``."""
+
+
+@dataclass(frozen=True)
+class Joint:
+    """Records grouped two ways (their identical rows on ``A`` and on ``B``), and how many
+    records each pair of groups shares, from each side (`Partners`)."""
+
+    a: Partners
+    b: Partners
+
+    @classmethod
+    def of(cls, group_a: IndexArray, group_b: IndexArray) -> Joint:
+        """From each record's group on ``A`` and on ``B`` (from 0, every group used)."""
+        groups_a, groups_b = int(group_a.max()) + 1, int(group_b.max()) + 1
+        pairs, counts = np.unique(group_a * groups_b + group_b, return_counts=True)
+        first, second = pairs // groups_b, pairs % groups_b
+        order = np.lexsort((first, second))
+        return cls(
+            _partners(first, second, counts, groups_a),
+            _partners(second[order], first[order], counts[order], groups_b),
+        )
+
+
+def _partners(groups: IndexArray, partners: IndexArray, counts: CountArray, n: int) -> Partners:
+    """`Partners` of pairs sorted by ``groups``."""
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(groups, minlength=n), out=starts[1:])
+    return starts, partners.astype(np.int64), counts.astype(np.int64)
+
+
+def distinct_groups(values: Float64Array) -> tuple[Float64Array, IndexArray, CountArray]:
+    """The distinct rows of ``values``, each record's group (its row among them) and each
+    group's records: identical records are at the same distance from any query, so a
+    search among the groups, each standing for its copies, finds the same records."""
+    distinct, group, copies = np.unique(
+        np.ascontiguousarray(values, dtype=np.float64),
+        axis=0,
+        return_inverse=True,
+        return_counts=True,
+    )
+    return distinct, group.reshape(-1).astype(np.int64), copies.astype(np.int64)
 
 
 def k_nearest(
@@ -483,10 +607,13 @@ def k_nearest(
     threads: int,
     numeric: int | None = None,
     bar: Progress | None = None,
+    copies: CountArray | None = None,
 ) -> KNearest:
     """The ``k`` nearest points of ``tree`` to each query, exactly, with the points tied at
     the ``k``-th: the records certainly among the nearest and those that may fill its last
-    places, whatever the order (`KNearest`).
+    places, whatever the order (`KNearest`). ``copies``: how many records each point (in
+    the tree's input order) stands for (None: one each); the ``k`` nearest are counted in
+    records, the points found each once with its copies (`distinct_groups`).
 
     The metric is the engine's ``d2`` (``numeric`` None: the tree and the queries at one
     scale, `canonical_scale`; ties within a factor ``1 + tie_tol``, local cloaking's rule),
@@ -511,8 +638,9 @@ def k_nearest(
     """
     if tree.weights is not None:
         raise ValueError("`tree` must not be collapsed: each point must stand for one record")
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= tree.avatars:
-        msg = f"`k` must be an integer from 1 to the tree's {tree.avatars} points, got {k!r}"
+    records = tree.avatars if copies is None else int(np.sum(copies))
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= records:
+        msg = f"`k` must be an integer from 1 to the tree's {records} records, got {k!r}"
         raise ValueError(msg)
     width = tree.points.shape[1]
     metric = -1 if numeric is None else int(numeric)
@@ -525,9 +653,16 @@ def k_nearest(
     m = len(queries)
     edge = np.empty(m, dtype=np.float64)
     arrays = tree.arrays
+    if copies is None:
+        in_tree = np.ones(len(tree.points), dtype=np.int64)
+    else:
+        if np.shape(copies) != (tree.avatars,) or np.min(copies, initial=1) < 1:
+            msg = f"`copies` must hold a count of at least 1 per point ({tree.avatars})"
+            raise ValueError(msg)
+        in_tree = np.ascontiguousarray(np.asarray(copies, dtype=np.int64)[tree.order])
 
     def kth(chosen: IndexArray) -> None:
-        kth_walk(arrays, queries, chosen, int(k), metric, edge)
+        kth_walk(arrays, queries, chosen, int(k), metric, in_tree, edge)
 
     _in_tasks(rows, threads, kth, bar)
     thresholds = edge * (1.0 + tie_tol)
@@ -550,7 +685,9 @@ def k_nearest(
     found = tree.order[found]
     owner = np.repeat(np.arange(m, dtype=np.int64), counts)
     certain = distances * (1.0 + tie_tol) < edge[owner]
-    return KNearest(offsets, found, distances, certain, edge)
+    return KNearest(
+        offsets, found, distances, certain, edge, None if copies is None else copies[found]
+    )
 
 
 def query_blocks(queries: int, search: Callable[[slice], int]) -> None:
@@ -577,6 +714,7 @@ class TreeSearch:
     queries: Float64Array
     threads: int
     numeric: int | None = None
+    copies: CountArray | None = None
 
     def k_nearest(
         self, rows: slice, k: int, *, tie_tol: float, bar: Progress | None = None
@@ -590,4 +728,5 @@ class TreeSearch:
             threads=self.threads,
             numeric=self.numeric,
             bar=bar,
+            copies=self.copies,
         )

@@ -124,8 +124,8 @@ class DcrBaseline:
         """In SDMetrics' space (`polars_hidden_rate.measures.sdmetrics_space`), over the plan's
         columns (`SdmetricsColumns.of_plan`): the random records drawn over the originals'
         columns (`random_records`, as many as the synthetic records), each set's DCR to the
-        originals (their ranges), the medians as SDMetrics takes them. Brute force: ``O(2 s n
-        d)``."""
+        originals (their ranges), the medians as SDMetrics takes them; the exact kd-tree search
+        of `sdmetrics_dcr`."""
         columns = SdmetricsColumns.of_plan(space)
         drawn_from = space.originals.select(list(columns.names)).collect()
         categorical = frozenset(

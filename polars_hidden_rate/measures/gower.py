@@ -42,10 +42,10 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ComputeError, SchemaError
 
-from polars_hidden_rate._types import BoolArray, Float64Array
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import TreeSearch, query_blocks
+from polars_hidden_rate.engine.nearest import TreeSearch, distinct_groups, query_blocks
 from polars_hidden_rate.frames import (
     inexact_counts,
     is_text,
@@ -221,13 +221,15 @@ def gower_search(
     targets: Float64Array,
     *,
     threads: int | None = None,
+    copies: CountArray | None = None,
 ) -> TreeSearch:
     """A search of the synthetic records for the targets in anonymeter's space (both scaled
-    over the synthetic set and these targets)."""
+    over the synthetic set and these targets); ``copies``: the records each row of
+    ``synthetic`` stands for (`distinct_groups`; the scaling's ranges are the same)."""
     candidates, queries = columns.scaled(synthetic, targets)
     threads = threads or usable_cores()
     tree = KdTree.build(candidates, threads=threads, overwrite_input=True)
-    return TreeSearch(tree, queries, threads, len(columns.numeric))
+    return TreeSearch(tree, queries, threads, len(columns.numeric), copies)
 
 
 def anonymeter_right(
@@ -266,7 +268,21 @@ def inference_shares(
     anonymeter's space (scaled over the synthetic set and these targets): ``matching /
     tied`` over the synthetic records whose distance is at most the nearest's times ``1 +
     tie_tol``. ``guesses`` are the synthetic records' secrets, ``secrets`` the targets'."""
-    search = gower_search(columns, synthetic, targets, threads=threads)
+    # Records identical on the known columns and in their secret are one candidate with
+    # its copies: where they tie by the thousand, the walk finds each group once.
+    _, on_known, _ = distinct_groups(synthetic)
+    _, by_guess = np.unique(
+        np.asarray(guesses, dtype=np.float64).view(np.int64), return_inverse=True
+    )
+    _, first, copies = np.unique(
+        on_known * (int(by_guess.max(initial=0)) + 1) + by_guess.reshape(-1),
+        return_index=True,
+        return_counts=True,
+    )
+    search = gower_search(
+        columns, synthetic[first], targets, threads=threads, copies=copies.astype(np.int64)
+    )
+    guesses = np.asarray(guesses, dtype=np.float64)[first]
     shares = np.empty(len(targets), dtype=np.float64)
 
     def share(rows: slice) -> int:

@@ -48,14 +48,16 @@ import numpy as np
 import polars as pl
 from polars.exceptions import DuplicateError, NoDataError
 
-from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate._types import CountArray, Float64Array
 from polars_hidden_rate.checks import AllComponents, check_confidence, check_count, check_tie_tol
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import (
     K_NEAREST_WALKS,
+    Joint,
     KNearest,
     TreeSearch,
+    distinct_groups,
     query_blocks,
 )
 from polars_hidden_rate.engine.scale import canonical_scale
@@ -74,12 +76,13 @@ from polars_hidden_rate.progress import Progress, stage
 from polars_hidden_rate.stats import percent
 
 
-def link_chances(sides: Sequence[KNearest], k: int, synthetic: int) -> Float64Array:
+def link_chances(sides: Sequence[KNearest], k: int, joint: Joint) -> Float64Array:
     """Each target's probability that its ``k`` nearest on ``A`` and on ``B`` share a
     record, the places at each edge filled at random among the tied: 1 when the certain
     sets meet; else one minus the chance that ``A``'s random fill avoids ``B``'s certain
     records and ``B``'s then avoids all of ``A``'s, a hypergeometric sum in integers.
-    ``sides``: the searches on ``A`` and on ``B``; ``synthetic``: the records searched."""
+    ``sides``: the searches on ``A`` and on ``B``, among the synthetic records grouped by
+    their identical rows on each side (``joint``, `grouped_searches`)."""
     a, b = sides
     certain_a, certain_b = a.counts(a.certain), b.counts(b.certain)
     tied_a, tied_b = a.counts() - certain_a, b.counts() - certain_b
@@ -87,7 +90,7 @@ def link_chances(sides: Sequence[KNearest], k: int, synthetic: int) -> Float64Ar
     # The records both sides found for a target, by how each side holds them.
     # Certain on both (surely linked), A's tied records B holds surely, tied on both sides,
     # A's certain records among B's tied.
-    shared = a.overlaps(b, synthetic)
+    shared = a.joint_overlaps(b, joint)
     sure, met = shared[:, 0] > 0, shared.sum(axis=1) > 0
     into_b, both, from_a = shared[:, 1], shared[:, 2], shared[:, 3]
     # Where neither side draws (every tied record fills a place), the sets meet or not.
@@ -206,16 +209,17 @@ class LinkabilityRisk:
         synthetic = len(scaled[0][0])
         k = min(k, synthetic)
         threads = threads or usable_cores()
-        trees = [KdTree.build(side[0], threads=threads) for side in scaled]
+        joint, grouped = _grouped([side[0] for side in scaled])
+        trees = [KdTree.build(points, threads=threads) for points, _ in grouped]
         members, control = (
             _chances(
                 [
-                    TreeSearch(tree, side[t], threads)
-                    for tree, side in zip(trees, scaled, strict=True)
+                    TreeSearch(tree, side[t], threads, copies=copies)
+                    for tree, side, (_, copies) in zip(trees, scaled, grouped, strict=True)
                 ],
                 len(scaled[0][t]),
                 k,
-                synthetic,
+                joint,
                 tie_tol,
                 bar,
             )
@@ -358,11 +362,22 @@ def _neighbours(n_neighbors: object) -> int:
     return check_count(n_neighbors, "n_neighbors")
 
 
+def _grouped(
+    sides: Sequence[Float64Array],
+) -> tuple[Joint, list[tuple[Float64Array, CountArray]]]:
+    """Each side's synthetic records grouped by their identical rows (`distinct_groups`):
+    the searches walk each distinct row once with its copies, and where records tie by the
+    thousand (few categories) the links are counted through the groups' joint table."""
+    found = [distinct_groups(side) for side in sides]
+    joint = Joint.of(found[0][1], found[1][1])
+    return joint, [(distinct, copies) for distinct, _, copies in found]
+
+
 def _chances(
     searches: Sequence[TreeSearch],
     targets: int,
     k: int,
-    synthetic: int,
+    joint: Joint,
     tie_tol: float,
     bar: Progress | None,
 ) -> Float64Array:
@@ -372,7 +387,7 @@ def _chances(
 
     def block(rows: slice) -> int:
         sides = [search.k_nearest(rows, k, tie_tol=tie_tol, bar=bar) for search in searches]
-        chances[rows] = link_chances(sides, k, synthetic)
+        chances[rows] = link_chances(sides, k, joint)
         return max(len(side.rows) for side in sides)
 
     query_blocks(targets, block)
@@ -579,15 +594,16 @@ def _in_gower(
     ]
     synthetic = read["synthetic"].height
     k = min(k, synthetic)
+    joint, grouped = _grouped([side["synthetic"] for side in arrays])
     members, control = (
         _chances(
             [
-                gower_search(column, side["synthetic"], side[role])
-                for column, side in zip(columns, arrays, strict=True)
+                gower_search(column, distinct, side[role], copies=copies)
+                for column, side, (distinct, copies) in zip(columns, arrays, grouped, strict=True)
             ],
             read[role].height,
             k,
-            synthetic,
+            joint,
             tie_tol,
             bar,
         )

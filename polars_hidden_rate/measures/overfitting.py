@@ -284,7 +284,7 @@ class DcrOverfitting:
         """In SDMetrics' space (`polars_hidden_rate.measures.sdmetrics_space`), over the plan's
         columns (`SdmetricsColumns.of_plan`): each synthetic record's DCR to the training
         originals (their ranges) and to the holdout (its own ranges), compared as SDMetrics
-        compares them, strictly (``tie_tol`` 0). Brute force: ``O(s (n + h) d)``."""
+        compares them, strictly (``tie_tol`` 0). The exact kd-tree search of `sdmetrics_dcr`."""
         columns = SdmetricsColumns.of_plan(request)
         read = columns.read(
             {"originals": request.originals, "synthetic": request.avatars, "holdout": holdout}

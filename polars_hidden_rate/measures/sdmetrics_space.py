@@ -22,14 +22,15 @@ that take ``space="sdmetrics"`` (the overfitting and the baseline protections).
 Unlike the package's projected space (local cloaking's, a Euclidean distance between FAMD
 coordinates scaled by standard deviations), each column's difference is capped at 1 and
 every column weighs the same, whatever its spread or the number of its categories. The
-searches are exact block-wise brute forces over every (query, reference) pair, ``O(n m d)``
-for ``n`` queries, ``m`` reference records and ``d`` columns, as SDMetrics' own chunks are;
-none is sampled. Arrays out, for the measures above.
+searches are exact and sub-quadratic: a kd-tree of the reference records
+(`polars_hidden_rate.engine.nearest.capped_nearest`), pruned by a bound summed in the
+distance's order that never exceeds a record's float64 distance, so the nearest is found
+whatever ties; none is sampled. Arrays out, for the measures above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,12 +39,12 @@ import polars as pl
 from polars.exceptions import ComputeError, NoDataError, SchemaError
 
 from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate.engine import usable_cores
+from polars_hidden_rate.engine.kdtree import KdTree
+from polars_hidden_rate.engine.nearest import capped_nearest
 from polars_hidden_rate.frames import inexact_counts, is_text, raise_inexact
 from polars_hidden_rate.plan import CountOptions, CountPlan
 from polars_hidden_rate.projection.coordinates import auto_categorical
-
-BLOCK_ENTRIES = 1 << 21
-"""The (query, reference record) pairs a block of distances holds: 16 MiB of float64."""
 
 DcrSpace = Literal["projected", "sdmetrics"]
 """Where a DCR measure measures: ``"projected"``, the package's projection fitted on the
@@ -60,13 +61,6 @@ SDMETRICS_REFUSED = ("ncp", "impute", "tie_tol")
 """The options with no meaning in SDMetrics' space: the projection's shape and its fill of
 gaps (SDMetrics compares missing values its own way), and the tie rule (SDMetrics compares
 its distances exactly)."""
-
-
-def blocks(queries: int, candidates: int) -> Iterator[slice]:
-    """The queries cut into blocks of at most `BLOCK_ENTRIES` pairs (one query at least)."""
-    size = max(1, BLOCK_ENTRIES // max(candidates, 1))
-    for start in range(0, queries, size):
-        yield slice(start, min(start + size, queries))
 
 
 def check_dcr_space(space: object, caller: str) -> DcrSpace:
@@ -184,45 +178,60 @@ def ranges_of(reference: Float64Array, numerical: Sequence[bool]) -> list[float]
     return found
 
 
-def sdmetrics_distances(
-    queries: Float64Array,
-    reference: Float64Array,
-    numerical: Sequence[bool],
-    ranges: Sequence[float],
-) -> Float64Array:
-    """``d[i, j]``, SDMetrics' distance of query ``i`` and reference record ``j``: each
-    column's difference (`ranges` the reference set's), summed left to right, over the
-    number of columns."""
-    total = np.zeros((len(queries), len(reference)), dtype=np.float64)
-    for k, is_numerical in enumerate(numerical):
-        a, b = queries[:, k, None], reference[None, :, k]
-        a_missing, b_missing = np.isnan(a), np.isnan(b)
-        if is_numerical:
-            diff = np.abs(b - a)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                part = (
-                    (diff > 0.0).astype(np.float64)
-                    if ranges[k] == 0.0
-                    else np.minimum(diff / ranges[k], 1.0)
-                )
-            part = np.where(a_missing != b_missing, 1.0, np.where(a_missing & b_missing, 0.0, part))
-        else:
-            part = (~((a == b) | (a_missing & b_missing))).astype(np.float64)
-        total += part
-    return total / len(numerical)
+def _tree_columns(values: Float64Array, gaps: Sequence[int], fills: Float64Array) -> Float64Array:
+    """``values`` as `capped_nearest` takes them: for each column of ``gaps`` its missing
+    values as the fill and an indicator column after the ``d`` columns (1: missing)."""
+    d = values.shape[1]
+    found = np.empty((len(values), d + len(gaps)), dtype=np.float64)
+    found[:, :d] = values
+    for j, k in enumerate(gaps):
+        absent = np.isnan(values[:, k])
+        found[:, d + j] = absent
+        found[absent, k] = fills[k]
+    return found
 
 
 def sdmetrics_dcr(
-    queries: Float64Array, reference: Float64Array, numerical: Sequence[bool]
+    queries: Float64Array,
+    reference: Float64Array,
+    numerical: Sequence[bool],
+    *,
+    threads: int | None = None,
 ) -> Float64Array:
     """Each query's DCR to ``reference`` in SDMetrics' space (``calculate_dcr(queries,
-    reference)``), the ranges over ``reference``: a block-wise brute force, ``O(n m d)``."""
+    reference)``), the ranges over ``reference``: the engine's exact nearest search in
+    SDMetrics' capped distance (`capped_nearest`, a kd-tree of the reference records, copies
+    collapsed where they abound), the smallest sum over the number of columns (division is
+    monotone, so the very float of the smallest quotient)."""
     if len(reference) == 0:
         raise NoDataError("there are no reference records to measure distances to")
     if not numerical:
         raise NoDataError("there are no columns to measure SDMetrics' distance on")
-    ranges = ranges_of(reference, numerical)
-    found = np.empty(len(queries), dtype=np.float64)
-    for rows in blocks(len(queries), len(reference)):
-        found[rows] = sdmetrics_distances(queries[rows], reference, numerical, ranges).min(axis=1)
+    ranges = np.array(ranges_of(reference, numerical), dtype=np.float64)
+    gaps = [
+        k
+        for k in range(len(numerical))
+        if np.isnan(reference[:, k]).any() or np.isnan(queries[:, k]).any()
+    ]
+    # A missing value's place in the tree: the reference's least (no box widened).
+    fills = np.array(
+        [np.nanmin(column) if not np.isnan(column).all() else 0.0 for column in reference.T],
+        dtype=np.float64,
+    )
+    points = _tree_columns(reference, gaps, fills)
+    threads = threads or usable_cores()
+    tree = KdTree.build_collapsed(points, threads=threads) or KdTree.build(
+        points, threads=threads, overwrite_input=True
+    )
+    missing = np.full(len(numerical), -1, dtype=np.int64)
+    missing[gaps] = len(numerical) + np.arange(len(gaps), dtype=np.int64)
+    total = capped_nearest(
+        tree,
+        _tree_columns(queries, gaps, fills),
+        kinds=np.array(numerical, dtype=np.int64),
+        ranges=ranges,
+        missing=missing,
+        threads=threads,
+    )
+    found: Float64Array = total / len(numerical)
     return found

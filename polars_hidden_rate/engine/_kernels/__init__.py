@@ -2,8 +2,9 @@
 compilation, the tree as one value, the steps every walk shares), `build` (the tree's build),
 `count` (the counting walk), `knearest` (the k-nearest walks, in ``d2`` or the Gower
 distance), `nearest` (the nearest-two, within-reach and tied-match walks),
-`pairs` and `boxes` (the kernels of `engine.arrays` and `engine.boxes`), `reach` (the
-routing of queries to the shards their balls may reach). Imported from here.
+`capped` (the nearest walk in SDMetrics' capped mixed distance), `pairs` and `boxes` (the
+kernels of `engine.arrays` and `engine.boxes`), `reach` (the routing of queries to the
+shards their balls may reach). Imported from here.
 
 Each is compiled without fastmath (it would fuse and reorder the sums), so every
 distance a kernel compares is the engine's definition
@@ -26,6 +27,7 @@ from polars_hidden_rate.engine._kernels.build import (
     split_nodes,
     swap_rows,
 )
+from polars_hidden_rate.engine._kernels.capped import capped_box, capped_nearest_walk, capped_pair
 from polars_hidden_rate.engine._kernels.common import (
     SplitDims,
     TreeArrays,
@@ -41,6 +43,7 @@ from polars_hidden_rate.engine._kernels.count import NO_PROBE, Probe, Strictly, 
 from polars_hidden_rate.engine._kernels.knearest import (
     box_lower,
     heap_push,
+    joint_overlaps,
     kth_walk,
     pair_distance,
     scan_k,
@@ -74,12 +77,16 @@ __all__ = [
     "box_lower",
     "box_near",
     "boxes_in_reach",
+    "capped_box",
+    "capped_nearest_walk",
+    "capped_pair",
     "climb",
     "closed_box_counts",
     "count_walk",
     "distinct_rows",
     "gather_column",
     "heap_push",
+    "joint_overlaps",
     "kernel",
     "kth_walk",
     "leaf_below",

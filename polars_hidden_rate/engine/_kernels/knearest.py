@@ -91,13 +91,17 @@ def scan_k(
     queries: Float64Array,
     i: int,
     numeric: int,
+    copies: IndexArray,
     heap: Float64Array,
 ) -> None:
-    """Points ``lo:hi`` into the max-heap of the ``k`` smallest distances, duplicates kept."""
+    """Points ``lo:hi`` into the max-heap of the ``k`` smallest distances, duplicates kept:
+    point ``p`` stands for ``copies[p]`` records at its distance."""
     for p in range(lo, hi):
         d = pair_distance(points, p, queries, i, numeric)
-        if d < heap[0]:
+        left = copies[p]
+        while left > 0 and d < heap[0]:
             heap_push(heap, d)
+            left -= 1
 
 
 @kernel
@@ -107,10 +111,12 @@ def kth_walk(
     rows: IndexArray,
     k: int,
     numeric: int,
+    copies: IndexArray,
     edges: Float64Array,
 ) -> None:
     """``edges[i]``, the ``k``-th smallest distance of query ``i`` to the points (duplicates
-    counted; ``inf`` with fewer points), for each ``i`` in ``rows``: the walk of
+    counted, point ``p`` as ``copies[p]`` records; ``inf`` with fewer), for each ``i`` in
+    ``rows``: the walk of
     `nearest_two_walk`, from the query's own leaf up, a box skipped when its bound is at the
     ``k``-th so far or beyond (a point there cannot lower it)."""
     points, begin, end, lower, upper, split_dim, split_value = tree
@@ -121,7 +127,7 @@ def kth_walk(
     for i in rows:
         heap[:] = np.inf
         node = leaf_below(split_dim, split_value, queries, i)
-        scan_k(points, begin[node], end[node], queries, i, numeric, heap)
+        scan_k(points, begin[node], end[node], queries, i, numeric, copies, heap)
         while node > 0:
             other, node = climb(node)
             bound = box_lower(lower, upper, queries, i, other, numeric)
@@ -135,7 +141,7 @@ def kth_walk(
                     continue
                 below = stack[top]
                 if below >= first_leaf:
-                    scan_k(points, begin[below], end[below], queries, i, numeric, heap)
+                    scan_k(points, begin[below], end[below], queries, i, numeric, copies, heap)
                     continue
                 left, right = 2 * below + 1, 2 * below + 2
                 near_left = box_lower(lower, upper, queries, i, left, numeric)
@@ -234,3 +240,65 @@ def segment_overlaps(
                 overlaps[i, 3 if held == 1 else 2] += 1
         for p in range(offsets_a[i], offsets_a[i + 1]):
             mark[rows_a[p]] = 0
+
+
+@kernel
+def joint_overlaps(
+    offsets_a: IndexArray,
+    rows_a: IndexArray,
+    certain_a: npt.NDArray[np.bool_],
+    offsets_b: IndexArray,
+    rows_b: IndexArray,
+    certain_b: npt.NDArray[np.bool_],
+    starts_a: IndexArray,
+    partners_a: IndexArray,
+    counts_a: CountArray,
+    starts_b: IndexArray,
+    partners_b: IndexArray,
+    counts_b: CountArray,
+    overlaps: CountArray,
+) -> None:
+    """`segment_overlaps` where each found row is a group of records (records identical on
+    its side): the records both segments hold are those whose group on ``a`` and whose
+    group on ``b`` were found, counted through the joint table (group ``g`` of ``a`` holds
+    ``counts_a[j]`` records of group ``partners_a[j]`` of ``b``, ``j`` in
+    ``starts_a[g]:starts_a[g + 1]``; the same from ``b``). Per query, from the side whose
+    found groups have fewer partners, the other's marked: linear in those partners."""
+    mark_a = np.zeros(len(starts_a) - 1, dtype=np.int8)
+    mark_b = np.zeros(len(starts_b) - 1, dtype=np.int8)
+    for i in range(len(offsets_a) - 1):
+        cost_a, cost_b = 0, 0
+        for p in range(offsets_a[i], offsets_a[i + 1]):
+            cost_a += starts_a[rows_a[p] + 1] - starts_a[rows_a[p]]
+        for p in range(offsets_b[i], offsets_b[i + 1]):
+            cost_b += starts_b[rows_b[p] + 1] - starts_b[rows_b[p]]
+        if cost_a <= cost_b:
+            for p in range(offsets_b[i], offsets_b[i + 1]):
+                mark_b[rows_b[p]] = 1 if certain_b[p] else 2
+            for p in range(offsets_a[i], offsets_a[i + 1]):
+                g = rows_a[p]
+                for j in range(starts_a[g], starts_a[g + 1]):
+                    held = mark_b[partners_a[j]]
+                    if held == 0:
+                        continue
+                    if certain_a[p]:
+                        overlaps[i, 0 if held == 1 else 3] += counts_a[j]
+                    else:
+                        overlaps[i, 1 if held == 1 else 2] += counts_a[j]
+            for p in range(offsets_b[i], offsets_b[i + 1]):
+                mark_b[rows_b[p]] = 0
+        else:
+            for p in range(offsets_a[i], offsets_a[i + 1]):
+                mark_a[rows_a[p]] = 1 if certain_a[p] else 2
+            for p in range(offsets_b[i], offsets_b[i + 1]):
+                g = rows_b[p]
+                for j in range(starts_b[g], starts_b[g + 1]):
+                    held = mark_a[partners_b[j]]
+                    if held == 0:
+                        continue
+                    if certain_b[p]:
+                        overlaps[i, 0 if held == 1 else 1] += counts_b[j]
+                    else:
+                        overlaps[i, 3 if held == 1 else 2] += counts_b[j]
+            for p in range(offsets_a[i], offsets_a[i + 1]):
+                mark_a[rows_a[p]] = 0
