@@ -395,3 +395,28 @@ def test_the_report_runs_the_attack_and_judges_its_target() -> None:
             targets={"singling_out_risk": 0.1},
             **asked,  # type: ignore[arg-type]
         )
+
+
+@pytest.mark.parametrize("mode", ["univariate", "multivariate"])
+def test_progress_counts_the_queries_without_changing_the_risk(
+    capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    # Without the dates, which only the univariate attack asks.
+    originals, synthetic, holdout = (
+        mixed(n, seed).drop("d") for n, seed in ((60, 0), (50, 1), (60, 2))
+    )
+    quiet = phr.singling_out_risk(originals, synthetic, holdout, mode=mode, n_cols=2)  # type: ignore[arg-type]
+    capsys.readouterr()
+    shown = phr.singling_out_risk(
+        originals,
+        synthetic,
+        holdout,
+        mode=mode,  # type: ignore[arg-type]
+        n_cols=2,
+        progress=True,
+    )
+    assert shown.to_dict() == quiet.to_dict()
+    # progress=True off a terminal: plain log lines, the stage's start and its end.
+    err = capsys.readouterr().err
+    assert "hidden-rate: singling-out attack, queries: started\n" in err
+    assert "hidden-rate: singling-out attack, queries: done in " in err

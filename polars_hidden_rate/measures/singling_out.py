@@ -53,6 +53,7 @@ from polars_hidden_rate.frames import (
 )
 from polars_hidden_rate.measures.holdout import check_holdout
 from polars_hidden_rate.measures.inference import SuccessRate, attack_against_control
+from polars_hidden_rate.progress import stage
 from polars_hidden_rate.stats import percent, single_chance
 
 Mode = Literal["univariate", "multivariate"]
@@ -254,6 +255,7 @@ def query_counts(
     max_queries: int = MAX_QUERIES,
     threads: int = 1,
     exact: bool = False,
+    progress: bool | None = None,
 ) -> tuple[dict[str, IndexArray], int, bool]:
     """For each query of the attack that singles out a synthetic record, how many records
     of the originals and of the holdout it matches; with how many queries were asked and
@@ -261,7 +263,9 @@ def query_counts(
 
     Only whether a query matches one record matters, but for the larger of the two sides
     (`single_chance`): elsewhere a count stops at 2 (whole nodes of the kd-tree make up most
-    of the rest), unless ``exact``. The synthetic set's counts always stop there."""
+    of the rest), unless ``exact``. The synthetic set's counts always stop there. The
+    queries asked are the units of the stage ``singling-out attack, queries`` (``progress``
+    as `polars_hidden_rate.progress.stage` takes it)."""
     sizes = {role: len(points) for role, points in encoded.sets.items()}
     smaller = min(sizes["originals"], sizes["holdout"])
     caps = {
@@ -289,20 +293,27 @@ def query_counts(
             )
 
     exhaustive = True
+    name = "singling-out attack, queries"
     if mode == "univariate":
         column, lower, upper = univariate_boxes(encoded)
-        for c in np.unique(column):
-            rows = column == c
-            count([int(c)], lower[rows], upper[rows])
+        with stage(name, len(column), enabled=progress) as bar:
+            for c in np.unique(column):
+                rows = column == c
+                count([int(c)], lower[rows], upper[rows])
+                bar.advance(int(np.count_nonzero(rows)))
     else:
         sets = list(combinations(range(len(encoded.columns)), n_cols))
         records = len(encoded.asked)
         exhaustive = records * len(sets) <= max_queries
         # Ranks by value, so that the design does not depend on the records' order.
         ranked = np.lexsort(encoded.asked[:, ::-1].T)
-        for columns, ranks in zip(sets, design(records, len(sets), max_queries), strict=True):
-            if len(ranks):
-                count(columns, *multivariate_boxes(encoded, columns, ranked[ranks]))
+        asked_ranks = design(records, len(sets), max_queries)
+        total = sum(len(ranks) for ranks in asked_ranks)
+        with stage(name, total, enabled=progress) as bar:
+            for columns, ranks in zip(sets, asked_ranks, strict=True):
+                if len(ranks):
+                    count(columns, *multivariate_boxes(encoded, columns, ranked[ranks]))
+                    bar.advance(len(ranks))
     joined = {
         role: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         for role, parts in found.items()
@@ -533,6 +544,7 @@ class SinglingOutAttack:
         columns: ColumnSpec | None = None,
         confidence: float = 0.95,
         threads: int | None = 1,
+        progress: bool | None = None,
     ) -> SinglingOutRisk:
         """[`singling_out_risk`][polars_hidden_rate.singling_out_risk] of the three sets."""
         return singling_out_risk(
@@ -544,6 +556,7 @@ class SinglingOutAttack:
             columns=columns,
             confidence=confidence,
             threads=threads,
+            progress=progress,
         )
 
 
@@ -569,6 +582,7 @@ def singling_out_risk(
     max_queries: int = MAX_QUERIES,
     confidence: float = 0.95,
     threads: int | None = 1,
+    progress: bool | None = None,
 ) -> SinglingOutRisk:
     """anonymeter's singling-out attack, every query counted: do the predicates that single
     out one synthetic record single out one original more often than one holdout record?
@@ -608,6 +622,9 @@ def singling_out_risk(
         The level of the rates' errors and of the risk's interval.
     threads
         Threads of the counts (None: every core).
+    progress
+        Show the queries counted and an estimate of the time left on stderr (None: on a
+        terminal only), as [`CountOptions`][polars_hidden_rate.CountOptions]' ``progress``.
 
     Raises
     ------
@@ -681,6 +698,7 @@ def singling_out_risk(
         n_cols,
         max_queries=max_queries,
         threads=workers if workers is not None else os.cpu_count() or 1,
+        progress=progress,
     )
     found = SinglingOutRisk.of_counts(
         counts, {role: frame.height for role, frame in read.items()}, confidence=confidence

@@ -478,6 +478,7 @@ def report_of_plan(
                 columns=list(request.projection.features if request.projection else request.coords),
                 confidence=level,
                 threads=request.threads,
+                progress=request.progress,
             )
     asked = verdict
     heights = _other_heights(request)
