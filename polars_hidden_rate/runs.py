@@ -35,6 +35,7 @@ from polars_hidden_rate.frames.files import (
 )
 from polars_hidden_rate.gate import summarize_judged
 from polars_hidden_rate.link.verdict import Evidence, Verdict, VerdictOptions, check_link
+from polars_hidden_rate.measures.correlation import check_known
 from polars_hidden_rate.measures.gower import Space
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
@@ -363,7 +364,7 @@ def run_report(
     aux_cols = None
     if report.aux_a is not None or report.aux_b is not None:
         aux_cols = (report.aux_a, report.aux_b)
-    check_targets(
+    checked_targets = check_targets(
         targets,
         known=report.known,
         holdout=files.holdout,
@@ -401,9 +402,9 @@ def run_report(
         lambda: report_of_plan(
             request,
             judge,
-            targets=targets,
+            targets=checked_targets,
             holdout=planned.holdout,
-            known=report.known,
+            known=_known(request, report.known),
             inference=attack,
             linkability=linking,
             singling_out=singling,
@@ -451,6 +452,14 @@ def run_report(
                 html, lambda temporary: temporary.write_text(page, "utf-8"), name="--html"
             )
     return measured
+
+
+def _known(request: CountPlan, known: list[str] | None) -> list[str] | None:
+    """The ``--known`` columns, checked in both inputs (`check_known`); None without them."""
+    if known is None:
+        return None
+    schemas = (request.originals, request.avatars)
+    return check_known(known, *(frame.collect_schema() for frame in schemas))
 
 
 def _check_attack_options(report: ReportOptions, with_holdout: bool) -> None:
