@@ -15,6 +15,7 @@ import pytest
 PAUSED_CHECK = """
 import pathlib, sys, time
 import polars_hidden_rate.cli as cli
+import polars_hidden_rate.runs as runs
 import polars_hidden_rate.to_parquet as to_parquet
 
 signals = pathlib.Path(sys.argv[1])
@@ -27,8 +28,8 @@ def pause(result):
 
 write = to_parquet.DatasetJob.write
 to_parquet.DatasetJob.write = lambda self, *args: pause(write(self, *args))
-summarize = cli.summarize
-cli.summarize = lambda *args, **options: pause(summarize(*args, **options))
+summarize = runs.summarize
+runs.summarize = lambda *args, **options: pause(summarize(*args, **options))
 sys.argv = ["hidden-rate", *sys.argv[2:]]
 cli.entry()
 """

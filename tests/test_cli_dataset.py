@@ -19,6 +19,7 @@ from polars.testing import assert_frame_equal
 
 import polars_hidden_rate as phr
 from polars_hidden_rate import cli
+from polars_hidden_rate.cluster import client as cluster_client
 from polars_hidden_rate.measures.summary import summarize
 from tests.helpers import COORDS, counts_of, linked_case, local_cluster, siblings, write_files
 from tests.paused_run import PausedRun
@@ -127,7 +128,7 @@ def test_an_unreachable_scheduler_exits_2(
     folders: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("distributed")
-    monkeypatch.setattr(cli, "CONNECT_TIMEOUT", "0.5s")
+    monkeypatch.setattr(cluster_client, "CONNECT_TIMEOUT", "0.5s")
     out = folders["root"] / "out"
     arguments = ["check", str(folders["o"]), str(folders["a"]), *options("--output", str(out))]
     assert cli.main([*arguments, "--cluster", "tcp://127.0.0.1:9"]) == 2
@@ -386,16 +387,17 @@ def test_a_hard_link_to_an_input_is_refused_as_an_input(folders: dict[str, Any])
 CLUSTER_FILE_CHECK = """
 import pathlib, sys, time, types
 import polars_hidden_rate.cli as cli
+import polars_hidden_rate.cluster.client as client
 
-cli.CLUSTER_FILE_WAIT = float(sys.argv[1])
-cli.CONNECT_TIMEOUT = "0.5s"
+client.CLUSTER_FILE_WAIT = float(sys.argv[1])
+client.CONNECT_TIMEOUT = "0.5s"
 waiting = pathlib.Path(sys.argv[2])
 
 def sleep(seconds):
     waiting.touch()
     time.sleep(seconds)
 
-cli.time = types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
+client.time = types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
 sys.argv = ["hidden-rate", *sys.argv[3:]]
 cli.entry()
 """
@@ -428,8 +430,8 @@ def test_an_empty_cluster_file_exits_2_after_waiting(folders: dict[str, Any]) ->
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         f"hidden-rate: error: --cluster-file {str(scheduler_file)!r} is empty after "
-        f"{cli.CLUSTER_FILE_WAIT:g} s of waiting (a file of `dask scheduler --scheduler-file`: "
-        "is the scheduler still starting?)\n"
+        f"{cluster_client.CLUSTER_FILE_WAIT:g} s of waiting (a file of "
+        "`dask scheduler --scheduler-file`: is the scheduler still starting?)\n"
     )
     assert not (folders["root"] / "out").exists()
 

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import polars_hidden_rate as phr
-import polars_hidden_rate.cli as cli
+import polars_hidden_rate.runs as runs
 from polars_hidden_rate.cli import main
 from polars_hidden_rate.measures.summary import summarize
 from tests.helpers import without_provenance
@@ -251,7 +251,7 @@ def test_output_goes_through_a_temporary_file(
         assert written[0].stat().st_size > 0
         raise pl.exceptions.ComputeError("summary failed")
 
-    monkeypatch.setattr(cli, "summarize", failing_summary)
+    monkeypatch.setattr(runs, "summarize", failing_summary)
     assert main(["check", str(o), str(a), *OPTIONS, "--output", str(output)]) == 2
     assert "summary failed" in capsys.readouterr().err
     assert output.read_bytes() == b"the previous release"

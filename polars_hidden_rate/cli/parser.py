@@ -11,7 +11,7 @@ from typing import Literal, NoReturn, get_args
 
 from polars_hidden_rate import __version__
 from polars_hidden_rate.checks import MAX_TIE_TOL, AllComponents, check_tie_tol
-from polars_hidden_rate.frames.files import CSV_NULL_VALUES
+from polars_hidden_rate.frames.files import CSV_NULL_VALUES, one_line
 from polars_hidden_rate.link.verdict import DEFAULT_MAX_OWN_COPIES
 from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE
 from polars_hidden_rate.projection.types import Impute
@@ -445,3 +445,12 @@ def in_flags(message: str, flags: Mapping[str, str]) -> str:
     message = re.sub(r"`targets\['(?P<name>\w+)'\]`", r"--target \g<name>", message)
     message = re.sub(r"`(?P<name>\w+)(?:=(?P<value>True))?`", flag, message)
     return re.sub(r"\b(?P<name>[a-z_]+)='(?P<value>[^']*)'", flag, message)
+
+
+def error_line(
+    error: BaseException, parser: argparse.ArgumentParser, command: str, *, of_the_api: bool
+) -> str:
+    """The line ``hidden-rate: error: ...`` says of ``error``: its first line, where it is
+    the Python API's (``of_the_api``) in ``command``'s flags (`in_flags`)."""
+    words = one_line(error)
+    return in_flags(words, flags_of(parser, command)) if of_the_api else words

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -59,7 +58,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-from polars.exceptions import NoDataError
 
 from polars_hidden_rate._types import CountArray
 from polars_hidden_rate.cluster.pipeline_tasks import (
@@ -89,12 +87,10 @@ from polars_hidden_rate.cluster.pipeline_tasks import (
 from polars_hidden_rate.cluster.shards import TaskPlan, plan_tasks
 from polars_hidden_rate.engine.scale import exponent_for
 from polars_hidden_rate.frames import (
+    CoordinateProblems,
     Dataset,
     KeyProblems,
-    MissingValues,
     check_equal_heights,
-    raise_inexact,
-    raise_missing,
 )
 from polars_hidden_rate.link.link_test import sampled_rows
 from polars_hidden_rate.link.sets import compares_coordinates, copy_features, copy_fingerprints
@@ -497,22 +493,18 @@ def _raise_read_errors(
     """The errors of `read_aligned`, in its order, from the
     read tasks' scalars: empty sides, missing or inexact coordinates, heights, null keys."""
     for side, stats, dataset in ((left, left_stats, originals), (right, right_stats, avatars)):
-        rows = sum(s.rows for s in stats)
-        if rows == 0:
-            msg = f"{side.role} is empty: there is nothing to measure"
-            raise NoDataError(msg)
-        missing: MissingValues = Counter()
-        for s in stats:
-            missing += s.missing
-        if missing and side.projection is not None:
-            # As locally: the features whose gaps (or values) made a coordinate missing.
-            files = [part.path.absolute() for part in dataset.partitions]
-            client.gather(
-                client.submit(raise_missing_features, files, side.projection, side.role, pure=False)
-            )
-        raise_missing(missing, f"coords of {side.role}", rows=rows)
-        beyond = {name: sum(s.beyond.get(name, 0) for s in stats) for name in side.names}
-        raise_inexact(beyond, dataset.schema, "coords column", side.role)
+        files = [part.path.absolute() for part in dataset.partitions]
+
+        def explain_missing(side: Side = side, files: list[Path] = files) -> None:
+            """As locally: the features whose gaps (or values) made a coordinate missing."""
+            if side.projection is not None:
+                client.gather(
+                    client.submit(
+                        raise_missing_features, files, side.projection, side.role, pure=False
+                    )
+                )
+
+        CoordinateProblems.combine([s.problems for s in stats]).raise_first(explain_missing)
     if request.link.by_row_order:
         check_equal_heights(originals.rows, avatars.rows)
     _key_problems(left, right, left_stats, [], []).raise_first()

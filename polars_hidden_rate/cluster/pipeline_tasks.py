@@ -23,13 +23,11 @@ from polars_hidden_rate.cluster.shards import Box, count_in_shard, queries_in_re
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.frames import (
     RESERVED_PREFIX,
+    CoordinateProblems,
     Example,
     KeyProblems,
-    MissingValues,
     float64_rows,
-    inexact_counts,
     link_by_key,
-    missing_values,
 )
 from polars_hidden_rate.measures.summary import histogram
 from polars_hidden_rate.outputs import write_counted_part
@@ -66,8 +64,7 @@ class ReadStats:
 
     rows: int
     largest: float
-    missing: MissingValues
-    beyond: dict[str, int]  # values float64 does not hold exactly (frames.inexact_values)
+    problems: CoordinateProblems  # what the driver sums and raises as a local read does
     null_keys: int
     null_key_example: Example | None
     sample_x: Float64Array
@@ -108,15 +105,14 @@ def read_partition(path: Path, side: Side, offset: int, buckets: int, sample: in
     frame = frame.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + offset).alias(_ID))
     if not side.keys:  # by row order, the global row is the key
         frame = frame.with_columns(pl.col(_ID).alias(keys[0]))
-    missing = missing_values(frame, {name: pl.col(name).cast(pl.Float64) for name in side.names})
-    beyond = inexact_counts(frame, {name: frame.schema[name] for name in side.names})
+    problems = CoordinateProblems.of(frame, side.names, side.role)
     unset = frame.filter(pl.any_horizontal(pl.col(keys).is_null())) if side.keys else frame[:0]
     example = unset.select(keys).row(0) if unset.height else None
     keyed = [*keys, *(() if side.fingerprint is None else (_FINGERPRINT,))]
-    if missing or beyond:  # the driver raises before any link task takes a piece
+    if problems.missing or problems.inexact:  # the driver raises before any link task reads
         empty = np.empty(0)
         stats = ReadStats(
-            frame.height, 0.0, missing, beyond, unset.height, example, empty, empty.astype(np.int64)
+            frame.height, 0.0, problems, unset.height, example, empty, empty.astype(np.int64)
         )
         nothing = ReadPiece(
             frame.select(keyed).clear(), np.empty((0, len(coords))), empty.astype(np.int64)
@@ -149,8 +145,7 @@ def read_partition(path: Path, side: Side, offset: int, buckets: int, sample: in
     stats = ReadStats(
         frame.height,
         0.0 if largest is None else float(largest),
-        missing,
-        beyond,
+        problems,
         unset.height,
         example,
         sample_x,

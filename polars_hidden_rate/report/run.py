@@ -54,7 +54,7 @@ from polars_hidden_rate.progress import folded, stage
 from polars_hidden_rate.provenance import components_words
 from polars_hidden_rate.report.model import LinkUse
 from polars_hidden_rate.report.rendered import PrivacyReport
-from polars_hidden_rate.report.targets import check_targets, meets
+from polars_hidden_rate.report.targets import Targets, check_targets, meets
 from polars_hidden_rate.stats import percent
 
 
@@ -198,7 +198,7 @@ def privacy_report(
     >>> report.to_dict()["metrics"]["distance_to_closest_median"]
     {'value': 0.25, 'target': 0.2, 'passed': True}
     """
-    check_targets(
+    checked_targets = check_targets(
         targets,
         known=known,
         holdout=holdout,
@@ -206,7 +206,7 @@ def privacy_report(
         aux_cols=aux_cols,
         singling_out=singling_out,
     )
-    check_confidence(confidence)
+    level = check_confidence(confidence)
     request = plan(originals, avatars, options, caller="privacy_report")
     known_names = None
     if known is not None:
@@ -253,10 +253,10 @@ def privacy_report(
     report, _ = report_of_plan(
         request,
         verdict,
-        targets=targets,
-        confidence=confidence,
+        targets=checked_targets,
+        confidence=level,
         holdout=held_out,
-        known=known,
+        known=known_names,
         inference=attack,
         linkability=linking,
         singling_out=singling,
@@ -398,10 +398,10 @@ def report_of_plan(
     request: CountPlan,
     verdict: Verdict,
     *,
-    targets: Mapping[str, float | None] | None = None,
+    targets: Targets,
     confidence: float = 0.95,
     holdout: pl.LazyFrame | None = None,
-    known: ColumnSpec | None = None,
+    known: Sequence[str] | None = None,
     inference: InferenceAttack | None = None,
     linkability: LinkabilityAttack | None = None,
     singling_out: SinglingOutAttack | None = None,
@@ -417,20 +417,12 @@ def report_of_plan(
     with ``dcr_baseline``, the DCR baseline protection with that seed (`baseline_of`), in
     ``dcr_space`` (the overfitting protection too), read in both spaces with ``compare_spaces``.
     A link the link test refuses, and a synthetic set of another height, are judged on the
-    measures that need no link (`PrivacyReport.link_use`) rather than refused."""
-    checked_targets = check_targets(
-        targets,
-        known=known,
-        holdout=holdout,
-        secret=None if inference is None else inference.secret,
-        aux_cols=linkability,
-        singling_out=singling_out,
-    )
-    level = check_confidence(confidence)
-    known_names = None
-    if known is not None:
-        schemas = (request.originals, request.avatars)
-        known_names = check_known(known, *(frame.collect_schema() for frame in schemas))
+    measures that need no link (`PrivacyReport.link_use`) rather than refused.
+
+    Its callers, the entry points, check what they take once, before anything is read: the
+    ``targets`` (`check_targets`), the ``confidence`` (`check_confidence`) and the ``known``
+    columns, resolved to names (`check_known`); this run takes them as checked."""
+    checked_targets, level, known_names = targets, confidence, known
     request, space = _with_space(request)
     # The attack first: its reads can refuse values (a secret of text that holds numbers)
     # before the longer count runs.
