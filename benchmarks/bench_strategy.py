@@ -5,6 +5,9 @@ Run ``python -m benchmarks.bench_strategy --help``. For each case (avatar-like `
 ``count_cloaking`` with ``strategy="auto"``, ``"flat"`` and ``"tree"`` in alternated rounds
 (the order rotates each round, so a loaded machine weighs on all three alike), and reports
 each median and the ratio of auto's median to the faster strategy's: the target is at most 1.2.
+``--skip-tree-above DIM`` leaves the tree strategy out above ``DIM`` dimensions, where it
+takes minutes a round and loses to the flat pass by far: auto is then set against the flat
+pass alone.
 """
 
 from __future__ import annotations
@@ -36,20 +39,27 @@ CASES: tuple[tuple[Profile, int], ...] = (
 )
 
 
-def measure(profile: Profile, d: int, n: int, rounds: int, threads: int) -> dict[str, Any]:
-    """The medians of ``rounds`` alternated timings of each strategy on one case."""
+def measure(
+    profile: Profile,
+    d: int,
+    n: int,
+    rounds: int,
+    threads: int,
+    strategies: tuple[Strategy, ...] = STRATEGIES,
+) -> dict[str, Any]:
+    """The medians of ``rounds`` alternated timings of each of ``strategies`` on one case."""
     import numpy as np
 
     from benchmarks.data import make_case
     from polars_hidden_rate import engine
 
     originals, avatars = make_case(n, d, profile=profile, threads=threads)
-    times: dict[str, list[float]] = {name: [] for name in STRATEGIES}
+    times: dict[str, list[float]] = {name: [] for name in strategies}
     chosen = None
     counts = None
     for round_ in range(rounds):
-        shift = round_ % len(STRATEGIES)
-        for name in STRATEGIES[shift:] + STRATEGIES[:shift]:
+        shift = round_ % len(strategies)
+        for name in strategies[shift:] + strategies[:shift]:
             begin = time.perf_counter()
             result = engine.cloaking_result(originals, avatars, threads=threads, strategy=name)
             times[name].append(time.perf_counter() - begin)
@@ -61,7 +71,7 @@ def measure(profile: Profile, d: int, n: int, rounds: int, threads: int) -> dict
             if name == "auto":
                 chosen = result.strategy
     medians = {name: statistics.median(values) for name, values in times.items()}
-    fastest = min(medians["flat"], medians["tree"])
+    fastest = min(medians[name] for name in strategies if name != "auto")
     return {
         "profile": profile,
         "d": d,
@@ -88,7 +98,8 @@ def markdown(payload: dict[str, Any]) -> str:
         m = row["medians"]
         lines.append(
             f"| {row['profile']} | {row['d']} | {row['chosen']} | {seconds(m['auto'])} | "
-            f"{seconds(m['flat'])} | {seconds(m['tree'])} | {row['auto_over_fastest']:.2f} |"
+            f"{seconds(m['flat'])} | {seconds(m['tree']) if 'tree' in m else 'skipped'} | "
+            f"{row['auto_over_fastest']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -104,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--case", action="append", default=None, help="profile:d (repeatable; default all)"
     )
+    parser.add_argument(
+        "--skip-tree-above",
+        type=int,
+        default=None,
+        metavar="DIM",
+        help="leave the tree strategy out above DIM dimensions (auto against flat alone)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
     parser.add_argument("--name", default="strategy", help="file name stem")
     args = parser.parse_args(argv)
@@ -113,16 +131,24 @@ def main(argv: list[str] | None = None) -> int:
         cases = tuple((c.split(":")[0], int(c.split(":")[1])) for c in args.case)
     rows = []
     for profile, d in cases:
-        row = measure(profile, d, args.n, args.rounds, args.threads)
+        skip = args.skip_tree_above is not None and d > args.skip_tree_above
+        strategies = ("auto", "flat") if skip else STRATEGIES
+        row = measure(profile, d, args.n, args.rounds, args.threads, strategies)
         m = row["medians"]
+        tree = f"{m['tree']:.3f} s" if "tree" in m else "skipped"
         print(
             f"{profile} d={d}: auto ({row['chosen']}) {m['auto']:.3f} s, flat {m['flat']:.3f} s,"
-            f" tree {m['tree']:.3f} s, auto/faster {row['auto_over_fastest']:.2f}",
+            f" tree {tree}, auto/faster {row['auto_over_fastest']:.2f}",
             flush=True,
         )
         rows.append(row)
     payload = header(["python", "-m", "benchmarks.bench_strategy", *(argv or sys.argv[1:])])
-    payload["options"] = {"n": args.n, "rounds": args.rounds, "threads": args.threads}
+    payload["options"] = {
+        "n": args.n,
+        "rounds": args.rounds,
+        "threads": args.threads,
+        "skip_tree_above": args.skip_tree_above,
+    }
     payload["rows"] = rows
     for path in write_results(args.out, args.name, payload, markdown(payload)):
         print(path)

@@ -8,6 +8,7 @@ here; the strategies below take checked arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,12 @@ from polars_hidden_rate.engine.arrays import (
 )
 from polars_hidden_rate.engine.kdtree import KdTree, restore_rows
 from polars_hidden_rate.engine.parallel import usable_cores
-from polars_hidden_rate.engine.strategy import Strategy, check_strategy, choose_strategy
+from polars_hidden_rate.engine.strategy import (
+    Strategy,
+    check_strategy,
+    choose_strategy,
+    flat_settled_early,
+)
 from polars_hidden_rate.progress import Progress, stage
 
 
@@ -414,6 +420,7 @@ class _Trees:
     kept: KdTree | None = None
     reordered: tuple[Float64Array, IndexArray] | None = None
     moved: IndexArray | None = None
+    chosen: Literal["flat"] | None = None  # by `flat_settled_early`, before any tree
 
 
 def _checked_options(
@@ -450,7 +457,7 @@ def _count(
         return CountResult(np.zeros(n, dtype=np.int64), closer, None)
     with stage("counting", n, enabled=options.progress) as bar:
         trees = _built(query, points, prebuilt, options)
-        strategy = options.strategy
+        strategy = trees.chosen or options.strategy
         if strategy == "auto":
             # A prebuilt tree (a Dask shard) is walked.
             strategy = "tree"
@@ -506,6 +513,16 @@ def _built(
     collapsed = KdTree.build_collapsed(points, threads=threads)
     if collapsed is not None:
         return _Trees(walked=collapsed)
+    # A tree kept for the caller, or own avatars elsewhere, is built whichever walk counts.
+    if (
+        options.strategy == "auto"
+        and query.own is None
+        and not options.keep_tree
+        and flat_settled_early(
+            points, query.queries, query.thresholds, threads=threads, cap=options.cap
+        )
+    ):
+        return _Trees(chosen="flat")
     # Not where the rows must go back: three more passes at random places cost more than
     # the walk gains (measured at 1e8).
     takes_along = (

@@ -37,6 +37,10 @@ PROBE_MIN, PROBE_MAX = 32, 1024
 PROBE_BUDGET = 1.5
 # Below this predicted flat time the tree runs without a probe: both are fast.
 PROBE_FLOOR_SECONDS = 0.05
+# Before the tree on every avatar is built, `PROBE_MIN` queries walk a tree on one avatar in
+# SAMPLE_SHARE (at least SAMPLE_MIN of them, and the probed queries' own avatars).
+SAMPLE_SHARE = 8
+SAMPLE_MIN = 4096
 
 
 def check_strategy(strategy: object) -> Strategy:
@@ -97,8 +101,7 @@ def probe(
     # A collapsed tree holds fewer points than avatars; a flat pass compares them all.
     n_queries, n_avatars, dim = len(queries), tree.avatars, tree.points.shape[1]
     threads = max(1, min(threads, usable_cores()))
-    flat_per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)
-    flat_pass = n_queries * flat_per_query / threads + FLAT_CALL_COST
+    flat_per_query, flat_pass = _flat_costs(n_queries, n_avatars, dim, threads)
     if flat_pass < PROBE_FLOOR_SECONDS:
         return Estimate(0.0, flat_pass, 0, 0)
     sample = min(n_queries, max(PROBE_MIN, min(PROBE_MAX, n_queries // PROBE_SHARE)))
@@ -140,3 +143,51 @@ def probe(
     flat_seconds = flat_pass + n_queries * FLAT_RESULT_COST * float(found.mean())
     stopped = int(np.count_nonzero(per_query - TREE_QUERY_COST > budget))
     return Estimate(tree_seconds, flat_seconds, sample, stopped)
+
+
+def _flat_costs(n_queries: int, n_avatars: int, dim: int, threads: int) -> tuple[float, float]:
+    """A flat pass's predicted seconds per query on one thread, and for the whole count."""
+    per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)
+    return per_query, n_queries * per_query / threads + FLAT_CALL_COST
+
+
+def flat_settled_early(
+    avatars: Float64Array,
+    queries: Float64Array,
+    thresholds: Float64Array,
+    *,
+    threads: int,
+    cap: int | None = None,
+) -> bool:
+    """Whether the flat pass wins before any tree on every avatar is built: `PROBE_MIN`
+    queries (row ``i`` owns avatar ``i``) walk a tree on a sample of the avatars, and each
+    walk runs past `PROBE_BUDGET` times a flat pass's work per query over that sample.
+
+    A tree on fewer points compares a larger share of them (its boxes are wider for the
+    same thresholds), so where the tree on the sample loses on every walk the tree on all
+    avatars is not worth its build (full-rank data in many dimensions); anywhere else
+    `probe` decides, on the full tree. It costs a tree on the sample and a few capped walks.
+    """
+    n_queries, n_avatars, dim = len(queries), len(avatars), avatars.shape[1]
+    threads = max(1, min(threads, usable_cores()))
+    _, flat_pass = _flat_costs(n_queries, n_avatars, dim, threads)
+    sample = max(SAMPLE_MIN, n_avatars // SAMPLE_SHARE)
+    if flat_pass < PROBE_FLOOR_SECONDS or n_queries != n_avatars or sample >= n_avatars // 2:
+        return False
+    rng = np.random.default_rng(0)
+    probed = np.sort(rng.choice(n_queries, size=PROBE_MIN, replace=False))
+    rows = np.union1d(probed, rng.choice(n_avatars, size=sample, replace=False))
+    tree = KdTree.build(avatars[rows], threads=threads)
+    flat_per_query, _ = _flat_costs(n_queries, len(rows), dim, threads)
+    box, point = dim * TREE_BOX_COST, dim * TREE_POINT_COST
+    work, _ = tree.walk_work(
+        queries[probed],
+        thresholds[probed],
+        np.searchsorted(rows, probed),
+        np.arange(len(probed)),
+        cap=cap,
+        box_cost=box,
+        point_cost=point,
+        budget=PROBE_BUDGET * flat_per_query,
+    )
+    return bool((work[:, 0] * box + work[:, 1] * point > PROBE_BUDGET * flat_per_query).all())

@@ -7,7 +7,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 from polars.exceptions import ComputeError
@@ -108,41 +107,45 @@ class ProjectedCoordinates:
         return self.spec.names
 
     def fit(self, originals: pl.LazyFrame) -> Projection:
-        """The projection of this request, fitted on ``originals`` (two streaming passes)."""
-        return Projection.fit(originals, **self._options(originals))
+        """The projection of this request, fitted on ``originals`` (two streaming passes):
+        its features resolved and its ``ncp`` checked at plan time, not again."""
+        schema = originals.collect_schema()
+        return Projection.fit_spec(originals, schema, self._spec(originals, schema), self.ncp)
 
     def fit_files(self, files: Sequence[Path], tasks: Tasks | None = None) -> Projection:
         """The projection of this request, fitted on parquet ``files`` by one task per file
         ([`Projection.fit_partitioned`][polars_hidden_rate.Projection.fit_partitioned])."""
         scanned = pl.scan_parquet(list(files), glob=False)
-        return Projection.fit_partitioned(files, **self._options(scanned), tasks=tasks)
+        spec = self._spec(scanned, scanned.collect_schema())
+        return Projection.fit_partitioned(
+            files,
+            features=list(spec.names),
+            ncp=self.ncp,
+            categorical=sorted(spec.categorical) or None,
+            impute=spec.impute,
+            tasks=tasks,
+        )
 
-    def _options(self, originals: pl.LazyFrame) -> dict[str, Any]:
-        """The fit's options, the same for both fits; ``categorical="auto"`` and the
+    def _spec(self, originals: pl.LazyFrame, schema: pl.Schema) -> FeatureSpec:
+        """The fit's features, the same for both fits; ``categorical="auto"`` and the
         identifier rule read the distinct counts of the integer and text features."""
-        categorical = set(self.spec.categorical)
-        if self.auto or self.defaulted:
-            categorical |= self._read_distinct(originals)
-        return {
-            "features": list(self.spec.names),
-            "ncp": self.ncp,
-            "categorical": sorted(categorical) or None,
-            "impute": self.spec.impute,
-        }
+        if not (self.auto or self.defaulted):
+            return self.spec
+        chosen = self._read_distinct(originals, schema)
+        return replace(self.spec, categorical=self.spec.categorical | chosen)
 
-    def _read_distinct(self, originals: pl.LazyFrame) -> set[str]:
+    def _read_distinct(self, originals: pl.LazyFrame, schema: pl.Schema) -> frozenset[str]:
         """Refuse a default feature unique per row (an identifier); with ``auto``, the
         number features with at most `AUTO_CATEGORIES` distinct values."""
-        schema = originals.collect_schema()
         discrete = [
             name
             for name in self.spec.names
             if schema[name].is_integer() or name in self.spec.categorical
         ]
-        counted = [*discrete, *(n for n in _auto_candidates(self.spec.names, schema) if self.auto)]
-        counted = list(dict.fromkeys(counted))
+        candidates = _auto_candidates(self.spec.names, schema) if self.auto else []
+        counted = list(dict.fromkeys([*discrete, *candidates]))
         if not counted:
-            return set()
+            return frozenset()
         row = (
             originals.select(pl.len().alias(_ROWS), *_distinct_counts(counted))
             .collect()
@@ -158,13 +161,7 @@ class ProjectedCoordinates:
                         f"with on={name!r} (--on), drop it, or name the features to project"
                     )
                     raise ComputeError(msg)
-        if not self.auto:
-            return set()
-        return {
-            name
-            for name in _auto_candidates(self.spec.names, schema)
-            if row[name] <= AUTO_CATEGORIES
-        }
+        return frozenset(name for name in candidates if row[name] <= AUTO_CATEGORIES)
 
     def categorical_by(self, categorical: Sequence[str]) -> dict[str, list[str]]:
         """The fit's ``categorical`` columns by why they are (`CATEGORICAL_REASONS`): named
@@ -210,11 +207,15 @@ class ProjectedCoordinates:
         names = self.names(projection)
         left_schema, right_schema = originals.collect_schema(), avatars.collect_schema()
         unseen = unseen_modalities(avatars, projection, right_schema)
-        carried = [pl.col(expr.meta.output_name()) for expr in carry]
-        carried_avatars = [pl.col(expr.meta.output_name()) for expr in carry_avatars]
+        carried = list(map(_output_column, carry))
+        carried_avatars = list(map(_output_column, carry_avatars))
         coordinates = projection.coordinates(names)
-        left = projection.with_inputs(originals).select(*link.left, *coordinates, *carry)
-        right = projection.with_inputs(avatars).select(*link.right, *coordinates, *carry_avatars)
+        # Not `Projection.with_inputs`: `plan` checked both frames' features and their type
+        # families against each other, and refused reserved names, once.
+        left = originals.with_columns(projection.scaling.inputs(left_schema))
+        right = avatars.with_columns(projection.scaling.inputs(right_schema))
+        left = left.select(*link.left, *coordinates, *carry)
+        right = right.select(*link.right, *coordinates, *carry_avatars)
         try:
             aligned = read_aligned(left, right, names, link, carried, carried_avatars)
         except MissingValuesError:  # only a missing coordinate: key errors are the user's own
@@ -240,6 +241,11 @@ class ProjectedCoordinates:
         except MissingValuesError:
             _raise_missing_features(frame, projection, schema, role)
             raise
+
+
+def _output_column(expr: pl.Expr) -> pl.Expr:
+    """The column ``expr`` adds, by its name."""
+    return pl.col(expr.meta.output_name())
 
 
 def _raise_missing_features(

@@ -155,11 +155,21 @@ class Projection:
         frame = as_lazy(originals, "originals")
         schema = frame.collect_schema()
         spec = FeatureSpec.resolve(features, categorical, impute, schema)
-        names = list(spec.names)
-        wanted = check_ncp_option(ncp)
-        fitted, n_rows = fit_features(frame, spec, schema)
+        return cls.fit_spec(frame, schema, spec, check_ncp_option(ncp))
+
+    @classmethod
+    def fit_spec(
+        cls,
+        originals: pl.LazyFrame,
+        schema: pl.Schema,
+        spec: FeatureSpec,
+        ncp: int | AllComponents | None,
+    ) -> Projection:
+        """`fit` of a request already checked: ``spec`` resolved on ``schema`` (the
+        originals'), ``ncp`` as `check_ncp_option` gives it."""
+        fitted, n_rows = fit_features(originals, spec, schema)
         scaling = _scaling(fitted)
-        return cls._from_gram(scaling, n_rows, gram(frame, scaling), names, wanted)
+        return cls._from_gram(scaling, n_rows, gram(originals, scaling), list(spec.names), ncp)
 
     @classmethod
     def fit_partitioned(
@@ -362,7 +372,7 @@ class Projection:
 
         Each row's coordinates depend on that row alone, whatever the engine or batching.
         """
-        if len(names) > self.max_ncp:
+        if len(names) > len(self.components):
             msg = f"asked for {len(names)} coordinates; the scaled space has {self.max_ncp}"
             raise ValueError(msg)
         return [

@@ -166,6 +166,8 @@ def imputed_values(originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
     The median or mean of a numeric column, the mode of a categorical one (or of every
     column with ``impute="mode"``); a tie between modes goes to the smallest.
     """
+    if spec.impute == "none":
+        return {}
     statistics = []
     for name, statistic in imputation(spec).items():
         values = imputed_source(name, spec, schema)
@@ -360,6 +362,8 @@ def fit_features(
 
 def _split_fills(fills: Fills) -> tuple[dict[str, float], dict[str, Modality]]:
     """The fills of numeric features (as float) and of categorical ones."""
+    if not fills:
+        return {}, {}
     numeric = {k: float(v) for k, v in fills.items() if not isinstance(v, str | bool)}
     return numeric, {k: v for k, v in fills.items() if isinstance(v, str | bool)}
 
