@@ -25,7 +25,7 @@ from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
 from tests.helpers import brute_force_counts, examples, hidden_share, run_script
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 AIDS_CATEGORICAL = [
     "hemo",
     "homo",
