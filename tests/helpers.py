@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import importlib
+import json
 import math
 import os
 import subprocess
@@ -400,7 +401,6 @@ def run_peer(cases: list[dict[str, Any]], needs: str) -> list[dict[str, Any]]:
     """Run `tests/peer_oracle.py` on ``cases`` in the peers' venv (one process) and return
     their figures; skip when that venv, or its module ``needs``, is absent (fail under
     `PEERS_REQUIRED`)."""
-    import json
     import subprocess
 
     absent = pytest.fail if PEERS_REQUIRED else pytest.skip
@@ -701,3 +701,104 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPT), *args], capture_output=True, text=True, check=False, timeout=300
     )
+
+
+# The two-column release of `noisy_frames` and the `pair` fixture, and its command-line space.
+PAIR_COORDS = ["Dim1", "Dim2"]
+PAIR_SPACE = ["--coords", ",".join(PAIR_COORDS), "--on", "id"]
+# Reset the signals a parent may have set to be ignored, then run the script itself.
+LAUNCH = (
+    "import os, signal, sys\n"
+    "for name in ('SIGINT', 'SIGTERM', 'SIGHUP'):\n"
+    "    if hasattr(signal, name):\n"
+    "        signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "for name in sys.argv[1].split(',') if sys.argv[1] else []:\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def launch_command(*args: str, ignore: str = "") -> list[str]:
+    """The installed script with ``args``, its signals at their defaults but those named in
+    ``ignore`` (comma-separated), which it starts ignoring as a parent could have set."""
+    if not SCRIPT.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    return [sys.executable, "-c", LAUNCH, ignore, str(SCRIPT), *args]
+
+
+def launch(*args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
+    """Run `launch_command` to its end under ``umask``."""
+    return subprocess.run(
+        launch_command(*args), capture_output=True, text=True, check=False, umask=umask, timeout=120
+    )
+
+
+def write_by_suffix(frame: pl.DataFrame, path: Path) -> Path:
+    """``frame`` written at ``path`` in the format its suffix names (csv, ipc, else parquet)."""
+    kind = path.suffix
+    if kind == ".csv":
+        frame.write_csv(path)
+    elif kind == ".ipc":
+        frame.write_ipc(path)
+    else:
+        frame.write_parquet(path)
+    return path
+
+
+def read_one_file(path: Path) -> pl.DataFrame:
+    """The one file ``path``, whatever glob characters its name holds."""
+    if path.suffix == ".csv":
+        return pl.scan_csv(path, glob=False).collect()
+    if path.suffix == ".ipc":
+        return pl.scan_ipc(path, glob=False).collect()
+    return pl.scan_parquet(path, glob=False).collect()
+
+
+def noisy_frames(
+    n: int = 200, seed: int = 0, noise: float = 0.3
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals on `PAIR_COORDS` keyed by ``id``, and avatars that add Gaussian ``noise``."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2))
+    y = x + rng.normal(scale=noise, size=x.shape)
+    key = pl.int_range(n, dtype=pl.Int64).alias("id")
+    return (
+        pl.DataFrame(x, schema=PAIR_COORDS).select(key, pl.all()),
+        pl.DataFrame(y, schema=PAIR_COORDS).select(key, pl.all()),
+    )
+
+
+def brute_rate(originals: pl.DataFrame, avatars: pl.DataFrame) -> float:
+    """The hidden rate of a release on `PAIR_COORDS`, by the brute force."""
+    counts = brute_force_counts(
+        originals.select(PAIR_COORDS).to_numpy(), avatars[PAIR_COORDS].to_numpy(), 1e-9
+    )
+    return hidden_share(counts)
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line a refused run writes to stderr (exit 2, nothing on stdout)."""
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("hidden-rate: error: ")
+    assert done.stderr.endswith("\n")
+    assert done.stderr.count("\n") == 1, done.stderr
+    return done.stderr.rstrip("\n")
+
+
+NEVER_ENDING_CHECK = """
+import pathlib, sys, threading
+import polars as pl
+import polars_hidden_rate.cli as cli
+from polars_hidden_rate.plan import CountPlan
+
+def never_ending_summary(*args, **options):  # a count that never ends, as a huge one would seem
+    pathlib.Path("counting").touch()
+    threading.Event().wait()
+
+CountPlan.per_record_judged = never_ending_summary
+cli.summarize_judged = never_ending_summary
+cli.report_of_plan = never_ending_summary
+sys.argv = ["hidden-rate", *sys.argv[1:]]
+cli.entry()
+"""
