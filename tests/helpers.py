@@ -26,6 +26,8 @@ import polars as pl
 import pytest
 from hypothesis import strategies as st
 
+import polars_hidden_rate as phr
+
 HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 """``ci`` runs every property's full example count; ``dev`` (the default) a tenth of it."""
 
@@ -802,3 +804,70 @@ cli.report_of_plan = never_ending_summary
 sys.argv = ["hidden-rate", *sys.argv[1:]]
 cli.entry()
 """
+
+
+# The columns of `noisy_pair` (at its default d = 2).
+GRID_COORDS = ["d1", "d2"]
+
+
+def noisy_pair(n: int, seed: int, d: int = 2) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an id and a payload, and avatars = originals + noise (integer grid)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 5, (n, d)).astype(float)
+    y = x + rng.integers(-2, 3, (n, d))
+    names = [f"d{k + 1}" for k in range(d)]
+    originals = pl.DataFrame(x, schema=names).with_columns(
+        id=pl.Series(rng.permutation(n) * 3, dtype=pl.Int64), site=pl.int_range(n) % 5
+    )
+    avatars = pl.DataFrame(y, schema=names).with_columns(originals["id"])
+    return originals, avatars
+
+
+def counts_by_id(
+    originals: pl.DataFrame, avatars: pl.DataFrame, coords: list[str] = GRID_COORDS
+) -> dict[int, int]:
+    """The float64 brute force, keyed by id (avatars matched to originals by id)."""
+    matched = originals.select("id", *coords).join(
+        avatars.select("id", *coords), on="id", suffix="_a", maintain_order="left"
+    )
+    counts = brute_force_counts(
+        matched.select(coords).to_numpy(),
+        matched.select(f"{c}_a" for c in coords).to_numpy(),
+        1e-9,
+    )
+    return dict(zip(matched["id"].to_list(), counts.tolist(), strict=True))
+
+
+def assert_counts_by_id(result: pl.DataFrame, expected: dict[int, int]) -> None:
+    got = dict(zip(result["id"].to_list(), result["local_cloaking"].to_list(), strict=True))
+    assert got == expected
+    assert result["hidden"].to_list() == [count > 0 for count in result["local_cloaking"]]
+
+
+def quarter_hidden_pair() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One column, one record of four hidden (25 %) at scale 1."""
+    originals = pl.DataFrame({"d1": [0.0, 1.0, 3.0, 4.0]})
+    avatars = pl.DataFrame({"d1": [0.5, 1.5, 3.0, 4.0]})
+    return originals, avatars
+
+
+# --- 10. Values measured as the user meant them ------------------------------------------------
+
+
+def projected_counts(
+    originals: pl.DataFrame, avatars: pl.DataFrame, **options: object
+) -> np.ndarray:
+    """The float64 brute force on the coordinates of the projection fitted on the originals."""
+    projection = phr.Projection.fit(originals, **options)  # type: ignore[arg-type]
+    dims = projection.coordinate_columns()
+    return brute_force_counts(
+        projection.transform(originals).select(dims).to_numpy(),
+        projection.transform(avatars).select(dims).to_numpy(),
+        1e-9,
+    )
+
+
+def null_at(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
+    """``frame`` with a null in ``column`` at ``row``."""
+    value = pl.when(pl.int_range(pl.len()) == row).then(None).otherwise(pl.col(column))
+    return frame.with_columns(value.alias(column))

@@ -12,10 +12,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import polars_hidden_rate as phr
 from polars_hidden_rate import engine
 from polars_hidden_rate.engine import count_cloaking, gpu
 from polars_hidden_rate.engine.scale import canonical_exponent
-from tests.helpers import brute_force_counts, examples, local_cluster
+from tests.helpers import brute_force_counts, examples, local_cluster, quarter_hidden_pair
 
 STRATEGIES: list[engine.Strategy] = ["flat", "tree"]
 # Large common offsets, some of them not dyadic; steps of 1/2 and 1/4 make exact ties.
@@ -192,3 +193,9 @@ def test_the_gpu_path_is_scale_invariant(
         np.testing.assert_array_equal(counts, expected)
     example = gpu.count_cloaking_gpu(EXAMPLE_ORIGINALS * factor, EXAMPLE_AVATARS * factor)
     assert example.tolist() == EXAMPLE_COUNTS
+
+
+@pytest.mark.parametrize("factor", [1.0, 1e155, 1e-170, 2.0**600, 2.0**-600, 1e300, 1e-300])
+def test_hidden_rate_does_not_move_with_scale(factor: float) -> None:
+    originals, avatars = quarter_hidden_pair()
+    assert phr.hidden_rate(originals * factor, avatars * factor, coords="d1") == 25.0

@@ -14,12 +14,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
+from polars_hidden_rate.frames.files import scan
 from tests.helpers import (
     PAIR_SPACE,
     SHARED_DATASETS,
     brute_rate,
+    examples,
     launch,
     noisy_frames,
     one_error_line,
@@ -335,3 +339,59 @@ def test_an_input_that_is_no_regular_file_says_what_it_is(
     done = launch(command, str(pair["originals"]), str(path), *PAIR_SPACE)
     line = one_error_line(done)
     assert line == f"hidden-rate: error: AVATARS {str(path)!r} is {what}, not a regular file"
+
+
+# --- 10. Csv files read as people write them -------------------------------------------------
+
+_FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(_FLOATS, min_size=1, max_size=30),
+    separator=st.sampled_from([";", "\t"]),
+    padding=st.lists(st.sampled_from(["", " ", "  "]), min_size=2, max_size=2),
+    plainly=st.booleans(),
+)
+def test_csv_numbers_read_exactly_in_any_notation(
+    tmp_path: Path, values: list[float], separator: str, padding: list[str], plainly: bool
+) -> None:
+    # The reference is the floats themselves: "-0,801931", " 1.5" and "1e300" read back bit
+    # for bit, whatever the notation.
+    written = pl.DataFrame({"x": values, "tag": ["t"] * len(values)})
+    path = tmp_path / "x.csv"
+    header, *records = written.write_csv(separator=separator, decimal_comma=not plainly).split("\n")
+    before, after = padding
+    padded = [
+        separator.join(f"{before}{cell}{after}" for cell in record.split(separator))
+        for record in records
+        if record
+    ]
+    path.write_text("\n".join([header, *padded]) + "\n")
+    read = scan(path, "ORIGINALS").collect()
+    assert read.schema == pl.Schema({"x": pl.Float64, "tag": pl.String})
+    assert read["tag"].to_list() == ["t"] * len(values)
+    got = read["x"].to_numpy()
+    assert got.tobytes() == np.asarray(values, dtype=np.float64).tobytes()
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.integers(0, 5),
+    tail=st.text(alphabet=" \t\r\n", max_size=12),
+    separator=st.sampled_from([",", ";"]),
+)
+def test_csv_blank_lines_at_the_end_are_no_records(
+    tmp_path: Path, rows: int, tail: str, separator: str
+) -> None:
+    path = tmp_path / "x.csv"
+    records = [f"{k}{separator}{k * 0.5}" for k in range(rows)]
+    lines = [f"a{separator}b", *records]
+    path.write_text("\n".join(lines) + ("\n" if not records else "") + tail)
+    if rows == 0:
+        with pytest.raises(pl.exceptions.NoDataError, match="holds no records"):
+            scan(path, "ORIGINALS")
+        return
+    read = scan(path, "ORIGINALS").collect()
+    assert read["a"].to_list() == list(range(rows))
+    assert read["b"].to_list() == [k * 0.5 for k in range(rows)]
