@@ -164,7 +164,7 @@ class _FakeGpuIndexFlatConfig:
 
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """FAISS's GPU classes, stood in for by its CPU flat index (as in test_gpu.py)."""
+    """FAISS's GPU classes, stood in for by its CPU flat index (as in tests/engine/test_gpu.py)."""
     monkeypatch.setattr(faiss, "StandardGpuResources", object, raising=False)
     monkeypatch.setattr(faiss, "GpuIndexFlatConfig", _FakeGpuIndexFlatConfig, raising=False)
     monkeypatch.setattr(
