@@ -91,9 +91,9 @@ bench: $(BENCH_STAMP)
 
 # The peers as oracles: anonymeter and SDMetrics in a venv of their own (their pins of numpy
 # and pandas conflict with the package's, so never in .venv, nor in `make test`'s install).
-# tests/test_linkability.py and tests/test_baseline.py run them through it by subprocess
-# (tests/peer_oracle.py) and skip, saying why, while it is absent (fail with PEERS_REQUIRED=1,
-# as .ci/run runs them after `make peers`); PEERS_PYTHON names another.
+# tests/measures/test_linkability.py and tests/measures/test_baseline.py run them through it by
+# subprocess (tests/peer_oracle.py) and skip, saying why, while it is absent (fail with
+# PEERS_REQUIRED=1, as .ci/run runs them after `make peers`); PEERS_PYTHON names another.
 PEERS_VENV ?= .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from tests.helpers import HYPOTHESIS_PROFILE, SHARED_DATASETS, real_data_summary
+from tests.helpers import (
+    HYPOTHESIS_PROFILE,
+    SHARED_DATASETS,
+    brute_rate,
+    noisy_frames,
+    real_data_summary,
+    write_by_suffix,
+)
 
 WBCD = SHARED_DATASETS / "wbcd"
 
@@ -40,3 +47,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("real data absent", sep="-", yellow=True, bold=True)
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> dict[str, Any]:
+    originals, avatars = noisy_frames()
+    return {
+        "originals": write_by_suffix(originals, tmp_path / "o.parquet"),
+        "avatars": write_by_suffix(avatars, tmp_path / "a.parquet"),
+        "rate": brute_rate(originals, avatars),
+    }
+
+
+@pytest.fixture(scope="module")
+def slow_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Inputs whose count takes long enough (seconds) to be interrupted."""
+    folder = tmp_path_factory.mktemp("slow")
+    originals, avatars = noisy_frames(n=200_000, noise=0.3)
+    return write_by_suffix(originals, folder / "o.parquet"), write_by_suffix(
+        avatars, folder / "a.parquet"
+    )

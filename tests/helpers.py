@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import importlib
+import json
 import math
 import os
 import subprocess
@@ -24,6 +25,8 @@ import numpy.typing as npt
 import polars as pl
 import pytest
 from hypothesis import strategies as st
+
+import polars_hidden_rate as phr
 
 HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 """``ci`` runs every property's full example count; ``dev`` (the default) a tenth of it."""
@@ -400,7 +403,6 @@ def run_peer(cases: list[dict[str, Any]], needs: str) -> list[dict[str, Any]]:
     """Run `tests/peer_oracle.py` on ``cases`` in the peers' venv (one process) and return
     their figures; skip when that venv, or its module ``needs``, is absent (fail under
     `PEERS_REQUIRED`)."""
-    import json
     import subprocess
 
     absent = pytest.fail if PEERS_REQUIRED else pytest.skip
@@ -738,3 +740,172 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPT), *args], capture_output=True, text=True, check=False, timeout=300
     )
+
+
+# The two-column release of `noisy_frames` and the `pair` fixture, and its command-line space.
+PAIR_COORDS = ["Dim1", "Dim2"]
+PAIR_SPACE = ["--coords", ",".join(PAIR_COORDS), "--on", "id"]
+# Reset the signals a parent may have set to be ignored, then run the script itself.
+LAUNCH = (
+    "import os, signal, sys\n"
+    "for name in ('SIGINT', 'SIGTERM', 'SIGHUP'):\n"
+    "    if hasattr(signal, name):\n"
+    "        signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "for name in sys.argv[1].split(',') if sys.argv[1] else []:\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def launch_command(*args: str, ignore: str = "") -> list[str]:
+    """The installed script with ``args``, its signals at their defaults but those named in
+    ``ignore`` (comma-separated), which it starts ignoring as a parent could have set."""
+    if not SCRIPT.exists():
+        pytest.skip("the `hidden-rate` script is not installed beside this interpreter")
+    return [sys.executable, "-c", LAUNCH, ignore, str(SCRIPT), *args]
+
+
+def launch(*args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
+    """Run `launch_command` to its end under ``umask``."""
+    return subprocess.run(
+        launch_command(*args), capture_output=True, text=True, check=False, umask=umask, timeout=120
+    )
+
+
+def write_by_suffix(frame: pl.DataFrame, path: Path) -> Path:
+    """``frame`` written at ``path`` in the format its suffix names (csv, ipc, else parquet)."""
+    kind = path.suffix
+    if kind == ".csv":
+        frame.write_csv(path)
+    elif kind == ".ipc":
+        frame.write_ipc(path)
+    else:
+        frame.write_parquet(path)
+    return path
+
+
+def read_one_file(path: Path) -> pl.DataFrame:
+    """The one file ``path``, whatever glob characters its name holds."""
+    if path.suffix == ".csv":
+        return pl.scan_csv(path, glob=False).collect()
+    if path.suffix == ".ipc":
+        return pl.scan_ipc(path, glob=False).collect()
+    return pl.scan_parquet(path, glob=False).collect()
+
+
+def noisy_frames(
+    n: int = 200, seed: int = 0, noise: float = 0.3
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals on `PAIR_COORDS` keyed by ``id``, and avatars that add Gaussian ``noise``."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2))
+    y = x + rng.normal(scale=noise, size=x.shape)
+    key = pl.int_range(n, dtype=pl.Int64).alias("id")
+    return (
+        pl.DataFrame(x, schema=PAIR_COORDS).select(key, pl.all()),
+        pl.DataFrame(y, schema=PAIR_COORDS).select(key, pl.all()),
+    )
+
+
+def brute_rate(originals: pl.DataFrame, avatars: pl.DataFrame) -> float:
+    """The hidden rate of a release on `PAIR_COORDS`, by the brute force."""
+    counts = brute_force_counts(
+        originals.select(PAIR_COORDS).to_numpy(), avatars[PAIR_COORDS].to_numpy(), 1e-9
+    )
+    return hidden_share(counts)
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line a refused run writes to stderr (exit 2, nothing on stdout)."""
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("hidden-rate: error: ")
+    assert done.stderr.endswith("\n")
+    assert done.stderr.count("\n") == 1, done.stderr
+    return done.stderr.rstrip("\n")
+
+
+NEVER_ENDING_CHECK = """
+import pathlib, sys, threading
+import polars as pl
+import polars_hidden_rate.cli as cli
+import polars_hidden_rate.runs as runs
+from polars_hidden_rate.plan import CountPlan
+
+def never_ending_summary(*args, **options):  # a count that never ends, as a huge one would seem
+    pathlib.Path("counting").touch()
+    threading.Event().wait()
+
+CountPlan.per_record_judged = never_ending_summary
+runs.summarize_judged = never_ending_summary
+runs.report_of_plan = never_ending_summary
+sys.argv = ["hidden-rate", *sys.argv[1:]]
+cli.entry()
+"""
+
+
+# The columns of `noisy_pair` (at its default d = 2).
+GRID_COORDS = ["d1", "d2"]
+
+
+def noisy_pair(n: int, seed: int, d: int = 2) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an id and a payload, and avatars = originals + noise (integer grid)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 5, (n, d)).astype(float)
+    y = x + rng.integers(-2, 3, (n, d))
+    names = [f"d{k + 1}" for k in range(d)]
+    originals = pl.DataFrame(x, schema=names).with_columns(
+        id=pl.Series(rng.permutation(n) * 3, dtype=pl.Int64), site=pl.int_range(n) % 5
+    )
+    avatars = pl.DataFrame(y, schema=names).with_columns(originals["id"])
+    return originals, avatars
+
+
+def counts_by_id(
+    originals: pl.DataFrame, avatars: pl.DataFrame, coords: list[str] = GRID_COORDS
+) -> dict[int, int]:
+    """The float64 brute force, keyed by id (avatars matched to originals by id)."""
+    matched = originals.select("id", *coords).join(
+        avatars.select("id", *coords), on="id", suffix="_a", maintain_order="left"
+    )
+    counts = brute_force_counts(
+        matched.select(coords).to_numpy(),
+        matched.select(f"{c}_a" for c in coords).to_numpy(),
+        1e-9,
+    )
+    return dict(zip(matched["id"].to_list(), counts.tolist(), strict=True))
+
+
+def assert_counts_by_id(result: pl.DataFrame, expected: dict[int, int]) -> None:
+    got = dict(zip(result["id"].to_list(), result["local_cloaking"].to_list(), strict=True))
+    assert got == expected
+    assert result["hidden"].to_list() == [count > 0 for count in result["local_cloaking"]]
+
+
+def quarter_hidden_pair() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One column, one record of four hidden (25 %) at scale 1."""
+    originals = pl.DataFrame({"d1": [0.0, 1.0, 3.0, 4.0]})
+    avatars = pl.DataFrame({"d1": [0.5, 1.5, 3.0, 4.0]})
+    return originals, avatars
+
+
+# --- 10. Values measured as the user meant them ------------------------------------------------
+
+
+def projected_counts(
+    originals: pl.DataFrame, avatars: pl.DataFrame, **options: object
+) -> np.ndarray:
+    """The float64 brute force on the coordinates of the projection fitted on the originals."""
+    projection = phr.Projection.fit(originals, **options)  # type: ignore[arg-type]
+    dims = projection.coordinate_columns()
+    return brute_force_counts(
+        projection.transform(originals).select(dims).to_numpy(),
+        projection.transform(avatars).select(dims).to_numpy(),
+        1e-9,
+    )
+
+
+def null_at(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
+    """``frame`` with a null in ``column`` at ``row``."""
+    value = pl.when(pl.int_range(pl.len()) == row).then(None).otherwise(pl.col(column))
+    return frame.with_columns(value.alias(column))

@@ -1,7 +1,8 @@
 """The peers as oracles: run anonymeter's and SDMetrics' own code on a case given as JSON on
 stdin, print their figures as JSON. Run by the peers' venv (``make peers``: .venv-peers,
 whose pins conflict with the package's), never imported by the suite's own venv: the
-tests call it through a subprocess (`tests/test_linkability.py`, `tests/test_baseline.py`).
+tests call it through a subprocess (`tests/measures/test_linkability.py`,
+`tests/measures/test_baseline.py`).
 
 The input: a list of cases, ``{"peer": "linkability" | "inference" | "baseline" |
 "sdmetrics_dcr", "originals": {column: values}, "synthetic": {...}, "holdout": {...},

@@ -4,9 +4,15 @@ the part writer."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -15,6 +21,16 @@ from polars.exceptions import ComputeError
 
 from polars_hidden_rate import outputs
 from polars_hidden_rate.outputs import identity, publish
+from tests.helpers import (
+    NEVER_ENDING_CHECK,
+    PAIR_COORDS,
+    PAIR_SPACE,
+    brute_force_counts,
+    launch,
+    one_error_line,
+    read_one_file,
+)
+from tests.paused_run import PausedRun
 
 
 @pytest.fixture(params=["renameat2", "fallback"])
@@ -350,3 +366,258 @@ def test_the_anonymous_probe_gives_the_umask_and_leaves_no_name(tmp_path: Path) 
         os.umask(old)
     assert found == outputs.Access(0o640, None)
     assert os.listdir(tmp_path) == []
+
+
+# 1. --output never overwrites an input.
+
+
+def _same_as_input(pair: dict[str, Any], tmp_path: Path, how: str) -> Path:
+    if how == "originals":
+        return Path(pair["originals"])
+    if how == "avatars":
+        return Path(pair["avatars"])
+    if how == "dotted":  # the same path, spelled differently
+        (tmp_path / "sub").mkdir()
+        return tmp_path / "sub" / ".." / "a.parquet"
+    if how == "symlink":  # a link to the avatars (os.replace would only replace the link)
+        os.symlink(pair["avatars"], tmp_path / "link.parquet")
+        return tmp_path / "link.parquet"
+    os.link(pair["avatars"], tmp_path / "hard.parquet")  # one inode, two names
+    return tmp_path / "hard.parquet"
+
+
+@pytest.mark.parametrize("how", ["originals", "avatars", "dotted", "symlink", "hardlink"])
+def test_output_that_is_an_input_is_refused(pair: dict[str, Any], tmp_path: Path, how: str) -> None:
+    output = _same_as_input(pair, tmp_path, how)
+    before = {path: path.read_bytes() for path in (pair["originals"], pair["avatars"])}
+    listing = sorted(os.listdir(tmp_path))
+    done = launch(
+        "check", str(pair["originals"]), str(pair["avatars"]), *PAIR_SPACE, "--output", str(output)
+    )
+    line = one_error_line(done)
+    assert "--output" in line
+    assert ("ORIGINALS" if how == "originals" else "AVATARS") in line
+    assert {path: path.read_bytes() for path in before} == before
+    assert sorted(os.listdir(tmp_path)) == listing
+    if how == "symlink":
+        assert output.is_symlink()
+
+
+def test_output_beside_the_inputs_is_fine(pair: dict[str, Any], tmp_path: Path) -> None:
+    output = tmp_path / "o.csv"  # the same stem as ORIGINALS, another file
+    done = launch(
+        "check", str(pair["originals"]), str(pair["avatars"]), *PAIR_SPACE, "--output", str(output)
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(output).height == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("out[1]", "parquet"), ("out[1]", "csv"), ("out[1]", "ipc"), ("out*?", "parquet")],
+)
+def test_output_path_is_literal(pair: dict[str, Any], tmp_path: Path, kind: str, name: str) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / f"{name}.{kind}"
+    args = (
+        "check",
+        str(pair["originals"]),
+        str(pair["avatars"]),
+        *PAIR_SPACE,
+        "--output",
+        str(output),
+    )
+    done = launch(*args, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(folder) == [output.name]
+    assert json.loads(done.stdout)["hidden_rate"] == pytest.approx(pair["rate"])
+    written = read_one_file(output)
+    originals = pl.read_parquet(pair["originals"])
+    counts = brute_force_counts(
+        originals.select(PAIR_COORDS).to_numpy(),
+        pl.read_parquet(pair["avatars"]).sort("id").select(PAIR_COORDS).to_numpy(),
+        1e-9,
+    )
+    assert written.columns == [*originals.columns, "local_cloaking", "hidden"]
+    assert written["local_cloaking"].to_list() == counts.tolist()
+
+
+# 3. --output keeps permissions: never wider than the file it replaces, or than the umask allows.
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("umask", "expected"), [(0o077, 0o600), (0o022, 0o644), (0o027, 0o640)], ids=oct
+)
+def test_new_output_gets_the_umask(
+    pair: dict[str, Any], tmp_path: Path, umask: int, expected: int
+) -> None:
+    output = tmp_path / "out.parquet"
+    done = launch(
+        "check",
+        str(pair["originals"]),
+        str(pair["avatars"]),
+        *PAIR_SPACE,
+        "--output",
+        str(output),
+        umask=umask,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _mode(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("mode", "umask"), [(0o600, 0o022), (0o640, 0o077), (0o604, 0o000)], ids=oct
+)
+def test_replaced_output_keeps_its_mode(
+    pair: dict[str, Any], tmp_path: Path, umask: int, mode: int
+) -> None:
+    output = tmp_path / "out.csv"
+    output.write_text("previous\n")
+    output.chmod(mode)
+    done = launch(
+        "check",
+        str(pair["originals"]),
+        str(pair["avatars"]),
+        *PAIR_SPACE,
+        "--output",
+        str(output),
+        umask=umask,
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(output).height == 200
+    assert _mode(output) == mode
+
+
+# 7. An output is a regular file: a FIFO, a socket or a directory there is refused, saying what it
+# is, before any counting (the run below would never end if it counted).
+
+
+def _output_fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _output_socket(path: Path) -> None:
+    server = socket.socket(socket.AF_UNIX)
+    here = Path.cwd()
+    os.chdir(path.parent)  # a socket's path is limited to about 100 bytes: bind a short one
+    try:
+        server.bind(path.name)
+    finally:
+        os.chdir(here)
+    server.close()  # the socket file stays
+
+
+def _output_directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _link_to_fifo(path: Path) -> None:
+    os.mkfifo(path.with_name("pipe"))
+    path.symlink_to("pipe")
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (_output_fifo, "a FIFO (named pipe)"),
+        (_output_socket, "a socket"),
+        (_output_directory, "a directory"),
+        (_link_to_fifo, "a FIFO (named pipe)"),
+    ],
+    ids=["fifo", "socket", "directory", "link-to-fifo"],
+)
+@pytest.mark.parametrize("option", ["--output", "--html"])
+def test_a_non_regular_output_is_refused_before_counting(
+    slow_pair: tuple[Path, Path],
+    tmp_path: Path,
+    make: Callable[[Path], None],
+    what: str,
+    option: str,
+) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / ("out.csv" if option == "--output" else "out.html")
+    make(output)
+    listing = {name: os.lstat(folder / name).st_mode for name in os.listdir(folder)}
+    command = "check" if option == "--output" else "report"
+    arguments = [command, *map(str, slow_pair), *PAIR_SPACE, option, str(output)]
+    done = subprocess.run(
+        [sys.executable, "-c", NEVER_ENDING_CHECK, *arguments],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    line = one_error_line(done)
+    assert line == (
+        f"hidden-rate: error: {option} {str(output)!r} exists and is {what}, not a regular file"
+    )
+    assert not (tmp_path / "counting").exists()
+    assert {name: os.lstat(folder / name).st_mode for name in os.listdir(folder)} == listing
+
+
+# 7. Concurrent runs: a file created or replaced while a run counts is left as it is.
+
+
+def test_a_file_created_meanwhile_is_left_intact(pair: dict[str, Any], tmp_path: Path) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / "out.csv"
+    args = ("check", pair["originals"], pair["avatars"], *PAIR_SPACE, "--output", output)
+    run = PausedRun(tmp_path / "signals", *args)
+    output.write_text("someone else's\n")
+    done = run.finish()
+    line = one_error_line(done)
+    assert f"--output {str(output)!r} was created while this run was counting" in line
+    assert output.read_text() == "someone else's\n"
+    assert os.listdir(folder) == ["out.csv"]
+
+
+def test_a_file_replaced_by_another_run_meanwhile_is_left_intact(
+    pair: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = tmp_path / "written"
+    folder.mkdir()
+    output = folder / "out.csv"
+    output.write_text("previous\n")
+    args = ("check", pair["originals"], pair["avatars"], *PAIR_SPACE, "--output", output)
+    first = PausedRun(tmp_path / "signals", *map(str, args))
+    second = launch(*map(str, args), "--coords", "Dim1")  # another run, other counts
+    assert second.returncode == 0, second.stderr
+    written = output.read_bytes()
+    assert written != b"previous\n"
+
+    line = one_error_line(first.finish())
+    assert f"--output {str(output)!r} was replaced or changed while this run was counting" in line
+    assert output.read_bytes() == written
+    assert os.listdir(folder) == ["out.csv"]
+
+
+def test_a_file_found_at_the_start_is_replaced(pair: dict[str, Any], tmp_path: Path) -> None:
+    # The pause itself changes nothing: the file the run found is the one it replaces.
+    output = tmp_path / "out.csv"
+    output.write_text("previous\n")
+    args = ("check", pair["originals"], pair["avatars"], *PAIR_SPACE, "--output", output)
+    done = PausedRun(tmp_path / "signals", *map(str, args)).finish()
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(output).height == 200
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chgrp needs root")
+def test_replaced_output_keeps_its_group(pair: dict[str, Any], tmp_path: Path) -> None:
+    output = tmp_path / "out.csv"
+    output.write_text("previous\n")
+    output.chmod(0o640)
+    group = os.stat(output).st_gid + 4321  # not the group a new file gets
+    os.chown(output, -1, group)
+    done = launch(
+        "check", str(pair["originals"]), str(pair["avatars"]), *PAIR_SPACE, "--output", str(output)
+    )
+    assert done.returncode == 0, done.stderr
+    assert (os.stat(output).st_gid, _mode(output)) == (group, 0o640)

@@ -26,7 +26,7 @@ from polars_hidden_rate.measures.membership import MembershipRisk
 from polars_hidden_rate.measures.overfitting import DcrOverfitting, SmallHoldoutWarning
 from tests.helpers import examples
 
-WBCD_SPLIT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "wbcd" / "privacy"
+WBCD_SPLIT = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "wbcd" / "privacy"
 
 
 P = ParamSpec("P")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -9,7 +11,11 @@ import pytest
 import polars_hidden_rate as phr
 from polars_hidden_rate.projection import CategoricalFeature, NumericFeature
 from polars_hidden_rate.projection.types import Impute
-from tests.helpers import brute_force_counts, hidden_share
+from tests.helpers import (
+    brute_force_counts,
+    hidden_share,
+    launch,
+)
 
 
 def coded_pair(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -178,3 +184,23 @@ def test_numeric_fill_is_a_number() -> None:
     (age,) = projection.scaling.features
     assert isinstance(age, NumericFeature)
     assert isinstance(age.fill, float)
+
+
+def test_a_nan_code_is_missing_with_or_without_categorical(tmp_path: Path) -> None:
+    # Issue 20 item 2: NaN in a numeric column declared categorical was a modality 'NaN'.
+    rng = np.random.default_rng(21)
+    n = 120
+    k = rng.integers(0, 3, n).astype(float)
+    k[7] = np.nan
+    originals = pl.DataFrame({"x": rng.normal(size=n), "k": k})
+    avatars = originals.with_columns(pl.col("x") + rng.normal(scale=0.2, size=n))
+    o, a = tmp_path / "o.csv", tmp_path / "a.csv"
+    originals.write_csv(o)
+    avatars.write_csv(a)
+    for extra in ([], ["--categorical", "k"]):
+        done = launch("check", str(o), str(a), "--ncp", "2", *extra)
+        assert done.returncode == 2, (extra, done.stdout)
+        assert "'k'" in done.stderr
+        assert "NaN" in done.stderr
+    filled = launch("check", str(o), str(a), "--ncp", "2", "--categorical", "k", "--impute", "mode")
+    assert filled.returncode == 0, filled.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +33,15 @@ from polars_hidden_rate.projection.scaling import (
     Scaling,
 )
 from polars_hidden_rate.provenance import describe_settings, with_fit
-from tests.helpers import STAGES, brute_force_counts, cohort, examples, hidden_share
+from tests.helpers import (
+    STAGES,
+    brute_force_counts,
+    cohort,
+    examples,
+    hidden_share,
+    null_at,
+    projected_counts,
+)
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
@@ -903,3 +912,125 @@ def test_categorical_auto_follows_the_papers_rule_whatever_the_number_type() -> 
     auto = phr.hidden_rate(originals, avatars, categorical="auto", ncp=3)
     named = phr.hidden_rate(originals, avatars, categorical=["flag", "grade", "stage"], ncp=3)
     assert auto == named
+
+
+@pytest.mark.parametrize("factor", [2.0**500, 2.0**-500, 1e154, 1e160, 1e-160])
+def test_projection_does_not_move_with_scale(factor: float) -> None:
+    rng = np.random.default_rng(11)
+    n = 300
+    originals = pl.DataFrame({k: rng.normal(size=n) for k in ("x", "y", "z")})
+    avatars = originals.with_columns(pl.all() + pl.Series(rng.normal(size=n) * 0.5))
+    baseline = phr.local_cloaking(originals, avatars, ncp=3)["local_cloaking"]
+    scaled = phr.local_cloaking(
+        originals.with_columns(pl.col("x") * factor),
+        avatars.with_columns(pl.col("x") * factor),
+        ncp=3,
+    )["local_cloaking"]
+    assert scaled.to_list() == baseline.to_list()
+
+
+@pytest.mark.parametrize("exponent", [-900, -300, 300, 900])
+def test_projection_fit_scales_exactly_by_powers_of_two(exponent: int) -> None:
+    rng = np.random.default_rng(12)
+    originals = pl.DataFrame({"x": rng.normal(size=200), "y": rng.normal(size=200) * 3})
+    base = phr.Projection.fit(originals, ncp=2)
+    scaled = phr.Projection.fit(originals.with_columns(pl.col("x") * 2.0**exponent), ncp=2)
+    np.testing.assert_array_equal(scaled.eigenvalues, base.eigenvalues)
+    np.testing.assert_array_equal(scaled.components, base.components)
+    x = scaled.scaling.features[0]
+    assert isinstance(x, phr.projection.NumericFeature)
+    assert x.scale == np.ldexp(base.scaling.features[0].scale, exponent)  # type: ignore[union-attr]
+
+
+def _with_nan(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
+    value = pl.when(pl.int_range(pl.len()) == row).then(float("nan")).otherwise(pl.col(column))
+    return frame.with_columns(value.alias(column))
+
+
+def _coded(n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals and avatars with a numeric feature and a float-coded category ``k``."""
+    rng = np.random.default_rng(seed)
+    originals = pl.DataFrame({"x": rng.normal(size=n), "k": rng.integers(0, 3, n).astype(float)})
+    avatars = originals.with_columns(
+        pl.col("x") + rng.normal(size=n) * 0.5, k=pl.Series(rng.integers(0, 3, n).astype(float))
+    )
+    return originals, avatars
+
+
+@pytest.mark.parametrize("side", ["originals", "avatars"])
+def test_nan_in_a_categorical_number_is_missing(side: str) -> None:
+    frames = dict(zip(("originals", "avatars"), _coded(40, seed=3), strict=True))
+    holed = {**frames, side: _with_nan(frames[side], "k", 5)}
+    with pytest.raises(pl.exceptions.ComputeError, match=rf"features of {side} .*'k' \(1 NaN\)"):
+        phr.hidden_rate(holed["originals"], holed["avatars"], categorical="k")
+    # Filled as a null is: the same fit and counts as with a null there.
+    nulled = {**frames, side: null_at(frames[side], "k", 5)}
+    options: dict[str, Any] = {"categorical": "k", "impute": "mode"}
+    with_nan = phr.local_cloaking(holed["originals"], holed["avatars"], **options)
+    with_null = phr.local_cloaking(nulled["originals"], nulled["avatars"], **options)
+    assert with_nan["local_cloaking"].to_list() == with_null["local_cloaking"].to_list()
+    fitted = phr.Projection.fit(holed["originals"], categorical="k", impute="mode")
+    assert fitted.scaling.features[1].modalities == ("0", "1", "2")  # type: ignore[union-attr]
+    filled = {
+        role: frame.with_columns(pl.col("k").fill_nan(None).fill_null(fitted_mode(frames)))
+        for role, frame in nulled.items()
+    }
+    expected = projected_counts(filled["originals"], filled["avatars"], categorical="k")
+    assert with_nan["local_cloaking"].to_list() == expected.tolist()
+
+
+def fitted_mode(frames: dict[str, pl.DataFrame]) -> float:
+    """The originals' most frequent code, the smallest on a tie (as the mode fill takes it)."""
+    return float(frames["originals"]["k"].mode().sort()[0])
+
+
+def test_numeric_categories_are_keyed_exactly() -> None:
+    big = 2**53
+    codes = pl.Series("k", [big, big + 1, 7, big, big + 1, 7, big, 7], dtype=pl.Int64)
+    originals = pl.DataFrame({"x": [0.0, 1.0, 2.0, 3.0, 0.5, 1.5, 2.5, 3.5], "k": codes})
+    avatars = originals.with_columns(
+        pl.col("x") + 0.25, k=pl.Series([big + 1, big, 7, big, big, 7, big + 1, 7])
+    )
+    fitted = phr.Projection.fit(originals, categorical="k")
+    assert fitted.scaling.features[1].modalities == ("7", str(big), str(big + 1))  # type: ignore[union-attr]
+    # The same codes as text are keyed exactly: the counts must agree, and with the brute force.
+    as_text = [frame.with_columns(pl.col("k").cast(pl.String)) for frame in (originals, avatars)]
+    coded = phr.local_cloaking(originals, avatars, categorical="k")["local_cloaking"]
+    assert coded.to_list() == phr.local_cloaking(*as_text)["local_cloaking"].to_list()
+    assert coded.to_list() == projected_counts(*as_text).tolist()
+
+
+def test_zero_and_negative_zero_are_one_category_and_integers_match_floats() -> None:
+    originals = pl.DataFrame({"x": [0.0, 1.0, 2.0, 3.0, 4.0], "k": [0.0, -0.0, 1.0, 0.0, 1.0]})
+    fitted = phr.Projection.fit(originals, categorical="k")
+    assert fitted.scaling.features[1].modalities == ("0", "1")  # type: ignore[union-attr]
+    avatars = pl.DataFrame({"x": [0.5, 1.0, 2.5, 3.0, 4.5], "k": [1, 0, 1, 0, 0]})
+    # 1 (Int64) and 1.0 (Float64) are one modality: the avatars count as if they were floats.
+    as_ints = phr.local_cloaking(originals, avatars, categorical="k")["local_cloaking"]
+    floats = avatars.with_columns(pl.col("k").cast(pl.Float64))
+    as_floats = phr.local_cloaking(originals, floats, categorical="k")["local_cloaking"]
+    assert as_ints.to_list() == as_floats.to_list()
+    assert as_ints.to_list() == projected_counts(originals, floats, categorical="k").tolist()
+    # A decimal is the float64 it gives back: Decimal 0.5 is the float 0.5, 1e-6 is 0.000001.
+    halves = originals.with_columns(k=pl.Series([0.5, 1e-6, 0.5, 2.0, 1e-6]))
+    codes = [decimal.Decimal(v) for v in ("1.00", "0.50", "0.000001", "2.00", "0.50")]
+    as_decimals = avatars.with_columns(k=pl.Series(codes, dtype=pl.Decimal(38, 6)))
+    decimals = phr.local_cloaking(halves, as_decimals, categorical="k")["local_cloaking"]
+    floats = as_decimals.with_columns(pl.col("k").cast(pl.Float64))
+    expected = projected_counts(halves, floats, categorical="k")
+    assert decimals.to_list() == expected.tolist()
+    assert (
+        phr.Projection.fit(halves, categorical="k")
+        .transform(as_decimals)["Dim1"]
+        .equals(phr.Projection.fit(halves, categorical="k").transform(floats)["Dim1"])
+    )
+
+
+def test_an_avatar_too_far_to_project_is_named_with_its_row() -> None:
+    originals = pl.DataFrame({"x": [0.0, 1e-10, 2e-10, 3e-10], "y": [1.0, 0.0, 3.0, 2.0]})
+    avatars = originals.with_columns(x=pl.Series([0.0, 1e-10, 1e300, 3e-10]))
+    match = r"feature 'x' of avatars holds 1e\+300 at row 2"
+    with pytest.raises(pl.exceptions.ComputeError, match=match):
+        phr.hidden_rate(originals, avatars)
+    with pytest.raises(pl.exceptions.ComputeError, match=match):
+        phr.local_cloaking(originals.lazy(), avatars.lazy()).collect()

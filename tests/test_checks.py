@@ -17,6 +17,8 @@ import pytest
 import polars_hidden_rate as phr
 from polars_hidden_rate.checks import OptionTypeError
 from polars_hidden_rate.demo.cohort import cohort
+from polars_hidden_rate.namespace import AvatarNamespace
+from tests.helpers import quarter_hidden_pair
 
 
 def _sets(n: int = 80) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -233,3 +235,52 @@ def test_numpy_bools_are_flags(tmp_path: Path) -> None:
     assert unasked.dcr_baseline is None
     rate = phr.hidden_rate(originals, avatars, progress=np.False_)  # type: ignore[arg-type]
     assert rate == phr.hidden_rate(originals, avatars)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"tie_tol": np.float32(0.0)}, {"tie_tol": np.int64(0)}, {"threads": np.int64(1)},
+     {"threads": np.int32(2)}],
+)  # fmt: skip
+def test_numpy_scalars_are_options_like_any_number(option: dict[str, object]) -> None:
+    originals, avatars = quarter_hidden_pair()
+    assert phr.hidden_rate(originals, avatars, coords="d1", **option) == 25.0  # type: ignore[arg-type]
+    frame = phr.local_cloaking(originals, avatars, coords="d1", **option)  # type: ignore[arg-type]
+    assert frame["local_cloaking"].to_list() == [0, 1, 0, 0]
+
+
+@pytest.mark.parametrize("min_rate", [np.float32(20.0), np.int64(20), np.float64(20.0)])
+def test_numpy_scalars_are_minimum_rates(min_rate: object) -> None:
+    originals, avatars = quarter_hidden_pair()
+    # Two of the four avatars copy their original: own copies are not gated here.
+    rate = phr.assert_hidden_rate(originals, avatars, min_rate, coords="d1", max_own_copies=100)  # type: ignore[arg-type]
+    assert rate == 25.0
+    with pytest.raises(phr.HiddenRateTooLowError):
+        phr.assert_hidden_rate(originals, avatars, min_rate * 3, coords="d1", max_own_copies=100)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"tie_tol": np.float64(np.nan)}, {"tie_tol": -1e-9}, {"tie_tol": np.inf},
+     {"threads": 0}, {"threads": np.int64(-1)}, {"threads": np.float64(2.0)},
+     {"threads": True}, {"tie_tol": True}],
+)  # fmt: skip
+def test_bad_numbers_are_refused_by_name(option: dict[str, object]) -> None:
+    originals, avatars = quarter_hidden_pair()
+    (name,) = option
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        phr.hidden_rate(originals, avatars, coords="d1", **option)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("entry", ["local_cloaking", "hidden_rate", "namespace", "gate"])
+def test_a_misspelt_option_is_named(entry: str) -> None:
+    originals, avatars = quarter_hidden_pair()
+    calls: dict[str, Callable[..., object]] = {
+        # mypy sees the typo too: each call needs its ignore.
+        "local_cloaking": lambda: phr.local_cloaking(originals, avatars, coord="d1"),  # type: ignore[call-arg]
+        "hidden_rate": lambda: phr.hidden_rate(originals, avatars, coord="d1"),  # type: ignore[call-arg]
+        "namespace": lambda: AvatarNamespace(originals.lazy()).local_cloaking(avatars, coord="d1"),  # type: ignore[call-arg]
+        "gate": lambda: phr.assert_hidden_rate(originals, avatars, 10, coord="d1"),  # type: ignore[call-arg]
+    }
+    with pytest.raises(TypeError, match="unexpected keyword argument 'coord'"):
+        calls[entry]()

@@ -25,7 +25,7 @@ from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
 from tests.helpers import brute_force_counts, examples, hidden_share, run_script
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 AIDS_CATEGORICAL = [
     "hemo",
     "homo",
@@ -129,7 +129,7 @@ def test_the_rank_statistic_under_a_random_link() -> None:
     # Shuffled links many times over: a p-value below 1e-2 comes about as often as it should
     # (4 expected of 400; the normal tail holds at n = 50), and none passes for linked at
     # ALPHA (0.4 expected). The counts are pinned for these seeds: the level, the ties and
-    # the variance of the statistic each move them (tests/test_link_checks.py pins the
+    # the variance of the statistic each move them (tests/link/test_link_test.py pins the
     # statistic itself against an exact reference).
     rng = np.random.default_rng(3)
     x = rng.normal(size=(50, 2))

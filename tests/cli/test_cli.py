@@ -17,7 +17,15 @@ import pytest
 import polars_hidden_rate.runs as runs
 from polars_hidden_rate import engine, gate
 from polars_hidden_rate.cli import main
-from tests.helpers import brute_force_counts, hidden_share
+from tests.helpers import (
+    PAIR_COORDS,
+    PAIR_SPACE,
+    brute_force_counts,
+    hidden_share,
+    launch,
+    one_error_line,
+    write_by_suffix,
+)
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
 WRITERS: dict[str, Callable[[pl.DataFrame, Path], object]] = {
@@ -424,3 +432,108 @@ def test_a_gap_without_impute_names_the_flag(
     assert code == 2
     assert "--impute median" in err
     assert "impute=" not in err
+
+
+# 7. Paths in messages are quoted: a newline in one cannot fake another file's name.
+
+
+def test_a_path_with_a_newline_is_quoted(pair: dict[str, Any], tmp_path: Path) -> None:
+    missing = tmp_path / "o.csv\nhidden-rate: error: AVATARS file not found: other.csv"
+    line = one_error_line(launch("check", str(missing), str(pair["avatars"]), *PAIR_SPACE))
+    assert line == f"hidden-rate: error: ORIGINALS file not found: {str(missing)!r}"
+    output = tmp_path / "no\nsuch" / "out.parquet"
+    args = (
+        "check",
+        str(pair["originals"]),
+        str(pair["avatars"]),
+        *PAIR_SPACE,
+        "--output",
+        str(output),
+    )
+    line = one_error_line(launch(*args))
+    assert line == f"hidden-rate: error: --output folder not found: {str(output.parent)!r}"
+
+
+# Issue 19: the gate's numbers; issue 20: the demo's options.
+
+
+def _hidden_exactly(hidden: int, n: int, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``hidden`` of ``n`` records hidden, by exact ties: pairs (and one triple) of originals
+    around one point where their avatars all lie; the others' avatars are their originals."""
+    pairs = hidden // 2 if hidden % 2 == 0 else (hidden - 3) // 2
+    points: list[tuple[float, float, float, float]] = []
+    for k in range(pairs):
+        points += [(10.0 * k, 0.0, 10.0 * k + 1, 0.0), (10.0 * k + 2, 0.0, 10.0 * k + 1, 0.0)]
+    if hidden % 2:
+        centre = -100.0
+        points += [(centre - 1, 0.0, centre, 0.0), (centre + 1, 0.0, centre, 0.0)]
+        points += [(centre, 1.0, centre, 0.0)]
+    points += [(7.0 * j + 0.5, 50.0, 7.0 * j + 0.5, 50.0) for j in range(n - hidden)]
+    x = np.array([p[:2] for p in points])
+    y = np.array([p[2:] for p in points])
+    assert hidden_share(brute_force_counts(x, y, 1e-9)) == 100.0 * hidden / n
+    key = pl.int_range(n, dtype=pl.Int64).alias("id")
+    originals = pl.DataFrame(x, schema=PAIR_COORDS).select(key, pl.all())
+    avatars = pl.DataFrame(y, schema=PAIR_COORDS).select(key, pl.all())
+    return originals, avatars.sample(fraction=1.0, shuffle=True, seed=seed)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "code", "verdict", "rate", "html"),
+    [
+        (17_999, 1, "FAIL: hidden rate 89.995 % < 90 %", "89.995", ["89.995", "> 90", "FAIL"]),
+        (18_000, 0, "PASS: hidden rate 90.00 % >= 90 %", "90.00", ["90", "> 90", "FAIL"]),
+    ],
+)
+def test_the_printed_verdict_never_contradicts_the_exit_code(
+    tmp_path: Path, hidden: int, code: int, verdict: str, rate: str, html: list[str]
+) -> None:
+    """At 89.995 % the gate printed "FAIL: 90.00 % < 90 %", and the report 90 beside > 90."""
+    originals, avatars = _hidden_exactly(hidden, 20_000)
+    o = write_by_suffix(originals, tmp_path / "originals.csv")
+    a = write_by_suffix(avatars, tmp_path / "avatars.csv")
+    # A tenth of the avatars are copies here: only the rate is gated.
+    done = launch(
+        "check", str(o), str(a), *PAIR_SPACE, "--min-rate", "90", "--max-own-copies", "100"
+    )
+    assert done.returncode == code, done.stderr
+    gate_line = next(row for row in done.stdout.splitlines() if row.startswith("gate "))
+    assert gate_line.startswith(f"gate                  {verdict}; own copies ")
+    assert f"hidden rate           {rate} %\n" in done.stdout
+    page = tmp_path / "report.html"
+    done = launch("report", str(o), str(a), *PAIR_SPACE, "--html", str(page))
+    assert done.returncode == 1, done.stderr  # a rate equal to its target fails a report
+    line = next(row for row in done.stdout.splitlines() if row.startswith("hidden rate (%)"))
+    assert line.split()[3:] == [html[0], "target", *html[1].split(), "FAIL"]
+    cells = [cell for cell in page.read_text("utf-8").split("<tr>") if "Hidden rate (%)" in cell]
+    assert [f"<td>{cell}</td>" in cells[0] for cell in (html[0], "&gt; 90")] == [True, True]
+
+
+@pytest.mark.parametrize("value", ["0.9", "1", "0.05"])
+def test_a_fraction_for_min_rate_is_refused(pair: dict[str, Any], value: str) -> None:
+    done = launch(
+        "check", str(pair["originals"]), str(pair["avatars"]), *PAIR_SPACE, "--min-rate", value
+    )
+    meant = f"{100 * float(value):g}"
+    assert one_error_line(done) == (
+        f"hidden-rate: error: --min-rate is a percentage: {float(value):g} means "
+        f"{float(value):g} %; did you mean {meant}?"
+    )
+
+
+def test_demo_options_are_named_and_a_small_cohort_works() -> None:
+    done = launch("demo", "--seed", "-1")
+    assert one_error_line(done) == (
+        "hidden-rate: error: argument --seed: must be an integer of at least 0, got '-1'"
+    )
+    done = launch("demo", "--rows", "5")
+    assert one_error_line(done) == (
+        "hidden-rate: error: --rows must be at least 6: k = 2 needs 3 records and --ncp 5 "
+        "needs 6; got 5"
+    )
+    done = launch("demo", "--rows", "10")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["2"], ["5"])]
+    assert [row[0] for row in rows] == ["2", "5"]
+    assert "k = 10, 20, 50 left out: k must be below --rows (10)." in done.stdout
+    assert done.stderr == ""

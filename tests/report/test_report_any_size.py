@@ -19,7 +19,7 @@ import polars_hidden_rate as phr
 from polars_hidden_rate.cli import main
 from polars_hidden_rate.report import PrivacyReport
 from tests.helpers import SHARED_DATASETS
-from tests.test_report_verdict import AIDS, parsed
+from tests.report.test_targets_applicable import AIDS, parsed
 
 FEATURES = ["a", "b", "c", "kind"]
 pytestmark = pytest.mark.filterwarnings("ignore:the holdout holds")
