@@ -191,6 +191,7 @@ def _flag_calls(tmp_path: Path) -> dict[tuple[str, str], Callable[[Any], object]
         (("progress",), phr.dcr_overfitting_protection, three, {}),
         (("progress",), phr.linkability_risk, three, {"aux_cols": (["x"], ["y"])}),
         (("progress",), phr.inference_risk, three, {"known": ["x"], "secret": "y"}),
+        (("progress",), phr.singling_out_risk, three, {}),
     ]
     return {
         (function.__name__, keyword): _taking(keyword, function, *args, **given)

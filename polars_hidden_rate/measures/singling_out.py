@@ -40,7 +40,7 @@ import polars as pl
 from polars.exceptions import ComputeError, NoDataError, SchemaError
 
 from polars_hidden_rate._types import Float64Array, IndexArray
-from polars_hidden_rate.checks import check_confidence, check_threads
+from polars_hidden_rate.checks import check_confidence, check_flag, check_threads
 from polars_hidden_rate.engine.boxes import count_in_closed_boxes
 from polars_hidden_rate.frames import (
     ColumnSpec,
@@ -655,6 +655,7 @@ def singling_out_risk(
     mode, n_cols = check_mode(mode, n_cols)
     check_confidence(confidence)
     workers = check_threads(threads)
+    progress = None if progress is None else check_flag(progress, "progress", or_none=True)
     if isinstance(max_queries, bool) or not isinstance(max_queries, int) or max_queries < 1:
         msg = f"`max_queries` must be an integer of at least 1, got {max_queries!r}"
         raise ValueError(msg)
