@@ -246,6 +246,32 @@ class Stages:
         self.close()
 
 
+class _Silent(Progress):
+    """The stage of a call that shows nothing: one shared value that counts nothing, so that
+    a silent call starts no clock and takes no lock."""
+
+    def __init__(self) -> None:
+        self.stream = sys.stderr
+        self.mode, self.enabled, self.total, self.label = "off", False, None, ""
+        self.done, self.closed, self.shown = 0, False, False
+
+    def advance(self, units: int = 1) -> None:
+        """Nothing to count."""
+
+    def close(self) -> None:
+        """Nothing to end."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Nothing to end."""
+
+
+SILENT: Progress = _Silent()
+
 # The stages of the command running in this process (a CLI command sets them), or None.
 _active: Stages | None = None
 
@@ -303,13 +329,14 @@ def stage(name: str, total: int | None = None, *, enabled: bool | None = None) -
     """Open stage ``name`` (``total`` units, or None; `renamed` may say it otherwise) of the
     running command (`reporting`), unless ``enabled`` is False or, without units, it is
     `folded`; without a command reporting, a `Progress` of its own, ``enabled`` as given
-    (None: on a terminal only)."""
-    name = _names.get(name, name)
-    if _folding and total is None:
-        enabled = False
-    if _active is not None and enabled is not False:
-        return _active.stage(name, total)
-    return Progress(total, enabled=enabled, label=name)
+    (None: on a terminal only). A stage that shows nothing is `SILENT`, shared."""
+    if enabled is False or (_folding and total is None):
+        return SILENT
+    if _active is not None:
+        return _active.stage(_names.get(name, name), total)
+    if resolve_mode(enabled, sys.stderr) == "off":
+        return SILENT
+    return Progress(total, enabled=enabled, label=_names.get(name, name))
 
 
 def _isatty(stream: TextIO) -> bool:

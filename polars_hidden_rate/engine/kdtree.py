@@ -43,6 +43,9 @@ LEAF_SIZE = 16
 # Queries per task handed to a thread: about four tasks per thread, within these bounds.
 QUERIES_PER_TASK = 4096
 MIN_QUERIES_PER_TASK = 256
+# Fewer queries than this walk in one task on the calling thread: handing tasks to helpers
+# costs more than it saves there (measured: 500 and 1,000 queries at d = 2 to 16).
+PARALLEL_WALK_MIN = 1024
 # Tree levels built in one thread before the subtrees below are built side by side,
 # for trees of at least this many avatars (below, starting threads costs more).
 SHARED_LEVELS = 3
@@ -84,21 +87,21 @@ class KdTree:
     weights: IndexArray | None = None
 
     @cached_property
+    def arrays(self) -> TreeArrays:
+        """The tree as the kernels take it, one value, with its `splits` (made on first use)."""
+        split_dim, split_value = node_splits(self.lower, self.upper)
+        return TreeArrays(
+            self.points, self.begin, self.end, self.lower, self.upper, split_dim, split_value
+        )
+
+    @property
     def splits(self) -> tuple[SplitDims, Float64Array]:
         """Per inner node, a coordinate and a value that separate its children
         (`node_splits`), for every walk, which starts at a query's own leaf (the count's,
         the nearest-record, within-reach and tied-match walks, and `leaves_of`); made on
-        first use, 12 bytes per inner node (about one per 16 points)."""
-        dims, values = node_splits(self.lower, self.upper)
-        return dims, values
-
-    @property
-    def arrays(self) -> TreeArrays:
-        """The tree as the kernels take it, one value (its `splits` made on first use)."""
-        split_dim, split_value = self.splits
-        return TreeArrays(
-            self.points, self.begin, self.end, self.lower, self.upper, split_dim, split_value
-        )
+        first use (`arrays`), 12 bytes per inner node (about one per 16 points)."""
+        arrays = self.arrays
+        return arrays.split_dim, arrays.split_value
 
     @property
     def avatars(self) -> int:
@@ -285,7 +288,7 @@ class KdTree:
         if rows is not None:
             own_position = self.own_positions(own)
         elif own is None:  # in tree order: the tree's own arrays, no per-query copies
-            own_position, rows = self.own_positions(None), self.order
+            own_position, rows = self.position, self.order  # `own_positions(None)`
             if self.weights is not None:  # one point for many avatars: sort the queries
                 rows = np.argsort(self.position, kind="stable")
         else:
@@ -326,8 +329,12 @@ class KdTree:
 
         limit = _NO_CAP if cap is None else cap
         arrays = self.arrays  # its splits made here, before the threads
-        for done in parallel_map(threads, run, -(-len(rows) // size)):
-            advance(done)
+        tasks = -(-len(rows) // size)
+        if tasks == 1:  # no helper to hand it to
+            advance(run(0))
+        else:
+            for done in parallel_map(threads, run, tasks):
+                advance(done)
         return counts, None if strictly is None else strictly.found
 
     def leaves_of(self, queries: Float64Array, *, threads: int = 1) -> IndexArray:
@@ -450,7 +457,9 @@ def restore_rows(points: Float64Array, position: IndexArray) -> None:
 
 def queries_per_task(queries: int, threads: int) -> int:
     """Queries per task handed to a thread: about four tasks per thread, within
-    `MIN_QUERIES_PER_TASK` and `QUERIES_PER_TASK`."""
+    `MIN_QUERIES_PER_TASK` and `QUERIES_PER_TASK`; all in one below `PARALLEL_WALK_MIN`."""
+    if queries < PARALLEL_WALK_MIN:
+        return max(queries, 1)
     return min(max(queries // (4 * threads), MIN_QUERIES_PER_TASK), QUERIES_PER_TASK)
 
 

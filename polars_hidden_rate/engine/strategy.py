@@ -108,7 +108,7 @@ def probe(
     chosen = np.random.default_rng(0).choice(n_queries, size=sample, replace=False)
     box, point = dim * TREE_BOX_COST, dim * TREE_POINT_COST
     budget = PROBE_BUDGET * flat_per_query
-    _ = tree.splits  # made once here, not first by the threads
+    _ = tree.arrays  # its splits made once here, not first by the threads
 
     def walks(rows: IndexArray) -> tuple[Float64Array, CountArray]:
         parts = np.array_split(rows, threads)

@@ -68,17 +68,23 @@ def nothing_to_measure(role: str) -> NoDataError:
 
 
 def check_equal_heights(originals: int, avatars: int) -> None:
-    """Linked by row order, both sides have as many rows: a ShapeError otherwise. A set of
-    another height is no avatar per original (no key links them either: `check_link` sends
-    a shared key to ``on``): the report judges it, without the link."""
+    """Linked by row order, both sides have as many rows: a ShapeError otherwise
+    (`unequal_heights`)."""
     if originals != avatars:
-        msg = (
-            f"originals have {originals} rows but avatars have {avatars}: the hidden rate needs "
-            "one avatar per original; a synthetic set of another size is judged on the "
-            "measures that need no link by the report (hidden-rate report, privacy_report), "
-            "with a holdout of real records the generator never saw (--holdout, holdout=)"
-        )
-        raise ShapeError(msg)
+        raise unequal_heights(originals, avatars)
+
+
+def unequal_heights(originals: int, avatars: int) -> ShapeError:
+    """The error for sides of another height linked by row order. A set of another height is
+    no avatar per original (no key links them either: `check_link` sends a shared key to
+    ``on``): the report judges it, without the link."""
+    msg = (
+        f"originals have {originals} rows but avatars have {avatars}: the hidden rate needs "
+        "one avatar per original; a synthetic set of another size is judged on the "
+        "measures that need no link by the report (hidden-rate report, privacy_report), "
+        "with a holdout of real records the generator never saw (--holdout, holdout=)"
+    )
+    return ShapeError(msg)
 
 
 def inexact_counts(
@@ -201,16 +207,43 @@ class CoordinateProblems:
 
     @classmethod
     def of(cls, frame: pl.DataFrame, columns: Sequence[str], role: str) -> CoordinateProblems:
-        """The problems of ``columns`` of ``frame``, the coordinates of ``role``."""
-        dtypes = {name: frame.schema[name] for name in columns}
-        as_float = {name: pl.col(name).cast(pl.Float64) for name in columns}
-        return cls(
-            role,
-            dtypes,
-            frame.height,
-            missing_values(frame, as_float),
-            inexact_counts(frame, dtypes),
-        )
+        """The problems of ``columns`` of ``frame``, the coordinates of ``role``: the counts
+        of `missing_values` (of the columns as float64) and of `inexact_counts`, in one pass
+        over the frame."""
+        dtypes: dict[str, pl.DataType] = {}
+        # The missing values' kinds in `_KINDS` order, then the inexact values.
+        by_kind: dict[str, list[tuple[str, pl.Expr]]] = {
+            "null": [],
+            "NaN": [],
+            "infinite": [],
+            "inexact": [],
+        }
+        for name in columns:
+            dtype = dtypes[name] = frame.schema[name]
+            values = pl.col(name).cast(pl.Float64)
+            by_kind["null"].append((name, values.null_count()))
+            by_kind["NaN"].append((name, values.is_nan().sum()))
+            by_kind["infinite"].append((name, values.is_infinite().sum()))
+            # Floats are float64 already (Float32 widens exactly): no rule to check.
+            inexact = None if dtype.is_float() else inexact_values(pl.col(name), dtype)
+            if inexact is not None:
+                by_kind["inexact"].append((name, inexact.sum()))
+        # Labelled by position: a column name may hold any character.
+        labelled: list[pl.Expr] = []
+        for kind in by_kind:
+            for _, count in by_kind[kind]:
+                labelled.append(count.alias(f"{RESERVED_PREFIX}_{len(labelled)}"))
+        counts = iter(frame.select(labelled).row(0))
+        missing: MissingValues = Counter()
+        inexact_by_name: dict[str, int] = {}
+        for kind, checks in by_kind.items():  # in `missing_values`' order: by kind, then column
+            for name, _ in checks:
+                if count := next(counts):
+                    if kind == "inexact":
+                        inexact_by_name[name] = int(count)
+                    else:
+                        missing[name, kind] = int(count)
+        return cls(role, dtypes, frame.height, missing, inexact_by_name)
 
     @classmethod
     def combine(cls, pieces: Sequence[CoordinateProblems]) -> CoordinateProblems:
@@ -238,10 +271,12 @@ class CoordinateProblems:
         missing coordinate (the projection) raises its own error there."""
         if not self.rows:
             raise nothing_to_measure(self.role)
-        if self.missing and explain_missing is not None:
-            explain_missing()
-        raise_missing(self.missing, f"coords of {self.role}", rows=self.rows)
-        raise_inexact(self.inexact, self.dtypes, "coords column", self.role)
+        if self.missing:
+            if explain_missing is not None:
+                explain_missing()
+            raise_missing(self.missing, f"coords of {self.role}", rows=self.rows)
+        if any(self.inexact.values()):
+            raise_inexact(self.inexact, self.dtypes, "coords column", self.role)
 
 
 Example = tuple[Any, ...]

@@ -17,7 +17,7 @@ import polars as pl
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.checks import known
 from polars_hidden_rate.engine.arrays import gather_into
-from polars_hidden_rate.frames.problems import CoordinateProblems, check_equal_heights, link_by_key
+from polars_hidden_rate.frames.problems import CoordinateProblems, link_by_key, unequal_heights
 from polars_hidden_rate.frames.schema import Link
 
 
@@ -66,8 +66,8 @@ def read_aligned(
     order = None
     if not link.by_row_order:
         order = _avatar_order(left, right, link)
-    else:
-        check_equal_heights(left.height, right.height)
+    elif left.height != right.height:
+        raise unequal_heights(left.height, right.height)
     # The frames go (keys too, but what `carried` holds); the coordinate columns are
     # converted, and let go, one at a time.
     left_columns = _take(left.get_columns(), columns)
