@@ -525,3 +525,29 @@ def test_a_text_secret_of_numbers_is_refused_naming_the_fixes(values: list[str])
     assert phr.inference_risk(mixed, mixed, mixed, known="k", secret="s").secret_kind == (
         "categorical"
     )
+
+
+@pytest.mark.parametrize("space", ["projected", "gower"])
+def test_progress_counts_the_walks_without_changing_the_risk(
+    capsys: pytest.CaptureFixture[str], space: Literal["projected", "gower"]
+) -> None:
+    rng = np.random.default_rng(5)
+    originals, synthetic, holdout = (
+        pl.DataFrame(
+            {
+                "age": rng.integers(20, 60, n).astype(float),
+                "sex": rng.choice(["F", "M"], n),
+                "ill": rng.choice(["y", "n"], n),
+            }
+        )
+        for n in (80, 70, 60)
+    )
+    asked = {"known": ["age", "sex"], "secret": "ill", "space": space}
+    quiet = phr.inference_risk(originals, synthetic, holdout, **asked)  # type: ignore[arg-type]
+    capsys.readouterr()
+    shown = phr.inference_risk(originals, synthetic, holdout, progress=True, **asked)  # type: ignore[arg-type]
+    assert shown.to_dict() == quiet.to_dict()
+    # progress=True off a terminal: the targets' walks as a stage counted in units.
+    err = capsys.readouterr().err
+    assert "hidden-rate: inference attack, nearest records: started\n" in err
+    assert "hidden-rate: inference attack, nearest records: done in " in err

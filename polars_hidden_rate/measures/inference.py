@@ -47,7 +47,7 @@ from polars_hidden_rate.checks import (
 )
 from polars_hidden_rate.engine import usable_cores
 from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import K_NEAREST_WALKS, tied_matches
+from polars_hidden_rate.engine.nearest import K_NEAREST_WALKS, TIED_MATCHES_WALKS, tied_matches
 from polars_hidden_rate.engine.scale import (
     canonical_scale,
 )
@@ -207,11 +207,14 @@ class InferenceRisk:
         tie_tol: float = 1e-9,
         threads: int | None = None,
         confidence: float = 0.95,
+        progress: bool | None = None,
     ) -> InferenceRisk:
         """Attack the originals and the holdout from the synthetic set: one scale for the
         three coordinate arrays (the known attributes' space), one kd-tree of the synthetic
         records. ``secrets`` are the three sets' secret values as float64 (categories as
-        codes shared by the three, a missing value as NaN)."""
+        codes shared by the three, a missing value as NaN). The targets' walks are the units
+        of the stage ``inference attack, nearest records`` (``progress`` as
+        `polars_hidden_rate.progress.stage` takes it)."""
         check_confidence(confidence)
         tolerance = 0.0 if secret_kind == "categorical" else check_tolerance(tolerance)
         (points, members, others), _ = canonical_scale(
@@ -230,14 +233,23 @@ class InferenceRisk:
                 raise ValueError(msg)
         threads = threads or usable_cores()
         tree = KdTree.build(points, threads=threads)
-        members_success, control_success = (
-            _success(
-                *tied_matches(
-                    tree, secrets[1], queries, values, tolerance, tie_tol=tie_tol, threads=threads
+        walks = TIED_MATCHES_WALKS * (len(members) + len(others))
+        with stage("inference attack, nearest records", walks, enabled=progress) as bar:
+            members_success, control_success = (
+                _success(
+                    *tied_matches(
+                        tree,
+                        secrets[1],
+                        queries,
+                        values,
+                        tolerance,
+                        tie_tol=tie_tol,
+                        threads=threads,
+                        bar=bar,
+                    )
                 )
+                for queries, values in ((members, secrets[0]), (others, secrets[2]))
             )
-            for queries, values in ((members, secrets[0]), (others, secrets[2]))
-        )
         return cls.of_shares(
             members_success,
             control_success,
@@ -543,6 +555,7 @@ class InferenceAttack:
                 tie_tol=tie_tol,
                 threads=request.threads,
                 confidence=confidence,
+                progress=options.get("progress"),
             )
         categorical = () if fitted is None else tuple(f.name for f in fitted.scaling.categorical)
         return replace(
