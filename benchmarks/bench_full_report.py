@@ -5,11 +5,22 @@
 The data: ``n`` records of the demo's mixed-type cohort (`polars_hidden_rate.demo.cohort`,
 numeric and categorical columns) as the originals; as the synthetic set, row by row, each
 original perturbed (``--synthetic perturbed``, the default: its numbers moved by a normal draw
-of `NOISE` times the column's deviation, rounded as the column is, and one category in `SWAP`
-drawn from another record), which stands in for avatars (each near its own original, so that
-the hidden rate's counts are those of a release, not of unrelated sets: avatars themselves take
-longer to make at 1e5 than the report takes to run at 1e6); or their avatars (``--synthetic
-avatars``, `polars_hidden_rate.avatarize`, k = 20); or another draw of the cohort
+of `NOISE` times the column's deviation times ``(NOISE_AT / n) ** (1 / NOISE_DIMENSIONS)``,
+rounded as the column is, and a category drawn from another record with the chance `SWAP`
+times ``NOISE_AT / n``), which stands in for avatars (each near its own original, so that the
+hidden rate's counts are those of a release, not of unrelated sets: avatars themselves take
+longer to make at 1e5 than the report takes to run at 1e6). The noise shrinks with ``n`` as
+avatars' distances do: an avatar is drawn among its original's ``k`` nearest, whose distance
+falls as ``n ** (-1 / d)`` in ``d`` continuous dimensions (the cohort's six numeric columns;
+its categories split the records into cells without adding one). A noise of a fixed share of
+each column's deviation would keep each record's own distance while the records around it
+grow in number with ``n``, so every local cloaking count, and the hidden rate's walk, would
+grow with ``n``: a quadratic cost that no release has. A category moved is a step of fixed
+size, so the records that take one are kept at ``SWAP * NOISE_AT`` whatever ``n``
+(avatars' categories come from their neighbours, who share more of them as ``n`` grows).
+``--synthetic fixed`` keeps the noise and the swaps of ``n = NOISE_AT`` at every size (that
+quadratic stand-in); ``--synthetic avatars``: their avatars
+(`polars_hidden_rate.avatarize`, k = 20); or another draw of the cohort
 (``--synthetic draw``: no link, each hidden-rate count then reaches a share of the set, a
 quadratic cost no release has); and a holdout of ``n`` records (a third draw), written to
 parquet files. Then ``hidden-rate report`` as a user runs it, in a child process, with every
@@ -46,6 +57,9 @@ from benchmarks.common import header, parse_sizes, seconds
 AVATAR_K = 20
 NOISE = 0.3
 SWAP = 0.1
+# The size at which the perturbation is `NOISE` and `SWAP`, and how fast it shrinks past it.
+NOISE_AT = 10_000
+NOISE_DIMENSIONS = 6
 SAMPLE_SECONDS = 0.05
 PREFIX = "hidden-rate: "
 STARTED = re.compile(r"^(?P<name>.+): started$")
@@ -53,22 +67,26 @@ DONE = re.compile(r"^(?P<name>.+): done in (?P<seconds>[0-9.]+) s$")
 MIB = 2**20
 
 
-def perturbed(originals: pl.DataFrame, seed: int = 2) -> pl.DataFrame:
-    """Each original moved a little (see the module's docstring), in the same row."""
+def perturbed(originals: pl.DataFrame, seed: int = 2, *, shrink: bool = True) -> pl.DataFrame:
+    """Each original moved a little (see the module's docstring), in the same row: by less as
+    ``n`` grows past `NOISE_AT` where ``shrink``, as avatars are."""
     rng = np.random.default_rng(seed)
     n = originals.height
+    ratio = min(NOISE_AT / n, 1.0) if shrink else 1.0
+    noise = NOISE * ratio ** (1.0 / NOISE_DIMENSIONS)
+    swap = SWAP * ratio
     columns = []
     for column in originals.iter_columns():
         if column.dtype.is_numeric():
             values = column.cast(pl.Float64).to_numpy()
-            moved = values + rng.normal(0.0, NOISE * float(np.std(values)), n)
+            moved = values + rng.normal(0.0, noise * float(np.std(values)), n)
             if column.dtype.is_integer():
                 columns.append(pl.Series(column.name, np.rint(moved)).cast(column.dtype))
             else:
                 decimals = 2 if column.name == "cholesterol" else 1
                 columns.append(pl.Series(column.name, moved.round(decimals)))
         else:
-            swapped = rng.random(n) < SWAP
+            swapped = rng.random(n) < swap
             drawn = column.gather(rng.integers(0, n, n))
             columns.append(pl.Series(column.name, np.where(swapped, drawn, column)))
     return pl.DataFrame(columns)
@@ -79,8 +97,8 @@ def make_sets(n: int, synthetic: str, directory: Path) -> dict[str, Path]:
     from polars_hidden_rate.demo.cohort import cohort
 
     originals = cohort(n, seed=0)
-    if synthetic == "perturbed":
-        made = perturbed(originals)
+    if synthetic in ("perturbed", "fixed"):
+        made = perturbed(originals, shrink=synthetic == "perturbed")
     elif synthetic == "avatars":
         import polars_hidden_rate as phr
 
@@ -307,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", nargs="+", default=["1e4,1e5"])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--synthetic", choices=["perturbed", "avatars", "draw"], default="perturbed"
+        "--synthetic", choices=["perturbed", "fixed", "avatars", "draw"], default="perturbed"
     )
     parser.add_argument(
         "--singling-out", choices=["univariate", "multivariate"], default="univariate"

@@ -39,6 +39,9 @@ from polars_hidden_rate.progress import Progress
 
 K_NEAREST_WALKS = 3
 """The walks of a `k_nearest` search: its bar advances by each query once a walk."""
+TIED_MATCHES_WALKS = 2
+"""The walks of a `tied_matches` search (the nearest, then its ties): its bar advances by
+each query once a walk."""
 FOUND_PER_BLOCK = 1 << 22
 """The records a block of `query_blocks` aims to find: about 100 MB with their sort."""
 FIRST_BLOCK = 1024
@@ -186,6 +189,7 @@ def squared_nearest(
     threads: int,
     rows: IndexArray | None = None,
     seed: Float64Array | None = None,
+    bar: Progress | None = None,
 ) -> Float64Array:
     """The ``d2`` of each query's nearest point of ``tree`` (``inf`` where it has none): the
     first column of `squared_nearest_two`, the same floats, by a walk that prunes at the
@@ -195,8 +199,8 @@ def squared_nearest(
     `squared_distances` takes it), the walks start from it, and ``rows`` may name some of
     the queries only: those are walked, the others' nearest is their seed. For callers
     that know a query's nearest point already (an own avatar no rival hides), or a point
-    near it."""
-    nearest: Float64Array = _walk(tree, queries, threads, 1, rows, seed)[:, 0]
+    near it. ``bar`` advances by each query walked."""
+    nearest: Float64Array = _walk(tree, queries, threads, 1, rows, seed, bar)[:, 0]
     return nearest
 
 
@@ -207,6 +211,7 @@ def _walk(
     columns: int,
     rows: IndexArray | None = None,
     seed: Float64Array | None = None,
+    bar: Progress | None = None,
 ) -> Float64Array:
     """``best`` of ``columns`` (1 or 2) smallest ``d2`` per query, on ``threads`` threads,
     the queries walked in the order ``rows``, from ``seed`` where given (one column)."""
@@ -228,7 +233,7 @@ def _walk(
     def walk(chosen: IndexArray) -> None:
         nearest_two_walk(arrays, queries, chosen, best, seeded)
 
-    _in_tasks(rows, threads, walk)
+    _in_tasks(rows, threads, walk, bar)
     return best
 
 
@@ -272,6 +277,7 @@ def capped_nearest(
     ranges: Float64Array,
     missing: npt.NDArray[np.int64],
     threads: int,
+    bar: Progress | None = None,
 ) -> Float64Array:
     """Each query's smallest distance to the points of ``tree`` in the capped mixed distance
     of SDMetrics (`capped_pair`), exactly: over the ``len(kinds)`` first columns, a category
@@ -279,6 +285,7 @@ def capped_nearest(
     differ where the range is 0 or NaN), 1 when exactly one of the two is missing by the
     indicator column ``missing[k]`` (1: missing; below 0: no indicator) and 0 when both are;
     summed in column order. The tree may be collapsed (copies change no nearest distance).
+    ``bar`` advances by each query walked.
 
     Examples
     --------
@@ -309,7 +316,7 @@ def capped_nearest(
     def walk(chosen: IndexArray) -> None:
         capped_nearest_walk(arrays, queries, chosen, kinds, ranges, missing, nearest)
 
-    _in_tasks(rows, threads, walk)
+    _in_tasks(rows, threads, walk, bar)
     return nearest
 
 
@@ -393,6 +400,7 @@ def tied_matches(
     *,
     tie_tol: float,
     threads: int,
+    bar: Progress | None = None,
 ) -> tuple[CountArray, CountArray]:
     """For each query, how many points of ``tree`` are tied nearest to it, and how many of
     those hold a value that matches its secret: the nearest-record guess of an attribute,
@@ -419,6 +427,8 @@ def tied_matches(
         NaN matches NaN.
     tie_tol
         The relative tie tolerance on ``d2``, at least 0.
+    bar
+        Advanced by each query once a walk (`TIED_MATCHES_WALKS`).
 
     Returns
     -------
@@ -449,7 +459,9 @@ def tied_matches(
     in_tree = np.ascontiguousarray(np.asarray(values, dtype=np.float64)[tree.order])
     secrets = np.ascontiguousarray(secrets, dtype=np.float64)
     rows = walk_order(tree, queries, threads=threads)  # one order for both walks
-    thresholds = squared_nearest(tree, queries, threads=threads, rows=rows) * (1.0 + tie_tol)
+    thresholds = squared_nearest(tree, queries, threads=threads, rows=rows, bar=bar) * (
+        1.0 + tie_tol
+    )
     tied = np.zeros(len(queries), dtype=np.int64)
     matching = np.zeros(len(queries), dtype=np.int64)
 
@@ -460,7 +472,7 @@ def tied_matches(
             arrays, queries, thresholds, in_tree, secrets, tolerance, chosen, tied, matching
         )
 
-    _in_tasks(rows, threads, walk)
+    _in_tasks(rows, threads, walk, bar)
     return tied, matching
 
 

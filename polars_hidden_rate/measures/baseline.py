@@ -29,6 +29,10 @@ from polars_hidden_rate.measures.sdmetrics_space import (
     sdmetrics_dcr,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan, require_cpu
+from polars_hidden_rate.progress import Progress, stage
+
+NEAREST_STAGE = "DCR baseline protection, nearest records"
+SDMETRICS_STAGE = "DCR baseline protection in SDMetrics' space, nearest records"
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,13 @@ class DcrBaseline:
         *,
         seed: int = 0,
         threads: int | None = None,
+        progress: bool | None = None,
     ) -> DcrBaseline:
         """From the three sets' coordinates: one scale, one kd-tree of the originals; each
         median is taken at the canonical scale, so the score is the same whatever power of
-        two the coordinates are multiplied by."""
+        two the coordinates are multiplied by. The synthetic and random records walked are
+        the units of the stage `NEAREST_STAGE` (``progress`` as
+        `polars_hidden_rate.progress.stage` takes it)."""
         (points, queries, randoms), exponent = canonical_scale(
             originals, synthetic, random, names=("originals", "synthetic", "random records")
         )
@@ -83,10 +90,11 @@ class DcrBaseline:
             raise NoDataError("there are no originals or no synthetic records to measure")
         threads = threads or usable_cores()
         tree = KdTree.build(points, threads=threads)
-        found, baseline = (
-            float(np.median(np.sqrt(_nearest_squared(tree, rows, threads))))
-            for rows in (queries, randoms)
-        )
+        with stage(NEAREST_STAGE, len(queries) + len(randoms), enabled=progress) as bar:
+            found, baseline = (
+                float(np.median(np.sqrt(_nearest_squared(tree, rows, threads, bar))))
+                for rows in (queries, randoms)
+            )
         score = math.nan if baseline == 0.0 else min(found / baseline, 1.0)
         return cls(
             score,
@@ -117,6 +125,7 @@ class DcrBaseline:
             space.coordinates_of(random.lazy(), "random records"),
             seed=seed,
             threads=space.threads,
+            progress=space.progress,
         )
 
     @classmethod
@@ -140,10 +149,21 @@ class DcrBaseline:
         read = columns.arrays(
             {"originals": drawn_from, "synthetic": synthetic, "random records": random}
         )
-        found, baseline = (
-            float(np.median(sdmetrics_dcr(read[role], read["originals"], columns.numerical)))
-            for role in ("synthetic", "random records")
-        )
+        with stage(SDMETRICS_STAGE, 2 * len(read["synthetic"]), enabled=space.progress) as bar:
+            found, baseline = (
+                float(
+                    np.median(
+                        sdmetrics_dcr(
+                            read[role],
+                            read["originals"],
+                            columns.numerical,
+                            threads=space.threads,
+                            bar=bar,
+                        )
+                    )
+                )
+                for role in ("synthetic", "random records")
+            )
         score = math.nan if baseline == 0.0 else min(found / baseline, 1.0)
         return cls(score, found, baseline, synthetic.height, drawn_from.height, seed, "sdmetrics")
 
@@ -302,8 +322,10 @@ def dcr_baseline_protection(
     return DcrBaseline.of_plan(fitted, seed=seed)
 
 
-def _nearest_squared(tree: KdTree, queries: Float64Array, threads: int) -> Float64Array:
+def _nearest_squared(
+    tree: KdTree, queries: Float64Array, threads: int, bar: Progress | None = None
+) -> Float64Array:
     """Each query's ``d2`` to its nearest point of ``tree``, walked in the tree's order."""
     return squared_nearest(
-        tree, queries, threads=threads, rows=walk_order(tree, queries, threads=threads)
+        tree, queries, threads=threads, rows=walk_order(tree, queries, threads=threads), bar=bar
     )

@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 from polars.exceptions import ColumnNotFoundError, NoDataError
 
-from polars_hidden_rate._types import Float64Array
+from polars_hidden_rate._types import BoolArray, CountArray, Float64Array, IndexArray
 from polars_hidden_rate.checks import (
     AllComponents,
     check_confidence,
@@ -46,8 +46,15 @@ from polars_hidden_rate.checks import (
     invariant,
 )
 from polars_hidden_rate.engine import usable_cores
-from polars_hidden_rate.engine.kdtree import KdTree
-from polars_hidden_rate.engine.nearest import K_NEAREST_WALKS, tied_matches
+from polars_hidden_rate.engine.kdtree import COLLAPSE_SHARE, KdTree
+from polars_hidden_rate.engine.nearest import (
+    K_NEAREST_WALKS,
+    TIED_MATCHES_WALKS,
+    TreeSearch,
+    distinct_groups,
+    query_blocks,
+    tied_matches,
+)
 from polars_hidden_rate.engine.scale import (
     canonical_scale,
 )
@@ -71,7 +78,7 @@ from polars_hidden_rate.measures.secrets import (
     secret_values,
 )
 from polars_hidden_rate.plan import CountOptions
-from polars_hidden_rate.progress import stage
+from polars_hidden_rate.progress import Progress, stage
 from polars_hidden_rate.projection.coordinates import auto_categorical
 from polars_hidden_rate.stats import compared_rates, residual_risk
 
@@ -207,11 +214,14 @@ class InferenceRisk:
         tie_tol: float = 1e-9,
         threads: int | None = None,
         confidence: float = 0.95,
+        progress: bool | None = None,
     ) -> InferenceRisk:
         """Attack the originals and the holdout from the synthetic set: one scale for the
         three coordinate arrays (the known attributes' space), one kd-tree of the synthetic
         records. ``secrets`` are the three sets' secret values as float64 (categories as
-        codes shared by the three, a missing value as NaN)."""
+        codes shared by the three, a missing value as NaN). The targets' walks are the units
+        of the stage ``inference attack, nearest records`` (``progress`` as
+        `polars_hidden_rate.progress.stage` takes it)."""
         check_confidence(confidence)
         tolerance = 0.0 if secret_kind == "categorical" else check_tolerance(tolerance)
         (points, members, others), _ = canonical_scale(
@@ -229,15 +239,44 @@ class InferenceRisk:
                 msg = f"there are no {name} records to attack with or to attack"
                 raise ValueError(msg)
         threads = threads or usable_cores()
-        tree = KdTree.build(points, threads=threads)
-        members_success, control_success = (
-            _success(
-                *tied_matches(
-                    tree, secrets[1], queries, values, tolerance, tie_tol=tie_tol, threads=threads
+        first, copies = _guess_groups(points, secrets[1])
+        targets = ((members, secrets[0]), (others, secrets[2]))
+        if copies is not None:
+            # Where records tie by the thousand (few distinct known values), each walk would
+            # pass every tied record: each group of copies is found once instead.
+            tree = KdTree.build(points[first], threads=threads)
+            walks = K_NEAREST_WALKS * (len(members) + len(others))
+            with stage("inference attack, nearest records", walks, enabled=progress) as bar:
+                members_success, control_success = (
+                    _grouped_success(
+                        TreeSearch(tree, queries, threads, copies=copies),
+                        secrets[1][first],
+                        values,
+                        tolerance,
+                        tie_tol,
+                        bar,
+                    )
+                    for queries, values in targets
                 )
-            )
-            for queries, values in ((members, secrets[0]), (others, secrets[2]))
-        )
+        else:
+            tree = KdTree.build(points, threads=threads)
+            walks = TIED_MATCHES_WALKS * (len(members) + len(others))
+            with stage("inference attack, nearest records", walks, enabled=progress) as bar:
+                members_success, control_success = (
+                    _success(
+                        *tied_matches(
+                            tree,
+                            secrets[1],
+                            queries,
+                            values,
+                            tolerance,
+                            tie_tol=tie_tol,
+                            threads=threads,
+                            bar=bar,
+                        )
+                    )
+                    for queries, values in targets
+                )
         return cls.of_shares(
             members_success,
             control_success,
@@ -303,6 +342,57 @@ class InferenceRisk:
 def _success(tied: np.ndarray, matching: np.ndarray) -> Float64Array:
     share: Float64Array = matching / tied
     return share
+
+
+def _guess_groups(
+    points: Float64Array, guesses: Float64Array
+) -> tuple[IndexArray, CountArray | None]:
+    """The synthetic records identical in their coordinates and their secret, as groups:
+    each group's first record and its copies, or no copies where fewer than one record in
+    `COLLAPSE_SHARE` repeats another (the plain walk is then the cheaper)."""
+    _, on_point, _ = distinct_groups(points)
+    as_bits = np.asarray(guesses, dtype=np.float64).view(np.int64)
+    _, by_guess = np.unique(as_bits, return_inverse=True)
+    _, first, copies = np.unique(
+        on_point * (int(by_guess.max(initial=0)) + 1) + by_guess.reshape(-1),
+        return_index=True,
+        return_counts=True,
+    )
+    if (len(points) - len(first)) * COLLAPSE_SHARE < len(points):
+        return first.astype(np.int64), None
+    return first.astype(np.int64), copies.astype(np.int64)
+
+
+def _grouped_success(
+    search: TreeSearch,
+    guesses: Float64Array,
+    secrets: Float64Array,
+    tolerance: float,
+    tie_tol: float,
+    bar: Progress | None,
+) -> Float64Array:
+    """`tied_matches`' share ``matching / tied`` for each of ``search``'s queries, from its
+    nearest groups of copies (`k_nearest` with ``k = 1``: the same nearest ``d2``, the same
+    threshold, the same points within it); ``guesses`` are the groups' secrets."""
+    shares = np.empty(len(search.queries), dtype=np.float64)
+
+    def share(rows: slice) -> int:
+        nearest = search.k_nearest(rows, 1, tie_tol=tie_tol, bar=bar)
+        guess, secret = guesses[nearest.rows], secrets[nearest.queries + rows.start]
+        shares[rows] = _success(nearest.counts(), nearest.counts(_match(guess, secret, tolerance)))
+        return len(nearest.rows)
+
+    query_blocks(len(search.queries), share)
+    return shares
+
+
+def _match(guess: Float64Array, secret: Float64Array, tolerance: float) -> BoolArray:
+    """`values_match` elementwise, the same float64 steps: equal (NaN matches NaN only), or
+    within ``tolerance * |secret|`` of a finite ``secret``."""
+    with np.errstate(invalid="ignore"):
+        near = np.isfinite(secret) & (np.abs(guess - secret) <= tolerance * np.abs(secret))
+    found: BoolArray = (guess == secret) | (np.isnan(guess) & np.isnan(secret)) | near
+    return found
 
 
 def inference_risk(
@@ -543,6 +633,7 @@ class InferenceAttack:
                 tie_tol=tie_tol,
                 threads=request.threads,
                 confidence=confidence,
+                progress=options.get("progress"),
             )
         categorical = () if fitted is None else tuple(f.name for f in fitted.scaling.categorical)
         return replace(

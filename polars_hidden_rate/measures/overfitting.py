@@ -39,6 +39,7 @@ from polars_hidden_rate.measures.sdmetrics_space import (
     sdmetrics_dcr,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan
+from polars_hidden_rate.progress import stage
 
 DEFAULT_TIE_TOL = 1e-9
 """Local cloaking's default relative tie tolerance, the rounding allowance of every
@@ -294,8 +295,17 @@ class DcrOverfitting:
             raise NoDataError("there are no synthetic records to measure")
         if len(read["holdout"]) == 0:
             raise NoDataError("the holdout holds no records to measure")
-        to_training = sdmetrics_dcr(synthetic, read["originals"], columns.numerical)
-        to_holdout = sdmetrics_dcr(synthetic, read["holdout"], columns.numerical)
+        with stage(
+            "DCR overfitting protection in SDMetrics' space, nearest records",
+            2 * len(synthetic),
+            enabled=request.progress,
+        ) as bar:
+            to_training, to_holdout = (
+                sdmetrics_dcr(
+                    synthetic, read[role], columns.numerical, threads=request.threads, bar=bar
+                )
+                for role in ("originals", "holdout")
+            )
         found = cls.of_distances(
             to_training, to_holdout, len(read["originals"]), len(read["holdout"]), tie_tol=0.0
         )

@@ -44,6 +44,7 @@ from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.nearest import capped_nearest
 from polars_hidden_rate.frames import inexact_counts, is_text, raise_inexact
 from polars_hidden_rate.plan import CountOptions, CountPlan
+from polars_hidden_rate.progress import Progress
 from polars_hidden_rate.projection.coordinates import auto_categorical
 
 DcrSpace = Literal["projected", "sdmetrics"]
@@ -197,12 +198,14 @@ def sdmetrics_dcr(
     numerical: Sequence[bool],
     *,
     threads: int | None = None,
+    bar: Progress | None = None,
 ) -> Float64Array:
     """Each query's DCR to ``reference`` in SDMetrics' space (``calculate_dcr(queries,
     reference)``), the ranges over ``reference``: the engine's exact nearest search in
     SDMetrics' capped distance (`capped_nearest`, a kd-tree of the reference records, copies
     collapsed where they abound), the smallest sum over the number of columns (division is
-    monotone, so the very float of the smallest quotient)."""
+    monotone, so the very float of the smallest quotient). ``bar`` advances by each query
+    walked."""
     if len(reference) == 0:
         raise NoDataError("there are no reference records to measure distances to")
     if not numerical:
@@ -232,6 +235,7 @@ def sdmetrics_dcr(
         ranges=ranges,
         missing=missing,
         threads=threads,
+        bar=bar,
     )
     found: Float64Array = total / len(numerical)
     return found

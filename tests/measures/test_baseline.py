@@ -289,3 +289,26 @@ def test_the_score_equals_sdmetrics_in_one_column() -> None:
         # deviation), by one factor for both medians.
         factor: Any = found.synthetic_median / peer["synthetic_median"]
         assert math.isclose(found.random_median / peer["random_median"], factor, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("space", "name"),
+    [
+        ("projected", "DCR baseline protection, nearest records"),
+        ("sdmetrics", "DCR baseline protection in SDMetrics' space, nearest records"),
+    ],
+)
+def test_progress_counts_the_queries_without_changing_the_score(
+    capsys: pytest.CaptureFixture[str], space: str, name: str
+) -> None:
+    rng = np.random.default_rng(4)
+    originals, synthetic = (
+        pl.DataFrame({"x": rng.normal(size=n), "c": rng.choice(["a", "b"], n)}) for n in (60, 50)
+    )
+    quiet = phr.dcr_baseline_protection(originals, synthetic, space=space)  # type: ignore[arg-type]
+    capsys.readouterr()
+    shown = phr.dcr_baseline_protection(originals, synthetic, space=space, progress=True)  # type: ignore[arg-type]
+    assert shown.to_dict() == quiet.to_dict()
+    err = capsys.readouterr().err
+    assert f"hidden-rate: {name}: started\n" in err
+    assert f"hidden-rate: {name}: done in " in err

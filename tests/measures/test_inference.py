@@ -525,3 +525,51 @@ def test_a_text_secret_of_numbers_is_refused_naming_the_fixes(values: list[str])
     assert phr.inference_risk(mixed, mixed, mixed, known="k", secret="s").secret_kind == (
         "categorical"
     )
+
+
+@pytest.mark.parametrize("space", ["projected", "gower"])
+def test_progress_counts_the_walks_without_changing_the_risk(
+    capsys: pytest.CaptureFixture[str], space: Literal["projected", "gower"]
+) -> None:
+    rng = np.random.default_rng(5)
+    originals, synthetic, holdout = (
+        pl.DataFrame(
+            {
+                "age": rng.integers(20, 60, n).astype(float),
+                "sex": rng.choice(["F", "M"], n),
+                "ill": rng.choice(["y", "n"], n),
+            }
+        )
+        for n in (80, 70, 60)
+    )
+    asked = {"known": ["age", "sex"], "secret": "ill", "space": space}
+    quiet = phr.inference_risk(originals, synthetic, holdout, **asked)  # type: ignore[arg-type]
+    capsys.readouterr()
+    shown = phr.inference_risk(originals, synthetic, holdout, progress=True, **asked)  # type: ignore[arg-type]
+    assert shown.to_dict() == quiet.to_dict()
+    # progress=True off a terminal: the targets' walks as a stage counted in units.
+    err = capsys.readouterr().err
+    assert "hidden-rate: inference attack, nearest records: started\n" in err
+    assert "hidden-rate: inference attack, nearest records: done in " in err
+
+
+@pytest.mark.parametrize("kind", ["numeric", "categorical"])
+def test_records_tied_by_the_hundred_are_searched_as_groups_with_the_same_shares(
+    kind: Literal["numeric", "categorical"],
+) -> None:
+    # Two columns of three values each: every target ties with about a ninth of the
+    # synthetic records, which are searched as groups of copies (one per point and secret).
+    rng = np.random.default_rng(11)
+    arrays = [rng.integers(0, 3, (n, 2)).astype(np.float64) for n in (400, 900, 300)]
+    secrets = [rng.choice([1.0, 2.0, 2.5, math.nan], len(a)) for a in arrays]
+    found = InferenceRisk.of_arrays(
+        arrays[0], arrays[1], arrays[2], (secrets[0], secrets[1], secrets[2]),
+        secret_kind=kind, tolerance=0.25, tie_tol=1e-9, threads=2,
+    )  # fmt: skip
+    used = 0.25 if kind == "numeric" else 0.0
+    assert found.members_success.tolist() == brute_shares(
+        arrays[0], arrays[1], secrets[0], secrets[1], used, 1e-9
+    )
+    assert found.control_success.tolist() == brute_shares(
+        arrays[2], arrays[1], secrets[2], secrets[1], used, 1e-9
+    )

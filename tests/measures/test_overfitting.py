@@ -348,3 +348,23 @@ def test_wbcd_training_records_as_the_synthetic_set_read_as_copies() -> None:
     assert report.holdout is not None
     assert report.holdout.overfitting == found
     assert_copies_read_as_copies(report, 478, 158, 478)
+
+
+def test_progress_counts_the_queries_in_sdmetrics_space_without_changing_the_score(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rng = np.random.default_rng(6)
+    originals, synthetic, holdout = (
+        pl.DataFrame({"x": rng.normal(size=n), "c": rng.choice(["a", "b"], n)})
+        for n in (60, 50, 40)
+    )
+    quiet = phr.dcr_overfitting_protection(originals, synthetic, holdout, space="sdmetrics")
+    capsys.readouterr()
+    shown = phr.dcr_overfitting_protection(
+        originals, synthetic, holdout, space="sdmetrics", progress=True
+    )
+    assert shown.to_dict() == quiet.to_dict()
+    name = "DCR overfitting protection in SDMetrics' space, nearest records"
+    err = capsys.readouterr().err
+    assert f"hidden-rate: {name}: started\n" in err
+    assert f"hidden-rate: {name}: done in " in err
