@@ -35,7 +35,7 @@ from polars_hidden_rate.projection.passes import (
     imputation,
     imputed_source,
 )
-from polars_hidden_rate.projection.scaling import Feature, Scaling
+from polars_hidden_rate.projection.scaling import Scaling
 from polars_hidden_rate.projection.types import FeatureSpec, Modality
 from polars_hidden_rate.tasks import Tasks, pieces
 
@@ -48,7 +48,7 @@ _SIGN_BITS = np.int64(0x7FFFFFFFFFFFFFFF)
 
 def fit_features_of_files(
     files: Sequence[Path], spec: FeatureSpec, schema: pl.Schema, tasks: Tasks
-) -> tuple[list[Feature], int]:
+) -> tuple[Scaling, int]:
     """Pass 1 over ``files``: fills, then one partial per file, merged in file order."""
     fills = imputed_values_of_files(files, spec, schema, tasks)
     handles = [
