@@ -26,6 +26,7 @@ import polars as pl
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.frames import RESERVED_PREFIX
 from polars_hidden_rate.projection.passes import (
+    NO_FILLS,
     FeaturePartial,
     Fills,
     checked_fills,
@@ -92,7 +93,7 @@ def imputed_values_of_files(
     for a median or a mode (a mean up to rounding)."""
     statistics = imputation(spec)
     if not statistics:
-        return {}
+        return NO_FILLS
     by_kind = {
         kind: [name for name, statistic in statistics.items() if statistic == kind]
         for kind in ("median", "mean", "mode")

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -42,8 +42,15 @@ from polars_hidden_rate.projection.types import (
     numeric_values,
 )
 
-Fills = dict[str, float | Modality]
-"""The value each feature's gaps get (features without one are not filled)."""
+
+class Fills(NamedTuple):
+    """The value each feature's gaps get (features without one are not filled)."""
+
+    numbers: dict[str, float]
+    modalities: dict[str, Modality]
+
+
+NO_FILLS = Fills({}, {})
 Statistic = Literal["median", "mean", "mode"]
 
 MAX_WIDTH = 4096
@@ -138,7 +145,7 @@ def imputed_values(originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
     column with ``impute="mode"``); a tie between modes goes to the smallest.
     """
     if spec.impute == "none":
-        return {}
+        return NO_FILLS
     statistics = []
     for name, statistic in imputation(spec).items():
         values = imputed_source(name, spec, schema)
@@ -148,7 +155,7 @@ def imputed_values(originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
             found = values.median() if statistic == "median" else values.mean()
         statistics.append(found.alias(name))
     if not statistics:
-        return {}
+        return NO_FILLS
     return checked_fills(originals.select(statistics).collect().row(0, named=True))
 
 
@@ -172,12 +179,20 @@ def imputed_source(name: str, spec: FeatureSpec, schema: pl.Schema) -> pl.Expr:
 
 
 def checked_fills(fills: dict[str, float | Modality | None]) -> Fills:
-    """``fills``, once every feature has one (None: the feature is all missing)."""
+    """``fills``, numbers and modalities apart, once every feature has one (None: the feature
+    is all missing)."""
     empty = [name for name, value in fills.items() if value is None]
     if empty:
         msg = f"features of originals have no value to impute from: {empty} are all missing"
         raise ComputeError(msg)
-    return {name: value for name, value in fills.items() if value is not None}
+    numbers: dict[str, float] = {}
+    modalities: dict[str, Modality] = {}
+    for name, value in fills.items():
+        if isinstance(value, str | bool):
+            modalities[name] = value
+        elif value is not None:
+            numbers[name] = float(value)
+    return Fills(numbers, modalities)
 
 
 @dataclass
@@ -188,18 +203,23 @@ class FeaturePartial:
     """
 
     moments: _Moments
+    numeric: list[str]
     counts: dict[str, dict[Modality, int]]
     missing: MissingValues
     inexact: Counter[str]
 
     @classmethod
     def empty(cls, spec: FeatureSpec) -> FeaturePartial:
-        """Nothing counted yet: a tally per categorical feature, in feature order."""
+        """Nothing counted yet: moments of the numeric features and a tally per categorical
+        one, each in feature order."""
+        numeric: list[str] = []
         counts: dict[str, dict[Modality, int]] = {}
         for name in spec.names:
             if name in spec.categorical:
                 counts[name] = {}
-        width = len(spec.names) - len(counts)
+            else:
+                numeric.append(name)
+        width = len(numeric)
         moments = _Moments(
             0,
             np.zeros(width),
@@ -208,33 +228,32 @@ class FeaturePartial:
             np.full(width, np.inf),
             np.full(width, -np.inf),
         )
-        return cls(moments, counts, Counter(), Counter())
+        return cls(moments, numeric, counts, Counter(), Counter())
 
-    def add(self, block: pl.DataFrame, numeric: list[str], checked: list[str]) -> None:
-        """Count one block of `feature_partial`'s columns: the numeric features as
-        float64, then the modalities, their gaps, and flags of inexact values (``checked``)."""
-        categorical = list(self.counts)
-        numbers = {name: pl.col(_column("value", k)) for k, name in enumerate(numeric)}
-        numbers |= {name: pl.col(_column("gap", k)) for k, name in enumerate(categorical)}
+    def add(self, block: pl.DataFrame, numbers: dict[str, pl.Expr], flags: dict[str, str]) -> None:
+        """Count one block of `feature_partial`'s columns: the numeric features as float64
+        (first), the modalities, each feature's values for its gaps (``numbers``, as
+        `missing_values` reads them) and the numeric features' flags of inexact values
+        (``flags``: their columns)."""
         found = missing_values(block, numbers)
         self.missing += found
         inexact: Counter[str] = Counter()
-        for k, name in enumerate(checked):
-            count = int(block.get_column(_column("inexact", k)).sum())
+        for name, column in flags.items():
+            count = int(block.get_column(column).sum())
             if count:
                 inexact[name] = count
         self.inexact += inexact
         if found or inexact:
             return
-        if numeric:
-            values = block.select(pl.nth(range(len(numeric))))  # the value columns come first
+        if self.numeric:
+            values = block.select(pl.nth(range(len(self.numeric))))
             self.moments.add(values.to_numpy().astype(np.float64, copy=False))
         else:
             self.moments.count += block.height
         for k, tally in enumerate(self.counts.values()):
             for value, count in block.get_column(_column("key", k)).value_counts().iter_rows():
                 tally[value] = tally.get(value, 0) + count
-        _check_width(len(numeric), self.counts)
+        _check_width(len(self.numeric), self.counts)
 
     def merge(self, other: FeaturePartial) -> None:
         """Add the rows ``other`` covers, after these; the width is checked again."""
@@ -244,7 +263,7 @@ class FeaturePartial:
         for name, tally in self.counts.items():
             for value, count in other.counts[name].items():
                 tally[value] = tally.get(value, 0) + count
-        _check_width(len(self.moments.scaled_mean), self.counts)
+        _check_width(len(self.numeric), self.counts)
 
 
 def _column(kind: str, k: int) -> str:
@@ -256,29 +275,31 @@ def feature_partial(
     originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema, fills: Fills
 ) -> FeaturePartial:
     """Pass 1 over ``originals``, in blocks of `BLOCK_ROWS` rows, gaps filled by ``fills``."""
-    numeric_fills, modality_fills = _split_fills(fills)
+    numeric_fills, modality_fills = fills
     partial = FeaturePartial.empty(spec)
-    numeric = spec.numeric
     # The values first (`FeaturePartial.add` reads them by position), then per categorical
     # feature its modalities and gaps, then the flags of inexact values; named by position.
     columns: list[pl.Expr] = []
-    for k, name in enumerate(numeric):
+    numbers: dict[str, pl.Expr] = {}
+    for k, name in enumerate(partial.numeric):
         values = numeric_values(name, schema[name], numeric_fills.get(name))
         columns.append(values.alias(_column("value", k)))
+        numbers[name] = pl.col(_column("value", k))
     for k, name in enumerate(partial.counts):
         filled = name in modality_fills
         columns.append(
             modality_values(name, schema[name], modality_fills.get(name)).alias(_column("key", k))
         )
         columns.append(gaps(name, schema[name], True, filled).alias(_column("gap", k)))
-    checked: list[str] = []
-    for name in numeric:
+        numbers[name] = pl.col(_column("gap", k))
+    flags: dict[str, str] = {}
+    for name in partial.numeric:
         rule = inexact_values(pl.col(name), schema[name])
         if rule is not None:
-            columns.append(rule.alias(_column("inexact", len(checked))))
-            checked.append(name)
+            flags[name] = _column("inexact", len(flags))
+            columns.append(rule.alias(flags[name]))
     for block in _blocks(originals.select(columns), BLOCK_ROWS):
-        partial.add(block, numeric, checked)
+        partial.add(block, numbers, flags)
     return partial
 
 
@@ -306,13 +327,13 @@ def fitted_features(
         msg = "originals is empty: there is nothing to project"
         raise NoDataError(msg)
     n = moments.count
-    numeric_fills, modality_fills = _split_fills(fills)
+    numeric_fills, modality_fills = fills
     fitted: dict[str, Feature] = {}
     # The population standard deviations and the means, back from their power-of-two units.
     std = np.ldexp(np.sqrt(moments.scaled_m2 / n), moments.exponent)
     means = np.ldexp(moments.scaled_mean, moments.exponent)
     low, high = EXTREME_EXPONENTS
-    for k, name in enumerate(spec.numeric):
+    for k, name in enumerate(partial.numeric):
         fill = numeric_fills.get(name)
         constant = bool(moments.low[k] == moments.high[k])
         peak = int(moments.exponent[k])  # the largest magnitude is below 2^peak
@@ -336,7 +357,9 @@ def fitted_features(
     features: list[Feature] = []
     for name in spec.names:  # in feature order
         features.append(fitted[name])
-    model: Model = "FAMD" if partial.counts and spec.numeric else "MCA" if partial.counts else "PCA"
+    model: Model = (
+        "FAMD" if partial.counts and partial.numeric else "MCA" if partial.counts else "PCA"
+    )
     return Scaling(tuple(features), model), n
 
 
@@ -347,14 +370,6 @@ def fit_features(
     gaps are filled or are errors."""
     fills = imputed_values(originals, spec, schema)
     return fitted_features(feature_partial(originals, spec, schema, fills), spec, schema, fills)
-
-
-def _split_fills(fills: Fills) -> tuple[dict[str, float], dict[str, Modality]]:
-    """The fills of numeric features (as float) and of categorical ones."""
-    if not fills:
-        return {}, {}
-    numeric = {k: float(v) for k, v in fills.items() if not isinstance(v, str | bool)}
-    return numeric, {k: v for k, v in fills.items() if isinstance(v, str | bool)}
 
 
 def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
