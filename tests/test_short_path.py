@@ -20,7 +20,7 @@ import pytest
 import polars_hidden_rate as phr
 
 # (functions, modules) at most, per call.
-BOUNDS = {"coords": (74, 16), "ncp": (156, 23)}
+BOUNDS = {"coords": (74, 16), "ncp": (116, 23)}
 ROWS = 500
 
 

@@ -137,11 +137,10 @@ class ProjectedCoordinates:
     def _read_distinct(self, originals: pl.LazyFrame, schema: pl.Schema) -> frozenset[str]:
         """Refuse a default feature unique per row (an identifier); with ``auto``, the
         number features with at most `AUTO_CATEGORIES` distinct values."""
-        discrete = [
-            name
-            for name in self.spec.names
-            if schema[name].is_integer() or name in self.spec.categorical
-        ]
+        discrete: list[str] = []  # integers and modalities: where an identifier may hide
+        for name in self.spec.names:
+            if schema[name].is_integer() or name in self.spec.categorical:
+                discrete.append(name)
         candidates = _auto_candidates(self.spec.names, schema) if self.auto else []
         counted = list(dict.fromkeys([*discrete, *candidates]))
         if not counted:

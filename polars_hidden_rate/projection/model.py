@@ -18,13 +18,11 @@ from polars_hidden_rate.frames import ColumnSpec, as_lazy, inexact_counts, raise
 from polars_hidden_rate.projection import partitioned
 from polars_hidden_rate.projection.passes import fit_features, gram
 from polars_hidden_rate.projection.scaling import (
-    CategoricalFeature,
-    Feature,
     Model,
     NumericFeature,
     Scaling,
 )
-from polars_hidden_rate.projection.types import FeatureSpec, Impute, check_same_types
+from polars_hidden_rate.projection.types import FeatureSpec, Impute, check_feature_types
 from polars_hidden_rate.tasks import LocalTasks, Tasks
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
@@ -167,8 +165,7 @@ class Projection:
     ) -> Projection:
         """`fit` of a request already checked: ``spec`` resolved on ``schema`` (the
         originals'), ``ncp`` as `check_ncp_option` gives it."""
-        fitted, n_rows = fit_features(originals, spec, schema)
-        scaling = _scaling(fitted)
+        scaling, n_rows = fit_features(originals, spec, schema)
         return cls._from_gram(scaling, n_rows, gram(originals, scaling), list(spec.names), ncp)
 
     @classmethod
@@ -216,8 +213,7 @@ class Projection:
         spec = FeatureSpec.resolve(features, categorical, impute, schema)
         wanted = check_ncp_option(ncp)
         runner = LocalTasks() if tasks is None else tasks
-        fitted, n_rows = partitioned.fit_features_of_files(paths, spec, schema, runner)
-        scaling = _scaling(fitted)
+        scaling, n_rows = partitioned.fit_features_of_files(paths, spec, schema, runner)
         matrix = partitioned.gram_matrix(paths, scaling, runner)
         return cls._from_gram(scaling, n_rows, matrix, list(spec.names), wanted)
 
@@ -270,7 +266,7 @@ class Projection:
     @property
     def features(self) -> list[str]:
         """The projected columns, in order."""
-        return [feature.name for feature in self.scaling.features]
+        return list(self.scaling.names)
 
     @property
     def max_ncp(self) -> int:
@@ -364,7 +360,7 @@ class Projection:
     def check_schema(self, schema: pl.Schema) -> None:
         """Every feature is a column of ``schema``, of the type family it has in the originals
         (ColumnNotFoundError, SchemaError)."""
-        check_same_types(self.features, _fitted_schema(self.scaling), schema, "frame")
+        check_feature_types(self.features, schema, "frame", _fitted_schema(self.scaling))
 
     def coordinates(self, names: Sequence[str]) -> list[pl.Expr]:
         """Expressions for the first ``len(names)`` coordinates of a frame that
@@ -375,16 +371,17 @@ class Projection:
         if len(names) > len(self.components):
             msg = f"asked for {len(names)} coordinates; the scaled space has {self.max_ncp}"
             raise ValueError(msg)
-        return [
-            self.scaling.coordinate(self.components[k]).alias(name) for k, name in enumerate(names)
-        ]
+        coordinates: list[pl.Expr] = []
+        for component, name in zip(self.components, names, strict=False):
+            coordinates.append(self.scaling.coordinate(component).alias(name))
+        return coordinates
 
     def scaled(self, frame: pl.DataFrame | pl.LazyFrame) -> Float64Array:
         """The full scaled matrix of ``frame``: ``(n, p)`` float64, columns as
         [`scaled_columns`][polars_hidden_rate.Projection.scaled_columns]. Its rows times
         ``components.T`` are the coordinates."""
         data = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
-        check_same_types(self.features, _fitted_schema(self.scaling), data.schema, "frame")
+        check_feature_types(self.features, data.schema, "frame", _fitted_schema(self.scaling))
         nulls = data.select(self.features).null_count().row(0, named=True)
         culprits = [name for name, count in nulls.items() if count]
         if culprits:
@@ -408,17 +405,6 @@ class Projection:
         a categorical column takes the modality with the largest share.
         """
         return self.scaling.unscale(np.asarray(matrix, dtype=np.float64))
-
-
-def _scaling(fitted: list[Feature]) -> Scaling:
-    """The scaling of the fitted features: PCA, MCA or FAMD by their kinds."""
-    if all(isinstance(f, NumericFeature) for f in fitted):
-        model: Model = "PCA"
-    elif all(isinstance(f, CategoricalFeature) for f in fitted):
-        model = "MCA"
-    else:
-        model = "FAMD"
-    return Scaling(tuple(fitted), model)
 
 
 def _fitted_schema(scaling: Scaling) -> pl.Schema:

@@ -26,6 +26,7 @@ import polars as pl
 from polars_hidden_rate._types import Float64Array, IndexArray
 from polars_hidden_rate.frames import RESERVED_PREFIX
 from polars_hidden_rate.projection.passes import (
+    NO_FILLS,
     FeaturePartial,
     Fills,
     checked_fills,
@@ -35,7 +36,7 @@ from polars_hidden_rate.projection.passes import (
     imputation,
     imputed_source,
 )
-from polars_hidden_rate.projection.scaling import Feature, Scaling
+from polars_hidden_rate.projection.scaling import Scaling
 from polars_hidden_rate.projection.types import FeatureSpec, Modality
 from polars_hidden_rate.tasks import Tasks, pieces
 
@@ -48,7 +49,7 @@ _SIGN_BITS = np.int64(0x7FFFFFFFFFFFFFFF)
 
 def fit_features_of_files(
     files: Sequence[Path], spec: FeatureSpec, schema: pl.Schema, tasks: Tasks
-) -> tuple[list[Feature], int]:
+) -> tuple[Scaling, int]:
     """Pass 1 over ``files``: fills, then one partial per file, merged in file order."""
     fills = imputed_values_of_files(files, spec, schema, tasks)
     handles = [
@@ -92,7 +93,7 @@ def imputed_values_of_files(
     for a median or a mode (a mean up to rounding)."""
     statistics = imputation(spec)
     if not statistics:
-        return {}
+        return NO_FILLS
     by_kind = {
         kind: [name for name, statistic in statistics.items() if statistic == kind]
         for kind in ("median", "mean", "mode")

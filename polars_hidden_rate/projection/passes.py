@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ from polars_hidden_rate.frames.text_numbers import refuse_text_numbers
 from polars_hidden_rate.projection.scaling import (
     CategoricalFeature,
     Feature,
+    Model,
     NumericFeature,
     Scaling,
 )
@@ -41,8 +42,15 @@ from polars_hidden_rate.projection.types import (
     numeric_values,
 )
 
-Fills = dict[str, float | Modality]
-"""The value each feature's gaps get (features without one are not filled)."""
+
+class Fills(NamedTuple):
+    """The value each feature's gaps get (features without one are not filled)."""
+
+    numbers: dict[str, float]
+    modalities: dict[str, Modality]
+
+
+NO_FILLS = Fills({}, {})
 Statistic = Literal["median", "mean", "mode"]
 
 MAX_WIDTH = 4096
@@ -92,32 +100,16 @@ class _Moments:
     low: Float64Array
     high: Float64Array
 
-    @classmethod
-    def empty(cls, width: int) -> _Moments:
-        return cls(
-            0,
-            np.zeros(width),
-            np.zeros(width),
-            np.full(width, _SMALLEST_EXPONENT, dtype=np.int64),
-            np.full(width, np.inf),
-            np.full(width, -np.inf),
-        )
-
-    @classmethod
-    def of_block(cls, block: Float64Array, exponent: npt.NDArray[np.int64]) -> _Moments:
-        """The moments of ``block`` alone, held divided by ``2^exponent`` (at least its own)."""
-        scaled = np.ldexp(block, -exponent)
-        mean = scaled.mean(axis=0)
-        m2 = ((scaled - mean) ** 2).sum(axis=0)
-        return cls(len(block), mean, m2, exponent, block.min(axis=0), block.max(axis=0))
-
     def add(self, block: Float64Array) -> None:
-        """Merge the moments of ``block``, taken at the exponent of both."""
+        """Merge the moments of ``block``, taken at the exponent of both (at least its own)."""
         peak = np.abs(block).max(axis=0)
         exponent = np.maximum(
             self.exponent, np.where(peak > 0, np.frexp(peak)[1], _SMALLEST_EXPONENT)
         )
-        self.merge(_Moments.of_block(block, exponent))
+        scaled = np.ldexp(block, -exponent)
+        mean = scaled.mean(axis=0)
+        m2 = ((scaled - mean) ** 2).sum(axis=0)
+        self.merge(_Moments(len(block), mean, m2, exponent, block.min(axis=0), block.max(axis=0)))
 
     def merge(self, other: _Moments) -> None:
         """Add the rows ``other`` summarises (after these), by Chan et al.'s pairwise formula.
@@ -128,8 +120,10 @@ class _Moments:
         if other.count == 0:
             return
         exponent = np.maximum(self.exponent, other.exponent)
-        mean, m2 = self._at(exponent)
-        other_mean, other_m2 = other._at(exponent)
+        shift, other_shift = self.exponent - exponent, other.exponent - exponent
+        mean, m2 = np.ldexp(self.scaled_mean, shift), np.ldexp(self.scaled_m2, 2 * shift)
+        other_mean = np.ldexp(other.scaled_mean, other_shift)
+        other_m2 = np.ldexp(other.scaled_m2, 2 * other_shift)
         total = self.count + other.count
         delta = other_mean - mean
         self.scaled_mean = mean + delta * (other.count / total)
@@ -138,22 +132,6 @@ class _Moments:
         self.count = total
         self.low = np.minimum(self.low, other.low)
         self.high = np.maximum(self.high, other.high)
-
-    def _at(self, exponent: npt.NDArray[np.int64]) -> tuple[Float64Array, Float64Array]:
-        """The scaled mean and M2 held divided by ``2^exponent`` (at least the own one)."""
-        shift = self.exponent - exponent
-        return np.ldexp(self.scaled_mean, shift), np.ldexp(self.scaled_m2, 2 * shift)
-
-    @property
-    def mean(self) -> Float64Array:
-        mean: Float64Array = np.ldexp(self.scaled_mean, self.exponent)
-        return mean
-
-    @property
-    def std(self) -> Float64Array:
-        """The population standard deviations."""
-        std: Float64Array = np.ldexp(np.sqrt(self.scaled_m2 / self.count), self.exponent)
-        return std
 
 
 # Below every float64 exponent: a column of zeros so far sets no scale.
@@ -167,7 +145,7 @@ def imputed_values(originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
     column with ``impute="mode"``); a tie between modes goes to the smallest.
     """
     if spec.impute == "none":
-        return {}
+        return NO_FILLS
     statistics = []
     for name, statistic in imputation(spec).items():
         values = imputed_source(name, spec, schema)
@@ -177,7 +155,7 @@ def imputed_values(originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
             found = values.median() if statistic == "median" else values.mean()
         statistics.append(found.alias(name))
     if not statistics:
-        return {}
+        return NO_FILLS
     return checked_fills(originals.select(statistics).collect().row(0, named=True))
 
 
@@ -201,12 +179,20 @@ def imputed_source(name: str, spec: FeatureSpec, schema: pl.Schema) -> pl.Expr:
 
 
 def checked_fills(fills: dict[str, float | Modality | None]) -> Fills:
-    """``fills``, once every feature has one (None: the feature is all missing)."""
+    """``fills``, numbers and modalities apart, once every feature has one (None: the feature
+    is all missing)."""
     empty = [name for name, value in fills.items() if value is None]
     if empty:
         msg = f"features of originals have no value to impute from: {empty} are all missing"
         raise ComputeError(msg)
-    return {name: value for name, value in fills.items() if value is not None}
+    numbers: dict[str, float] = {}
+    modalities: dict[str, Modality] = {}
+    for name, value in fills.items():
+        if isinstance(value, str | bool):
+            modalities[name] = value
+        elif value is not None:
+            numbers[name] = float(value)
+    return Fills(numbers, modalities)
 
 
 @dataclass
@@ -217,42 +203,57 @@ class FeaturePartial:
     """
 
     moments: _Moments
+    numeric: list[str]
     counts: dict[str, dict[Modality, int]]
     missing: MissingValues
     inexact: Counter[str]
 
     @classmethod
     def empty(cls, spec: FeatureSpec) -> FeaturePartial:
-        categorical = [name for name in spec.names if name in spec.categorical]
-        return cls(
-            _Moments.empty(len(spec.numeric)),
-            {name: {} for name in categorical},
-            Counter(),
-            Counter(),
+        """Nothing counted yet: moments of the numeric features and a tally per categorical
+        one, each in feature order."""
+        numeric: list[str] = []
+        counts: dict[str, dict[Modality, int]] = {}
+        for name in spec.names:
+            if name in spec.categorical:
+                counts[name] = {}
+            else:
+                numeric.append(name)
+        width = len(numeric)
+        moments = _Moments(
+            0,
+            np.zeros(width),
+            np.zeros(width),
+            np.full(width, _SMALLEST_EXPONENT, dtype=np.int64),
+            np.full(width, np.inf),
+            np.full(width, -np.inf),
         )
+        return cls(moments, numeric, counts, Counter(), Counter())
 
-    def add(self, block: pl.DataFrame, numeric: list[str], checked: list[str]) -> None:
-        """Count one block of `feature_partial`'s columns: the numeric features as
-        float64, then the modalities, their gaps, and flags of inexact values (``checked``)."""
-        categorical = list(self.counts)
-        numbers = {name: pl.col(_column("value", k)) for k, name in enumerate(numeric)}
-        numbers |= {name: pl.col(_column("gap", k)) for k, name in enumerate(categorical)}
+    def add(self, block: pl.DataFrame, numbers: dict[str, pl.Expr], flags: dict[str, str]) -> None:
+        """Count one block of `feature_partial`'s columns: the numeric features as float64
+        (first), the modalities, each feature's values for its gaps (``numbers``, as
+        `missing_values` reads them) and the numeric features' flags of inexact values
+        (``flags``: their columns)."""
         found = missing_values(block, numbers)
         self.missing += found
-        flags = (block.get_column(_column("inexact", k)).sum() for k in range(len(checked)))
-        inexact = Counter({name: int(n) for name, n in zip(checked, flags, strict=True) if n})
+        inexact: Counter[str] = Counter()
+        for name, column in flags.items():
+            count = int(block.get_column(column).sum())
+            if count:
+                inexact[name] = count
         self.inexact += inexact
         if found or inexact:
             return
-        if numeric:
-            values = block.select(_column("value", k) for k in range(len(numeric)))
+        if self.numeric:
+            values = block.select(pl.nth(range(len(self.numeric))))
             self.moments.add(values.to_numpy().astype(np.float64, copy=False))
         else:
             self.moments.count += block.height
         for k, tally in enumerate(self.counts.values()):
             for value, count in block.get_column(_column("key", k)).value_counts().iter_rows():
                 tally[value] = tally.get(value, 0) + count
-        _check_width(len(numeric), self.counts)
+        _check_width(len(self.numeric), self.counts)
 
     def merge(self, other: FeaturePartial) -> None:
         """Add the rows ``other`` covers, after these; the width is checked again."""
@@ -262,7 +263,7 @@ class FeaturePartial:
         for name, tally in self.counts.items():
             for value, count in other.counts[name].items():
                 tally[value] = tally.get(value, 0) + count
-        _check_width(len(self.moments.scaled_mean), self.counts)
+        _check_width(len(self.numeric), self.counts)
 
 
 def _column(kind: str, k: int) -> str:
@@ -274,38 +275,40 @@ def feature_partial(
     originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema, fills: Fills
 ) -> FeaturePartial:
     """Pass 1 over ``originals``, in blocks of `BLOCK_ROWS` rows, gaps filled by ``fills``."""
-    numeric_fills, modality_fills = _split_fills(fills)
-    numeric = spec.numeric
-    categorical = [name for name in spec.names if name in spec.categorical]
-    rules = {name: inexact_values(pl.col(name), schema[name]) for name in numeric}
-    checked = {name: rule for name, rule in rules.items() if rule is not None}
-    source = originals.select(
-        *(
-            numeric_values(name, schema[name], numeric_fills.get(name)).alias(_column("value", k))
-            for k, name in enumerate(numeric)
-        ),
-        *(
-            modality_values(name, schema[name], modality_fills.get(name)).alias(_column("key", k))
-            for k, name in enumerate(categorical)
-        ),
-        *(
-            gaps(name, schema[name], True, name in modality_fills).alias(_column("gap", k))
-            for k, name in enumerate(categorical)
-        ),
-        *(rule.alias(_column("inexact", k)) for k, rule in enumerate(checked.values())),
-    )
+    numeric_fills, modality_fills = fills
     partial = FeaturePartial.empty(spec)
-    for block in _blocks(source, BLOCK_ROWS):
-        partial.add(block, numeric, list(checked))
+    # The values first (`FeaturePartial.add` reads them by position), then per categorical
+    # feature its modalities and gaps, then the flags of inexact values; named by position.
+    columns: list[pl.Expr] = []
+    numbers: dict[str, pl.Expr] = {}
+    for k, name in enumerate(partial.numeric):
+        values = numeric_values(name, schema[name], numeric_fills.get(name))
+        columns.append(values.alias(_column("value", k)))
+        numbers[name] = pl.col(_column("value", k))
+    for k, name in enumerate(partial.counts):
+        filled = name in modality_fills
+        columns.append(
+            modality_values(name, schema[name], modality_fills.get(name)).alias(_column("key", k))
+        )
+        columns.append(gaps(name, schema[name], True, filled).alias(_column("gap", k)))
+        numbers[name] = pl.col(_column("gap", k))
+    flags: dict[str, str] = {}
+    for name in partial.numeric:
+        rule = inexact_values(pl.col(name), schema[name])
+        if rule is not None:
+            flags[name] = _column("inexact", len(flags))
+            columns.append(rule.alias(flags[name]))
+    for block in _blocks(originals.select(columns), BLOCK_ROWS):
+        partial.add(block, numbers, flags)
     return partial
 
 
 def fitted_features(
     partial: FeaturePartial, spec: FeatureSpec, schema: pl.Schema, fills: Fills
-) -> tuple[list[Feature], int]:
-    """The features pass 1 fits from the originals' whole ``partial``: numbers held as text
-    (`refuse_text_numbers`, on the modalities
-    counted), gaps and no rows are errors."""
+) -> tuple[Scaling, int]:
+    """The scaling pass 1 fits from the originals' whole ``partial`` (PCA, MCA or FAMD by the
+    features' kinds), and the rows: numbers held as text (`refuse_text_numbers`, on the
+    modalities counted), gaps and no rows are errors."""
     refuse_text_numbers(partial.counts, "originals")
     raise_missing(
         partial.missing,
@@ -324,11 +327,13 @@ def fitted_features(
         msg = "originals is empty: there is nothing to project"
         raise NoDataError(msg)
     n = moments.count
-    numeric_fills, modality_fills = _split_fills(fills)
+    numeric_fills, modality_fills = fills
     fitted: dict[str, Feature] = {}
-    std, means = moments.std, moments.mean
+    # The population standard deviations and the means, back from their power-of-two units.
+    std = np.ldexp(np.sqrt(moments.scaled_m2 / n), moments.exponent)
+    means = np.ldexp(moments.scaled_mean, moments.exponent)
     low, high = EXTREME_EXPONENTS
-    for k, name in enumerate(spec.numeric):
+    for k, name in enumerate(partial.numeric):
         fill = numeric_fills.get(name)
         constant = bool(moments.low[k] == moments.high[k])
         peak = int(moments.exponent[k])  # the largest magnitude is below 2^peak
@@ -349,28 +354,27 @@ def fitted_features(
         fitted[name] = CategoricalFeature(
             name, schema[name], modalities, shares, modality_fills.get(name)
         )
-    return [fitted[name] for name in spec.names], n
+    features: list[Feature] = []
+    for name in spec.names:  # in feature order
+        features.append(fitted[name])
+    model: Model = (
+        "FAMD" if partial.counts and partial.numeric else "MCA" if partial.counts else "PCA"
+    )
+    return Scaling(tuple(features), model), n
 
 
 def fit_features(
     originals: pl.LazyFrame, spec: FeatureSpec, schema: pl.Schema
-) -> tuple[list[Feature], int]:
-    """Pass 1: means, standard deviations and modality counts; gaps are filled or are errors."""
+) -> tuple[Scaling, int]:
+    """Pass 1: means, standard deviations and modality counts (the scaling, and the rows);
+    gaps are filled or are errors."""
     fills = imputed_values(originals, spec, schema)
     return fitted_features(feature_partial(originals, spec, schema, fills), spec, schema, fills)
 
 
-def _split_fills(fills: Fills) -> tuple[dict[str, float], dict[str, Modality]]:
-    """The fills of numeric features (as float) and of categorical ones."""
-    if not fills:
-        return {}, {}
-    numeric = {k: float(v) for k, v in fills.items() if not isinstance(v, str | bool)}
-    return numeric, {k: v for k, v in fills.items() if isinstance(v, str | bool)}
-
-
 def _check_width(numeric: int, counts: dict[str, dict[Modality, int]]) -> None:
     """Stop as soon as the scaled columns exceed `MAX_WIDTH` (an identifier among them?)."""
-    width = numeric + sum(len(tally) for tally in counts.values())
+    width = numeric + sum(map(len, counts.values()))
     if width > MAX_WIDTH:
         refuse_text_numbers(counts, "originals")  # a numeric column read as text, most likely
         widest = max(counts, key=lambda name: len(counts[name]))
@@ -395,8 +399,7 @@ def gram(originals: pl.LazyFrame, scaling: Scaling) -> Float64Array:
     width = scaling.width
     gram = np.zeros((width, width), dtype=np.float64)
     rows = max(256, min(BLOCK_ROWS, GRAM_BLOCK_VALUES // max(width, 1)))
-    names = [feature.name for feature in scaling.features]
-    for block in _blocks(originals.select(names), rows):
+    for block in _blocks(originals.select(scaling.names), rows):
         scaled = scaling.matrix(block)
         gram += scaled.T @ scaled
     return gram

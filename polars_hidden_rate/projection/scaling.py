@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -60,15 +60,15 @@ class NumericFeature:
         """The column's values as float64 times ``2^exponent``, gaps filled; NaN where float64
         does not hold the value exactly (`inexact_values`)."""
         dtype = schema[self.name]
-        values = times_power_of_two(numeric_values(self.name, dtype, self.fill), self.exponent)
+        values = numeric_values(self.name, dtype, self.fill)
+        if self.exponent:
+            values = times_power_of_two(values, self.exponent)
         inexact = inexact_values(pl.col(self.name), dtype)
         return values if inexact is None else pl.when(inexact).then(float("nan")).otherwise(values)
 
 
 def times_power_of_two(values: pl.Expr, exponent: int) -> pl.Expr:
     """``values * 2^exponent``, exactly (in two factors, each a float64, when one overflows)."""
-    if exponent == 0:
-        return values
     if abs(exponent) <= _LARGEST_EXPONENT:
         return values * 2.0**exponent
     half = exponent // 2
@@ -104,14 +104,63 @@ def feature_width(feature: Feature) -> int:
 
 @dataclass(frozen=True, eq=False)
 class Scaling:
-    """The originals' statistics: frames to scaled columns and back."""
+    """The originals' statistics: frames to scaled columns and back.
+
+    Attributes
+    ----------
+    features, model
+        What it is built from.
+    names
+        The features' names, in order.
+    categorical
+        The categorical features, in order.
+    centres
+        What each scaled column subtracts: the mean, or the modality's share.
+    divisors
+        What each scaled column divides by: the std, or ``sqrt(p)`` (``sqrt(p q)`` for MCA).
+    width
+        The number of scaled columns: one per numeric feature and per modality.
+    input_names
+        The columns of `inputs`: one per feature, by position, then the MCA profile.
+    """
 
     features: tuple[Feature, ...]
     model: Model
+    names: tuple[str, ...] = field(init=False)
+    categorical: tuple[CategoricalFeature, ...] = field(init=False)
+    centres: Float64Array = field(init=False)
+    divisors: Float64Array = field(init=False)
+    width: int = field(init=False)
+    input_names: list[str] = field(init=False)
 
-    @property
-    def width(self) -> int:
-        return sum(feature_width(feature) for feature in self.features)
+    def __post_init__(self) -> None:
+        # Worked out once: every form of the rule (expressions, coordinates, inverse) reads them.
+        names: list[str] = []
+        inputs: list[str] = []
+        categorical: list[CategoricalFeature] = []
+        for i, feature in enumerate(self.features):
+            names.append(feature.name)
+            inputs.append(f"{RESERVED_PREFIX}_input{i}")
+            if isinstance(feature, CategoricalFeature):
+                categorical.append(feature)
+        q = len(categorical) if self.model == "MCA" else 1
+        centres: list[Float64Array | list[float]] = []
+        divisors: list[Float64Array | list[float]] = []
+        for feature in self.features:
+            if isinstance(feature, NumericFeature):
+                centres.append([feature.mean])
+                divisors.append([feature.scale])
+            else:
+                centres.append(feature.shares)
+                divisors.append(np.sqrt(feature.shares * q))
+        centre = np.concatenate(centres or [np.zeros(0)])
+        assign = object.__setattr__  # frozen: derived fields are set here, once
+        assign(self, "names", tuple(names))
+        assign(self, "categorical", tuple(categorical))
+        assign(self, "centres", centre)
+        assign(self, "divisors", np.concatenate(divisors or [np.zeros(0)]))
+        assign(self, "width", len(centre))
+        assign(self, "input_names", [*inputs, _PROFILE] if self.model == "MCA" else inputs)
 
     @property
     def column_names(self) -> list[str]:
@@ -123,30 +172,6 @@ class Scaling:
             else:
                 names.extend(f"{feature.name}={m}" for m in feature.modalities)
         return names
-
-    @property
-    def categorical(self) -> list[CategoricalFeature]:
-        return [f for f in self.features if isinstance(f, CategoricalFeature)]
-
-    @property
-    def centres(self) -> Float64Array:
-        """What each scaled column subtracts: the mean, or the modality's share."""
-        return np.concatenate(
-            [[f.mean] if isinstance(f, NumericFeature) else f.shares for f in self.features]
-            or [np.zeros(0)]
-        )
-
-    @property
-    def divisors(self) -> Float64Array:
-        """What each scaled column divides by: the std, or ``sqrt(p)`` (``sqrt(p q)`` for MCA)."""
-        q = len(self.categorical) if self.model == "MCA" else 1
-        return np.concatenate(
-            [
-                [f.scale] if isinstance(f, NumericFeature) else np.sqrt(f.shares * q)
-                for f in self.features
-            ]
-            or [np.zeros(0)]
-        )
 
     def profile(self, schema: pl.Schema) -> pl.Expr:
         """A row's weight on its modalities: ``q / r`` for MCA (``r`` known), else 1."""
@@ -160,7 +185,8 @@ class Scaling:
 
     def expressions(self, schema: pl.Schema) -> list[pl.Expr]:
         """The scaled columns of a frame with ``schema``: the rule itself, in column order."""
-        profile = self.profile(schema)
+        # Only modalities weigh by the profile: numbers alone need none.
+        profile = self.profile(schema) if self.categorical else pl.lit(1.0)
         indicators: list[pl.Expr] = []
         for feature in self.features:
             if isinstance(feature, NumericFeature):
@@ -170,13 +196,12 @@ class Scaling:
                 indicators.extend(
                     (key == pl.lit(m)).cast(pl.Float64) * profile for m in feature.modalities
                 )
-        # Named by position, never by user text: a dummy "smoker=yes" may be a column's name.
-        return [
-            ((indicator - centre) / divisor).alias(f"{RESERVED_PREFIX}_scaled{j}")
-            for j, (indicator, centre, divisor) in enumerate(
-                zip(indicators, self.centres, self.divisors, strict=True)
-            )
-        ]
+        scaled: list[pl.Expr] = []
+        columns = zip(indicators, self.centres, self.divisors, strict=True)
+        for j, (indicator, centre, divisor) in enumerate(columns):
+            # Named by position, never by user text: a dummy "smoker=yes" may be a column's name.
+            scaled.append(((indicator - centre) / divisor).alias(f"{RESERVED_PREFIX}_scaled{j}"))
+        return scaled
 
     def matrix(self, frame: pl.DataFrame) -> Float64Array:
         """The scaled rows of ``frame`` (checked, null-free), float64 of shape ``(n, width)``."""
@@ -184,12 +209,6 @@ class Scaling:
             return np.empty((frame.height, 0))
         scaled = frame.select(self.expressions(frame.schema)).to_numpy()
         return np.ascontiguousarray(scaled, dtype=np.float64)
-
-    @property
-    def input_names(self) -> list[str]:
-        """The columns of `inputs`: one per feature, by position, then the MCA profile."""
-        names = [f"{RESERVED_PREFIX}_input{i}" for i in range(len(self.features))]
-        return [*names, _PROFILE] if self.model == "MCA" else names
 
     def inputs(self, schema: pl.Schema) -> list[pl.Expr]:
         """What `coordinate` reads from a frame with ``schema``, each worked out once per
@@ -199,9 +218,10 @@ class Scaling:
         scaled = self.expressions(schema)
         inputs: list[pl.Expr] = []
         offset = 0
-        for feature in self.features:
+        for feature, name in zip(self.features, self.input_names, strict=False):
             if isinstance(feature, NumericFeature):
-                inputs.append(scaled[offset])
+                inputs.append(scaled[offset].alias(name))
+                offset += 1
             else:
                 key = feature.values(schema)
                 positions = key.replace_strict(
@@ -210,11 +230,11 @@ class Scaling:
                     default=len(feature.modalities),
                     return_dtype=pl.UInt32,
                 )
-                inputs.append(pl.when(key.is_null()).then(None).otherwise(positions))
-            offset += feature_width(feature)
+                inputs.append(pl.when(key.is_null()).then(None).otherwise(positions).alias(name))
+                offset += len(feature.modalities)
         if self.model == "MCA":
-            inputs.append(self.profile(schema))
-        return [expr.alias(name) for expr, name in zip(inputs, self.input_names, strict=True)]
+            inputs.append(self.profile(schema).alias(_PROFILE))
+        return inputs
 
     def coordinate(self, component: Float64Array) -> pl.Expr:
         """The scaled rows along ``component``, as a Polars expression of the columns of
@@ -232,17 +252,17 @@ class Scaling:
         constant = 0.0
         offset = 0
         for feature, name in zip(self.features, self.input_names, strict=False):
-            width = feature_width(feature)
-            columns = slice(offset, offset + width)
             if isinstance(feature, NumericFeature):
                 terms.append(pl.col(name) * float(component[offset]))
+                offset += 1
             else:
+                columns = slice(offset, offset + len(feature.modalities))
                 per_unit = component[columns] / divisors[columns]
                 # The last entry is that of a modality the originals never had.
                 table = pl.Series([*per_unit.tolist(), 0.0], dtype=pl.Float64)
                 lookups.append(pl.lit(table).gather(pl.col(name)))
                 constant -= float(per_unit @ centres[columns])
-            offset += width
+                offset += len(feature.modalities)
         if lookups:
             profile = pl.col(_PROFILE) if self.model == "MCA" else pl.lit(1.0)
             terms.append(profile * _sum_in_order(lookups) + constant)
@@ -279,7 +299,9 @@ def _sum_in_order(terms: list[pl.Expr]) -> pl.Expr:
     minutes and gigabytes. Not ``pl.sum_horizontal``: from three terms it adds in a tree its
     thread pool shapes, so the last bits of a sum would depend on the threads, and an eager
     frame could differ from the same frame lazy."""
-    level = [functools.reduce(operator.add, terms[i : i + RUN]) for i in range(0, len(terms), RUN)]
+    level: list[pl.Expr] = []
+    for start in range(0, len(terms), RUN):
+        level.append(functools.reduce(operator.add, terms[start : start + RUN]))
     while len(level) > 1:
         pairs = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
         level = [*pairs, level[-1]] if len(level) % 2 else pairs

@@ -55,8 +55,11 @@ def type_family(dtype: pl.DataType) -> str | None:
     return None
 
 
-def check_feature_types(features: Sequence[str], schema: pl.Schema, role: str) -> None:
-    """Every feature exists in ``schema`` and has a type that can be projected."""
+def check_feature_types(
+    features: Sequence[str], schema: pl.Schema, role: str, originals: pl.Schema | None = None
+) -> None:
+    """Every feature exists in ``schema`` (the ``role`` side's) and has a type that can be
+    projected; given the ``originals``' schema, each is of its type family there."""
     for name in features:
         if name not in schema:
             msg = f"feature {name!r} not found in {role}; available: {schema.names()}"
@@ -67,17 +70,12 @@ def check_feature_types(features: Sequence[str], schema: pl.Schema, role: str) -
                 "numeric, temporal, String, Categorical, Enum or Boolean"
             )
             raise SchemaError(msg)
-
-
-def check_same_types(
-    features: Sequence[str], originals: pl.Schema, avatars: pl.Schema, role: str = "avatars"
-) -> None:
-    """Each feature of ``avatars`` exists and is of the originals' type family."""
-    check_feature_types(features, avatars, role)
+    if originals is None:
+        return
     for name in features:
-        if type_family(originals[name]) != type_family(avatars[name]):
+        if type_family(originals[name]) != type_family(schema[name]):
             msg = (
-                f"feature {name!r} is {originals[name]} in originals but {avatars[name]} in "
+                f"feature {name!r} is {originals[name]} in originals but {schema[name]} in "
                 f"{role}; cast one of them so that both are of one kind"
             )
             raise SchemaError(msg)
@@ -105,7 +103,7 @@ def resolve_features(
         names = resolve_columns(features, originals, "originals", "features")
     check_feature_types(names, originals, "originals")
     if avatars is not None:
-        check_same_types(names, originals, avatars)
+        check_feature_types(names, avatars, "avatars", originals)
     return names
 
 
@@ -148,7 +146,10 @@ class FeatureSpec:
         if impute not in get_args(Impute):
             msg = f"`impute` must be one of {', '.join(get_args(Impute))}; got {impute!r}"
             raise ValueError(msg)
-        kinds = {name for name in names if is_categorical(originals[name])} | forced
+        kinds = set(forced)
+        for name in names:
+            if is_categorical(originals[name]):
+                kinds.add(name)
         rule = cls.categorical_rule if categorical is None else "named, and by type"
         return cls(tuple(names), frozenset(kinds), impute, rule, frozenset(forced))  # type: ignore[arg-type]
 
@@ -157,20 +158,8 @@ class FeatureSpec:
         return [name for name in self.names if name not in self.categorical]
 
 
-def as_seconds(name: str, dtype: pl.DataType) -> pl.Expr:
-    """A numeric or temporal column as float64; temporal columns in seconds."""
-    column = pl.col(name)
-    if dtype == pl.Date:
-        return column.cast(pl.Int32).cast(pl.Float64) * _SECONDS_PER_DAY
-    if isinstance(dtype, pl.Datetime | pl.Duration):
-        return column.cast(pl.Int64).cast(pl.Float64) / _PER_SECOND[dtype.time_unit or "us"]
-    if dtype == pl.Time:
-        return column.cast(pl.Int64).cast(pl.Float64) / _PER_SECOND["ns"]
-    return column.cast(pl.Float64)
-
-
 def from_seconds(values: Float64Array, name: str, dtype: pl.DataType) -> pl.Series:
-    """Inverse of `as_seconds`: float64 values back to ``dtype``, integers rounded."""
+    """Inverse of `numeric_values`: float64 values back to ``dtype``, integers rounded."""
     if dtype == pl.Date:
         return pl.Series(name, np.rint(values / _SECONDS_PER_DAY)).cast(pl.Int32).cast(dtype)
     if isinstance(dtype, pl.Datetime | pl.Duration):
@@ -228,8 +217,17 @@ _INT128_LIMIT = 2.0**127
 
 
 def numeric_values(name: str, dtype: pl.DataType, fill: float | None = None) -> pl.Expr:
-    """A numeric feature as float64 (`as_seconds`), NaN and nulls replaced by ``fill``."""
-    values = as_seconds(name, dtype)
+    """A numeric or temporal feature as float64, temporal columns in seconds; NaN and nulls
+    replaced by ``fill``."""
+    column = pl.col(name)
+    if dtype == pl.Date:
+        values = column.cast(pl.Int32).cast(pl.Float64) * _SECONDS_PER_DAY
+    elif isinstance(dtype, pl.Datetime | pl.Duration):
+        values = column.cast(pl.Int64).cast(pl.Float64) / _PER_SECOND[dtype.time_unit or "us"]
+    elif dtype == pl.Time:
+        values = column.cast(pl.Int64).cast(pl.Float64) / _PER_SECOND["ns"]
+    else:
+        values = column.cast(pl.Float64)
     return values if fill is None else values.fill_nan(None).fill_null(fill)
 
 
@@ -249,7 +247,7 @@ def gaps(name: str, dtype: pl.DataType, categorical: bool, filled: bool) -> pl.E
     column counts its nulls.
     """
     if dtype.is_numeric() or not categorical:
-        values = as_seconds(name, dtype)
+        values = numeric_values(name, dtype)
         return values.fill_nan(None).fill_null(0.0) if filled else values
     present = pl.lit(0.0, dtype=pl.Float64)
     return present if filled else pl.when(pl.col(name).is_null()).then(None).otherwise(present)

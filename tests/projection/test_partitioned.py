@@ -217,7 +217,8 @@ def test_median_and_mode_are_those_of_polars_bit_for_bit(
         found = partitioned.imputed_values_of_files(files, spec, schema, LocalTasks())
         # Bit for bit, a NaN (inf - inf) included; but for the sign of a zero: Polars' own
         # pick between -0.0 and 0.0 (equal to it) depends on the order of the rows.
-        ours, theirs = np.array([found["x"]]) + 0.0, np.array([expected["x"]]) + 0.0
+        ours = np.array([found.numbers["x"]]) + 0.0
+        theirs = np.array([expected.numbers["x"]]) + 0.0
         assert ours.tobytes() == theirs.tobytes(), impute
 
 
@@ -235,8 +236,8 @@ def test_mean_fill_to_rounding_and_mode_of_text(tmp_path: Path) -> None:
         spec = FeatureSpec.resolve(None, None, impute, frame.schema)
         expected = passes.imputed_values(frame.lazy(), spec, frame.schema)
         found = partitioned.imputed_values_of_files(files, spec, frame.schema, LocalTasks())
-        assert found["c"] == expected["c"] == "a"
-        assert relative(found["x"], expected["x"]) <= 1e-15
+        assert found.modalities["c"] == expected.modalities["c"] == "a"
+        assert relative(found.numbers["x"], expected.numbers["x"]) <= 1e-15
 
 
 # --- deterministic ---------------------------------------------------------------------------
