@@ -1,8 +1,10 @@
-"""The inference and linkability attacks from 1e4 to 1e6 records against anonymeter, in one
-run, the rows written as they come.
+"""The inference, linkability and singling-out attacks from 1e4 to 1e6 records against
+anonymeter, in one run, the rows written as they come.
 
     timeout 1200 python -m benchmarks.bench_attacks --sizes 1e4,2.5e4,1e5,2.5e5,1e6 \\
         --peers-python .venv-peers/bin/python > benchmarks/results/attacks_scale.md
+    timeout 1500 python -m benchmarks.bench_attacks --attacks singling_out ... \\
+        > benchmarks/results/attacks_singling_out.md
 
 The data: ``n`` records of the demo's cohort (`polars_hidden_rate.demo.cohort`) as the
 originals, another draw as the holdout and a third as the synthetic set (avatars would take
@@ -13,9 +15,16 @@ in the projected space, with every record attacked. anonymeter's ``InferenceEval
 ``LinkabilityEvaluator`` (``n_attacks`` every record) in a subprocess of their venv
 (`benchmarks.peer_worker`, its evaluation alone timed): not run where its time predicted
 from the previous size's by its ``n^2`` cost passes ``--limit`` seconds, and stopped past
-it. Printed per row: the seconds, anonymeter's over ours, and ours over ours at the
-previous size (the growth). ``--ties``: the attacker's columns all categories of a few values
-(a target ties with thousands of records at its nearest), ours alone. Before the first size,
+it. The singling-out attack (``--attacks singling_out`` runs it alone), ours in both modes
+on every column, against anonymeter's ``SinglingOutEvaluator`` (seed 0): univariate with
+``n_attacks`` the queries ours counts, so that anonymeter attacks every query its generator
+keeps (the sides are of equal size: its risk is then deterministic, and compared to 1e-9);
+multivariate (3 columns a query) with ``n_attacks`` `MULTIVARIATE_ATTACKS` of its random
+draws, not compared. Its time at the next size is predicted from its growth between the
+last two sizes (exponent as measured, at least 1; `EXPONENT` from one size). Printed per
+row: the seconds, anonymeter's over ours, and ours over ours at the previous size (the
+growth). ``--ties``: the inference and linkability attacks' columns all categories of a few
+values (a target ties with thousands of records at its nearest), ours alone. Before the first size,
 every attack runs once untimed on ``--warm-up`` records (default 2,000), so that no row holds
 the compilation of its kernels; ``--repeat``: each of ours timed that many times, the least
 kept (a shared machine's other jobs only ever add). Markdown on stdout; ``--out`` also
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
@@ -39,6 +49,7 @@ from benchmarks.bench_peers import (
     KNOWN,
     PAIRS,
     SECRET,
+    Pair,
     agreement,
     figures,
     peer_versions,
@@ -48,10 +59,22 @@ from benchmarks.bench_peers import (
 )
 from benchmarks.common import header, parse_sizes, seconds
 
-ATTACKS = ("inference", "linkability")
+ATTACKS = ("inference", "linkability", "singling_out")
 SPACES = ("gower", "projected")
+MODES = ("univariate", "multivariate")
+# Each attack's variants: the space it searches, or the singling-out attack's mode.
+VARIANTS = {"inference": SPACES, "linkability": SPACES, "singling_out": MODES}
+# The variants anonymeter computes too: only these run against it.
+PEER_VARIANTS = {"inference": ("gower",), "linkability": ("gower",), "singling_out": MODES}
 # anonymeter's searches cost n^2: its time at the next size is predicted from the last.
 EXPONENT = 2.0
+# anonymeter's multivariate singling out draws its queries at random: this many (its
+# default is 500), the same at every size.
+MULTIVARIATE_ATTACKS = 2000
+N_COLS = 3
+SINGLING_OUT = Pair(
+    "anonymeter_singling_out", "anonymeter", "SinglingOutEvaluator", "singling_out", True
+)
 
 
 def make_sets(n: int) -> dict[str, pl.DataFrame]:
@@ -75,10 +98,13 @@ TIES_AUX_COLS = (["sex", "smoker"], ["diabetes", "region"])
 def attack(
     name: str, space: str, sets: dict[str, pl.DataFrame], threads: int | None, *, ties: bool = False
 ) -> Any:
-    """Run one of ours: ``name`` in ``space`` (``ties``: on the tie-heavy columns)."""
+    """Run one of ours: ``name`` in ``space`` (the singling-out attack: its mode, on every
+    column; ``ties``: the others on the tie-heavy columns)."""
     import polars_hidden_rate as phr
 
     o, s, h = sets["originals"], sets["synthetic"], sets["holdout"]
+    if name == "singling_out":
+        return phr.singling_out_risk(o, s, h, mode=space, n_cols=N_COLS, threads=threads)  # type: ignore[arg-type]
     if name == "inference":
         return phr.inference_risk(
             o,
@@ -94,9 +120,37 @@ def attack(
     return phr.linkability_risk(o, s, h, aux_cols=aux_cols, space=space, threads=threads)  # type: ignore[arg-type]
 
 
+def predicted_seconds(history: list[tuple[int, float]], n: int, measured: bool) -> float | None:
+    """A peer's seconds at ``n`` from its ``history`` of (size, seconds): by `EXPONENT`, or
+    (``measured``) by the growth between its last two sizes, at least linear."""
+    if not history:
+        return None
+    size, took = history[-1]
+    exponent = EXPONENT
+    if measured and len(history) > 1:
+        (first, was), _ = history[-2:]
+        if first != size and was > 0 and took > 0:
+            exponent = max(1.0, math.log(took / was) / math.log(size / first))
+    return float(took * (n / size) ** exponent)
+
+
+def peer_options(name: str, variant: str, found: Any) -> dict[str, Any]:
+    """The peer's settings beyond the sets: the singling-out attack's mode and queries."""
+    if name != "singling_out":
+        return {}
+    attacks = found.queries if variant == "univariate" else MULTIVARIATE_ATTACKS
+    # anonymeter refuses no query to ask; ours then asks none either.
+    return {"mode": variant, "n_attacks": max(attacks, 1), "n_cols": N_COLS, "seed": 0}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["1e4,2.5e4,1e5,2.5e5,1e6"])
+    parser.add_argument(
+        "--attacks",
+        default=",".join(ATTACKS),
+        help=f"the attacks to run, comma-separated (of {', '.join(ATTACKS)})",
+    )
     parser.add_argument("--peers-python", default=None)
     parser.add_argument("--limit", type=float, default=300.0, help="anonymeter's seconds at most")
     parser.add_argument("--threads", type=int, default=None)
@@ -109,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-up", type=int, default=2000, help="records of the untimed run")
     parser.add_argument("--repeat", type=int, default=1, help="timings of ours, the least kept")
     args = parser.parse_args(argv)
+    attacks = [name.strip() for name in args.attacks.split(",") if name.strip()]
+    unknown = sorted(set(attacks) - set(ATTACKS))
+    if unknown or not attacks:
+        parser.error(
+            f"--attacks: unknown {', '.join(unknown) or '(none)'}; of {', '.join(ATTACKS)}"
+        )
 
     given = sys.argv[1:] if argv is None else argv
     payload = header(["python", "-m", "benchmarks.bench_attacks", *given])
@@ -125,25 +185,25 @@ def main(argv: list[str] | None = None) -> int:
         f"anonymeter {anonymeter}. The machine is shared with other jobs: the times are "
         "noisy.\n\nCommand: `" + payload["command"] + "`\n"
     )
-    print("| n | attack | space | ours s | growth | anonymeter s | ratio | agree |")
+    print("| n | attack | space or mode | ours s | growth | anonymeter s | ratio | agree |")
     print("|---:|---|---|---:|---:|---:|---:|---|", flush=True)
-    pairs = {pair.ours: pair for pair in PAIRS}
-    last_peer: dict[str, tuple[int, float]] = {}
+    pairs = {pair.ours: pair for pair in (*PAIRS, SINGLING_OUT)}
+    last_peer: dict[tuple[str, str], list[tuple[int, float]]] = {}
     last_ours: dict[tuple[str, str], float] = {}
-    stopped: set[str] = set()
+    stopped: set[tuple[str, str]] = set()
     rows = []
     if args.warm_up > 0:
         warm = make_sets(args.warm_up)
-        for name in ATTACKS:
-            for space in SPACES:
+        for name in attacks:
+            for space in VARIANTS[name]:
                 attack(name, space, warm, args.threads, ties=args.ties)
     for n in parse_sizes(args.sizes):
         sets = make_sets(n)
         with tempfile.TemporaryDirectory() as folder:
             files = write_sets(sets, Path(folder), n) if python else {}
-            for name in ATTACKS:
+            for name in attacks:
                 pair = pairs[name]
-                for space in SPACES:
+                for space in VARIANTS[name]:
                     took = float("inf")
                     for _ in range(max(args.repeat, 1)):
                         start = time.perf_counter()
@@ -152,22 +212,31 @@ def main(argv: list[str] | None = None) -> int:
                     mine = {"status": "ok", "seconds": took, "figures": figures(name, found)}
                     before = last_ours.get((name, space))
                     last_ours[(name, space)] = took
+                    if name == "singling_out":
+                        mine["queries"] = found.queries
+                    compared = space in PEER_VARIANTS[name]
+                    key = (pair.peer, space)
                     peer: dict[str, Any] = {"status": "absent", "seconds": None}
-                    if space == "gower" and python and not args.ties:
-                        predicted = None
-                        if pair.peer in last_peer:
-                            size, was = last_peer[pair.peer]
-                            predicted = was * (n / size) ** EXPONENT
-                        if pair.peer in stopped or (predicted or 0.0) > args.limit:
-                            stopped.add(pair.peer)
+                    if compared and python and not args.ties:
+                        predicted = predicted_seconds(
+                            last_peer.get(key, []), n, measured=name == "singling_out"
+                        )
+                        if key in stopped or (predicted or 0.0) > args.limit:
+                            stopped.add(key)
                             peer = {"status": "skipped", "seconds": None, "predicted": predicted}
                         else:
-                            peer = run_peer(python, pair, files, jobs, timeout=args.limit + 60)
+                            options = peer_options(name, space, found)
+                            peer = run_peer(
+                                python, pair, files, jobs, timeout=args.limit + 60, **options
+                            )
+                            peer.update(options)
                             if peer["status"] == "ok" and peer["seconds"] <= args.limit:
-                                last_peer[pair.peer] = (n, peer["seconds"])
+                                last_peer.setdefault(key, []).append((n, peer["seconds"]))
                             else:
-                                stopped.add(pair.peer)
-                    agree = agreement(pair, mine, peer) if space == "gower" else None
+                                stopped.add(key)
+                    # anonymeter's multivariate queries are random draws: not ours to compare.
+                    random_queries = space == "multivariate"
+                    agree = agreement(pair, mine, peer) if compared and not random_queries else None
                     ratio = peer["seconds"] / took if peer.get("seconds") else None
                     growth = took / before if before else None
                     rows.append(
@@ -180,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                             "ratio": ratio,
                             "growth": growth,
                             "agree": agree,
+                            **({"agree_note": "random queries"} if random_queries else {}),
                         }
                     )
                     if peer["status"] == "ok":
@@ -187,12 +257,16 @@ def main(argv: list[str] | None = None) -> int:
                     elif peer["status"] == "skipped" and peer.get("predicted"):
                         theirs = f"skipped (~{seconds(peer['predicted'])})"
                     else:
-                        theirs = "" if space != "gower" else peer["status"]
+                        theirs = peer["status"] if compared else ""
+                    if random_queries and peer["status"] == "ok":
+                        agreed = "n/a (random queries)"
+                    else:
+                        agreed = "" if agree is None else ("yes" if agree else "NO")
                     print(
                         f"| {n:,} | {name} | {space} | {seconds(took)} | "
                         f"{'' if growth is None else f'{growth:.1f}'} | {theirs} | "
                         f"{'' if ratio is None else f'{ratio:.1f}'} | "
-                        f"{'' if agree is None else ('yes' if agree else 'NO')} |",
+                        f"{agreed} |",
                         flush=True,
                     )
     print(
@@ -204,6 +278,17 @@ def main(argv: list[str] | None = None) -> int:
         "at an edge where anonymeter takes the first its sort gives, so `NO` where records "
         "tie (the cohort's integer and categorical columns make some)."
     )
+    if "singling_out" in attacks:
+        print(
+            "\nSingling out: ours on every column, every query counted (multivariate: "
+            f"{N_COLS} columns a query, every (record, column set) pair up to 1e6 of them, "
+            "then the deterministic design); anonymeter's `SinglingOutEvaluator` (seed 0) "
+            "univariate with `n_attacks` ours' queries (it then attacks every query its "
+            "generator keeps; the sides are of equal size), agreement as above; multivariate "
+            f"with `n_attacks` {MULTIVARIATE_ATTACKS} random draws, not compared (`n/a`). Its "
+            "predictions: by its growth between the last two sizes (exponent as measured, at "
+            "least 1; n^2 from one size)."
+        )
     if args.out is not None:
         payload["rows"] = rows
         args.out.write_text(json.dumps(payload, indent=1, default=str))

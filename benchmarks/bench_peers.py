@@ -202,9 +202,15 @@ def measure_ours(
 
 
 def run_peer(
-    python: str, pair: Pair, files: dict[str, str], jobs: int, timeout: float
+    python: str,
+    pair: Pair,
+    files: dict[str, str],
+    jobs: int,
+    timeout: float,
+    **options: Any,
 ) -> dict[str, Any]:
-    """One peer in a subprocess of its venv; its own timing of its evaluation."""
+    """One peer in a subprocess of its venv; its own timing of its evaluation. ``options``:
+    more of the job's settings (the singling-out attack's ``mode`` and ``n_attacks``)."""
     job = {
         "peer": pair.peer,
         "files": files,
@@ -213,6 +219,7 @@ def run_peer(
         "aux_cols": AUX_COLS,
         "seed": BASELINE_SEED,
         "jobs": jobs,
+        **options,
     }
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
         json.dump(job, file)
