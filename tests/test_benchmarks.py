@@ -548,6 +548,52 @@ def test_the_peers_bench_runs_the_peers_and_skips_past_the_limit(tmp_path: Path)
     assert second["peers_total_over_report"] is None
 
 
+# --- bench_attacks: the attacks at scale against anonymeter
+
+
+def test_the_attacks_bench_runs_singling_out_alone_in_both_modes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import polars_hidden_rate as phr
+    from benchmarks import bench_attacks
+
+    monkeypatch.setattr(bench_attacks, "peers_python", lambda given: None)
+    out = tmp_path / "attacks.json"
+    argv = ["--attacks", "singling_out", "--sizes", "300,600", "--threads", "1"]
+    assert bench_attacks.main([*argv, "--warm-up", "100", "--out", str(out)]) == 0
+    page = capsys.readouterr().out
+    assert "| 600 | singling_out | multivariate |" in page
+    rows = json.loads(out.read_text())["rows"]
+    assert [(row["n"], row["attack"], row["space"]) for row in rows] == [
+        (n, "singling_out", mode) for n in (300, 600) for mode in bench_attacks.MODES
+    ]
+    sets = bench_attacks.make_sets(600)
+    for row in rows[2:]:
+        found = phr.singling_out_risk(
+            sets["originals"], sets["synthetic"], sets["holdout"], mode=row["space"]
+        )
+        assert row["ours"]["figures"] == {
+            "risk": found.risk,
+            "n_success": found.members.successes,
+            "n_control": found.control.successes,
+        }
+        assert row["ours"]["queries"] == found.queries
+        assert row["peer"]["status"] == "absent"
+        assert row["agree"] is None
+        assert row["growth"] > 0
+    # anonymeter's multivariate queries are random: never compared.
+    assert [row.get("agree_note") for row in rows[2:]] == [None, "random queries"]
+    # anonymeter's next time by its growth as measured, at least linear.
+    predict = bench_attacks.predicted_seconds
+    assert predict([], 10, measured=True) is None
+    assert predict([(10, 2.0)], 20, measured=True) == 8.0  # n^2 from one size
+    assert predict([(10, 1.0), (20, 8.0)], 40, measured=True) == pytest.approx(64.0)
+    assert predict([(10, 1.0), (20, 1.0)], 40, measured=True) == 2.0
+    assert predict([(10, 1.0), (20, 8.0)], 40, measured=False) == 32.0
+    with pytest.raises(SystemExit):
+        bench_attacks.main(["--attacks", "singling", "--sizes", "300"])
+
+
 def test_the_1e8_commands_result_reads_as_its_markdown_says() -> None:
     # docs/performance.md quotes this page; it must be what its JSON renders, goals included.
     from benchmarks import bench_parquet
