@@ -12,7 +12,8 @@ from typing import Literal
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
-from polars_hidden_rate.engine.kdtree import LEAF_SIZE, KdTree
+from polars_hidden_rate.engine import kdtree
+from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 
 Strategy = Literal["auto", "flat", "tree"]
@@ -215,7 +216,7 @@ def flat_settled_early(
     if flat_pass < PROBE_FLOOR_SECONDS or n_queries != n_avatars or sample >= n_avatars // 2:
         return False
     # A tree on n points has fewer than 4 n / LEAF_SIZE boxes (`KdTree.build`).
-    boxes = 4 * n_avatars // LEAF_SIZE + 1
+    boxes = 4 * n_avatars // kdtree.LEAF_SIZE + 1
     if _tree_bound(n_queries, boxes, n_avatars, dim, threads) < flat_pass:
         return False
     rng = np.random.default_rng(0)
