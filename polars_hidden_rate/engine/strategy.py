@@ -77,11 +77,15 @@ def choose_strategy(
     few percent of the run it chooses. Where even walks of every box and point
     (`_tree_bound`) would cost less than the flat pass, nothing is walked.
     """
-    # A collapsed tree of few distinct values, or a few dimensions: no walk to predict.
+    # Both fast, or the tree cannot lose (a collapsed tree of few distinct values, a few
+    # dimensions): no walk to predict.
     threads = max(1, min(threads, usable_cores()))
     dim = tree.points.shape[1]
     _, flat_pass = _flat_costs(len(queries), tree.avatars, dim, threads)
-    if _tree_bound(len(queries), len(tree.begin), len(tree.points), dim, threads) < flat_pass:
+    if (
+        flat_pass < PROBE_FLOOR_SECONDS
+        or _tree_bound(len(queries), len(tree.begin), len(tree.points), dim, threads) < flat_pass
+    ):
         return "tree"
     estimate = probe(tree, queries, thresholds, own, threads=threads, cap=cap)
     return "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree"
