@@ -5,6 +5,8 @@ Run ``python -m benchmarks.bench_strategy --help``. For each case (avatar-like `
 ``count_cloaking`` with ``strategy="auto"``, ``"flat"`` and ``"tree"`` in alternated rounds
 (the order rotates each round, so a loaded machine weighs on all three alike), and reports
 each median and the ratio of auto's median to the faster strategy's: the target is at most 1.2.
+"paired" is the median over rounds of auto's time over the faster strategy's in the same
+round, steadier where the machine's load drifts between rounds.
 ``--skip-tree-above DIM`` leaves the tree strategy out above ``DIM`` dimensions, where it
 takes minutes a round and loses to the flat pass by far: auto is then set against the flat
 pass alone.
@@ -72,6 +74,12 @@ def measure(
                 chosen = result.strategy
     medians = {name: statistics.median(values) for name, values in times.items()}
     fastest = min(medians[name] for name in strategies if name != "auto")
+    # Each round's auto against that round's faster strategy, timed next to it: a load that
+    # drifts between rounds weighs on both sides of each ratio alike.
+    paired = [
+        times["auto"][k] / min(times[name][k] for name in strategies if name != "auto")
+        for k in range(rounds)
+    ]
     return {
         "profile": profile,
         "d": d,
@@ -80,6 +88,7 @@ def measure(
         "times": times,
         "medians": medians,
         "auto_over_fastest": medians["auto"] / fastest,
+        "auto_over_fastest_paired": statistics.median(paired),
     }
 
 
@@ -91,15 +100,15 @@ def markdown(payload: dict[str, Any]) -> str:
         f"`{payload['command']}`: {options['n']} records, threads={options['threads']}, "
         f"median of {options['rounds']} alternated rounds (the order rotates each round).",
         "",
-        "| profile | d | auto chose | auto (s) | flat (s) | tree (s) | auto / faster |",
-        "|---|---:|---|---:|---:|---:|---:|",
+        "| profile | d | auto chose | auto (s) | flat (s) | tree (s) | auto / faster | paired |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for row in payload["rows"]:
         m = row["medians"]
         lines.append(
             f"| {row['profile']} | {row['d']} | {row['chosen']} | {seconds(m['auto'])} | "
             f"{seconds(m['flat'])} | {seconds(m['tree']) if 'tree' in m else 'skipped'} | "
-            f"{row['auto_over_fastest']:.2f} |"
+            f"{row['auto_over_fastest']:.2f} | {row['auto_over_fastest_paired']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -138,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         tree = f"{m['tree']:.3f} s" if "tree" in m else "skipped"
         print(
             f"{profile} d={d}: auto ({row['chosen']}) {m['auto']:.3f} s, flat {m['flat']:.3f} s,"
-            f" tree {tree}, auto/faster {row['auto_over_fastest']:.2f}",
+            f" tree {tree}, auto/faster {row['auto_over_fastest']:.2f}"
+            f" (paired {row['auto_over_fastest_paired']:.2f})",
             flush=True,
         )
         rows.append(row)

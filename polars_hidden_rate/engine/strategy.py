@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 
 from polars_hidden_rate._types import CountArray, Float64Array, IndexArray
+from polars_hidden_rate.engine import kdtree
 from polars_hidden_rate.engine.kdtree import KdTree
 from polars_hidden_rate.engine.parallel import parallel_map, usable_cores
 
@@ -37,6 +38,10 @@ PROBE_MIN, PROBE_MAX = 32, 1024
 PROBE_BUDGET = 1.5
 # Below this predicted flat time the tree runs without a probe: both are fast.
 PROBE_FLOOR_SECONDS = 0.05
+# Walks stopped at their budget (so their mean work is a floor) that predict the tree at
+# more than FLAT_SETTLED times the flat pass settle the flat pass: a tree on a sample of
+# the avatars before the full tree is built, the probe's first walks on the full tree.
+FLAT_SETTLED = 1.2
 # Before the tree on every avatar is built, `PROBE_MIN` queries walk a tree on one avatar in
 # SAMPLE_SHARE (at least SAMPLE_MIN of them, and the probed queries' own avatars).
 SAMPLE_SHARE = 8
@@ -67,9 +72,21 @@ def choose_strategy(
     that work, the flat pass's from the pairs it compares (every query with every
     avatar), both with costs measured on one machine (``docs/engine.md``). The probe walks
     one query in `PROBE_SHARE` and stops each walk at `PROBE_BUDGET` times a
-    flat pass's work per query, and stops after its first `PROBE_MIN` walks when each of
-    them was stopped: it costs a few percent of the run it chooses.
+    flat pass's work per query, and stops after its first `PROBE_MIN` walks when they
+    already predict the tree at more than `FLAT_SETTLED` times the flat pass: it costs a
+    few percent of the run it chooses. Where even walks of every box and point
+    (`_tree_bound`) would cost less than the flat pass, nothing is walked.
     """
+    # Both fast, or the tree cannot lose (a collapsed tree of few distinct values, a few
+    # dimensions): no walk to predict.
+    threads = max(1, min(threads, usable_cores()))
+    dim = tree.points.shape[1]
+    _, flat_pass = _flat_costs(len(queries), tree.avatars, dim, threads)
+    if (
+        flat_pass < PROBE_FLOOR_SECONDS
+        or _tree_bound(len(queries), len(tree.begin), len(tree.points), dim, threads) < flat_pass
+    ):
+        return "tree"
     estimate = probe(tree, queries, thresholds, own, threads=threads, cap=cap)
     return "flat" if estimate.flat_seconds < estimate.tree_seconds else "tree"
 
@@ -130,25 +147,50 @@ def probe(
         per_query = work[:, 0] * box + work[:, 1] * point + TREE_QUERY_COST
         return per_query, np.concatenate([c for _, c in done])
 
-    # A first batch whose every walk runs past the budget settles it: the tree costs more
-    # than the flat pass on nearly every query (full-rank data in many dimensions), and the
-    # rest of the sample would cost as much again per walk.
+    # A first batch whose every walk runs past the budget, or that already predicts the tree
+    # (a floor: its walks were stopped) at more than `FLAT_SETTLED` times the flat pass,
+    # settles it: the tree costs more than the flat pass on most queries (full-rank data in
+    # many dimensions), and the rest of the sample would cost as much again per walk.
     per_query, found = walks(np.sort(chosen[:PROBE_MIN]))
-    if len(chosen) > PROBE_MIN and not (per_query - TREE_QUERY_COST > budget).all():
-        more, found_more = walks(np.sort(chosen[PROBE_MIN:]))
-        per_query, found = np.concatenate([per_query, more]), np.concatenate([found, found_more])
-    sample = len(per_query)
+    first = _estimate(per_query, found, n_queries, threads, flat_pass, budget)
+    if (
+        len(chosen) == PROBE_MIN
+        or first.stopped == PROBE_MIN
+        or first.tree_seconds > FLAT_SETTLED * first.flat_seconds
+    ):
+        return first
+    more, found_more = walks(np.sort(chosen[PROBE_MIN:]))
+    per_query, found = np.concatenate([per_query, more]), np.concatenate([found, found_more])
+    return _estimate(per_query, found, n_queries, threads, flat_pass, budget)
+
+
+def _estimate(
+    per_query: Float64Array,
+    found: CountArray,
+    n_queries: int,
+    threads: int,
+    flat_pass: float,
+    budget: float,
+) -> Estimate:
+    """The times `probe` predicts from its walks' predicted seconds and rivals found."""
     tree_seconds = n_queries * float(per_query.mean()) / threads
     # A flat pass handles every pair within reach: at least the rivals the walks found.
     flat_seconds = flat_pass + n_queries * FLAT_RESULT_COST * float(found.mean())
     stopped = int(np.count_nonzero(per_query - TREE_QUERY_COST > budget))
-    return Estimate(tree_seconds, flat_seconds, sample, stopped)
+    return Estimate(tree_seconds, flat_seconds, len(per_query), stopped)
 
 
 def _flat_costs(n_queries: int, n_avatars: int, dim: int, threads: int) -> tuple[float, float]:
     """A flat pass's predicted seconds per query on one thread, and for the whole count."""
     per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)
     return per_query, n_queries * per_query / threads + FLAT_CALL_COST
+
+
+def _tree_bound(n_queries: int, boxes: int, points: int, dim: int, threads: int) -> float:
+    """The tree's predicted seconds were every query to test all ``boxes`` and compare all
+    ``points``: no walk tests a box or compares a point twice, so no probe predicts more."""
+    per_query = dim * (boxes * TREE_BOX_COST + points * TREE_POINT_COST) + TREE_QUERY_COST
+    return n_queries * per_query / threads
 
 
 def flat_settled_early(
@@ -160,19 +202,26 @@ def flat_settled_early(
     cap: int | None = None,
 ) -> bool:
     """Whether the flat pass wins before any tree on every avatar is built: `PROBE_MIN`
-    queries (row ``i`` owns avatar ``i``) walk a tree on a sample of the avatars, and each
-    walk runs past `PROBE_BUDGET` times a flat pass's work per query over that sample.
+    queries (row ``i`` owns avatar ``i``) walk a tree on a sample of the avatars, each walk
+    stopped at `PROBE_BUDGET` times a flat pass's work per query over that sample, and
+    their mean work passes `FLAT_SETTLED` times that flat work.
 
     A tree on fewer points compares a larger share of them (its boxes are wider for the
-    same thresholds), so where the tree on the sample loses on every walk the tree on all
+    same thresholds), so where the tree on the sample loses on most walks the tree on all
     avatars is not worth its build (full-rank data in many dimensions); anywhere else
-    `probe` decides, on the full tree. It costs a tree on the sample and a few capped walks.
+    `probe` decides, on the full tree. It costs a tree on the sample and a few capped walks,
+    and nothing where the full tree's bound (`_tree_bound`) is below the flat pass's time
+    (up to 5 dimensions with the fitted costs).
     """
     n_queries, n_avatars, dim = len(queries), len(avatars), avatars.shape[1]
     threads = max(1, min(threads, usable_cores()))
     _, flat_pass = _flat_costs(n_queries, n_avatars, dim, threads)
     sample = max(SAMPLE_MIN, n_avatars // SAMPLE_SHARE)
     if flat_pass < PROBE_FLOOR_SECONDS or n_queries != n_avatars or sample >= n_avatars // 2:
+        return False
+    # A tree on n points has fewer than 4 n / LEAF_SIZE boxes (`KdTree.build`).
+    boxes = 4 * n_avatars // kdtree.LEAF_SIZE + 1
+    if _tree_bound(n_queries, boxes, n_avatars, dim, threads) < flat_pass:
         return False
     rng = np.random.default_rng(0)
     probed = np.sort(rng.choice(n_queries, size=PROBE_MIN, replace=False))
@@ -190,4 +239,5 @@ def flat_settled_early(
         point_cost=point,
         budget=PROBE_BUDGET * flat_per_query,
     )
-    return bool((work[:, 0] * box + work[:, 1] * point > PROBE_BUDGET * flat_per_query).all())
+    walked = work[:, 0] * box + work[:, 1] * point
+    return bool(walked.mean() > FLAT_SETTLED * flat_per_query)
