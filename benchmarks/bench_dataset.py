@@ -237,9 +237,12 @@ every array above 128 KiB is then mapped afresh and faulted in page by page)."""
 
 def worker_environment(directory: Path, malloc: str) -> dict[str, str]:
     """The environment of the ``dask`` processes: with ``glibc``, a Dask config file (in
-    ``directory``) that unsets the nanny's ``MALLOC_TRIM_THRESHOLD_`` for its worker."""
+    ``directory``) that unsets the nanny's ``MALLOC_TRIM_THRESHOLD_`` for its worker, and
+    none inherited (a Nanny started in this process, as a ``LocalCluster`` does, sets it in
+    this process's own environment)."""
     environment = dict(os.environ)
     if malloc == "glibc":
+        environment.pop("MALLOC_TRIM_THRESHOLD_", None)
         config = directory / "dask-config"
         config.mkdir(exist_ok=True)
         (config / "workers.yaml").write_text(

@@ -607,3 +607,17 @@ def test_the_1e8_commands_result_reads_as_its_markdown_says() -> None:
     assert "peak RSS under 16 GiB: ours did not run, gate's **True**" in page
     assert "gate under 600 s: **True**; report under 900 s: **True**" in page
     assert payload["runs"]["gate"]["stages"]["counting"] > 0
+
+
+def test_glibc_workers_inherit_no_trim_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Nanny started in this process (a `LocalCluster` of another test) leaves its
+    ``MALLOC_TRIM_THRESHOLD_`` in this process's environment: glibc's workers must not
+    inherit it, Dask's keep it."""
+    from benchmarks import bench_dataset
+
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    assert "MALLOC_TRIM_THRESHOLD_" not in bench_dataset.worker_environment(tmp_path, "glibc")
+    kept = bench_dataset.worker_environment(tmp_path, "dask")
+    assert kept["MALLOC_TRIM_THRESHOLD_"] == "65536"
