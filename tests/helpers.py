@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Collection, Iterator
 from decimal import Decimal, localcontext
+from html.parser import HTMLParser
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -909,3 +910,78 @@ def null_at(frame: pl.DataFrame, column: str, row: int) -> pl.DataFrame:
     """``frame`` with a null in ``column`` at ``row``."""
     value = pl.when(pl.int_range(pl.len()) == row).then(None).otherwise(pl.col(column))
     return frame.with_columns(value.alias(column))
+
+
+# The AIDS release's columns, in its files' order.
+AIDS = (
+    "age,wtkg,hemo,homo,drugs,karnof,oprior,z30,zprior,preanti,race,gender,str2,strat,"
+    "symptom,treat,offtrt,cd40,cd420,cd496,r,cd80,cd820,cens,days,arms"
+)
+
+
+class Page(HTMLParser):
+    """The rows of a page's tables, as text, and its banners."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.banners: list[str] = []
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th") and self.rows:
+            self.rows[-1].append("")
+            self._in = "cell"
+        elif tag == "p" and ("class", "banner") in attrs:
+            self.banners.append("")
+            self._in = "banner"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th", "p"):
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "cell":
+            self.rows[-1][-1] += data
+        elif self._in == "banner":
+            self.banners[-1] += data
+
+
+def parsed(page: str) -> Page:
+    parser = Page()
+    parser.feed(page)
+    return parser
+
+
+def raw_release(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals with an id the avatars lack, a category coded 0/1/2, gaps in one column."""
+    rng = np.random.default_rng(seed)
+    age = rng.normal(50, 10, n)
+    stage = rng.integers(0, 3, n)
+    smoker = rng.choice(["yes", "no"], n)
+    bmi = rng.normal(25, 4, n)
+    originals = pl.DataFrame(
+        {"id": np.arange(n) + 1000, "age": age, "bmi": bmi, "stage": stage, "smoker": smoker}
+    )
+    avatars = pl.DataFrame(
+        {
+            "age": age + rng.normal(0, 4, n),
+            "bmi": bmi + rng.normal(0, 2, n),
+            "stage": np.where(rng.random(n) < 0.3, rng.integers(0, 3, n), stage),
+            "smoker": np.where(rng.random(n) < 0.2, "no", smoker),
+        }
+    )
+
+    def holes(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
+        gaps = pl.Series(np.random.default_rng(seed).random(n) < 0.08)
+        return frame.with_columns(bmi=pl.when(gaps).then(None).otherwise(pl.col("bmi")))
+
+    return holes(originals, 1), holes(avatars, 2)
+
+
+def write_raw(frame: pl.DataFrame, path: Path, separator: str) -> Path:
+    """As published: the given separator, missing values written NA."""
+    frame.write_csv(path, separator=separator, null_value="NA")
+    return path

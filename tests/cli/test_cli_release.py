@@ -17,41 +17,9 @@ import polars_hidden_rate as phr
 import polars_hidden_rate.runs as runs
 from polars_hidden_rate.cli import main
 from polars_hidden_rate.measures.summary import summarize
-from tests.helpers import without_provenance
+from tests.helpers import raw_release, without_provenance, write_raw
 
 FEATURES = ["age", "bmi", "stage", "smoker"]
-
-
-def raw_release(n: int = 300, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Originals with an id the avatars lack, a category coded 0/1/2, gaps in one column."""
-    rng = np.random.default_rng(seed)
-    age = rng.normal(50, 10, n)
-    stage = rng.integers(0, 3, n)
-    smoker = rng.choice(["yes", "no"], n)
-    bmi = rng.normal(25, 4, n)
-    originals = pl.DataFrame(
-        {"id": np.arange(n) + 1000, "age": age, "bmi": bmi, "stage": stage, "smoker": smoker}
-    )
-    avatars = pl.DataFrame(
-        {
-            "age": age + rng.normal(0, 4, n),
-            "bmi": bmi + rng.normal(0, 2, n),
-            "stage": np.where(rng.random(n) < 0.3, rng.integers(0, 3, n), stage),
-            "smoker": np.where(rng.random(n) < 0.2, "no", smoker),
-        }
-    )
-
-    def holes(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
-        gaps = pl.Series(np.random.default_rng(seed).random(n) < 0.08)
-        return frame.with_columns(bmi=pl.when(gaps).then(None).otherwise(pl.col("bmi")))
-
-    return holes(originals, 1), holes(avatars, 2)
-
-
-def write_raw(frame: pl.DataFrame, path: Path, separator: str) -> Path:
-    """As published: the given separator, missing values written NA."""
-    frame.write_csv(path, separator=separator, null_value="NA")
-    return path
 
 
 OPTIONS = ["--ncp", "4", "--categorical", "stage", "--impute", "median"]

@@ -288,7 +288,7 @@ def test_the_aids_round_0_split_equals_sdmetrics() -> None:
 
 def release(seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Originals, avatars near them (gaps in ``bmi``, ``stage`` a 0/1/2 code), a holdout."""
-    from tests.cli.test_cli_release import raw_release
+    from tests.helpers import raw_release
 
     originals, avatars = raw_release(n=120, seed=seed)
     holdout, _ = raw_release(n=80, seed=seed + 1)
@@ -381,7 +381,7 @@ def test_the_command_line_takes_space_sdmetrics_and_compare_spaces(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from polars_hidden_rate.cli import main
-    from tests.cli.test_cli_release import write_raw
+    from tests.helpers import write_raw
 
     originals, avatars, holdout = release(26)
     o, a, h = (

@@ -18,8 +18,7 @@ import pytest
 import polars_hidden_rate as phr
 from polars_hidden_rate.cli import main
 from polars_hidden_rate.report import PrivacyReport
-from tests.helpers import SHARED_DATASETS
-from tests.report.test_targets_applicable import AIDS, parsed
+from tests.helpers import AIDS, SHARED_DATASETS, parsed
 
 FEATURES = ["a", "b", "c", "kind"]
 pytestmark = pytest.mark.filterwarnings("ignore:the holdout holds")

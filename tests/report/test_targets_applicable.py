@@ -6,7 +6,6 @@ terminal show of them."""
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,10 @@ from polars_hidden_rate.link.link_test import LinkTest
 from polars_hidden_rate.link.verdict import Evidence
 from polars_hidden_rate.measures.digits import p_text
 from polars_hidden_rate.report import PrivacyReport, UnmeasuredTargetError, check_targets
-from tests.helpers import SHARED_DATASETS
+from tests.helpers import AIDS, SHARED_DATASETS, parsed
 
 PRIVACY = SHARED_DATASETS / "aids" / "privacy"
 # The AIDS columns (synthpop_0.csv adds a written-out index, left out by naming these).
-AIDS = (
-    "age,wtkg,hemo,homo,drugs,karnof,oprior,z30,zprior,preanti,race,gender,str2,strat,"
-    "symptom,treat,offtrt,cd40,cd420,cd496,r,cd80,cd820,cens,days,arms"
-)
 
 
 def needs_split() -> None:
@@ -60,42 +55,6 @@ def aids_report(
     code = main(args)
     out, err = capsys.readouterr()
     return code, json.loads(out), page.read_text("utf-8"), err
-
-
-class Page(HTMLParser):
-    """The rows of a page's tables, as text, and its banners."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.banners: list[str] = []
-        self._in: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th") and self.rows:
-            self.rows[-1].append("")
-            self._in = "cell"
-        elif tag == "p" and ("class", "banner") in attrs:
-            self.banners.append("")
-            self._in = "banner"
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th", "p"):
-            self._in = None
-
-    def handle_data(self, data: str) -> None:
-        if self._in == "cell":
-            self.rows[-1][-1] += data
-        elif self._in == "banner":
-            self.banners[-1] += data
-
-
-def parsed(page: str) -> Page:
-    parser = Page()
-    parser.feed(page)
-    return parser
 
 
 @pytest.mark.parametrize("synthetic", ["ctgan_0", "synthpop_0"])
