@@ -49,7 +49,7 @@ MIN_GROUP = 5
 records' wins depend on one another too much for the normal law of independent records (two
 records of a pair win or lose together), which then passes a random pairing several times as
 often as `ALPHA` says; from 5 a random pairing within groups passes at most as often
-(`tests/test_sorted_link.py`)."""
+(`tests/link/test_sorted.py`)."""
 
 
 @dataclass(frozen=True)
