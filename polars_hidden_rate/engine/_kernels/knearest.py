@@ -212,6 +212,28 @@ def within_walk(
 
 
 @kernel
+def held_column(certain_a: bool, certain_b: bool) -> int:
+    """The column of a row both segments hold, by how each holds it (`segment_overlaps`)."""
+    if certain_a:
+        return 0 if certain_b else 3
+    return 1 if certain_b else 2
+
+
+@kernel
+def mark_segment(
+    mark: npt.NDArray[np.int8],
+    offsets: IndexArray,
+    rows: IndexArray,
+    certain: npt.NDArray[np.bool_],
+    i: int,
+    on: bool,
+) -> None:
+    """Query ``i``'s found rows marked in ``mark`` (1 certain, 2 tied), or unmarked."""
+    for p in range(offsets[i], offsets[i + 1]):
+        mark[rows[p]] = (1 if certain[p] else 2) if on else 0
+
+
+@kernel
 def segment_overlaps(
     offsets_a: IndexArray,
     rows_a: IndexArray,
@@ -228,18 +250,39 @@ def segment_overlaps(
     unmarked after: linear in the segments, no sort."""
     mark = np.zeros(points, dtype=np.int8)
     for i in range(len(offsets_a) - 1):
-        for p in range(offsets_a[i], offsets_a[i + 1]):
-            mark[rows_a[p]] = 1 if certain_a[p] else 2
+        mark_segment(mark, offsets_a, rows_a, certain_a, i, True)
         for p in range(offsets_b[i], offsets_b[i + 1]):
             held = mark[rows_b[p]]
+            if held != 0:
+                overlaps[i, held_column(held == 1, certain_b[p])] += 1
+        mark_segment(mark, offsets_a, rows_a, certain_a, i, False)
+
+
+@kernel
+def count_through_partners(
+    overlaps: CountArray,
+    i: int,
+    offsets: IndexArray,
+    rows: IndexArray,
+    certain: npt.NDArray[np.bool_],
+    starts: IndexArray,
+    partners: IndexArray,
+    counts: CountArray,
+    mark: npt.NDArray[np.int8],
+    walked_is_a: bool,
+) -> None:
+    """`joint_overlaps` for query ``i`` from one side: each found group's partners on the
+    other side, where marked, add the records they share."""
+    for p in range(offsets[i], offsets[i + 1]):
+        g = rows[p]
+        for j in range(starts[g], starts[g + 1]):
+            held = mark[partners[j]]
             if held == 0:
                 continue
-            if certain_b[p]:
-                overlaps[i, 0 if held == 1 else 1] += 1
+            if walked_is_a:
+                overlaps[i, held_column(certain[p], held == 1)] += counts[j]
             else:
-                overlaps[i, 3 if held == 1 else 2] += 1
-        for p in range(offsets_a[i], offsets_a[i + 1]):
-            mark[rows_a[p]] = 0
+                overlaps[i, held_column(held == 1, certain[p])] += counts[j]
 
 
 @kernel
@@ -273,32 +316,16 @@ def joint_overlaps(
         for p in range(offsets_b[i], offsets_b[i + 1]):
             cost_b += starts_b[rows_b[p] + 1] - starts_b[rows_b[p]]
         if cost_a <= cost_b:
-            for p in range(offsets_b[i], offsets_b[i + 1]):
-                mark_b[rows_b[p]] = 1 if certain_b[p] else 2
-            for p in range(offsets_a[i], offsets_a[i + 1]):
-                g = rows_a[p]
-                for j in range(starts_a[g], starts_a[g + 1]):
-                    held = mark_b[partners_a[j]]
-                    if held == 0:
-                        continue
-                    if certain_a[p]:
-                        overlaps[i, 0 if held == 1 else 3] += counts_a[j]
-                    else:
-                        overlaps[i, 1 if held == 1 else 2] += counts_a[j]
-            for p in range(offsets_b[i], offsets_b[i + 1]):
-                mark_b[rows_b[p]] = 0
+            mark_segment(mark_b, offsets_b, rows_b, certain_b, i, True)
+            count_through_partners(
+                overlaps, i, offsets_a, rows_a, certain_a, starts_a, partners_a, counts_a,
+                mark_b, True,
+            )  # fmt: skip
+            mark_segment(mark_b, offsets_b, rows_b, certain_b, i, False)
         else:
-            for p in range(offsets_a[i], offsets_a[i + 1]):
-                mark_a[rows_a[p]] = 1 if certain_a[p] else 2
-            for p in range(offsets_b[i], offsets_b[i + 1]):
-                g = rows_b[p]
-                for j in range(starts_b[g], starts_b[g + 1]):
-                    held = mark_a[partners_b[j]]
-                    if held == 0:
-                        continue
-                    if certain_b[p]:
-                        overlaps[i, 0 if held == 1 else 1] += counts_b[j]
-                    else:
-                        overlaps[i, 3 if held == 1 else 2] += counts_b[j]
-            for p in range(offsets_a[i], offsets_a[i + 1]):
-                mark_a[rows_a[p]] = 0
+            mark_segment(mark_a, offsets_a, rows_a, certain_a, i, True)
+            count_through_partners(
+                overlaps, i, offsets_b, rows_b, certain_b, starts_b, partners_b, counts_b,
+                mark_a, False,
+            )  # fmt: skip
+            mark_segment(mark_a, offsets_a, rows_a, certain_a, i, False)
