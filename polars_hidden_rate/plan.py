@@ -29,7 +29,8 @@ from polars_hidden_rate.checks import (
     known,
 )
 from polars_hidden_rate.cluster import arrays as distributed
-from polars_hidden_rate.engine import CountResult
+from polars_hidden_rate.engine import CountResult, usable_cores
+from polars_hidden_rate.engine.count import CountSettings, linked_result
 from polars_hidden_rate.engine.nearest import NearestTwo, nearest_two
 from polars_hidden_rate.engine.scale import canonical_scale, exponent_for, largest_magnitude
 from polars_hidden_rate.frames import (
@@ -164,18 +165,17 @@ class CountPlan:
             counts = gpu.count_cloaking_gpu(originals, avatars, tie_tol=self.tie_tol)
             used = "gpu"
         else:
-            return engine.cloaking_result(
-                originals,
-                avatars,
-                tie_tol=self.tie_tol,
-                threads=self.threads,
-                progress=self.progress,
+            # Checked here and by the read: the engine takes them as they are.
+            settings = CountSettings(
+                threads=self.threads or usable_cores(),
+                strategy="auto",
                 cap=cap,
                 overwrite_input=overwrite_input,
                 restore_order=restore_order,
-                closer=closer,
                 keep_tree=keep_tree,
+                progress=self.progress,
             )
+            return linked_result(originals, avatars, self.tie_tol, settings, closer=closer)
         flags = None
         if closer:
             hidden = np.flatnonzero(counts > 0)
@@ -540,11 +540,11 @@ def plan(
             "the coordinates are given: drop them, or give `features` instead"
         )
         raise ValueError(msg)
-    given = [] if coords is None else resolve_coords(coords, None, left_schema, right_schema)
+    given = [] if coords is None else resolve_coords(coords, left_schema, right_schema)
     return CountPlan(
         originals=originals_lf,
         avatars=avatars_lf,
-        coords=given[: check_ncp(ncp, len(given))] if given else [],
+        coords=given[: check_ncp(ncp, len(given))] if given and ncp is not None else given,
         given_coords=tuple(given),
         link=link,
         tie_tol=tie_tol,

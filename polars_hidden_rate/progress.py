@@ -37,7 +37,11 @@ def resolve_mode(enabled: bool | None, stream: TextIO) -> Mode:
     """The mode for ``enabled`` on ``stream``: see the module's docstring."""
     if enabled is False:
         return "off"
-    if _isatty(stream):
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or a closed stream
+        terminal = False
+    if terminal:
         return "terminal"
     return "log" if enabled else "off"
 
@@ -337,10 +341,3 @@ def stage(name: str, total: int | None = None, *, enabled: bool | None = None) -
     if resolve_mode(enabled, sys.stderr) == "off":
         return SILENT
     return Progress(total, enabled=enabled, label=_names.get(name, name))
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False

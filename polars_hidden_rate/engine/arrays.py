@@ -112,6 +112,13 @@ def linked_arrays(
         or infinite coordinates, or ``tie_tol`` is not a finite number >= 0.
     """
     tie_tol = check_tie_tol(tie_tol)
+    originals, avatars = linked_coordinates(originals, avatars)
+    return at_canonical_scale(originals, avatars, tie_tol, overwrite_input=overwrite_input)
+
+
+def linked_coordinates(originals: object, avatars: object) -> tuple[Float64Array, Float64Array]:
+    """Both arrays as contiguous float64 of one shape ``(n, d)`` (`coordinates`), else a
+    clear error."""
     originals, avatars = coordinates("originals", originals), coordinates("avatars", avatars)
     if originals.shape != avatars.shape:
         msg = (
@@ -119,7 +126,14 @@ def linked_arrays(
             f"row i of the other), got {originals.shape} and {avatars.shape}"
         )
         raise ValueError(msg)
-    # `canonical_scale` of the two, whose shapes are checked here already.
+    return originals, avatars
+
+
+def at_canonical_scale(
+    originals: Float64Array, avatars: Float64Array, tie_tol: float, *, overwrite_input: bool
+) -> tuple[Float64Array, Float64Array, Float64Array]:
+    """`linked_arrays` of checked arguments (`linked_coordinates`, `check_tie_tol`)."""
+    # `canonical_scale` of the two, whose shapes are checked already.
     largest = max(largest_magnitude(originals, "originals"), largest_magnitude(avatars, "avatars"))
     if largest != 0.0:
         exponent = exponent_for(largest, originals.shape[1], tie_tol)

@@ -19,11 +19,14 @@ from polars_hidden_rate.checks import (
     check_cap,
     check_flag,
     check_threads,
+    check_tie_tol,
 )
 from polars_hidden_rate.engine.arrays import (
+    at_canonical_scale,
     check_rows,
     coordinates,
     linked_arrays,
+    linked_coordinates,
     linked_queries,
     own_thresholds,
     strictly_below,
@@ -35,6 +38,7 @@ from polars_hidden_rate.engine.strategy import (
     check_strategy,
     choose_strategy,
     flat_settled_early,
+    tree_unbeaten,
 )
 from polars_hidden_rate.progress import Progress, stage
 
@@ -185,19 +189,35 @@ def cloaking_result(
     >>> result.counts.tolist(), result.closer.tolist(), result.strategy
     ([2, 2, 1], [True, True, False], 'tree')
     """
-    options = _checked_options(
+    settings = checked_settings(
         threads, strategy, cap, overwrite_input, restore_order, keep_tree, progress
     )
-    originals, avatars, thresholds = linked_arrays(
-        originals, avatars, tie_tol, overwrite_input=options.overwrite_input
+    tie_tol = check_tie_tol(tie_tol)
+    originals, avatars = linked_coordinates(originals, avatars)
+    return linked_result(originals, avatars, tie_tol, settings, closer=check_flag(closer, "closer"))
+
+
+def linked_result(
+    originals: Float64Array,
+    avatars: Float64Array,
+    tie_tol: float,
+    settings: CountSettings,
+    *,
+    closer: bool = False,
+) -> CountResult:
+    """`cloaking_result` of checked arguments, for the planner that checked them: linked
+    arrays of one shape (`linked_coordinates`), ``tie_tol`` (`check_tie_tol`) and the
+    ``settings`` (`checked_settings`)."""
+    originals, avatars, thresholds = at_canonical_scale(
+        originals, avatars, tie_tol, overwrite_input=settings.overwrite_input
     )
     below = None
-    if check_flag(closer, "closer"):
+    if closer:
         # With no tolerance the thresholds are the own d2 themselves.
         below = strictly_below(
             thresholds if tie_tol == 0.0 else own_thresholds(originals, avatars, 0.0)
         )
-    return _count(_Query(originals, thresholds, None, below), avatars, None, options)
+    return _count(_Query(originals, thresholds, None, below), avatars, None, settings)
 
 
 def hidden_flags(
@@ -289,7 +309,7 @@ def _within_strictly(
             _Query(queries[picked], below[picked], rows),
             points,
             tree,
-            _Options(threads, "tree", 1),
+            CountSettings(threads, "tree", 1),
         ).counts
         closer[apart] = found > 0
     return closer
@@ -361,7 +381,7 @@ def within_result(
     TypeError, ValueError
         On inconsistent arrays, or an argument of the wrong type or value.
     """
-    count = _checked_options(threads, strategy, cap)
+    count = checked_settings(threads, strategy, cap)
     if isinstance(avatars, KdTree):
         tree, points = avatars, avatars.points
     else:
@@ -385,8 +405,10 @@ def within_result(
 
 
 @dataclass(frozen=True)
-class _Options:
-    """How a count runs, checked once at the public boundary."""
+class CountSettings:
+    """How a count runs, checked once at the public boundary (`checked_settings`): the
+    threads (resolved), the strategy, the cap, and who owns the arrays (``overwrite_input``,
+    ``restore_order``: `count_cloaking`'s), from the planner to the kd-tree."""
 
     threads: int
     strategy: Strategy
@@ -423,7 +445,7 @@ class _Trees:
     chosen: Literal["flat"] | None = None  # by `flat_settled_early`, before any tree
 
 
-def _checked_options(
+def checked_settings(
     threads: object,
     strategy: object,
     cap: object,
@@ -431,9 +453,9 @@ def _checked_options(
     restore_order: object = False,
     keep_tree: object = False,
     progress: object = False,
-) -> _Options:
+) -> CountSettings:
     shown = None if progress is None else check_flag(progress, "progress", or_none=True)
-    return _Options(
+    return CountSettings(
         check_threads(threads) or usable_cores(),
         check_strategy(strategy),
         check_cap(cap),
@@ -448,20 +470,25 @@ def _count(
     query: _Query,
     points: Float64Array,
     prebuilt: KdTree | None,
-    options: _Options,
+    options: CountSettings,
 ) -> CountResult:
     """`within_result` of checked arguments."""
     n = len(query.queries)
     closer = None if query.below is None else np.zeros(n, dtype=np.bool_)
     if n == 0 or len(points) == 0:
         return CountResult(np.zeros(n, dtype=np.int64), closer, None)
+    strategy = options.strategy
+    # A prebuilt tree (a Dask shard) is walked, as is any tree that cannot lose.
+    if strategy == "auto" and (
+        prebuilt is not None or tree_unbeaten(n, len(points), points.shape[1], options.threads)
+    ):
+        strategy = "tree"
     with stage("counting", n, enabled=options.progress) as bar:
-        trees = _built(query, points, prebuilt, options)
-        strategy = trees.chosen or options.strategy
+        trees = _built(query, points, prebuilt, options, strategy)
+        strategy = trees.chosen or strategy
         if strategy == "auto":
-            # A prebuilt tree (a Dask shard) is walked.
             strategy = "tree"
-            if prebuilt is None and trees.walked is not None:
+            if trees.walked is not None:
                 strategy = choose_strategy(
                     trees.walked,
                     query.queries,
@@ -499,7 +526,11 @@ def _count(
 
 
 def _built(
-    query: _Query, points: Float64Array, prebuilt: KdTree | None, options: _Options
+    query: _Query,
+    points: Float64Array,
+    prebuilt: KdTree | None,
+    options: CountSettings,
+    strategy: Strategy,
 ) -> _Trees:
     """The trees a count walks (`_Trees`): none for the flat strategy, the prebuilt one
     as given. On duplicated avatars the walk runs on each distinct value once (the counts
@@ -507,7 +538,7 @@ def _built(
     lighter ones from the plain tree."""
     if prebuilt is not None:
         return _Trees(walked=prebuilt, plain=prebuilt)
-    if options.strategy == "flat":
+    if strategy == "flat":
         return _Trees()
     threads = options.threads
     collapsed = KdTree.build_collapsed(points, threads=threads)
@@ -515,7 +546,7 @@ def _built(
         return _Trees(walked=collapsed)
     # A tree kept for the caller, or own avatars elsewhere, is built whichever walk counts.
     if (
-        options.strategy == "auto"
+        strategy == "auto"
         and query.own is None
         and not options.keep_tree
         and flat_settled_early(
@@ -551,7 +582,7 @@ def _count_flat(
     query: _Query,
     points: Float64Array,
     trees: _Trees,
-    options: _Options,
+    options: CountSettings,
     bar: Progress,
     closer: BoolArray | None,
 ) -> CountArray:
@@ -594,15 +625,17 @@ def _along(
     """The queries, their thresholds and ``below`` as 2-D rows that a tree built on
     ``points`` may take along (`KdTree.build`'s ``companions``), or () where one of them is
     not a writable C-order array of its own."""
-    arrays = [queries, thresholds] if below is None else [queries, thresholds, below]
-    own = all(
-        array.flags.c_contiguous
-        and array.flags.writeable
-        and len(array) == len(points)
-        and not np.shares_memory(array, points)
-        for array in arrays
-    )
-    return tuple(array.reshape(len(array), -1) for array in arrays) if own else ()
+    rows = []
+    for array in (queries, thresholds) if below is None else (queries, thresholds, below):
+        if not (
+            array.flags.c_contiguous
+            and array.flags.writeable
+            and len(array) == len(points)
+            and not np.shares_memory(array, points)
+        ):
+            return ()
+        rows.append(array.reshape(len(array), -1))
+    return tuple(rows)
 
 
 def _in_tree_order(tree: KdTree) -> KdTree:

@@ -17,39 +17,32 @@ import numpy as np
 from polars_hidden_rate._types import Float64Array
 
 
-def canonical_exponent(dim: int, tie_tol: float = 0.0) -> int:
-    """``t`` such that bringing the largest ``|coordinate|`` into ``[2^(t-1), 2^t)`` keeps every
-    ``d2`` and ``T_i`` of ``dim`` coordinates finite, as high as that allows.
-
-    Every ``|difference|`` is then below ``2^(t+1)`` and every square below ``2^(2t+2)``;
-    with ``dim <= 2^D`` and ``1 + tie_tol < 2^L`` (as rounded), ``T_i`` is below
-    ``2^(2t+2+D+L)`` times the rounding of ``dim + 1`` operations, a factor below 2, so
-    ``2t + 3 + D + L <= 1023`` keeps it below ``2^1023``. The highest such ``t`` leaves the
-    squares of small differences the most room above the subnormal range: for ``d <= 8``
-    and ``tie_tol < 1``, ``t = 508``, and a difference ``2^-1000`` times the largest
-    coordinate still has a normal square.
-
-    Examples
-    --------
-    >>> canonical_exponent(5), canonical_exponent(2, tie_tol=1e-9), canonical_exponent(10**6)
-    (508, 509, 499)
-    """
-    dim_bits = max(dim - 1, 0).bit_length()  # D = ceil(log2(dim))
-    tol_bits = math.frexp(1.0 + tie_tol)[1]  # L: 1 + tie_tol < 2^L, exactly
-    return (1020 - dim_bits - tol_bits) // 2
-
-
 def exponent_for(largest: float, dim: int, tie_tol: float = 0.0) -> int:
     """The ``e`` of [`canonical_scale`][polars_hidden_rate.engine.scale.canonical_scale] for data
-    whose largest ``|coordinate|`` is ``largest`` (0 when it is 0): what parts of the data, reduced
-    to their largest, agree on.
+    of ``dim`` coordinates whose largest ``|coordinate|`` is ``largest`` (0 when it is 0): what
+    parts of the data, reduced to their largest, agree on.
+
+    ``2^e`` brings ``largest`` into ``[2^(t-1), 2^t)``, with ``t`` the highest that keeps every
+    ``d2`` and ``T_i`` finite. Every ``|difference|`` is then below ``2^(t+1)`` and every
+    square below ``2^(2t+2)``; with ``dim <= 2^D`` and ``1 + tie_tol < 2^L`` (as rounded),
+    ``T_i`` is below ``2^(2t+2+D+L)`` times the rounding of ``dim + 1`` operations, a factor
+    below 2, so ``2t + 3 + D + L <= 1023`` keeps it below ``2^1023``. The highest such ``t``
+    leaves the squares of small differences the most room above the subnormal range: for
+    ``d <= 8`` and ``tie_tol < 1``, ``t = 508``, and a difference ``2^-1000`` times the
+    largest coordinate still has a normal square.
 
     Examples
     --------
     >>> exponent_for(4.0, 2), exponent_for(0.0, 2)
     (506, 0)
+    >>> exponent_for(1.0, 5), exponent_for(1.0, 2, tie_tol=1e-9), exponent_for(1.0, 10**6)
+    (507, 508, 498)
     """
-    return 0 if largest == 0.0 else canonical_exponent(dim, tie_tol) - math.frexp(largest)[1]
+    if largest == 0.0:
+        return 0
+    dim_bits = max(dim - 1, 0).bit_length()  # D = ceil(log2(dim))
+    tol_bits = math.frexp(1.0 + tie_tol)[1]  # L: 1 + tie_tol < 2^L, exactly
+    return (1020 - dim_bits - tol_bits) // 2 - math.frexp(largest)[1]
 
 
 def largest_magnitude(array: Float64Array, name: str | None = None) -> float:
@@ -72,7 +65,7 @@ def canonical_scale(
     names: Sequence[str] = (),
     overwrite_input: bool = False,
 ) -> tuple[tuple[Float64Array, ...], int]:
-    """Multiply every array by one power of two ``2^e`` (`canonical_exponent`).
+    """Multiply every array by one power of two ``2^e`` (`exponent_for`).
 
     A distance ``s`` taken on the scaled arrays is ``np.ldexp(s, -e)`` in the input
     units, exactly.

@@ -180,6 +180,21 @@ def _estimate(
     return Estimate(tree_seconds, flat_seconds, len(per_query), stopped)
 
 
+def tree_unbeaten(n_queries: int, n_avatars: int, dim: int, threads: int) -> bool:
+    """Whether ``"auto"`` runs the tree with nothing walked to predict it: both strategies are
+    fast (a flat pass under `PROBE_FLOOR_SECONDS`), or the tree on every avatar cannot lose
+    (`_tree_bound` of its largest number of boxes below the flat pass's time: up to 5
+    dimensions with the fitted costs). Where it holds, `flat_settled_early` and
+    `choose_strategy` would choose the tree too."""
+    threads = max(1, min(threads, usable_cores()))
+    _, flat_pass = _flat_costs(n_queries, n_avatars, dim, threads)
+    if flat_pass < PROBE_FLOOR_SECONDS:
+        return True
+    # A tree on n points has fewer than 4 n / LEAF_SIZE boxes (`KdTree.build`).
+    boxes = 4 * n_avatars // kdtree.LEAF_SIZE + 1
+    return _tree_bound(n_queries, boxes, n_avatars, dim, threads) < flat_pass
+
+
 def _flat_costs(n_queries: int, n_avatars: int, dim: int, threads: int) -> tuple[float, float]:
     """A flat pass's predicted seconds per query on one thread, and for the whole count."""
     per_query = n_avatars * (FLAT_PAIR_COST + dim * FLAT_PAIR_COORD_COST)

@@ -53,16 +53,17 @@ def read_aligned(
     """
     columns = list(columns)
     left = originals.select(
-        *link.key_columns("left"), *(c for c in columns if c not in link.left), *carry
+        *link.key_columns("left"), pl.col(columns).exclude(link.left), *carry
     ).collect()
     right = avatars.select(
-        *link.key_columns("right"), *(c for c in columns if c not in link.right), *carry_avatars
+        *link.key_columns("right"), pl.col(columns).exclude(link.right), *carry_avatars
     ).collect()
     # Rows to measure, and every coordinate a finite number that float64 holds exactly.
     CoordinateProblems.of(left, columns, "originals").raise_first()
     CoordinateProblems.of(right, columns, "avatars").raise_first()
-    carried = left.select(expr.meta.output_name() for expr in carry)
-    carried_avatars = right.select(expr.meta.output_name() for expr in carry_avatars)
+    # The carried expressions are the last columns of each read.
+    carried = left.select(left.columns[left.width - len(carry) :])
+    carried_avatars = right.select(right.columns[right.width - len(carry_avatars) :])
     order = None
     if not link.by_row_order:
         order = _avatar_order(left, right, link)
@@ -70,8 +71,8 @@ def read_aligned(
         raise unequal_heights(left.height, right.height)
     # The frames go (keys too, but what `carried` holds); the coordinate columns are
     # converted, and let go, one at a time.
-    left_columns = _take(left.get_columns(), columns)
-    right_columns = _take(right.get_columns(), columns)
+    left_columns = left.select(columns).get_columns()
+    right_columns = right.select(columns).get_columns()
     del left, right
     originals_array = float64_rows(left_columns)
     if order is not None and carried_avatars.width:
@@ -86,16 +87,9 @@ def read_coordinates(frame: pl.LazyFrame, columns: Sequence[str], role: str) -> 
     columns = list(columns)
     collected = frame.select(columns).collect()
     CoordinateProblems.of(collected, columns, role).raise_first()
-    series = _take(collected.get_columns(), columns)
+    series = collected.get_columns()
     del collected
     return float64_rows(series)
-
-
-def _take(series: list[pl.Series], names: list[str]) -> list[pl.Series]:
-    """The series named ``names``, in that order; the others are let go."""
-    by_name = {column.name: column for column in series}
-    series.clear()
-    return [by_name.pop(name) for name in names]
 
 
 def float64_rows(columns: list[pl.Series], rows: np.ndarray | None = None) -> Float64Array:

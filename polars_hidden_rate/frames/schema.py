@@ -19,7 +19,7 @@ from polars.exceptions import (
     SchemaError,
 )
 
-from polars_hidden_rate.checks import AllComponents, check_ncp_option
+from polars_hidden_rate.checks import check_ncp_option
 from polars_hidden_rate.frames.dtypes import common_key_type
 
 ColumnSpec = str | Sequence[str] | cs.Selector | pl.Expr
@@ -47,10 +47,10 @@ class Link:
     def key_columns(self, side: Literal["left", "right"]) -> list[pl.Expr]:
         """The key columns of one side, cast to the types both sides share."""
         names = self.left if side == "left" else self.right
-        return [
-            pl.col(name) if dtype is None else pl.col(name).cast(dtype)
-            for name, dtype in zip(names, self.common_types, strict=True)
-        ]
+        columns = []
+        for name, dtype in zip(names, self.common_types, strict=True):
+            columns.append(pl.col(name) if dtype is None else pl.col(name).cast(dtype))
+        return columns
 
 
 # The conversion into polars of what people pass instead of a frame, by its type.
@@ -94,13 +94,14 @@ def resolve_columns(spec: ColumnSpec, schema: pl.Schema, role: str, option: str)
         raise TypeError(msg)
     else:
         names = list(spec)
-        if not all(isinstance(name, str) for name in names):
-            msg = f"`{option}` must be column names or a selector, got {spec!r}"
-            raise TypeError(msg)
-    missing = [name for name in names if name not in schema]
-    if missing:
-        msg = f"{option} column {missing[0]!r} not found in {role}; available: {schema.names()}"
-        raise ColumnNotFoundError(msg)
+        for name in names:
+            if not isinstance(name, str):
+                msg = f"`{option}` must be column names or a selector, got {spec!r}"
+                raise TypeError(msg)
+    for name in names:  # the first missing one named
+        if name not in schema:
+            msg = f"{option} column {name!r} not found in {role}; available: {schema.names()}"
+            raise ColumnNotFoundError(msg)
     if not names:
         msg = f"`{option}` selects no column of {role}"
         raise ColumnNotFoundError(msg)
@@ -140,13 +141,9 @@ def shared_schema(originals: pl.Schema, avatars: pl.Schema) -> pl.Schema:
     return pl.Schema({name: dtype for name, dtype in originals.items() if name in avatars})
 
 
-def resolve_coords(
-    coords: ColumnSpec,
-    ncp: int | AllComponents | None,
-    originals: pl.Schema,
-    avatars: pl.Schema,
-) -> list[str]:
-    """The first ``ncp`` coordinate columns; numeric and present in both frames."""
+def resolve_coords(coords: ColumnSpec, originals: pl.Schema, avatars: pl.Schema) -> list[str]:
+    """Every coordinate column ``coords`` gives (``ncp`` then takes the first: `check_ncp`);
+    numeric and present in both frames."""
     names = resolve_columns(coords, originals, "originals", "coords")
     for name in names:
         if name not in avatars:
@@ -156,13 +153,13 @@ def resolve_coords(
             if not schema[name].is_numeric():
                 msg = f"coords column {name!r} of {role} must be numeric, got {schema[name]}"
                 raise SchemaError(msg)
-    return names[: check_ncp(ncp, len(names))]
+    return names
 
 
 def check_ncp(ncp: object, available: int) -> int:
     """``ncp`` itself, or ``available`` when None or ``"all"``; ValueError unless
     1 <= ncp <= available."""
-    wanted = check_ncp_option(ncp)
+    wanted = None if ncp is None else check_ncp_option(ncp)
     if wanted is None or wanted == "all":
         return available
     if wanted > available:

@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 import polars_hidden_rate as phr
 from polars_hidden_rate import engine
 from polars_hidden_rate.engine import count_cloaking, gpu
-from polars_hidden_rate.engine.scale import canonical_exponent
+from polars_hidden_rate.engine.scale import exponent_for
 from tests.helpers import brute_force_counts, examples, local_cluster, quarter_hidden_pair
 
 STRATEGIES: list[engine.Strategy] = ["flat", "tree"]
@@ -129,7 +129,7 @@ def test_the_canonical_scale_leaves_room_for_every_square() -> None:
             originals = np.full((2, d), np.finfo(np.float64).max)
             originals[1] = -originals[1]
             scaled, reversed_, thresholds = engine.linked_arrays(originals, -originals, tie_tol)
-            t = canonical_exponent(d, tie_tol)
+            t = exponent_for(1.0, d, tie_tol) + 1  # 2^e brings 1.0 = 2^0 into [2^(t-1), 2^t)
             assert 2.0 ** (t - 1) <= np.abs(scaled).max() < 2.0**t
             assert np.isfinite(thresholds).all()
             rows, cols = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])

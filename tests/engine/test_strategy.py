@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from polars_hidden_rate import engine
-from polars_hidden_rate.engine import strategy
+from polars_hidden_rate.engine import count, strategy
 from polars_hidden_rate.engine.arrays import linked_arrays
 from polars_hidden_rate.engine.kdtree import KdTree
 
@@ -80,3 +80,38 @@ def test_a_few_distinct_values_are_counted_by_the_tree_without_a_probe(
     auto = engine.cloaking_result(originals, avatars, strategy="auto", threads=2)
     assert auto.strategy == "tree"
     assert np.array_equal(auto.counts, flat.counts)
+
+
+@pytest.mark.parametrize(
+    ("rows", "dim", "unbeaten"),
+    # Both fast; the tree's bound below the flat pass (few dimensions); neither.
+    [(500, 10, True), (ROWS, 3, True), (ROWS, 5, True), (ROWS, 16, False), (ROWS, 64, False)],
+)
+def test_the_tree_that_cannot_lose_is_what_the_probes_would_choose(
+    rows: int, dim: int, unbeaten: bool
+) -> None:
+    rng = np.random.default_rng(rows + dim)
+    originals = rng.normal(size=(rows, dim))
+    avatars = originals + rng.normal(scale=0.5, size=originals.shape)
+    queries, points, thresholds = linked_arrays(originals, avatars, 1e-9)
+    assert strategy.tree_unbeaten(rows, rows, dim, 2) is unbeaten
+    if unbeaten:
+        assert not strategy.flat_settled_early(points, queries, thresholds, threads=2)
+        tree = KdTree.build(points, threads=2)
+        assert strategy.choose_strategy(tree, queries, thresholds, None, threads=2) == "tree"
+
+
+def test_auto_runs_a_tree_that_cannot_lose_without_asking_the_probes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    originals, avatars = _case(3, 0.1)
+    tree = engine.cloaking_result(originals, avatars, strategy="tree", threads=2)
+
+    def asked(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a probe was asked")
+
+    monkeypatch.setattr(count, "flat_settled_early", asked)
+    monkeypatch.setattr(count, "choose_strategy", asked)
+    auto = engine.cloaking_result(originals, avatars, strategy="auto", threads=2)
+    assert auto.strategy == "tree"
+    assert np.array_equal(auto.counts, tree.counts)
