@@ -67,7 +67,8 @@ def _release(tmp_path: Path) -> dict[str, Any]:
 
 def _json_of(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     assert cli.main([*argv, "--format", "json"]) in (0, 1)
-    return json.loads(capsys.readouterr().out)
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return found
 
 
 def test_the_report_states_the_same_settings_from_python_and_the_command_line(
