@@ -29,7 +29,8 @@ from polars_hidden_rate.measures.summary import (
     summarize,
 )
 from polars_hidden_rate.plan import CountOptions, CountPlan, GateOptions, plan, split_options
-from polars_hidden_rate.progress import renamed
+from polars_hidden_rate.progress import renamed, stage
+from polars_hidden_rate.provenance import Describing, frames_described, stated, with_fit
 from polars_hidden_rate.stats import percent
 
 __all__ = [
@@ -38,8 +39,10 @@ __all__ = [
     "HiddenRateTooLowError",
     "OwnCopiesError",
     "assert_hidden_rate",
+    "checked_request",
     "cloaking_summary",
     "summarize_judged",
+    "summary_run",
 ]
 
 # cloaking_summary first counts each record up to this many rivals (docs/cli.md).
@@ -133,9 +136,55 @@ def cloaking_summary(
             "max_own_copies": max_own_copies,
         }
     )
-    request = plan(originals, avatars, options, caller="cloaking_summary")
+    return summary_run(
+        originals, avatars, options, verdict, min_rate=threshold, caller="cloaking_summary"
+    )
+
+
+def checked_request(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    options: CountOptions,
+    verdict: Verdict,
+    *,
+    caller: str,
+) -> CountPlan:
+    """The request of a gate, planned once (`plan`), its projection fitted (the settings it
+    resolved can then be stated, and the count uses that very fit), its link checked before
+    anything is counted (`check_link`)."""
+    request = with_fit(plan(originals, avatars, options, caller=caller))
     check_link(request, verdict)
-    return summarize_judged(request, verdict, min_rate=threshold)[0]
+    return request
+
+
+def summary_run(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    options: CountOptions,
+    verdict: Verdict,
+    *,
+    min_rate: float | None,
+    caller: str,
+    inputs: Describing = frames_described,
+) -> CloakingSummary:
+    """The gate's run, under `cloaking_summary` and ``hidden-rate check`` alike: the request
+    planned and its link checked once (`checked_request`), counted and summarised
+    (`summarize_judged`), with its provenance (`stated`: ``inputs`` as the caller describes
+    them, the settings). ``min_rate`` comes checked."""
+    with stage("planning", enabled=options.get("progress")):  # the schemas, the fit, the link
+        request = checked_request(originals, avatars, options, verdict, caller=caller)
+        described = inputs(request, None)
+    summary, strategy = summarize_judged(request, verdict, min_rate=min_rate)
+    # One avatar per original: the read the summary counts refuses any other link.
+    block = stated(
+        request,
+        described({"originals": summary.n, "avatars": summary.n}),
+        strategy=strategy,
+        verdict=verdict,
+        evidence=summary.evidence,
+        min_rate=min_rate,
+    )
+    return summary.with_provenance(block)
 
 
 def summarize_judged(
@@ -221,8 +270,7 @@ def assert_hidden_rate(
         msg = "`min_rate` must be a percentage in [0, 100], got None"
         raise ValueError(msg)
     counting, verdict = split_options(options)
-    request = plan(originals, avatars, counting, caller="assert_hidden_rate")
-    check_link(request, verdict)
+    request = checked_request(originals, avatars, counting, verdict, caller="assert_hidden_rate")
     read = request.read_judged(verdict)
     test = read.evidence.link
     if not test.linked:  # measured with allow_unlinked: a refused link never passes

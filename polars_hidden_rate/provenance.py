@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ import polars as pl
 
 from polars_hidden_rate.frames import open_dataset
 from polars_hidden_rate.frames.files import sha256
+from polars_hidden_rate.link.verdict import Evidence, Verdict
 from polars_hidden_rate.plan import CountPlan
 from polars_hidden_rate.projection.coordinates import auto_categorical
 from polars_hidden_rate.projection.scaling import NumericFeature
@@ -163,6 +164,44 @@ def provenance(inputs: dict[str, dict[str, Any]], settings: dict[str, Any]) -> d
         "versions": versions(),
         "measured_at": utc_now(),
     }
+
+
+InputsOf = Callable[[Mapping[str, int]], dict[str, dict[str, Any]]]
+"""A run's inputs as its provenance states them, given the rows its read counted (by role:
+``originals``, ``avatars``, ``holdout``)."""
+
+Describing = Callable[[CountPlan, pl.LazyFrame | None], InputsOf]
+"""How a run describes its inputs: called once its plan is checked, with the plan and the
+holdout (None without one), so that a file's hash runs beside the count; what it returns
+states them once the rows are known."""
+
+
+def frames_described(request: CountPlan, holdout: pl.LazyFrame | None) -> InputsOf:
+    """Inputs given as frames (the Python API): no file to name or hash, their rows as the
+    run's read counted them (no second read)."""
+    return lambda rows: {role: {"rows": count} for role, count in rows.items()}
+
+
+def stated(
+    request: CountPlan,
+    inputs: dict[str, dict[str, Any]],
+    *,
+    strategy: str | None,
+    verdict: Verdict | None,
+    evidence: Evidence | None,
+    **more: Any,
+) -> dict[str, Any]:
+    """The provenance block of a run of ``request`` (`provenance`): its ``inputs``, its
+    settings (`describe_settings`, with the ``strategy`` that counted, the ``verdict``'s
+    options and the link test of its ``evidence``, and ``more``), the versions, the time."""
+    settings = describe_settings(
+        request,
+        strategy=strategy,
+        verdict=None if verdict is None else verdict.to_dict(),
+        link_test=None if evidence is None else evidence.link.to_dict(),
+        **more,
+    )
+    return provenance(inputs, settings)
 
 
 def parquet_metadata(block: dict[str, Any]) -> dict[str, str]:

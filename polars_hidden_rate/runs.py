@@ -16,7 +16,7 @@ staged output is written in the calling thread, so that a stop removes it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
@@ -33,37 +33,36 @@ from polars_hidden_rate.frames.files import (
     scan,
     scan_literal,
 )
-from polars_hidden_rate.gate import summarize_judged
-from polars_hidden_rate.link.verdict import Evidence, Verdict, VerdictOptions, check_link
+from polars_hidden_rate.gate import checked_request, summary_run
+from polars_hidden_rate.link.verdict import Evidence, Verdict, VerdictOptions
 from polars_hidden_rate.measures.correlation import check_known
 from polars_hidden_rate.measures.gower import Space
-from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE, InferenceAttack
+from polars_hidden_rate.measures.inference import DEFAULT_TOLERANCE
 from polars_hidden_rate.measures.linkability import LinkabilityAttack
 from polars_hidden_rate.measures.sdmetrics_space import DcrSpace
 from polars_hidden_rate.measures.secrets import SecretKind
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
-from polars_hidden_rate.outputs import check_output, replace_atomically, staged_directory
-from polars_hidden_rate.plan import CountOptions, CountPlan, plan
+from polars_hidden_rate.outputs import check_output, replace_atomically
+from polars_hidden_rate.plan import CountOptions, CountPlan
 from polars_hidden_rate.progress import Stages, reporting, stage
 from polars_hidden_rate.provenance import (
+    Describing,
+    InputsOf,
     describe_input,
-    describe_settings,
     frame_rows,
     parquet_metadata,
-    provenance,
-    with_fit,
+    stated,
 )
 from polars_hidden_rate.report import (
     PrivacyReport,
     baseline_of,
-    check_holdout_and_attack,
     check_targets,
     inference_attack,
     linkability_attack,
-    report_of_plan,
     singling_out_attack,
 )
-from polars_hidden_rate.to_parquet import plan_dataset
+from polars_hidden_rate.report.run import ReportMeasures, report_run
+from polars_hidden_rate.to_parquet import dataset_run
 
 __all__ = [
     "Background",
@@ -137,56 +136,29 @@ class InputFiles:
             inputs["HOLDOUT"] = [Path(self.holdout)]
         check_output(path, inputs, kind="file", name=option)
 
+    def described(self) -> Describing:
+        """How a run states these files (`Describing`): once its plan is checked, their rows
+        counted and their hashes started in a thread of their own, beside the count (the
+        rows the read counts are not needed)."""
 
-@dataclass(frozen=True)
-class _Planned:
-    """A request planned and fitted, its link checked, and what the provenance states of its
-    inputs (hashed in a thread of their own, beside the counting)."""
-
-    request: CountPlan
-    verdict: Verdict
-    inputs: Future[dict[str, dict[str, Any]]]
-    holdout: pl.LazyFrame | None = None
-    said: tuple[str, ...] = ()
-    """The warning of a holdout that copies originals: a line of the report."""
-
-
-def _planned(
-    files: InputFiles,
-    options: CountOptions,
-    verdict: Verdict,
-    caller: str,
-    attack: InferenceAttack | None = None,
-    linking: LinkabilityAttack | None = None,
-) -> _Planned:
-    """The inputs read, the request planned and fitted, its link checked, the holdout, if
-    any, checked against the originals (and the columns of the inference ``attack`` and of
-    the ``linking`` attack) before anything is counted."""
-    with stage("planning"):  # the schemas, the fit, the link's keys, the holdout
-        originals = files.scan(files.originals, "ORIGINALS")
-        avatars = files.scan(files.avatars, "AVATARS")
-        request = with_fit(plan(originals, avatars, options, caller=caller))
-        check_link(request, verdict)
-        rows = {"originals": frame_rows(originals), "avatars": frame_rows(avatars)}
-        paths: dict[str, Path] = {"originals": files.originals, "avatars": files.avatars}
-        held_out, said = None, tuple[str, ...]()
-        if files.holdout is not None:
-            named = {
-                "HOLDOUT": files.holdout,
-                "ORIGINALS": files.originals,
-                "AVATARS": files.avatars,
+        def describing(
+            request: CountPlan, holdout: pl.LazyFrame | None
+        ) -> Callable[[Mapping[str, int]], dict[str, dict[str, Any]]]:
+            rows = {
+                "originals": frame_rows(request.originals),
+                "avatars": frame_rows(request.avatars),
             }
-            refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
-            held_out = files.scan(files.holdout, "HOLDOUT")
-            overlap = check_holdout_and_attack(request, held_out, attack, linking)
-            said = () if overlap is None else (overlap,)
-            rows["holdout"], paths["holdout"] = frame_rows(held_out), files.holdout
-    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
-    inputs = hashing.submit(
-        lambda: {role: describe_input(paths[role], rows[role]) for role in rows}
-    )
-    hashing.shutdown(wait=False)
-    return _Planned(request, verdict, inputs, held_out, said)
+            paths: dict[str, Path] = {"originals": self.originals, "avatars": self.avatars}
+            if holdout is not None and self.holdout is not None:
+                rows["holdout"], paths["holdout"] = frame_rows(holdout), self.holdout
+            hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hidden-rate-sha256")
+            inputs = hashing.submit(
+                lambda: {role: describe_input(paths[role], rows[role]) for role in rows}
+            )
+            hashing.shutdown(wait=False)
+            return lambda _counted: inputs.result()
+
+        return describing
 
 
 def writes_parts(files: InputFiles, cluster: str | None, cluster_file: Path | None) -> bool:
@@ -230,36 +202,51 @@ def run_check(
     files.refuse_as_output(output, "--output")
     if output is not None:
         file_format(output, "--output")
-    planned = background(lambda: _planned(files, options, judge, "check"))
-    request = planned.request
-
-    def settings(strategy: str | None, evidence: Evidence | None) -> dict[str, Any]:
-        return describe_settings(
-            request,
-            strategy=strategy,
-            verdict=judge.to_dict(),
-            link_test=None if evidence is None else evidence.link.to_dict(),
-            min_rate=threshold,
-        )
-
     if output is None:  # no per-record output: counts capped where exact (docs/cli.md)
-        summary, strategy = background(lambda: summarize_judged(request, judge, min_rate=threshold))
-        described = settings(strategy, summary.evidence)
-    else:
-        check_output_free(request.originals.collect_schema())
-        per_record, evidence, strategy = background(lambda: request.per_record_judged(judge))
-        described = settings(strategy, evidence)
-        summary = write_atomically(
-            per_record,
-            output,
-            min_rate=threshold,
-            # The file's footer states the count and its link test.
-            metadata=lambda: parquet_metadata(provenance(planned.inputs.result(), described)),
-            evidence=evidence,
-            max_own_copies=judge.max_own_copies,
-            background=background,
+        return background(
+            lambda: summary_run(
+                files.scan(files.originals, "ORIGINALS"),
+                files.scan(files.avatars, "AVATARS"),
+                options,
+                judge,
+                min_rate=threshold,
+                caller="check",
+                inputs=files.described(),
+            )
         )
-    return summary.with_provenance(provenance(planned.inputs.result(), described))
+
+    def planned() -> tuple[CountPlan, InputsOf]:
+        with stage("planning"):  # the schemas, the fit, the link's keys
+            originals = files.scan(files.originals, "ORIGINALS")
+            avatars = files.scan(files.avatars, "AVATARS")
+            request = checked_request(originals, avatars, options, judge, caller="check")
+            return request, files.described()(request, None)
+
+    request, inputs = background(planned)
+    check_output_free(request.originals.collect_schema())
+    per_record, evidence, strategy = background(lambda: request.per_record_judged(judge))
+
+    def block() -> dict[str, Any]:
+        return stated(
+            request,
+            inputs({}),
+            strategy=strategy,
+            verdict=judge,
+            evidence=evidence,
+            min_rate=threshold,
+        )
+
+    summary = write_atomically(
+        per_record,
+        output,
+        min_rate=threshold,
+        # The file's footer states the count and its link test.
+        metadata=lambda: parquet_metadata(block()),
+        evidence=evidence,
+        max_own_copies=judge.max_own_copies,
+        background=background,
+    )
+    return summary.with_provenance(block())
 
 
 def _run_dataset(
@@ -289,37 +276,24 @@ def _run_dataset(
     with connected(cluster, cluster_file) as client:
         if client is not None:
             options["cluster"] = client
-        job = plan_dataset(
+        return dataset_run(
             files.originals,
             files.avatars,
             output,
+            options,
+            verdict,
             overwrite=overwrite,
             min_rate=min_rate,
             caller="check",
-            verdict=verdict,
-            **options,
+            # The very files the job reads, described before anything is written.
+            inputs=lambda job: {
+                "originals": describe_input(
+                    files.originals, job.originals.rows, job.originals.paths
+                ),
+                "avatars": describe_input(files.avatars, job.avatars.rows, job.avatars.paths),
+            },
+            background=background,
         )
-        # The inputs it measures, described before anything is written: the very files the
-        # job reads; the settings once the link test has run.
-        inputs = {
-            "originals": describe_input(files.originals, job.originals.rows, job.originals.paths),
-            "avatars": describe_input(files.avatars, job.avatars.rows, job.avatars.paths),
-        }
-
-        def described(evidence: Evidence | None) -> dict[str, Any]:
-            """The block of the summary and of every part: the settings once the link test
-            has run, before any part is written."""
-            settings = describe_settings(
-                job.request,
-                strategy="cluster" if client is not None else None,
-                verdict=verdict.to_dict(),
-                link_test=None if evidence is None else evidence.link.to_dict(),
-                min_rate=min_rate,
-            )
-            return provenance(inputs, settings)
-
-        with staged_directory(job.output, job.replaces) as staging:
-            return background(lambda: job.write(staging, described))
 
 
 @dataclass(frozen=True)
@@ -394,64 +368,55 @@ def run_report(
         raise ValueError("--baseline-seed seeds the DCR baseline protection: add --dcr-baseline")
     seed = baseline_of(report.dcr_baseline, report.baseline_seed or 0)
     dcr_space = _dcr_space(report, with_holdout)
-    compare_spaces = report.compare_spaces
     judge = Verdict.of(verdict)
-    planned = background(lambda: _planned(files, options, judge, "report", attack, linking))
-    request = planned.request
-    measured, strategy = background(
-        lambda: report_of_plan(
-            request,
+    said: list[str] = []
+
+    def measures(request: CountPlan) -> ReportMeasures:
+        return ReportMeasures(
+            _known(request, report.known),
+            attack,
+            linking,
+            singling,
+            seed,
+            dcr_space,
+            report.compare_spaces,
+        )
+
+    def measured() -> PrivacyReport:
+        originals = files.scan(files.originals, "ORIGINALS")
+        avatars = files.scan(files.avatars, "AVATARS")
+        held_out = None
+        if files.holdout is not None:
+            named = {
+                "HOLDOUT": files.holdout,
+                "ORIGINALS": files.originals,
+                "AVATARS": files.avatars,
+            }
+            refuse_same_inputs({role: Path(path) for role, path in named.items()}, "HOLDOUT")
+            held_out = files.scan(files.holdout, "HOLDOUT")
+        return report_run(
+            originals,
+            avatars,
+            options,
             judge,
             targets=checked_targets,
-            holdout=planned.holdout,
-            known=_known(request, report.known),
-            inference=attack,
-            linkability=linking,
-            singling_out=singling,
-            dcr_baseline=seed,
-            dcr_space=dcr_space,
-            compare_spaces=compare_spaces,
+            confidence=0.95,
+            holdout=held_out,
+            measures=measures,
+            caller="report",
+            warn=said.append,
+            inputs=files.described(),
+            note=note,
         )
-    )
-    if measured.link_use == "absent" and note is not None:
-        note(measured.override_notes[0])
-    more: dict[str, Any] = {}
-    if attack is not None:
-        more["inference"] = {
-            "known": list(attack.known),
-            "secret": attack.secret,
-            "secret_kind": attack.secret_kind,
-            "tolerance": attack.tolerance,
-            "space": attack.space,
-        }
-    if linking is not None:
-        more["linkability"] = {
-            "aux_cols": [list(side) for side in linking.aux_cols],
-            "n_neighbors": linking.n_neighbors,
-            "space": linking.space,
-        }
-    if singling is not None:
-        more["singling_out"] = {"mode": singling.mode, "n_cols": singling.n_cols}
-    if seed is not None:
-        more["dcr_baseline"] = {"seed": seed}
-    if dcr_space != "projected" or compare_spaces:
-        more["dcr_space"] = {"space": dcr_space, "compare_spaces": compare_spaces}
-    settings = describe_settings(
-        request,
-        strategy=strategy,
-        verdict=judge.to_dict(),
-        link_test=None if measured.evidence is None else measured.evidence.link.to_dict(),
-        **more,
-    )
-    with stage("writing the report"):  # the inputs' hashes awaited, the page written
-        measured = measured.with_provenance(provenance(planned.inputs.result(), settings))
-        measured = measured.with_warnings((*planned.said, *warned()))
-        if html is not None:
-            page = measured.to_html(title)
-            replace_atomically(
-                html, lambda temporary: temporary.write_text(page, "utf-8"), name="--html"
-            )
-    return measured
+
+    made = background(measured)
+    made = made.with_warnings((*said, *warned()))
+    if html is not None:
+        page = made.to_html(title)
+        replace_atomically(
+            html, lambda temporary: temporary.write_text(page, "utf-8"), name="--html"
+        )
+    return made
 
 
 def _known(request: CountPlan, known: list[str] | None) -> list[str] | None:

@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import polars as pl
 
@@ -40,12 +40,29 @@ from polars_hidden_rate.link.verdict import (
 from polars_hidden_rate.measures.summary import CloakingSummary, check_min_rate, summarize
 from polars_hidden_rate.outputs import Identity, check_output, staged_directory, write_counted_part
 from polars_hidden_rate.plan import CountOptions, CountPlan, GateOptions, plan, split_options
-from polars_hidden_rate.provenance import parquet_metadata
+from polars_hidden_rate.provenance import parquet_metadata, stated
+
+T = TypeVar("T")
 
 Describe = Callable[[Evidence | None], Mapping[str, Any]]
 """The provenance block of a run, from the evidence of its verdict (None without one)."""
 PartMetadata = Callable[[Evidence | None], Mapping[str, str] | None]
 """Every part's footer metadata, from the same evidence."""
+DatasetInputs = Callable[["DatasetJob"], dict[str, dict[str, Any]]]
+"""A dataset run's inputs as its provenance states them, from its planned job."""
+
+
+def dataset_rows(job: DatasetJob) -> dict[str, dict[str, Any]]:
+    """The inputs as the Python API states them: their rows, from the files' metadata (the
+    command line adds their paths, sizes and hashes)."""
+    return {
+        "originals": {"rows": job.originals.rows},
+        "avatars": {"rows": job.avatars.rows},
+    }
+
+
+def _here(work: Callable[[], T]) -> T:
+    return work()
 
 
 def local_cloaking_to_parquet(
@@ -122,18 +139,61 @@ def local_cloaking_to_parquet(
     counting, verdict = split_options(options)
     # A gate (a minimum rate, or a verdict option) judges the link as `check` does.
     gated = min_rate is not None or len(counting) < len(options)
+    return dataset_run(
+        originals,
+        avatars,
+        output,
+        counting,
+        verdict if gated else None,
+        overwrite=overwrite,
+        min_rate=min_rate,
+        caller="local_cloaking_to_parquet",
+    )
+
+
+def dataset_run(
+    originals: Source,
+    avatars: Source,
+    output: str | os.PathLike[str],
+    options: CountOptions,
+    verdict: Verdict | None,
+    *,
+    overwrite: bool,
+    min_rate: float | None,
+    caller: str,
+    inputs: DatasetInputs = dataset_rows,
+    background: Callable[[Callable[[], CloakingSummary]], CloakingSummary] = _here,
+) -> CloakingSummary:
+    """The dataset's run, under `local_cloaking_to_parquet` and ``hidden-rate check`` of
+    directories alike: planned and checked once (`plan_dataset`), its ``inputs`` described
+    before anything is written, then counted and written part by part (`DatasetJob.write`),
+    every part and the summary stating the same provenance (the settings once the link test
+    has run). ``background`` runs the count (the command line's, where a stop signal can
+    still be handled); the parts are staged in this thread, so that a stop removes them."""
     job = plan_dataset(
         originals,
         avatars,
         output,
         overwrite=overwrite,
         min_rate=min_rate,
-        caller="local_cloaking_to_parquet",
-        verdict=verdict if gated else None,
-        **counting,
+        caller=caller,
+        verdict=verdict,
+        **options,
     )
+    described = inputs(job)
+
+    def block(evidence: Evidence | None) -> dict[str, Any]:
+        return stated(
+            job.request,
+            described,
+            strategy="cluster" if job.request.cluster is not None else None,
+            verdict=verdict,
+            evidence=evidence,
+            min_rate=job.min_rate,
+        )
+
     with staged_directory(job.output, job.replaces) as staging:
-        return job.write(staging)
+        return background(lambda: job.write(staging, block))
 
 
 @dataclass(frozen=True)

@@ -830,7 +830,8 @@ NEVER_ENDING_CHECK = """
 import pathlib, sys, threading
 import polars as pl
 import polars_hidden_rate.cli as cli
-import polars_hidden_rate.runs as runs
+import polars_hidden_rate.gate as gate
+import polars_hidden_rate.report.run as report_run
 from polars_hidden_rate.plan import CountPlan
 
 def never_ending_summary(*args, **options):  # a count that never ends, as a huge one would seem
@@ -838,8 +839,8 @@ def never_ending_summary(*args, **options):  # a count that never ends, as a hug
     threading.Event().wait()
 
 CountPlan.per_record_judged = never_ending_summary
-runs.summarize_judged = never_ending_summary
-runs.report_of_plan = never_ending_summary
+gate.summarize_judged = never_ending_summary
+report_run.report_of_plan = never_ending_summary
 sys.argv = ["hidden-rate", *sys.argv[1:]]
 cli.entry()
 """

@@ -69,7 +69,10 @@ class CloakingSummary:
     passed: bool
     evidence: Evidence | None = None
     max_own_copies: float | None = None
-    provenance: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # What was measured, not a figure: two summaries of the same counts are equal (as reports are).
+    provenance: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
 
     @property
     def not_hidden_share(self) -> float:

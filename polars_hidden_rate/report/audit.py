@@ -169,14 +169,7 @@ def _text_rows(block: Mapping[str, Any], released: str, unlinked: str) -> list[R
     Every name from a data file is `quoted`: a header never adds a line."""
     lines = []
     for role, described in block["inputs"].items():
-        digest = described.get("sha256", f"{len(described.get('files', []))} files")
-        lines.append(
-            (
-                released if role == "avatars" else role,
-                f"{described['path']!r}, {described['rows']:,} rows, "
-                f"{described['size']:,} bytes, sha256 {digest}",
-            )
-        )
+        lines.append((released if role == "avatars" else role, _input_words(described, ", ")))
     settings = block["settings"]
     space = settings["space"]
     if "projection" in space:
@@ -270,11 +263,7 @@ def _page_rows(block: Mapping[str, Any], released: str) -> list[Row]:
     with few values, versions, time; the settings folded, each a row, the fills summarised
     in one and folded apart."""
     inputs = [
-        (
-            released if role == "avatars" else role,
-            f"{described['path']!r} — {described['rows']:,} rows, {described['size']:,} "
-            f"bytes, sha256 {described.get('sha256', 'per file')}",
-        )
+        (released if role == "avatars" else role, _input_words(described, " — "))
         for role, described in block["inputs"].items()
     ]
     settings = dict(block["settings"])
@@ -306,6 +295,20 @@ def _page_rows(block: Mapping[str, Any], released: str) -> list[Row]:
         for name, fill in fills.items()
     ]
     return rows
+
+
+def _input_words(described: Mapping[str, Any], between: str) -> str:
+    """An input as the text (``between`` ", ") and the page (" — ") say it: a file's path,
+    rows, size and hash; a frame given from Python, its rows alone."""
+    if "path" not in described:
+        return f"a frame of {described['rows']:,} rows"
+    digest = described.get(
+        "sha256", f"{len(described.get('files', []))} files" if between == ", " else "per file"
+    )
+    return (
+        f"{described['path']!r}{between}{described['rows']:,} rows, {described['size']:,} "
+        f"bytes, sha256 {digest}"
+    )
 
 
 def _versions(block: Mapping[str, Any]) -> str:

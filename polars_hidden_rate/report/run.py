@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import Unpack
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Unpack
 
 import numpy as np
 import polars as pl
@@ -51,7 +51,13 @@ from polars_hidden_rate.measures.spaces import SpaceComparison
 from polars_hidden_rate.measures.summary import hidden_rate_interval
 from polars_hidden_rate.plan import CountOptions, CountPlan, plan
 from polars_hidden_rate.progress import folded, stage
-from polars_hidden_rate.provenance import components_words
+from polars_hidden_rate.provenance import (
+    Describing,
+    components_words,
+    frames_described,
+    stated,
+    with_fit,
+)
 from polars_hidden_rate.report.model import LinkUse
 from polars_hidden_rate.report.rendered import PrivacyReport
 from polars_hidden_rate.report.targets import Targets, check_targets, meets
@@ -207,40 +213,39 @@ def privacy_report(
         singling_out=singling_out,
     )
     level = check_confidence(confidence)
-    request = plan(originals, avatars, options, caller="privacy_report")
-    known_names = None
-    if known is not None:
-        known_names = check_known(
-            known, request.originals.collect_schema(), request.avatars.collect_schema()
+    with_holdout = holdout is not None
+
+    def measures(request: CountPlan) -> ReportMeasures:
+        """The attacks and the extra measures, checked in the planned frames' schemas."""
+        known_names = None
+        if known is not None:
+            known_names = check_known(
+                known, request.originals.collect_schema(), request.avatars.collect_schema()
+            )
+        check_space(attack_space, "privacy_report")
+        attack = inference_attack(
+            known_names, secret, secret_kind, secret_tolerance, with_holdout, attack_space
         )
-    check_space(attack_space, "privacy_report")
-    attack = inference_attack(
-        known_names, secret, secret_kind, secret_tolerance, holdout is not None, attack_space
-    )
-    sides = None
-    if aux_cols is not None:
-        if (
-            isinstance(aux_cols, str)
-            or not isinstance(aux_cols, tuple | list)
-            or (len(aux_cols) != 2)
-        ):
-            msg = f"`aux_cols` must be a pair (A, B) of column sets, got {aux_cols!r}"
-            raise TypeError(msg)
-        schema = request.originals.collect_schema()
-        sides = [resolve_columns(side, schema, "originals", "aux_cols") for side in aux_cols]
-    linking = linkability_attack(sides, n_neighbors, attack_space, holdout is not None)
-    if attack is None and linking is None and attack_space != "projected":
-        msg = "`attack_space` sets the space of the attacks: give `secret` or `aux_cols` too"
-        raise ValueError(msg)
-    singling = singling_out_attack(singling_out, n_cols, holdout is not None)
-    seed = baseline_of(dcr_baseline, baseline_seed)
-    check_dcr_options(dcr_space, compare_spaces, holdout is not None, seed is not None)
-    held_out = None
-    if holdout is not None:
-        held_out = as_lazy(holdout, "holdout")
-        overlap = check_holdout_and_attack(request, held_out, attack, linking)
-        if overlap is not None:
-            warnings.warn(overlap, HoldoutOverlapWarning, stacklevel=2)
+        sides = None
+        if aux_cols is not None:
+            if (
+                isinstance(aux_cols, str)
+                or not isinstance(aux_cols, tuple | list)
+                or (len(aux_cols) != 2)
+            ):
+                msg = f"`aux_cols` must be a pair (A, B) of column sets, got {aux_cols!r}"
+                raise TypeError(msg)
+            schema = request.originals.collect_schema()
+            sides = [resolve_columns(side, schema, "originals", "aux_cols") for side in aux_cols]
+        linking = linkability_attack(sides, n_neighbors, attack_space, with_holdout)
+        if attack is None and linking is None and attack_space != "projected":
+            msg = "`attack_space` sets the space of the attacks: give `secret` or `aux_cols` too"
+            raise ValueError(msg)
+        singling = singling_out_attack(singling_out, n_cols, with_holdout)
+        seed = baseline_of(dcr_baseline, baseline_seed)
+        space = check_dcr_options(dcr_space, compare_spaces, with_holdout, seed is not None)
+        return ReportMeasures(known_names, attack, linking, singling, seed, space, compare_spaces)
+
     verdict = Verdict.of(
         {
             "allow_unlinked": allow_unlinked,
@@ -249,22 +254,130 @@ def privacy_report(
             "max_own_copies": max_own_copies,
         }
     )
-    check_link(request, verdict)
-    report, _ = report_of_plan(
-        request,
+    return report_run(
+        originals,
+        avatars,
+        options,
         verdict,
         targets=checked_targets,
         confidence=level,
-        holdout=held_out,
-        known=known_names,
-        inference=attack,
-        linkability=linking,
-        singling_out=singling,
-        dcr_baseline=seed,
-        dcr_space=dcr_space,
-        compare_spaces=compare_spaces,
+        holdout=None if holdout is None else as_lazy(holdout, "holdout"),
+        measures=measures,
+        caller="privacy_report",
+        # Warned where `privacy_report` is called: this lambda, `report_run`, here, the caller.
+        warn=lambda words: warnings.warn(words, HoldoutOverlapWarning, stacklevel=4),
     )
-    return report
+
+
+@dataclass(frozen=True)
+class ReportMeasures:
+    """The report's attacks and extra measures, checked: the ``known`` columns (names, in
+    both frames), the attacks (`inference_attack`, `linkability_attack`,
+    `singling_out_attack`), the DCR baseline's seed (`baseline_of`), the DCR measures'
+    space and whether both spaces are shown (`check_dcr_options`)."""
+
+    known: list[str] | None = None
+    inference: InferenceAttack | None = None
+    linkability: LinkabilityAttack | None = None
+    singling_out: SinglingOutAttack | None = None
+    dcr_baseline: int | None = None
+    dcr_space: DcrSpace = "projected"
+    compare_spaces: bool = False
+
+    def settings(self) -> dict[str, Any]:
+        """The settings the provenance states of them, none where a measure is not run."""
+        more: dict[str, Any] = {}
+        if self.inference is not None:
+            attack = self.inference
+            more["inference"] = {
+                "known": list(attack.known),
+                "secret": attack.secret,
+                "secret_kind": attack.secret_kind,
+                "tolerance": attack.tolerance,
+                "space": attack.space,
+            }
+        if self.linkability is not None:
+            linking = self.linkability
+            more["linkability"] = {
+                "aux_cols": [list(side) for side in linking.aux_cols],
+                "n_neighbors": linking.n_neighbors,
+                "space": linking.space,
+            }
+        if self.singling_out is not None:
+            singling = self.singling_out
+            more["singling_out"] = {"mode": singling.mode, "n_cols": singling.n_cols}
+        if self.dcr_baseline is not None:
+            more["dcr_baseline"] = {"seed": self.dcr_baseline}
+        if self.dcr_space != "projected" or self.compare_spaces:
+            more["dcr_space"] = {"space": self.dcr_space, "compare_spaces": self.compare_spaces}
+        return more
+
+
+def report_run(
+    originals: pl.DataFrame | pl.LazyFrame,
+    avatars: pl.DataFrame | pl.LazyFrame,
+    options: CountOptions,
+    verdict: Verdict,
+    *,
+    targets: Targets,
+    confidence: float,
+    holdout: pl.LazyFrame | None,
+    measures: Callable[[CountPlan], ReportMeasures],
+    caller: str,
+    warn: Callable[[str], None],
+    inputs: Describing = frames_described,
+    note: Callable[[str], None] | None = None,
+) -> PrivacyReport:
+    """The report's run, under `privacy_report` and ``hidden-rate report`` alike: the
+    request planned once, its ``measures`` checked in its schemas (each caller in its own
+    words), its projection fitted, its link checked (`check_link`), the ``holdout``
+    pre-checked (`check_holdout_and_attack`; the words of a copied holdout to ``warn``);
+    every measure once (`report_of_plan`), ``note`` told why the measures that need the
+    link are absent, where they are; the report with its provenance (`stated`: the
+    ``inputs`` as the caller describes them, the settings). The ``targets`` and the
+    ``confidence`` come checked."""
+    with stage("planning", enabled=options.get("progress")):  # schemas, fit, link, holdout
+        request = plan(originals, avatars, options, caller=caller)
+        checked = measures(request)
+        request = with_fit(request)
+        check_link(request, verdict)
+        if holdout is not None:
+            overlap = check_holdout_and_attack(
+                request, holdout, checked.inference, checked.linkability
+            )
+            if overlap is not None:
+                warn(overlap)
+        described = inputs(request, holdout)
+    measured, strategy = report_of_plan(
+        request,
+        verdict,
+        targets=targets,
+        confidence=confidence,
+        holdout=holdout,
+        known=checked.known,
+        inference=checked.inference,
+        linkability=checked.linkability,
+        singling_out=checked.singling_out,
+        dcr_baseline=checked.dcr_baseline,
+        dcr_space=checked.dcr_space,
+        compare_spaces=checked.compare_spaces,
+    )
+    if measured.link_use == "absent" and note is not None:
+        note(measured.override_notes[0])
+    synthetic = measured.n if measured.n_synthetic is None else measured.n_synthetic
+    rows = {"originals": measured.n, "avatars": synthetic}
+    if measured.holdout is not None:
+        rows["holdout"] = len(measured.holdout.membership.holdout)
+    with stage("writing the report", enabled=request.progress):  # the inputs' hashes awaited
+        block = stated(
+            request,
+            described(rows),
+            strategy=strategy,
+            verdict=verdict,
+            evidence=measured.evidence,
+            **checked.settings(),
+        )
+        return measured.with_provenance(block)
 
 
 def check_dcr_options(

@@ -14,7 +14,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-import polars_hidden_rate.runs as runs
 from polars_hidden_rate import engine, gate
 from polars_hidden_rate.cli import main
 from tests.helpers import (
@@ -197,7 +196,7 @@ def test_progress_only_on_a_terminal(
         seen.append(request.progress)
         return summarize_judged(request, verdict, **kwargs)
 
-    monkeypatch.setattr(runs, "summarize_judged", spy)
+    monkeypatch.setattr(gate, "summarize_judged", spy)
     assert main(_check(files, *options)) == 0
     assert seen == [progress]
 

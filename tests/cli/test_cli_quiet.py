@@ -19,7 +19,8 @@ import polars as pl
 import pytest
 
 import polars_hidden_rate as phr
-import polars_hidden_rate.runs as runs
+import polars_hidden_rate.gate as gate
+import polars_hidden_rate.report.run as report_run
 from polars_hidden_rate import progress
 from polars_hidden_rate.cli import main
 from polars_hidden_rate.gate import summarize_judged
@@ -152,8 +153,8 @@ def test_any_python_warning_is_one_line_of_each_output(
         warnings.warn(odd, UserWarning, stacklevel=1)
         return summarize(*args, **options)
 
-    monkeypatch.setattr(runs, "report_of_plan", odd_report)
-    monkeypatch.setattr(runs, "summarize_judged", odd_summary)
+    monkeypatch.setattr(report_run, "report_of_plan", odd_report)
+    monkeypatch.setattr(gate, "summarize_judged", odd_summary)
     page = tmp_path / "page.html"
     assert main(_report(release, "--html", str(page))) in (0, 1)
     out, err = capsys.readouterr()
@@ -174,7 +175,7 @@ def test_any_python_warning_is_one_line_of_each_output(
     ]
     assert main([*check, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["warnings"] == ["something odd over two lines"]
-    monkeypatch.setattr(runs, "summarize_judged", summarize)
+    monkeypatch.setattr(gate, "summarize_judged", summarize)
     assert main([*check, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["warnings"] == []
 
