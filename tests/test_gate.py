@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import polars_hidden_rate as phr
-from polars_hidden_rate import engine, gate
+from polars_hidden_rate import gate
+from polars_hidden_rate import plan as planner
 from polars_hidden_rate.measures.summary import quartiles_below, summarize
 from tests.helpers import brute_force_counts, counts_of, hidden_share
 
@@ -130,13 +131,13 @@ def test_quartiles_below_the_cap_are_the_quartiles(counts: list[int], cap: int) 
 
 def test_hidden_rate_counts_only_to_the_first_rival(monkeypatch: pytest.MonkeyPatch) -> None:
     caps: list[object] = []
-    cloaking_result = engine.cloaking_result  # what the planner counts with
+    linked_result = planner.linked_result  # what the planner counts with
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        caps.append(kwargs.get("cap"))
-        return cloaking_result(*args, **kwargs)
+        caps.append(args[3].cap)  # its CountSettings
+        return linked_result(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "cloaking_result", spy)
+    monkeypatch.setattr(planner, "linked_result", spy)
     originals, avatars, rate = _frames(3)
     assert phr.hidden_rate(originals, avatars, coords=["a", "b"]) == pytest.approx(rate)
     assert caps == [1]

@@ -14,7 +14,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from polars_hidden_rate import engine, gate
+from polars_hidden_rate import gate
+from polars_hidden_rate import plan as planner
 from polars_hidden_rate.cli import main
 from tests.helpers import (
     PAIR_COORDS,
@@ -169,13 +170,13 @@ def test_counts_once(
     files: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    cloaking_result = engine.cloaking_result  # what the planner counts with
+    linked_result = planner.linked_result  # what the planner counts with
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        return cloaking_result(*args, **kwargs)
+        return linked_result(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "cloaking_result", counting)
+    monkeypatch.setattr(planner, "linked_result", counting)
     assert main(_check(files, "--quiet")) == 0
     assert len(calls) == 1
     assert main(_check(files, "--quiet", "--output", str(tmp_path / "o.parquet"))) == 0
