@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import polars_hidden_rate as phr
 from polars_hidden_rate import gate
 from polars_hidden_rate import plan as planner
+from polars_hidden_rate.engine import count
 from polars_hidden_rate.measures.summary import quartiles_below, summarize
 from tests.helpers import brute_force_counts, counts_of, hidden_share
 
@@ -131,7 +132,7 @@ def test_quartiles_below_the_cap_are_the_quartiles(counts: list[int], cap: int) 
 
 def test_hidden_rate_counts_only_to_the_first_rival(monkeypatch: pytest.MonkeyPatch) -> None:
     caps: list[object] = []
-    linked_result = planner.linked_result  # what the planner counts with
+    linked_result = count.linked_result  # what the planner counts with
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         caps.append(args[3].cap)  # its CountSettings

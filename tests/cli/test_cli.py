@@ -17,6 +17,7 @@ import pytest
 from polars_hidden_rate import gate
 from polars_hidden_rate import plan as planner
 from polars_hidden_rate.cli import main
+from polars_hidden_rate.engine import count
 from tests.helpers import (
     PAIR_COORDS,
     PAIR_SPACE,
@@ -170,7 +171,7 @@ def test_counts_once(
     files: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    linked_result = planner.linked_result  # what the planner counts with
+    linked_result = count.linked_result  # what the planner counts with
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
