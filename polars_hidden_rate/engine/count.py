@@ -208,6 +208,14 @@ def linked_result(
     """`cloaking_result` of checked arguments, for the planner that checked them: linked
     arrays of one shape (`linked_coordinates`), ``tie_tol`` (`check_tie_tol`) and the
     ``settings`` (`checked_settings`)."""
+    if not (
+        originals.ndim == 2
+        and originals.shape == avatars.shape
+        and originals.dtype == avatars.dtype == np.float64
+        and originals.flags.c_contiguous
+        and avatars.flags.c_contiguous
+    ):
+        raise InvariantError("linked_result takes two C-order float64 arrays of one shape (n, d)")
     originals, avatars, thresholds = at_canonical_scale(
         originals, avatars, tie_tol, overwrite_input=settings.overwrite_input
     )

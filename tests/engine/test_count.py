@@ -231,3 +231,33 @@ def test_the_checks_hold_under_python_o() -> None:
         "refused: `rows` needs `own`",
         "refused: a value is missing (a bug in polars_hidden_rate)",
     ]
+
+
+def test_the_planners_entry_counts_as_the_public_one_and_refuses_unchecked_arrays() -> None:
+    """`linked_result` takes what the planner's read gives (C-order float64 of one shape)
+    and counts as `cloaking_result` does; anything else is the package's own error."""
+    from polars_hidden_rate.checks import InvariantError
+    from polars_hidden_rate.engine.count import CountSettings, linked_result
+
+    rng = np.random.default_rng(7)
+    originals = rng.integers(0, 4, size=(300, 3)).astype(np.float64)
+    avatars = rng.integers(0, 4, size=(300, 3)).astype(np.float64)
+    expected = engine.cloaking_result(originals, avatars, threads=2, closer=True)
+    found = linked_result(
+        originals.copy(),
+        avatars.copy(),
+        1e-9,
+        CountSettings(threads=2, strategy="auto", cap=None),
+        closer=True,
+    )
+    np.testing.assert_array_equal(found.counts, expected.counts)
+    np.testing.assert_array_equal(found.closer, expected.closer)
+    settings = CountSettings(threads=2, strategy="auto", cap=None)
+    unchecked: list[tuple[Any, Any]] = [
+        (np.asfortranarray(originals), avatars),
+        (originals, avatars[:, :2]),
+        (originals.astype(np.float32), avatars),
+    ]
+    for left, right in unchecked:
+        with pytest.raises(InvariantError, match="C-order float64 arrays of one shape"):
+            linked_result(left, right, 1e-9, settings)
