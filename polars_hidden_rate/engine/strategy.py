@@ -184,8 +184,8 @@ def tree_unbeaten(n_queries: int, n_avatars: int, dim: int, threads: int) -> boo
     """Whether ``"auto"`` runs the tree with nothing walked to predict it: both strategies are
     fast (a flat pass under `PROBE_FLOOR_SECONDS`), or the tree on every avatar cannot lose
     (`_tree_bound` of its largest number of boxes below the flat pass's time: up to 5
-    dimensions with the fitted costs). Where it holds, `flat_settled_early` and
-    `choose_strategy` would choose the tree too."""
+    dimensions with the fitted costs). Where it holds, `flat_settled_early` settles nothing
+    and `choose_strategy` chooses the tree too (its bound takes the tree's own boxes)."""
     threads = max(1, min(threads, usable_cores()))
     _, flat_pass = _flat_costs(n_queries, n_avatars, dim, threads)
     if flat_pass < PROBE_FLOOR_SECONDS:
@@ -225,18 +225,17 @@ def flat_settled_early(
     same thresholds), so where the tree on the sample loses on most walks the tree on all
     avatars is not worth its build (full-rank data in many dimensions); anywhere else
     `probe` decides, on the full tree. It costs a tree on the sample and a few capped walks,
-    and nothing where the full tree's bound (`_tree_bound`) is below the flat pass's time
-    (up to 5 dimensions with the fitted costs).
+    and nothing where the tree cannot lose (`tree_unbeaten`: up to 5 dimensions with the
+    fitted costs).
     """
     n_queries, n_avatars, dim = len(queries), len(avatars), avatars.shape[1]
     threads = max(1, min(threads, usable_cores()))
-    _, flat_pass = _flat_costs(n_queries, n_avatars, dim, threads)
     sample = max(SAMPLE_MIN, n_avatars // SAMPLE_SHARE)
-    if flat_pass < PROBE_FLOOR_SECONDS or n_queries != n_avatars or sample >= n_avatars // 2:
-        return False
-    # A tree on n points has fewer than 4 n / LEAF_SIZE boxes (`KdTree.build`).
-    boxes = 4 * n_avatars // kdtree.LEAF_SIZE + 1
-    if _tree_bound(n_queries, boxes, n_avatars, dim, threads) < flat_pass:
+    if (
+        n_queries != n_avatars
+        or sample >= n_avatars // 2
+        or tree_unbeaten(n_queries, n_avatars, dim, threads)
+    ):
         return False
     rng = np.random.default_rng(0)
     probed = np.sort(rng.choice(n_queries, size=PROBE_MIN, replace=False))
