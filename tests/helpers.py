@@ -157,6 +157,21 @@ def counts_of(summary: Any) -> dict[str, Any]:
     return {key: data[key] for key in COUNT_KEYS}
 
 
+def release_with_holdout(
+    seed: int = 0, *, integer_ages: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Originals, their avatars (k = 5) and a holdout of the same population: age (whole
+    years with ``integer_ages``, else normal), bmi and a smoker flag."""
+    rng = np.random.default_rng(seed)
+    ages = rng.integers(20, 80, 600) if integer_ages else rng.normal(50, 10, 600)
+    population = pl.DataFrame(
+        {"age": ages, "bmi": rng.normal(25, 4, 600), "smoker": rng.choice(["y", "n"], 600)}
+    )
+    originals, holdout = population.head(400), population.tail(200)
+    avatars = phr.avatarize(originals, k=5, ncp=3, seed=seed)
+    return originals, avatars, holdout
+
+
 def without_provenance(data: dict[str, Any]) -> dict[str, Any]:
     """A report's or summary's dict less what differs between two runs of one measurement
     (the provenance: times, paths)."""

@@ -29,7 +29,13 @@ from polars.exceptions import (
 import polars_hidden_rate as phr
 from polars_hidden_rate._types import Float64Array
 from polars_hidden_rate.measures.inference import InferenceRisk
-from tests.helpers import brute_shares, exact_integer_shares, examples, reference_risk
+from tests.helpers import (
+    brute_shares,
+    exact_integer_shares,
+    examples,
+    reference_risk,
+    release_with_holdout,
+)
 
 points = st.lists(st.tuples(st.integers(-2, 2), st.integers(-2, 2)), min_size=1, max_size=30)
 # Dyadic values and tolerances, so that a guess can lie exactly on the tolerance's edge.
@@ -296,23 +302,8 @@ def test_bad_values_are_refused() -> None:
         phr.inference_risk(huge, huge, huge, known="k", secret="s")
 
 
-def release_with_holdout(seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Originals, their avatars (k = 5) and a holdout of the same population."""
-    rng = np.random.default_rng(seed)
-    population = pl.DataFrame(
-        {
-            "age": rng.integers(20, 80, 600),
-            "bmi": rng.normal(25, 4, 600),
-            "smoker": rng.choice(["y", "n"], 600),
-        }
-    )
-    originals, holdout = population.head(400), population.tail(200)
-    avatars = phr.avatarize(originals, k=5, ncp=3, seed=seed)
-    return originals, avatars, holdout
-
-
 def test_the_report_shows_the_attack_of_the_function() -> None:
-    originals, avatars, holdout = release_with_holdout()
+    originals, avatars, holdout = release_with_holdout(integer_ages=True)
     options: phr.CountOptions = {"categorical": ["smoker"], "ncp": 3}
     report = phr.privacy_report(
         originals, avatars, holdout=holdout, known=["age", "smoker"], secret="bmi", **options
@@ -337,7 +328,7 @@ def test_the_report_shows_the_attack_of_the_function() -> None:
 
 
 def test_the_report_refuses_an_attack_it_cannot_run() -> None:
-    originals, avatars, holdout = release_with_holdout()
+    originals, avatars, holdout = release_with_holdout(integer_ages=True)
     with pytest.raises(ValueError, match="needs a holdout"):
         phr.privacy_report(originals, avatars, known="age", secret="bmi", ncp=3)
     with pytest.raises(ValueError, match="needs the `known` columns too"):
@@ -347,7 +338,7 @@ def test_the_report_refuses_an_attack_it_cannot_run() -> None:
 
 
 def test_the_attack_through_the_script(tmp_path: Path) -> None:
-    originals, avatars, holdout = release_with_holdout(seed=1)
+    originals, avatars, holdout = release_with_holdout(seed=1, integer_ages=True)
     paths = {}
     for name, frame in (("originals", originals), ("avatars", avatars), ("holdout", holdout)):
         paths[name] = tmp_path / f"{name}.csv"
@@ -392,7 +383,7 @@ def test_the_attack_through_the_script(tmp_path: Path) -> None:
 def test_the_report_on_a_cluster_gives_the_local_holdout_figures() -> None:
     from tests.helpers import local_cluster
 
-    originals, avatars, holdout = release_with_holdout(seed=2)
+    originals, avatars, holdout = release_with_holdout(seed=2, integer_ages=True)
     options: dict[str, object] = {
         "holdout": holdout,
         "known": ["age", "smoker"],
@@ -445,7 +436,7 @@ def test_the_report_attacks_the_known_columns_as_its_projection_takes_them() -> 
 
 
 def test_the_report_refuses_attack_settings_without_an_attack() -> None:
-    originals, avatars, holdout = release_with_holdout()
+    originals, avatars, holdout = release_with_holdout(integer_ages=True)
     for settings_ in ({"secret_kind": "numeric"}, {"secret_tolerance": 0.1}):
         with pytest.raises(ValueError, match="give its `secret`"):
             phr.privacy_report(originals, avatars, holdout=holdout, ncp=3, **settings_)

@@ -36,7 +36,7 @@ from polars_hidden_rate.measures.membership import (
 )
 from polars_hidden_rate.measures.overfitting import DcrOverfitting, SmallHoldoutWarning
 from polars_hidden_rate.measures.walks import LinkedCloaking
-from tests.helpers import examples
+from tests.helpers import examples, release_with_holdout
 
 # Few distinct values, so that ties within and across the two sides are frequent.
 scores = st.lists(
@@ -576,21 +576,6 @@ def test_an_empty_holdout_is_refused_naming_it() -> None:
     frame = pl.DataFrame({"a": [0.0, 1.0]})
     with pytest.raises(NoDataError, match="holdout"):
         phr.membership_risk(frame, frame, frame.clear(), coords="a")
-
-
-def release_with_holdout(seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Originals, their avatars (k = 5) and a holdout of the same population."""
-    rng = np.random.default_rng(seed)
-    population = pl.DataFrame(
-        {
-            "age": rng.normal(50, 10, 600),
-            "bmi": rng.normal(25, 4, 600),
-            "smoker": rng.choice(["y", "n"], 600),
-        }
-    )
-    originals, holdout = population.head(400), population.tail(200)
-    avatars = phr.avatarize(originals, k=5, ncp=3, seed=seed)
-    return originals, avatars, holdout
 
 
 def test_the_report_shows_the_holdout_figures_of_the_functions() -> None:
