@@ -823,6 +823,16 @@ def noisy_frames(
     )
 
 
+def noisy_linked(n: int, seed: int = 0, noise: float = 0.3) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Originals of three normal coordinates (``Dim1`` to ``Dim3``), and avatars linked to
+    them by row order that add Gaussian ``noise``: a link the link test finds."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3))
+    y = x + rng.normal(scale=noise, size=x.shape)
+    names = ["Dim1", "Dim2", "Dim3"]
+    return pl.DataFrame(x, schema=names), pl.DataFrame(y, schema=names)
+
+
 def brute_rate(originals: pl.DataFrame, avatars: pl.DataFrame) -> float:
     """The hidden rate of a release on `PAIR_COORDS`, by the brute force."""
     counts = brute_force_counts(

@@ -31,16 +31,9 @@ from polars_hidden_rate.link.link_test import (
     link_test,
 )
 from polars_hidden_rate.stats import upper_tail
-from tests.helpers import run_script
+from tests.helpers import noisy_linked, run_script
 
 COORDS = ["Dim1", "Dim2", "Dim3"]
-
-
-def linked(n: int, seed: int = 0, noise: float = 0.3) -> tuple[pl.DataFrame, pl.DataFrame]:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3))
-    y = x + rng.normal(scale=noise, size=x.shape)
-    return pl.DataFrame(x, schema=COORDS), pl.DataFrame(y, schema=COORDS)
 
 
 # -- a row-order link that only carries a shared sort order ------------------------------------
@@ -89,7 +82,7 @@ def test_a_sort_that_chance_explains_is_not_refused() -> None:
     avatars = pl.DataFrame({"Dim1": [0.5, 1.5, 3.1, 4.2]})
     assert phr.assert_hidden_rate(originals, avatars, 20, coords="Dim1") == 25.0
     # A constant feature, or all but one value alike (a chance of 2/60 each): not refused.
-    a, b = linked(60, seed=2)
+    a, b = noisy_linked(60, seed=2)
     flag = pl.Series([0] * 59 + [1])
     a = a.with_columns(c=pl.lit(1.0), f=flag)
     b = b.with_columns(c=pl.lit(1.0), f=flag)
@@ -130,7 +123,7 @@ def test_the_command_line_refuses_a_shared_sort(
 
 
 def test_a_text_key_beside_a_row_order_link_is_refused() -> None:
-    originals, avatars = linked(80, seed=3)
+    originals, avatars = noisy_linked(80, seed=3)
     ids = (pl.int_range(80) + 500).cast(pl.String).str.zfill(6)
     originals = originals.with_columns(pid=ids)
     avatars = avatars.with_columns(pid=ids)
@@ -161,7 +154,7 @@ def test_a_key_is_never_projected_beside_by_row_order(rows: int, tmp_path: Path)
 
 
 def test_by_row_order_beside_a_key_is_a_contradiction(tmp_path: Path) -> None:
-    originals, avatars = linked(60, seed=5)
+    originals, avatars = noisy_linked(60, seed=5)
     originals = originals.with_columns(pid=pl.int_range(60))
     avatars = avatars.with_columns(pid=pl.int_range(60))
     with pytest.raises(ValueError, match=r"--by-row-order \(by_row_order=True\) links by row"):
@@ -181,7 +174,7 @@ def test_by_row_order_beside_a_key_is_a_contradiction(tmp_path: Path) -> None:
 
 
 def test_own_copies_print_the_digits_that_decide(tmp_path: Path) -> None:
-    originals, avatars = linked(120, seed=6)
+    originals, avatars = noisy_linked(120, seed=6)
     copied = pl.concat([originals[:1], avatars[1:]])  # one own copy in 120: 0.8333... %
     share = 100 * 1 / 120
     assert share == 0.8333333333333334
@@ -220,7 +213,7 @@ def test_the_link_errors_are_exported_and_caught_from_the_package() -> None:
     for name in ("UnlinkedAvatarsError", "AmbiguousLinkError", "SortedLinkError"):
         assert getattr(phr, name) is getattr(errors, name)
         assert name in phr.__all__
-    originals, avatars = linked(200, seed=3)
+    originals, avatars = noisy_linked(200, seed=3)
     unlinked = avatars.sample(fraction=1.0, shuffle=True, seed=2)  # row order carries nothing
     with pytest.raises(phr.UnlinkedAvatarsError):
         phr.assert_hidden_rate(originals, unlinked, 0, coords=COORDS)
@@ -230,7 +223,7 @@ def test_the_link_errors_are_exported_and_caught_from_the_package() -> None:
 
 
 def test_the_provenance_states_the_link_overrides_and_the_link_test(tmp_path: Path) -> None:
-    originals, avatars = linked(200, seed=7)
+    originals, avatars = noisy_linked(200, seed=7)
     o, a, s = tmp_path / "o.parquet", tmp_path / "a.parquet", tmp_path / "s.parquet"
     originals.write_parquet(o)
     avatars.write_parquet(a)
@@ -264,7 +257,7 @@ def test_the_provenance_states_the_link_overrides_and_the_link_test(tmp_path: Pa
 
 
 def test_the_tie_tolerance_is_bounded(tmp_path: Path) -> None:
-    originals, avatars = linked(100, seed=8, noise=1.0)
+    originals, avatars = noisy_linked(100, seed=8, noise=1.0)
     for value in (1e300, MAX_TIE_TOL, 0.5):
         with pytest.raises(ValueError, match=r"`tie_tol` must be below 0.001"):
             phr.hidden_rate(originals, avatars, coords=COORDS, tie_tol=value)
@@ -284,7 +277,7 @@ def test_the_tie_tolerance_is_bounded(tmp_path: Path) -> None:
 
 
 def test_the_reports_options_are_named_as_given(tmp_path: Path) -> None:
-    originals, avatars = linked(60, seed=9)
+    originals, avatars = noisy_linked(60, seed=9)
     o, a = tmp_path / "o.csv", tmp_path / "a.csv"
     originals.write_csv(o)
     avatars.write_csv(a)

@@ -23,7 +23,7 @@ from polars_hidden_rate.link.errors import AmbiguousLinkError, UnlinkedAvatarsEr
 from polars_hidden_rate.link.link_test import ALPHA, MIN_RECORDS, SAMPLE, derangement, link_test
 from polars_hidden_rate.plan import plan
 from polars_hidden_rate.provenance import describe_settings, with_fit
-from tests.helpers import brute_force_counts, examples, hidden_share, run_script
+from tests.helpers import brute_force_counts, examples, hidden_share, noisy_linked, run_script
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 AIDS_CATEGORICAL = [
@@ -46,13 +46,6 @@ AIDS_CATEGORICAL = [
     "arms",
 ]
 COORDS = ["Dim1", "Dim2", "Dim3"]
-
-
-def linked(n: int, seed: int = 0, noise: float = 0.3) -> tuple[pl.DataFrame, pl.DataFrame]:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3))
-    y = x + rng.normal(scale=noise, size=x.shape)
-    return pl.DataFrame(x, schema=COORDS), pl.DataFrame(y, schema=COORDS)
 
 
 def brute_closer(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -146,7 +139,7 @@ def test_the_rank_statistic_under_a_random_link() -> None:
 
 
 def test_large_data_is_tested_on_a_seeded_sample() -> None:
-    x, y = (frame.to_numpy() for frame in linked(SAMPLE + 5000, seed=13))
+    x, y = (frame.to_numpy() for frame in noisy_linked(SAMPLE + 5000, seed=13))
     test = link_test(x, y)
     assert (test.n, test.population) == (SAMPLE, SAMPLE + 5000)
     assert test == link_test(x, y)
@@ -154,7 +147,7 @@ def test_large_data_is_tested_on_a_seeded_sample() -> None:
 
 
 def test_a_shuffled_link_is_refused_and_a_real_one_is_not() -> None:
-    originals, avatars = linked(800)
+    originals, avatars = noisy_linked(800)
     summary = cloaking_summary(originals, avatars, coords=COORDS)
     assert summary.evidence is not None
     assert summary.evidence.link.linked
@@ -174,7 +167,7 @@ def test_a_shuffled_link_is_refused_and_a_real_one_is_not() -> None:
 
 
 def test_a_wrong_key_is_refused() -> None:
-    originals, avatars = linked(300, seed=1)
+    originals, avatars = noisy_linked(300, seed=1)
     originals = originals.with_columns(id=pl.int_range(300))
     avatars = avatars.with_columns(id=pl.int_range(300).shuffle(seed=2))
     with pytest.raises(UnlinkedAvatarsError, match="by key 'id'"):
@@ -182,18 +175,18 @@ def test_a_wrong_key_is_refused() -> None:
 
 
 def test_the_link_test_is_not_run_below_fifty_records() -> None:
-    originals, avatars = linked(MIN_RECORDS - 1)
+    originals, avatars = noisy_linked(MIN_RECORDS - 1)
     shuffled = avatars.reverse()
     summary = cloaking_summary(originals, shuffled, coords=COORDS)
     assert summary.evidence is not None
     assert not summary.evidence.link.tested
-    originals, avatars = linked(MIN_RECORDS)
+    originals, avatars = noisy_linked(MIN_RECORDS)
     with pytest.raises(UnlinkedAvatarsError):
         cloaking_summary(originals, avatars.reverse(), coords=COORDS)
 
 
 def test_the_link_test_does_not_move_with_scale() -> None:
-    x, y = (frame.to_numpy() for frame in linked(400, seed=4))
+    x, y = (frame.to_numpy() for frame in noisy_linked(400, seed=4))
     base = link_test(x, y)
     for factor in (2.0**600, 2.0**-600, 2.0**1000):
         assert link_test(x * factor, y * factor) == base
@@ -309,7 +302,7 @@ def test_own_copies_follow_the_key_and_match_missing_values() -> None:
 
 
 def test_row_order_beside_a_key_is_refused() -> None:
-    originals, avatars = linked(100, seed=6)
+    originals, avatars = noisy_linked(100, seed=6)
     originals = originals.with_columns(pidnum=pl.int_range(100) + 10_000)
     avatars = avatars.with_columns(pidnum=pl.int_range(100) + 10_000)
     with pytest.raises(AmbiguousLinkError, match="both frames hold 'pidnum', unique per row"):
@@ -325,7 +318,7 @@ def test_row_order_beside_a_key_is_refused() -> None:
 
 
 def test_verdict_options_are_checked() -> None:
-    originals, avatars = linked(60)
+    originals, avatars = noisy_linked(60)
     with pytest.raises(TypeError, match="allow_unlinked"):
         cloaking_summary(originals, avatars, coords=COORDS, allow_unlinked=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_own_copies"):
@@ -335,7 +328,7 @@ def test_verdict_options_are_checked() -> None:
 def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
     tmp_path: Path,
 ) -> None:
-    originals, avatars = linked(500, seed=8)
+    originals, avatars = noisy_linked(500, seed=8)
     o, a, s = tmp_path / "o.csv", tmp_path / "a.csv", tmp_path / "s.csv"
     originals.write_csv(o)
     avatars.write_csv(a)
@@ -375,7 +368,7 @@ def test_the_script_refuses_a_shuffled_release_and_states_what_it_measured(
 
 
 def test_the_per_record_file_carries_the_provenance(tmp_path: Path) -> None:
-    originals, avatars = linked(200, seed=9)
+    originals, avatars = noisy_linked(200, seed=9)
     o, a, out = tmp_path / "o.parquet", tmp_path / "a.parquet", tmp_path / "out.parquet"
     originals.write_parquet(o)
     avatars.write_parquet(a)
@@ -392,7 +385,7 @@ def test_the_per_record_file_carries_the_provenance(tmp_path: Path) -> None:
 
 
 def test_the_script_fails_a_release_of_copies(tmp_path: Path) -> None:
-    originals, avatars = linked(200, seed=10)
+    originals, avatars = noisy_linked(200, seed=10)
     copied = pl.concat([originals[:50], avatars[50:]])
     o, a = tmp_path / "o.csv", tmp_path / "a.csv"
     originals.write_csv(o)
@@ -527,7 +520,7 @@ def test_recoded_categories_are_refused_and_fewer_unseen_counted() -> None:
 
 
 def test_the_report_states_its_evidence_and_inputs(tmp_path: Path) -> None:
-    originals, avatars = linked(300, seed=12)
+    originals, avatars = noisy_linked(300, seed=12)
     o, a, page = tmp_path / "o.csv", tmp_path / "a.csv", tmp_path / "r.html"
     originals.write_csv(o)
     avatars.write_csv(a)
@@ -552,7 +545,7 @@ def test_the_report_states_its_evidence_and_inputs(tmp_path: Path) -> None:
 
 def test_a_previous_output_can_be_checked_again(tmp_path: Path) -> None:
     # Issue 20 item 13: the per-record file of one check is the originals of the next one.
-    originals, avatars = linked(200, seed=14)
+    originals, avatars = noisy_linked(200, seed=14)
     o, a, out = tmp_path / "o.parquet", tmp_path / "a.parquet", tmp_path / "out.parquet"
     originals.write_parquet(o)
     avatars.write_parquet(a)
@@ -574,7 +567,7 @@ def test_own_copies_are_a_share_of_every_record_when_the_link_test_samples(
     from polars_hidden_rate.link import link_test as linkage
 
     monkeypatch.setattr(linkage, "SAMPLE", 100)
-    originals, avatars = linked(400, seed=15)
+    originals, avatars = noisy_linked(400, seed=15)
     avatars = pl.concat([originals[:40], avatars[40:]])
     summary = cloaking_summary(originals, avatars, coords=COORDS, max_own_copies=100)
     assert summary.evidence is not None
