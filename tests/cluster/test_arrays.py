@@ -180,6 +180,14 @@ def assert_same_nearest_two(found: NearestTwo, expected: NearestTwo) -> None:
     np.testing.assert_array_equal(found.scaled_second, expected.scaled_second)
 
 
+def assert_exact_nearest_two(found: NearestTwo, originals: Any, avatars: Any) -> None:
+    """``found`` is this machine's walk bit for bit, and the float64 brute force's."""
+    assert_same_nearest_two(found, nearest_two(originals, avatars))
+    first, second = brute_force_two(originals, avatars)
+    np.testing.assert_array_equal(found.nearest, np.sqrt(first))
+    np.testing.assert_array_equal(found.second, np.sqrt(second))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gaussian", "grid", "duplicates", "offset", "dyadic"])
 @pytest.mark.parametrize(
@@ -191,10 +199,7 @@ def test_nearest_two_on_cluster_is_bit_identical_to_local(
     originals, avatars = adversarial(kind, 160, seed=9)
     avatars = avatars[:97]  # as many avatars as originals is not required
     found = phd.nearest_two_distributed(originals, avatars, client=client, sizing=sizing)
-    assert_same_nearest_two(found, nearest_two(originals, avatars))
-    first, second = brute_force_two(originals, avatars)
-    np.testing.assert_array_equal(found.nearest, np.sqrt(first))
-    np.testing.assert_array_equal(found.second, np.sqrt(second))
+    assert_exact_nearest_two(found, originals, avatars)
 
 
 @pytest.mark.slow
@@ -207,10 +212,7 @@ def test_nearest_two_on_cluster_equals_the_brute_force(client: Any, seed: int) -
     originals, avatars = nearest_two_case(rng, n, m, d, step, offset)
     sizing = shards.Sizing(block_rows=block_rows, shard_rows=shard_rows)
     found = phd.nearest_two_distributed(originals, avatars, client=client, sizing=sizing)
-    assert_same_nearest_two(found, nearest_two(originals, avatars))
-    first, second = brute_force_two(originals, avatars)
-    np.testing.assert_array_equal(found.nearest, np.sqrt(first))
-    np.testing.assert_array_equal(found.second, np.sqrt(second))
+    assert_exact_nearest_two(found, originals, avatars)
 
 
 @pytest.mark.slow
